@@ -1,0 +1,45 @@
+"""minattn: Transformer attention as small, exact, pure NumPy functions.
+
+Read the modules in the order the math builds (walkthrough.md follows the same path):
+
+    attention.py      softmax, scaled_dot_product_attention
+    masks.py          causal_mask, padding_mask            (True = may attend)
+    heads.py          split_heads, merge_heads
+    multi_head.py     init_multi_head_attention, multi_head_attention
+    normalization.py  layer_norm
+    position_wise.py  feed_forward
+    encoder.py        encoder_block, encoder
+    positional.py     positional_encoding
+
+Shape letters, used in every shape comment:
+    B  batch size                 L  sequence length (L_q queries, L_k keys)
+    D  d_model, the model width   H  n_heads
+    d_k = D / H, the width of one head (d_v for values when it differs)
+    F  d_ff, the hidden width of the feed-forward network
+
+Conventions: params are nested dicts of arrays (weights stored [d_in, d_out], so y = x @ w + b);
+configuration is keyword arguments; init_* functions take an explicit np.random.Generator.
+Everything is written with autograd.numpy, so autograd.grad differentiates it, and NumPy's
+dispatch protocols let CuPy arrays run through the same code (forward only).
+"""
+from .attention import scaled_dot_product_attention, softmax
+from .encoder import encoder, encoder_block, init_encoder, init_encoder_block
+from .heads import merge_heads, split_heads
+from .masks import causal_mask, padding_mask
+from .multi_head import init_multi_head_attention, multi_head_attention
+from .normalization import init_layer_norm, layer_norm
+from .position_wise import feed_forward, init_feed_forward
+from .positional import positional_encoding
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "softmax", "scaled_dot_product_attention",
+    "causal_mask", "padding_mask",
+    "split_heads", "merge_heads",
+    "init_multi_head_attention", "multi_head_attention",
+    "init_layer_norm", "layer_norm",
+    "init_feed_forward", "feed_forward",
+    "init_encoder_block", "encoder_block", "init_encoder", "encoder",
+    "positional_encoding",
+]

@@ -1,0 +1,6 @@
+"""`python -m minattn`: the guided tour (see minattn/cli.py)."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,103 @@
+"""The Transformer encoder block (attention + feed-forward, each with residual and LayerNorm),
+and the encoder: a stack of blocks."""
+import autograd.numpy as np
+
+from . import _validate
+from .dropout import dropout as _dropout
+from .multi_head import check_multi_head_params, init_multi_head_attention, multi_head_attention
+from .normalization import init_layer_norm, layer_norm
+from .position_wise import ACTIVATIONS, check_feed_forward_params, feed_forward, init_feed_forward
+
+
+def init_encoder_block(rng, d_model, n_heads, d_ff):
+    # -> {"attention": {...}, "norm1": {...}, "feed_forward": {...}, "norm2": {...}}
+    return {
+        "attention": init_multi_head_attention(rng, d_model, n_heads),
+        "norm1": init_layer_norm(d_model),
+        "feed_forward": init_feed_forward(rng, d_model, d_ff),
+        "norm2": init_layer_norm(d_model),
+    }
+
+
+def _check_block_params(params, d_model, where="params"):
+    _validate.check_params(params, {}, where)  # a dict at all
+    for key in ("attention", "norm1", "feed_forward", "norm2"):
+        if key not in params:
+            raise ValueError(f"{where} is missing key {key!r} (expected keys: 'attention', "
+                             "'norm1', 'feed_forward', 'norm2')")
+    check_multi_head_params(params["attention"], d_model, f"{where}['attention']")
+    check_feed_forward_params(params["feed_forward"], d_model, f"{where}['feed_forward']")
+    for norm in ("norm1", "norm2"):
+        _validate.check_params(params[norm], {"gamma": (d_model,), "beta": (d_model,)},
+                               f"{where}[{norm!r}]")
+
+
+def _check_block_config(x, n_heads, activation, dropout, rng):
+    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    _validate.check_n_heads(n_heads, x.shape[-1])
+    _validate.check_choice("activation", activation, ACTIVATIONS)
+    _validate.check_dropout(dropout, rng)
+
+
+def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation="relu",
+                  eps=1e-5, dropout=0.0, rng=None, return_weights=False):
+    # [..., L, D] -> [..., L, D] (and weights [..., H, L, L] with return_weights=True).
+    # Post-norm (2017 paper, torch's default): x = norm(x + sublayer(x)).
+    # Pre-norm (norm_first=True):             x = x + sublayer(norm(x)).
+    x = _validate.as_float_array("x", x)
+    _check_block_config(x, n_heads, activation, dropout, rng)
+    _check_block_params(params, x.shape[-1])
+    norm1 = lambda h: layer_norm(h, params["norm1"]["gamma"], params["norm1"]["beta"], eps)
+    norm2 = lambda h: layer_norm(h, params["norm2"]["gamma"], params["norm2"]["beta"], eps)
+
+    def attend(h):
+        out, w = multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+                                      dropout=dropout, rng=rng)
+        return _dropout(out, dropout, rng), w
+
+    def feed(h):
+        out = feed_forward(params["feed_forward"], h, activation=activation, dropout=dropout,
+                           rng=rng)
+        return _dropout(out, dropout, rng)
+
+    if norm_first:
+        attended, weights = attend(norm1(x))
+        x = x + attended
+        x = x + feed(norm2(x))
+    else:
+        attended, weights = attend(x)
+        x = norm1(x + attended)
+        x = norm2(x + feed(x))
+    return (x, weights) if return_weights else x
+
+
+def init_encoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=False):
+    # -> {"layers": [block params] * n_layers} (+ {"final_norm": {...}} if final_norm).
+    # A final norm is what pre-norm stacks need, since their last block ends un-normalized.
+    params = {"layers": [init_encoder_block(rng, d_model, n_heads, d_ff) for _ in range(n_layers)]}
+    if final_norm:
+        params["final_norm"] = init_layer_norm(d_model)
+    return params
+
+
+def encoder(params, x, mask=None, *, n_heads, norm_first=False, activation="relu", eps=1e-5,
+            dropout=0.0, rng=None, return_weights=False):
+    # [..., L, D] -> [..., L, D] (and a list of n_layers weights [..., H, L, L]).
+    x = _validate.as_float_array("x", x)
+    _check_block_config(x, n_heads, activation, dropout, rng)
+    if not isinstance(params, dict) or not isinstance(params.get("layers"), (list, tuple)):
+        raise ValueError("params must be a dict with key 'layers' holding a list of block params")
+    for i, layer in enumerate(params["layers"]):
+        _check_block_params(layer, x.shape[-1], f"params['layers'][{i}]")
+    if "final_norm" in params:
+        _validate.check_params(params["final_norm"], {"gamma": x.shape[-1:], "beta": x.shape[-1:]},
+                               "params['final_norm']")
+    weights = []
+    for layer in params["layers"]:
+        x, w = encoder_block(layer, x, mask, n_heads=n_heads, norm_first=norm_first,
+                             activation=activation, eps=eps, dropout=dropout, rng=rng,
+                             return_weights=True)
+        weights.append(w)
+    if "final_norm" in params:
+        x = layer_norm(x, params["final_norm"]["gamma"], params["final_norm"]["beta"], eps)
+    return (x, weights) if return_weights else x

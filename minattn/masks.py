@@ -1,0 +1,43 @@
+"""Boolean attention masks: True = may attend (torch's scaled_dot_product_attention, JAX/Flax).
+
+torch.nn.MultiheadAttention's masks mean the opposite (True = ignore). Masks combine with `&`:
+`causal_mask(L) & padding_mask(lengths, L)` broadcasts to (B, 1, L, L).
+`like=` builds the mask with the array library of `like` (pass a CuPy array to get a CuPy mask).
+"""
+import numbers
+
+import autograd.numpy as np
+
+
+def _check_length(name, n):
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise TypeError(f"{name} must be a non-negative int, got {n!r}")
+
+
+def causal_mask(n_q, n_k=None, *, like=None):
+    # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
+    # as torch's is_causal=True), so no position sees the future.
+    n_k = n_q if n_k is None else n_k
+    _check_length("n_q", n_q)
+    _check_length("n_k", n_k)
+    if like is None:
+        rows, cols = np.arange(n_q), np.arange(n_k)
+    else:
+        rows, cols = np.arange(n_q, like=like), np.arange(n_k, like=like)
+    return rows[:, None] >= cols[None, :]
+
+
+def padding_mask(lengths, n):
+    # int [B] -> bool [B, 1, 1, n]; True at the first lengths[b] (real) tokens. The two singleton
+    # axes broadcast over heads and queries: every query may look at every real key.
+    _check_length("n", n)
+    if isinstance(lengths, (list, tuple)):
+        lengths = np.array(lengths)
+    if not hasattr(lengths, "dtype") or np.dtype(lengths.dtype).kind not in "iu":
+        raise TypeError(f"lengths must be an integer array, got {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must have shape (B,), got shape {tuple(lengths.shape)}")
+    if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > n):
+        raise ValueError(f"lengths must lie in [0, n={n}], got min {int(lengths.min())}, max {int(lengths.max())}")
+    positions = np.arange(n, like=lengths)
+    return (positions[None, :] < lengths[:, None])[:, None, None, :]

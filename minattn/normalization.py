@@ -1,0 +1,22 @@
+"""Layer normalization over the feature axis."""
+import autograd.numpy as np
+
+from . import _validate
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    # [..., D], [D], [D] -> [..., D]. Biased variance and eps inside the square root, exactly as
+    # torch.nn.LayerNorm (not std + eps, which is a different function).
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    _validate.check_shape("gamma", gamma, x.shape[-1:])
+    _validate.check_shape("beta", beta, x.shape[-1:])
+    mean = np.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    variance = np.mean(centered * centered, axis=-1, keepdims=True)  # biased: divide by D
+    return centered / np.sqrt(variance + eps) * gamma + beta
+
+
+def init_layer_norm(d_model):
+    # -> {"gamma": ones [D], "beta": zeros [D]}: the identity map on normalized features.
+    return {"gamma": np.ones(d_model), "beta": np.zeros(d_model)}

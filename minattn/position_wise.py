@@ -1,0 +1,56 @@
+"""The position-wise feed-forward network: the same two-layer MLP applied to every token."""
+import math
+
+import autograd.numpy as np
+
+from . import _validate
+from .dropout import dropout as _dropout
+from .linear import linear
+
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def gelu(x):
+    # Exact GELU, x * Phi(x) with the Gaussian CDF written through erf (torch's default).
+    from autograd.scipy.special import erf  # scipy, imported only when GELU is used
+
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    # The tanh approximation of GELU (GPT-2, torch's approximate="tanh").
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x * x * x)))
+
+
+def init_feed_forward(rng, d_model, d_ff):
+    # -> {"w_1": [D, F], "b_1": [F], "w_2": [F, D], "b_2": [D]}, float64, torch's Linear init.
+    b1, b2 = 1.0 / math.sqrt(d_model), 1.0 / math.sqrt(d_ff)
+    return {
+        "w_1": rng.uniform(-b1, b1, size=(d_model, d_ff)), "b_1": rng.uniform(-b1, b1, size=d_ff),
+        "w_2": rng.uniform(-b2, b2, size=(d_ff, d_model)), "b_2": rng.uniform(-b2, b2, size=d_model),
+    }
+
+
+def check_feed_forward_params(params, d_model, where="params"):
+    _validate.check_params(params, {"w_1": (d_model, "d_ff")}, where)
+    d_ff = params["w_1"].shape[1]
+    _validate.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
+                                    "w_2": (d_ff, d_model), "b_2": (d_model,)}, where)
+
+
+def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
+    # [..., D] -> [..., D] through [..., F]; dropout (if any) after the activation, as torch.
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    _validate.check_choice("activation", activation, ACTIVATIONS)
+    _validate.check_dropout(dropout, rng)
+    check_feed_forward_params(params, x.shape[-1])
+    act = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}[activation]
+    hidden = act(linear(x, params["w_1"], params["b_1"]))  # [..., F]
+    hidden = _dropout(hidden, dropout, rng)
+    return linear(hidden, params["w_2"], params["b_2"])  # [..., D]

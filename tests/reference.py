@@ -1,0 +1,52 @@
+"""Slow, obvious reference implementations, written independently of minattn with Python loops
+and the math module. Tests compare minattn against these ("same expression, two engines")."""
+import math
+
+import numpy as np
+
+
+def softmax_row(row, keep=None):
+    keep = [True] * len(row) if keep is None else list(keep)
+    kept = [x for x, k in zip(row, keep) if k]
+    if not kept:
+        return [0.0] * len(row)
+    m = max(kept)
+    exps = [math.exp(x - m) if k else 0.0 for x, k in zip(row, keep)]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+def attention(q, k, v, keep=None, scale=None):
+    """q [L_q, d_k], k [L_k, d_k], v [L_k, d_v], keep bool [L_q, L_k] -> (out, weights), float64."""
+    q, k, v = (np.asarray(a, dtype=np.float64).tolist() for a in (q, k, v))
+    scale = 1.0 / math.sqrt(len(q[0])) if scale is None else scale
+    out, weights = [], []
+    for i, qi in enumerate(q):
+        scores = [scale * sum(a * b for a, b in zip(qi, kj)) for kj in k]
+        w = softmax_row(scores, None if keep is None else keep[i])
+        weights.append(w)
+        out.append([sum(w[j] * v[j][c] for j in range(len(k))) for c in range(len(v[0]))])
+    return np.array(out).reshape(len(q), len(v[0])), np.array(weights).reshape(len(q), len(k))
+
+
+def layer_norm_row(row, gamma, beta, eps):
+    n = len(row)
+    mean = sum(row) / n
+    var = sum((x - mean) ** 2 for x in row) / n
+    return [(x - mean) / math.sqrt(var + eps) * g + b for x, g, b in zip(row, gamma, beta)]
+
+
+def multi_head_attention_loop(params, query, key, value, keep, n_heads):
+    """The 'list of heads, concatenated' formulation: each head uses its own column slice of the
+    projections, attention runs per head with the loop reference, heads are concatenated."""
+    p = {name: np.asarray(a, dtype=np.float64) for name, a in params.items()}
+    d_model = p["w_q"].shape[0]
+    d_k = d_model // n_heads
+    heads = []
+    for h in range(n_heads):
+        cols = slice(h * d_k, (h + 1) * d_k)
+        q = query @ p["w_q"][:, cols] + p["b_q"][cols]
+        k = key @ p["w_k"][:, cols] + p["b_k"][cols]
+        v = value @ p["w_v"][:, cols] + p["b_v"][cols]
+        heads.append(attention(q, k, v, keep)[0])
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
