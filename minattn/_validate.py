@@ -9,6 +9,11 @@ boxes, and never move data.
 import numbers
 
 import autograd.numpy as np
+from autograd.builtins import DictBox, SequenceBox
+
+# Under autograd.grad, dicts and lists of params arrive boxed; they still count as dicts/lists.
+DICT_TYPES = (dict, DictBox)
+LIST_TYPES = (list, tuple, SequenceBox)
 
 
 def as_float_array(name, x):
@@ -108,7 +113,7 @@ def check_shape(name, x, expected):
 
 def check_params(params, expected, where="params"):
     """`expected` maps each key to the shape its array must have (see check_shape)."""
-    if not isinstance(params, dict):
+    if not isinstance(params, DICT_TYPES):
         raise TypeError(f"{where} must be a dict of arrays, got {type(params).__name__}")
     for key, shape in expected.items():
         if key not in params:

@@ -85,15 +85,17 @@ def encoder(params, x, mask=None, *, n_heads, norm_first=False, activation="relu
     # [..., L, D] -> [..., L, D] (and a list of n_layers weights [..., H, L, L]).
     x = _validate.as_float_array("x", x)
     _check_block_config(x, n_heads, activation, dropout, rng)
-    if not isinstance(params, dict) or not isinstance(params.get("layers"), (list, tuple)):
+    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
+            params.get("layers"), _validate.LIST_TYPES):
         raise ValueError("params must be a dict with key 'layers' holding a list of block params")
-    for i, layer in enumerate(params["layers"]):
+    layers = [params["layers"][i] for i in range(len(params["layers"]))]
+    for i, layer in enumerate(layers):
         _check_block_params(layer, x.shape[-1], f"params['layers'][{i}]")
     if "final_norm" in params:
         _validate.check_params(params["final_norm"], {"gamma": x.shape[-1:], "beta": x.shape[-1:]},
                                "params['final_norm']")
     weights = []
-    for layer in params["layers"]:
+    for layer in layers:
         x, w = encoder_block(layer, x, mask, n_heads=n_heads, norm_first=norm_first,
                              activation=activation, eps=eps, dropout=dropout, rng=rng,
                              return_weights=True)

@@ -1,0 +1,96 @@
+"""A model that learns: a tiny encoder trained with autograd and an Adam written in NumPy.
+
+The task, "count": for every token, output how many times it occurs in its sequence.
+Only attention solves it: a token must find the other tokens equal to it, wherever they are.
+It is permutation equivariant, so no positional encoding is needed, and the learned attention
+map is readable: each token attends to its equals.
+"""
+import autograd.numpy as np
+from autograd import value_and_grad
+
+from .attention import softmax
+from .encoder import encoder, init_encoder
+from .linear import linear
+
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def make_count_task(rng, n_sequences, length, vocab_size):
+    # -> tokens int [N, L], targets int [N, L]: targets[n, i] = (count of tokens[n, i]) - 1,
+    # a class index in [0, L).
+    tokens = rng.integers(0, vocab_size, size=(n_sequences, length))
+    counts = (tokens[:, :, None] == tokens[:, None, :]).sum(-1)
+    return tokens, counts - 1
+
+
+def init_count_model(rng, vocab_size, length, d_model=32, n_heads=2, d_ff=64, n_layers=1):
+    # -> {"embedding": [V, D], "encoder": {...}, "head": {"w": [D, L], "b": [L]}}
+    return {
+        "embedding": rng.normal(0.0, 1.0, size=(vocab_size, d_model)),
+        "encoder": init_encoder(rng, n_layers, d_model, n_heads, d_ff),
+        "head": {"w": rng.normal(0.0, d_model ** -0.5, size=(d_model, length)), "b": np.zeros(length)},
+    }
+
+
+def count_model(params, tokens, *, n_heads, return_weights=False):
+    # int [N, L] -> logits [N, L, C] (and per-layer weights [N, H, L, L]).
+    x = params["embedding"][tokens]  # [N, L, D]
+    x, weights = encoder(params["encoder"], x, n_heads=n_heads, return_weights=True)
+    logits = linear(x, params["head"]["w"], params["head"]["b"])  # [N, L, C]
+    return (logits, weights) if return_weights else logits
+
+
+def cross_entropy(logits, targets):
+    # [N, L, C], int [N, L] -> mean negative log-likelihood of the targets.
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+    one_hot = targets[..., None] == np.arange(logits.shape[-1])  # [N, L, C]
+    return -np.sum(np.where(one_hot, log_probs, 0.0)) / targets.size
+
+
+def accuracy(params, tokens, targets, *, n_heads):
+    return float(np.mean(np.argmax(count_model(params, tokens, n_heads=n_heads), -1) == targets))
+
+
+def tree_map(f, *trees):
+    """Apply f leaf-wise over nested dicts/lists of arrays (all trees share one structure)."""
+    if isinstance(trees[0], dict):
+        return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+    if isinstance(trees[0], (list, tuple)):
+        return [tree_map(f, *leaves) for leaves in zip(*trees)]
+    return f(*trees)
+
+
+def adam_init(params):
+    zeros = tree_map(np.zeros_like, params)
+    return {"step": 0, "m": zeros, "v": tree_map(np.zeros_like, params)}
+
+
+def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
+    # Kingma & Ba (2015): running means of the gradient and its square, bias-corrected.
+    t = state["step"] + 1
+    m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+    v = tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+    lr_t = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
+    params = tree_map(lambda p, m, v: p - lr_t * m / (np.sqrt(v) + eps), params, m, v)
+    return params, {"step": t, "m": m, "v": v}
+
+
+def train_count_model(seed=0, steps=1500, batch_size=64, length=10, vocab_size=5, n_heads=2,
+                      lr=3e-3, callback=None):
+    # Deterministic for a given seed: one np.random.Generator drives data and initialisation.
+    # callback(step, loss) is called after every step (the CLI's progress bar).
+    rng = np.random.default_rng(seed)
+    params = init_count_model(rng, vocab_size, length, n_heads=n_heads)
+    state = adam_init(params)
+    loss_and_grad = value_and_grad(
+        lambda p, tok, tgt: cross_entropy(count_model(p, tok, n_heads=n_heads), tgt))
+    for step in range(steps):
+        tokens, targets = make_count_task(rng, batch_size, length, vocab_size)
+        loss, grads = loss_and_grad(params, tokens, targets)
+        # Cosine decay of the step size: large steps early, fine ones to settle at the end.
+        lr_now = lr * 0.5 * (1.0 + np.cos(np.pi * step / steps))
+        params, state = adam_update(params, grads, state, lr=lr_now)
+        if callback is not None:
+            callback(step, float(loss))
+    return params
