@@ -10,6 +10,7 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     position_wise.py  feed_forward
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
+    blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
@@ -23,6 +24,7 @@ Everything is written with autograd.numpy, so autograd.grad differentiates it, a
 dispatch protocols let CuPy arrays run through the same code (forward only).
 """
 from .attention import scaled_dot_product_attention, softmax
+from .blockwise import blockwise_attention
 from .encoder import encoder, encoder_block, init_encoder, init_encoder_block
 from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
@@ -42,4 +44,5 @@ __all__ = [
     "init_feed_forward", "feed_forward",
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
+    "blockwise_attention",
 ]

@@ -4,14 +4,16 @@ import numbers
 import numpy
 
 
-def positional_encoding(n_positions, d_model, *, dtype=numpy.float64):
+def positional_encoding(n_positions, d_model, *, dtype=numpy.float64, like=None):
     # -> [n_positions, d_model]; PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same).
     # Attention alone is permutation equivariant: adding these is what tells tokens apart by place.
+    # like= builds it with the array library of `like` (a CuPy array gives a CuPy table).
     for name, n in (("n_positions", n_positions), ("d_model", d_model)):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise TypeError(f"{name} must be a positive int, got {n!r}")
-    position = numpy.arange(n_positions, dtype=numpy.float64)[:, None]  # [L, 1]
-    pair = numpy.arange(d_model) // 2  # feature 2i and 2i+1 share frequency i
+    position = numpy.arange(n_positions, dtype=numpy.float64, like=like)[:, None]  # [L, 1]
+    features = numpy.arange(d_model, like=like)
+    pair = features // 2  # feature 2i and 2i+1 share frequency i
     angle = position / 10000.0 ** (2.0 * pair / d_model)  # [L, D]
-    even = numpy.arange(d_model) % 2 == 0
+    even = features % 2 == 0
     return numpy.where(even, numpy.sin(angle), numpy.cos(angle)).astype(dtype)

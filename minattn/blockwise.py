@@ -1,0 +1,142 @@
+"""Blockwise attention: the online softmax of FlashAttention, one tile of scores at a time.
+
+The result equals scaled_dot_product_attention's output (up to rounding), but the [L_q, L_k]
+matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
+max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
+(Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
+O(block_size^2) per head for the scores instead of O(L_q L_k); the weights are not returned.
+
+Gradients: differentiable with autograd.grad (no in-place writes; the output rows are assembled
+with np.pad, which autograd differentiates). Like the rest of the core it also runs forward on
+CuPy arrays: nothing is created on the host and np.concatenate is avoided, because autograd's
+version converts its inputs to host (NumPy) arrays.
+"""
+import numbers
+
+import autograd.numpy as np
+
+from . import _validate
+
+
+def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
+    """Attention output computed tile by tile, never holding the (L_q, L_k) scores.
+
+    causal: query i sees keys j <= i (top-left aligned, as causal_mask); key blocks wholly above
+    the diagonal are skipped, not masked. key_mask: bool [..., L_k], True = a key that may be
+    attended. A query with no key left gets a zero output. Differentiable with autograd.
+    """
+    # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v]
+    q, k, v, key_mask = _check_inputs(q, k, v, key_mask, block_size)
+    if scale is None:
+        scale = q.shape[-1] ** -0.5  # as in scaled_dot_product_attention
+    # Python floats, so float32 stays float32 (np.sqrt(d_k) would be a float64 scalar).
+    scale = float(scale) if isinstance(scale, numbers.Real) else scale
+    n_queries = q.shape[-2]
+    output = 0.0
+    for q_start in range(0, n_queries, block_size):
+        q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
+        out = _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
+        output = output + _place_rows(out, q_start, n_queries)
+    return output  # [..., L_q, d_v]
+
+
+def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
+    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., b_q, d_v], for the queries
+    # q_start .. q_start + b_q - 1.
+    n_keys = k.shape[-2]
+    if causal:
+        # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
+        # are never computed at all (FlashAttention's saving: about half the tiles).
+        n_keys = min(n_keys, q_start + q.shape[-2])
+    # Running max, denominator and output; Python scalars that broadcast on the first tile.
+    m, l, acc = -np.inf, 0.0, 0.0
+    for k_start in range(0, n_keys, block_size):
+        k_stop = min(k_start + block_size, k.shape[-2])
+        scores = (q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)) * scale  # [..., b_q, b_k]
+        keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
+        m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
+    # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN.
+    return acc / np.where(l > 0, l, 1.0)
+
+
+def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
+    # -> bool broadcastable to scores [..., b_q, b_k] (True = may attend), or None: keep all.
+    keep = None
+    if key_mask is not None:
+        keep = key_mask[..., None, k_start:k_stop]  # [..., 1, b_k]
+    if causal and k_stop - 1 > q_start:  # some key in the tile lies after some query
+        # Key k_start + c is visible from query q_start + r when c <= r + (q_start - k_start):
+        # a lower triangle shifted by the tile's offset. Built from scores, so on its device.
+        below = np.tril(np.ones_like(scores, dtype=bool), k=q_start - k_start)
+        keep = below if keep is None else keep & below
+    return keep
+
+
+def _online_softmax_step(m, l, acc, scores, keep, v):
+    # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v] into the running
+    # max m [..., b_q, 1], denominator l [..., b_q, 1] and un-normalized output acc [..., b_q, d_v].
+    if keep is not None:
+        # -inf through `where`, as in softmax: exp(-inf) is exactly 0 in every dtype.
+        scores = np.where(keep, scores, -np.inf)
+    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
+    # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
+    shift = np.where(np.isfinite(m_new), m_new, 0.0)
+    p = np.exp(scores - shift)  # [..., b_q, b_k]
+    # The old l and acc were sums of exp(score - m); rescale them to exp(score - m_new).
+    rescale = np.exp(m - shift)
+    return m_new, l * rescale + np.sum(p, axis=-1, keepdims=True), acc * rescale + p @ v
+
+
+def _place_rows(block, start, n_rows):
+    # [..., b, d] -> [..., n_rows, d]: the block at rows start .. start + b - 1, zeros elsewhere.
+    # Summing placed blocks builds the output without np.concatenate (host-only in autograd).
+    widths = [(0, 0)] * (block.ndim - 2) + [(start, n_rows - start - block.shape[-2]), (0, 0)]
+    return np.pad(block, widths, mode="constant")
+
+
+def _check_inputs(q, k, v, key_mask, block_size):
+    # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
+    q = _validate.as_float_array("q", q)
+    k = _validate.as_float_array("k", k)
+    v = _validate.as_float_array("v", v)
+    for name, x, layout in (("q", q, "(..., L_q, d_k)"), ("k", k, "(..., L_k, d_k)"),
+                            ("v", v, "(..., L_k, d_v)")):
+        _validate.check_min_ndim(name, x, 2, layout)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature size d_k: q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length L_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        raise ValueError(f"blockwise_attention needs at least one query and one key: "
+                         f"q {tuple(q.shape)}, k {tuple(k.shape)}")
+    batch = _validate.broadcast_or_raise(
+        [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
+        "the leading (batch/head) dims of q, k, v",
+    )
+    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
+            or block_size < 1:
+        raise TypeError(f"block_size must be a positive int, got {block_size!r}")
+    return q, k, v, _check_key_mask(key_mask, batch + (k.shape[-2],))
+
+
+def _check_key_mask(key_mask, keys_shape):
+    # bool [..., L_k] that broadcasts to the keys' shape (batch dims + (L_k,)), or None.
+    if key_mask is None:
+        return None
+    if isinstance(key_mask, (list, tuple)):
+        key_mask = np.array(key_mask)
+    if not hasattr(key_mask, "dtype") or np.dtype(key_mask.dtype).kind != "b":
+        got = getattr(key_mask, "dtype", type(key_mask).__name__)
+        raise TypeError(f"key_mask must be a boolean array (True = may be attended), got {got}")
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(key_mask.shape), keys_shape)) == keys_shape
+    except ValueError:
+        ok = False
+    if not ok or key_mask.ndim < 1:
+        raise ValueError(f"key_mask of shape {tuple(key_mask.shape)} does not broadcast to the "
+                         f"keys' shape (..., L_k) = {keys_shape}")
+    return key_mask

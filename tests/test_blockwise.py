@@ -1,0 +1,193 @@
+"""blockwise_attention against scaled_dot_product_attention ("same expression, two engines"):
+the same output for every block size, mask and shape, with the causal tiles above the diagonal
+never computed."""
+import autograd
+import autograd.numpy as anp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minattn as ma
+import minattn.blockwise as blockwise
+
+from .strategies import bool_masks, float_arrays, small, tolerance
+
+
+def full_attention(q, k, v, causal=False, key_mask=None):
+    """The reference: the whole (L_q, L_k) softmax, with the equivalent boolean mask."""
+    mask = ma.causal_mask(q.shape[-2], k.shape[-2]) if causal else None
+    if key_mask is not None:
+        mask = key_mask[..., None, :] if mask is None else mask & key_mask[..., None, :]
+    return ma.scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+@st.composite
+def blockwise_inputs(draw, dtype=np.float64):
+    """q, k, v with L_q != L_k allowed, a block size that need not divide either, a causal flag
+    and an optional key mask (which can leave whole rows with nothing to attend to)."""
+    lead = draw(st.sampled_from([(), (1,), (2,), (2, 2)]))
+    l_q, l_k = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+    d_k, d_v = draw(small), draw(small)
+    q = draw(float_arrays(lead + (l_q, d_k), dtype))
+    k = draw(float_arrays(lead + (l_k, d_k), dtype))
+    v = draw(float_arrays(lead + (l_k, d_v), dtype))
+    key_mask = draw(st.none() | bool_masks(lead + (l_k,)))
+    block_size = draw(st.integers(1, max(l_q, l_k) + 3))
+    return q, k, v, draw(st.booleans()), key_mask, block_size
+
+
+@given(blockwise_inputs())
+def test_matches_full_attention(inputs):
+    q, k, v, causal, key_mask, block_size = inputs
+    out = ma.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, block_size=block_size)
+    np.testing.assert_allclose(out, full_attention(q, k, v, causal, key_mask),
+                               **tolerance(np.float64))
+
+
+@given(blockwise_inputs(dtype=np.float32))
+def test_float32_stays_float32(inputs):
+    q, k, v, causal, key_mask, block_size = inputs
+    out = ma.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, block_size=block_size)
+    assert out.dtype == np.float32
+    expected = full_attention(*(a.astype(np.float64) for a in (q, k, v)), causal, key_mask)
+    np.testing.assert_allclose(out, expected, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("block_size", [1, 2, 3, 5, 7, 8, 100])
+def test_every_block_size_gives_the_same_output(block_size):
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 7, 4)), rng.normal(size=(3, 8, 4)), rng.normal(size=(3, 8, 5))
+    for causal in (False, True):
+        out = ma.blockwise_attention(q, k, v, causal=causal, block_size=block_size)
+        np.testing.assert_allclose(out, full_attention(q, k, v, causal), **tolerance(np.float64))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_fully_masked_rows_give_zeros_without_warnings(dtype, recwarn):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(2, 6, 3)).astype(dtype) for _ in range(3))
+    key_mask = np.ones((2, 6), dtype=bool)
+    key_mask[0, :2] = False  # causal: queries 0 and 1 of batch 0 have no visible key left
+    key_mask[1] = False  # batch 1: no key at all
+    out = ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask, block_size=4)
+    assert not recwarn.list
+    assert out.dtype == dtype and np.isfinite(out).all()
+    assert (out[0, :2] == 0).all() and (out[1] == 0).all()
+    np.testing.assert_allclose(out[0, 2:].astype(np.float64),
+                               full_attention(q, k, v, True, key_mask)[0, 2:].astype(np.float64),
+                               **tolerance(dtype))
+
+
+@pytest.mark.parametrize("n_queries, n_keys, block_size", [(10, 10, 3), (7, 12, 2), (12, 5, 4)])
+def test_causal_tiles_above_the_diagonal_are_skipped(monkeypatch, n_queries, n_keys, block_size):
+    computed = []
+    tile_mask = blockwise._tile_mask  # called once for every tile of scores that is computed
+
+    def recording_tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
+        computed.append((q_start, k_start))
+        return tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
+
+    monkeypatch.setattr(blockwise, "_tile_mask", recording_tile_mask)
+    rng = np.random.default_rng(2)
+    q, k = rng.normal(size=(n_queries, 4)), rng.normal(size=(n_keys, 4))
+    ma.blockwise_attention(q, k, k, causal=True, block_size=block_size)
+    # Exactly the tiles holding at least one visible (query i, key j <= i) pair, each once.
+    visible = {(qs, ks) for qs in range(0, n_queries, block_size)
+               for ks in range(0, n_keys, block_size)
+               if ks <= min(qs + block_size, n_queries) - 1}
+    assert sorted(computed) == sorted(visible)
+    assert len(visible) < len(range(0, n_queries, block_size)) * len(range(0, n_keys, block_size))
+
+
+def test_nan_in_future_blocks_never_reaches_earlier_queries():
+    # Keys and values from position 8 on are NaN. Queries 0..7 may not see them (causal), and
+    # with block_size 4 the tiles holding them are skipped for those queries, so rows 0..7 stay
+    # finite and exact. Masking alone would not do: 0 * NaN = NaN in weights @ v (shown below).
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 3))
+    future = np.arange(12)[:, None] >= 8
+    k_nan, v_nan = np.where(future, np.nan, k), np.where(future, np.nan, v)
+    out = ma.blockwise_attention(q, k_nan, v_nan, causal=True, block_size=4)
+    assert np.isfinite(out[:, :8]).all() and np.isnan(out[:, 8:]).all()
+    np.testing.assert_allclose(out[:, :8], full_attention(q, k, v, causal=True)[:, :8],
+                               **tolerance(np.float64))
+    with np.errstate(invalid="ignore"):
+        masked_only, _ = ma.scaled_dot_product_attention(q, k_nan, v_nan, ma.causal_mask(12))
+    assert np.isnan(masked_only[:, :8]).all()
+
+
+def test_leading_dims_broadcast():
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(2, 3, 5, 4))  # [B, H, L_q, d_k]
+    k = rng.normal(size=(1, 3, 6, 4))  # shared across the batch
+    v = rng.normal(size=(6, 7))  # shared everywhere, d_v != d_k
+    key_mask = rng.random((2, 1, 6)) < 0.7  # [B, 1, L_k]: per sequence, shared by the heads
+    out = ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask, block_size=2)
+    assert out.shape == (2, 3, 5, 7)
+    np.testing.assert_allclose(out, full_attention(q, k, v, True, key_mask),
+                               **tolerance(np.float64))
+
+
+def test_explicit_scale():
+    rng = np.random.default_rng(5)
+    q, k, v = rng.normal(size=(4, 3)), rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    out = ma.blockwise_attention(q, k, v, scale=0.3, block_size=4)
+    expected, _ = ma.scaled_dot_product_attention(q, k, v, scale=0.3)
+    np.testing.assert_allclose(out, expected, **tolerance(np.float64))
+
+
+def test_gradients_match_full_attention():
+    rng = np.random.default_rng(6)
+    q, k, v = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 7, 3)), rng.normal(size=(2, 7, 4))
+    key_mask = rng.random((2, 7)) < 0.6
+    key_mask[1, :3] = False  # some rows of batch 1 see nothing: their gradient must be 0, not NaN
+    cotangent = rng.normal(size=(2, 5, 4))
+    mask = ma.causal_mask(5, 7) & key_mask[:, None, :]
+
+    def loss_blockwise(q, k, v):
+        return anp.sum(ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask,
+                                              block_size=2) * cotangent)
+
+    def loss_full(q, k, v):
+        return anp.sum(ma.scaled_dot_product_attention(q, k, v, mask)[0] * cotangent)
+
+    for argnum in range(3):
+        got = autograd.grad(loss_blockwise, argnum)(q, k, v)
+        want = autograd.grad(loss_full, argnum)(q, k, v)
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, **tolerance(np.float64))
+
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2, 3, 4))
+
+
+@pytest.mark.parametrize("call, error, pattern", [
+    (lambda: ma.blockwise_attention(x.astype(int), x, x), TypeError,
+     r"q must be a floating-point array, got dtype int64"),
+    (lambda: ma.blockwise_attention(x, x[..., :3], x), ValueError,
+     r"q and k must have the same feature size d_k: q \(2, 3, 4\), k \(2, 3, 3\)"),
+    (lambda: ma.blockwise_attention(x, x, x[:, :2]), ValueError,
+     r"k and v must have the same length L_k: k \(2, 3, 4\), v \(2, 2, 4\)"),
+    (lambda: ma.blockwise_attention(x, x[:1].repeat(3, 0), x[:1]), ValueError,
+     r"leading .* do not broadcast: q \(2,\), k \(3,\), v \(1,\)"),
+    (lambda: ma.blockwise_attention(x[0, 0], x, x), ValueError,
+     r"q must have shape \(\.\.\., L_q, d_k\), got shape \(4,\)"),
+    (lambda: ma.blockwise_attention(x, x[:, :0], x[:, :0]), ValueError,
+     r"at least one query and one key: q \(2, 3, 4\), k \(2, 0, 4\)"),
+    (lambda: ma.blockwise_attention(x, x, x, key_mask=np.ones((2, 4), bool)), ValueError,
+     r"key_mask of shape \(2, 4\) does not broadcast to the keys' shape "
+     r"\(\.\.\., L_k\) = \(2, 3\)"),
+    (lambda: ma.blockwise_attention(x, x, x, key_mask=np.ones((5, 2, 3), bool)), ValueError,
+     r"key_mask of shape \(5, 2, 3\)"),
+    (lambda: ma.blockwise_attention(x, x, x, key_mask=np.ones((2, 3))), TypeError,
+     r"key_mask must be a boolean array .* got float64"),
+    (lambda: ma.blockwise_attention(x, x, x, block_size=0), TypeError,
+     r"block_size must be a positive int, got 0"),
+    (lambda: ma.blockwise_attention(x, x, x, block_size=2.0), TypeError,
+     r"block_size must be a positive int, got 2\.0"),
+])
+def test_bad_input_is_named(call, error, pattern):
+    with pytest.raises(error, match=pattern):
+        call()
