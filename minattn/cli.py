@@ -1,25 +1,158 @@
-"""The command line: `python -m minattn` runs the worked example."""
+"""The command line.
+
+    python -m minattn                      the tour: worked example, training, attention map
+    python -m minattn similarity S1 S2 ... cosine similarities from a real pretrained encoder
+    python -m minattn attention "a sentence" --layer 0 --head 0
+"""
 import argparse
+import sys
 
 import numpy as np
 
-from . import scaled_dot_product_attention
+EXAMPLE_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # Q = K: three tokens attending to each other
+EXAMPLE_V = [[2.0, 1.0], [1.0, 3.0], [0.0, 2.0]]
 
 
 def worked_example():
-    q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # Q = K: self-attention over 3 tokens
-    v = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 2.0]])
+    from . import scaled_dot_product_attention
+
+    q, v = np.array(EXAMPLE_Q), np.array(EXAMPLE_V)
     out, weights = scaled_dot_product_attention(q, q, v)
-    scores = q @ q.T / np.sqrt(2.0)
+    scores = q @ q.T / 2.0 ** 0.5
     with np.printoptions(precision=4, suppress=True):
-        print("Worked example: Q = K =\n", q, "\nV =\n", v)
-        print("scores = Q K^T / sqrt(2) =\n", scores)
-        print("weights = softmax(scores) =\n", weights)
-        print("output = weights V =\n", out)
+        print("1. The worked example: three tokens, Q = K =")
+        print(q, "\n   V =", v.tolist())
+        print("scores = Q K^T / sqrt(d_k), d_k = 2:\n", scores, sep="")
+        print("weights = softmax(scores), each row sums to 1:\n", weights, sep="")
+        print("output = weights @ V:\n", out, sep="")
+
+
+def _check_plot_available():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install 'minattn[plot]'") from None
+
+
+def tour(args):
+    from tqdm import tqdm
+
+    from . import train
+    from .display import heatmap_text
+
+    if args.plot:
+        _check_plot_available()
+    worked_example()
+    print(f"\n2. Training a {train.N_HEADS}-head encoder to count: for each token, how many times "
+          f"does it occur in its sequence? (seed {args.seed})")
+    with tqdm(total=args.steps, unit="step", ncols=80, mininterval=0.5, file=sys.stdout) as bar:
+        def progress(step, loss):
+            bar.update(1)
+            if step % 10 == 0 or step == args.steps - 1:
+                bar.set_postfix(loss=f"{loss:.3f}")
+
+        params = train.train_count_model(seed=args.seed, steps=args.steps, callback=progress)
+    tokens, targets = train.make_count_task(np.random.default_rng([args.seed, 1]), 1000,
+                                            train.LENGTH, train.VOCAB_SIZE)
+    acc = train.accuracy(params, tokens, targets)
+    _, weights = train.count_model(params, tokens[:1], return_weights=True)
+    heads = weights[0][0]  # [H, L, L]: layer 0, first held-out example
+    head = train.most_readable_head(heads, tokens[0])
+    labels = [train.ALPHABET[t] for t in tokens[0]]
+    print(f"\n3. Attention of head {head} on a held-out sequence (rows: queries, columns: keys); "
+          "each token looks at its equals:")
+    print(heatmap_text(heads[head], labels, labels))
+    if args.plot:
+        from .plot import save_heatmaps
+
+        save_heatmaps(args.plot, heads, labels, labels, titles=[f"head {h}" for h in range(len(heads))],
+                      suptitle="count task: attention per head, one held-out sequence")
+        print(f"saved per-head heatmaps to {args.plot}")
+    print(f"held-out accuracy: {100 * acc:.1f}% of tokens counted correctly "
+          f"({tokens.size} tokens in {len(tokens)} unseen sequences)")
+    return 0
+
+
+def similarity(args):
+    from .pretrained import load_sentence_encoder, similarity_matrix
+
+    encoder = load_sentence_encoder(args.model)
+    sims = similarity_matrix(encoder, args.sentences)
+    width = max(len(s) for s in args.sentences)
+    short = [f"[{i}]" for i in range(len(args.sentences))]
+    for i, s in enumerate(args.sentences):
+        print(f"{short[i]:>4} {s}")
+    print(" " * 5 + " ".join(f"{c:>6}" for c in short))
+    for i, row in enumerate(sims):
+        print(f"{short[i]:>4} " + " ".join(f"{x:6.3f}" for x in row))
+    del width
+    return 0
+
+
+def attention(args):
+    from .display import heatmap_text
+    from .pretrained import load_sentence_encoder
+
+    if args.plot:
+        _check_plot_available()
+    encoder = load_sentence_encoder(args.model)
+    tokens, weights = encoder.attention(args.sentence)
+    n_layers, n_heads = len(weights), weights[0].shape[0]
+    if not 0 <= args.layer < n_layers:
+        raise SystemExit(f"--layer must be in [0, {n_layers - 1}], got {args.layer}")
+    if not 0 <= args.head < n_heads:
+        raise SystemExit(f"--head must be in [0, {n_heads - 1}], got {args.head}")
+    print(heatmap_text(weights[args.layer][args.head], tokens, tokens,
+                       title=f"layer {args.layer}, head {args.head} (rows: queries, columns: keys)"))
+    if args.plot:
+        from .plot import save_heatmaps
+
+        save_heatmaps(args.plot, weights[args.layer], tokens, tokens,
+                      titles=[f"head {h}" for h in range(n_heads)],
+                      suptitle=f"layer {args.layer}: {args.sentence}")
+        print(f"saved the layer's {n_heads} heads to {args.plot}")
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m minattn",
+        description="minattn: attention in NumPy. With no command, runs the tour: the worked "
+                    "example, training a tiny encoder, and its attention map.")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the tour's training (default 0)")
+    parser.add_argument("--steps", type=_positive_int, default=1000,
+                        help="training steps in the tour (default 1000)")
+    parser.add_argument("--plot", metavar="FILE.png", help="also save per-head heatmaps (matplotlib)")
+    parser.set_defaults(run=tour)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
+    sim.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    sim.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
+    sim.set_defaults(run=similarity)
+    att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
+    att.add_argument("sentence")
+    att.add_argument("--layer", type=int, default=0)
+    att.add_argument("--head", type=int, default=0)
+    att.add_argument("--plot", metavar="FILE.png", help="save the layer's heads as heatmaps")
+    att.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
+    att.set_defaults(run=attention)
+    return parser
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m minattn", description=__doc__)
-    parser.parse_args(argv)
-    worked_example()
-    return 0
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (ImportError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1

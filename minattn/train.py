@@ -13,6 +13,8 @@ from .encoder import encoder, init_encoder
 from .linear import linear
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The tour's task and model: sequences of 10 tokens over 5 letters; one block, 4 heads.
+LENGTH, VOCAB_SIZE, N_HEADS = 10, 5, 4
 
 
 def make_count_task(rng, n_sequences, length, vocab_size):
@@ -23,7 +25,7 @@ def make_count_task(rng, n_sequences, length, vocab_size):
     return tokens, counts - 1
 
 
-def init_count_model(rng, vocab_size, length, d_model=32, n_heads=2, d_ff=64, n_layers=1):
+def init_count_model(rng, vocab_size, length, d_model=32, n_heads=N_HEADS, d_ff=64, n_layers=1):
     # -> {"embedding": [V, D], "encoder": {...}, "head": {"w": [D, L], "b": [L]}}
     return {
         "embedding": rng.normal(0.0, 1.0, size=(vocab_size, d_model)),
@@ -32,7 +34,7 @@ def init_count_model(rng, vocab_size, length, d_model=32, n_heads=2, d_ff=64, n_
     }
 
 
-def count_model(params, tokens, *, n_heads, return_weights=False):
+def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
     # int [N, L] -> logits [N, L, C] (and per-layer weights [N, H, L, L]).
     x = params["embedding"][tokens]  # [N, L, D]
     x, weights = encoder(params["encoder"], x, n_heads=n_heads, return_weights=True)
@@ -48,7 +50,7 @@ def cross_entropy(logits, targets):
     return -np.sum(np.where(one_hot, log_probs, 0.0)) / targets.size
 
 
-def accuracy(params, tokens, targets, *, n_heads):
+def accuracy(params, tokens, targets, *, n_heads=N_HEADS):
     return float(np.mean(np.argmax(count_model(params, tokens, n_heads=n_heads), -1) == targets))
 
 
@@ -76,12 +78,12 @@ def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
     return params, {"step": t, "m": m, "v": v}
 
 
-def train_count_model(seed=0, steps=1500, batch_size=64, length=10, vocab_size=5, n_heads=2,
-                      lr=3e-3, callback=None):
+def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_size=VOCAB_SIZE,
+                      n_heads=N_HEADS, d_model=32, d_ff=64, lr=5e-3, callback=None):
     # Deterministic for a given seed: one np.random.Generator drives data and initialisation.
     # callback(step, loss) is called after every step (the CLI's progress bar).
     rng = np.random.default_rng(seed)
-    params = init_count_model(rng, vocab_size, length, n_heads=n_heads)
+    params = init_count_model(rng, vocab_size, length, d_model, n_heads, d_ff)
     state = adam_init(params)
     loss_and_grad = value_and_grad(
         lambda p, tok, tgt: cross_entropy(count_model(p, tok, n_heads=n_heads), tgt))
@@ -94,3 +96,9 @@ def train_count_model(seed=0, steps=1500, batch_size=64, length=10, vocab_size=5
         if callback is not None:
             callback(step, float(loss))
     return params
+
+
+def most_readable_head(weights, tokens):
+    # [H, L, L], int [L] -> the head that puts the most weight on equal tokens.
+    equal = tokens[:, None] == tokens[None, :]
+    return int(np.argmax(np.sum(np.where(equal, weights, 0.0), axis=(-2, -1))))

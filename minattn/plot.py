@@ -1,0 +1,34 @@
+"""Attention heatmaps as images with matplotlib (the optional extra `minattn[plot]`)."""
+
+
+def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None):
+    # weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head).
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only, no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError(
+            "saving plots needs matplotlib: pip install 'minattn[plot]' (or pip install matplotlib)"
+        ) from None
+    import numpy
+
+    weights = numpy.asarray(weights, dtype=float)
+    n = weights.shape[0]
+    size = 0.35 * max(weights.shape[1:]) + 1.5
+    fig, axes = plt.subplots(1, n, figsize=(size * n + 1, size + 0.5), squeeze=False)
+    for i, ax in enumerate(axes[0]):
+        image = ax.imshow(weights[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], rotation=90)
+        ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels])
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+        if titles:
+            ax.set_title(titles[i])
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="attention weight")
+    if suptitle:
+        fig.suptitle(suptitle)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path

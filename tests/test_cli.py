@@ -1,0 +1,57 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from minattn import cli, train
+
+
+def test_help_exits_zero():
+    result = subprocess.run([sys.executable, "-m", "minattn", "--help"], capture_output=True,
+                            text=True)
+    assert result.returncode == 0
+    assert "--seed" in result.stdout and "similarity" in result.stdout
+
+
+def test_bad_steps_is_a_usage_error():
+    result = subprocess.run([sys.executable, "-m", "minattn", "--steps", "0"], capture_output=True,
+                            text=True)
+    assert result.returncode == 2
+    assert "must be a positive integer" in result.stderr
+
+
+def test_tour_prints_example_training_heatmap_and_accuracy(capsys):
+    assert cli.main(["--steps", "3", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    # The worked example's weights, as an independent formula computes them.
+    q = np.array(cli.EXAMPLE_Q)
+    e = np.exp(q @ q.T / np.sqrt(2))
+    first_row = e[0] / e[0].sum()
+    assert " ".join(f"{w:.4f}" for w in first_row) in out
+    assert "3/3" in out  # the progress bar finished
+    assert "shading:" in out
+    assert out.strip().splitlines()[-1].startswith("held-out accuracy: ")
+    assert out.strip().endswith("unseen sequences)")
+
+
+def test_plot_writes_a_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "heads.png"
+    assert cli.main(["--steps", "2", "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    with pytest.raises(SystemExit, match=r"pip install 'minattn\[plot\]'"):
+        cli.main(["--steps", "2", "--plot", "x.png"])
+
+
+def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
+    def interrupted(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "train_count_model", interrupted)
+    assert cli.main(["--steps", "2"]) == 130
+    assert "interrupted" in capsys.readouterr().err
