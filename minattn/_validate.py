@@ -44,6 +44,28 @@ def broadcast_or_raise(names_and_shapes, what):
         raise ValueError(f"{what} do not broadcast: {listed}") from None
 
 
+def check_qkv(q, k, v):
+    """Attention's inputs: q [..., L_q, d_k], k [..., L_k, d_k], v [..., L_k, d_v], leading dims
+    broadcasting. Returns (q, k, v, the broadcast leading dims)."""
+    q, k, v = as_float_array("q", q), as_float_array("k", k), as_float_array("v", v)
+    for name, x, layout in (("q", q, "(..., L_q, d_k)"), ("k", k, "(..., L_k, d_k)"),
+                            ("v", v, "(..., L_k, d_v)")):
+        check_min_ndim(name, x, 2, layout)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same feature size d_k: q {tuple(q.shape)}, k {tuple(k.shape)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same length L_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    batch = broadcast_or_raise(
+        [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
+        "the leading (batch/head) dims of q, k, v",
+    )
+    return q, k, v, batch
+
+
 def check_mask(mask, target_shape, target_name="the scores"):
     """A mask must be boolean (True = may attend) or floating (added), and broadcast to target."""
     if mask is None:

@@ -35,24 +35,7 @@ def softmax(x, axis=-1, mask=None):
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     # Leading (batch, head) dims broadcast. See walkthrough.md, "Scaled dot-product attention".
-    q = _validate.as_float_array("q", q)
-    k = _validate.as_float_array("k", k)
-    v = _validate.as_float_array("v", v)
-    for name, x, layout in (("q", q, "(..., L_q, d_k)"), ("k", k, "(..., L_k, d_k)"),
-                            ("v", v, "(..., L_k, d_v)")):
-        _validate.check_min_ndim(name, x, 2, layout)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size d_k: q {tuple(q.shape)}, k {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length L_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    batch = _validate.broadcast_or_raise(
-        [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
-        "the leading (batch/head) dims of q, k, v",
-    )
+    q, k, v, batch = _validate.check_qkv(q, k, v)
     mask = _validate.check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     _validate.check_dropout(dropout, rng)
 

@@ -96,27 +96,10 @@ def _place_rows(block, start, n_rows):
 
 def _check_inputs(q, k, v, key_mask, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
-    q = _validate.as_float_array("q", q)
-    k = _validate.as_float_array("k", k)
-    v = _validate.as_float_array("v", v)
-    for name, x, layout in (("q", q, "(..., L_q, d_k)"), ("k", k, "(..., L_k, d_k)"),
-                            ("v", v, "(..., L_k, d_v)")):
-        _validate.check_min_ndim(name, x, 2, layout)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must have the same feature size d_k: q {tuple(q.shape)}, k {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same length L_k: k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
+    q, k, v, batch = _validate.check_qkv(q, k, v)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         raise ValueError(f"blockwise_attention needs at least one query and one key: "
                          f"q {tuple(q.shape)}, k {tuple(k.shape)}")
-    batch = _validate.broadcast_or_raise(
-        [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
-        "the leading (batch/head) dims of q, k, v",
-    )
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
             or block_size < 1:
         raise TypeError(f"block_size must be a positive int, got {block_size!r}")

@@ -1,0 +1,39 @@
+"""walkthrough.md shows real source: each ```py block after a `<!-- source: module.function -->`
+marker must equal that function's current source, so the code cannot change behind the text."""
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import minattn
+
+WALKTHROUGH = Path(__file__).resolve().parent.parent / "walkthrough.md"
+EXCERPT = re.compile(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", re.S)
+
+
+def excerpts():
+    return EXCERPT.findall(WALKTHROUGH.read_text(encoding="utf-8"))
+
+
+def _resolve(dotted):
+    module, name = dotted.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("dotted, shown", excerpts(), ids=[d for d, _ in excerpts()])
+def test_excerpt_equals_current_source(dotted, shown):
+    assert shown == inspect.getsource(_resolve(dotted)), (
+        f"walkthrough.md's excerpt of {dotted} differs from the code: update the walkthrough")
+
+
+def test_every_public_core_function_is_shown():
+    shown = {dotted.rsplit(".", 1)[1] for dotted, _ in excerpts()}
+    missing = {name for name in minattn.__all__ if not name.startswith("init_")} - shown
+    assert not missing, f"walkthrough.md shows no source for {sorted(missing)}"
+
+
+def test_every_marker_is_followed_by_an_excerpt():
+    text = WALKTHROUGH.read_text(encoding="utf-8")
+    assert text.count("<!-- source:") == len(excerpts())
