@@ -7,6 +7,7 @@ opposite polarity (True = ignore); minattn.interop.mask_from_torch converts.
 import numbers
 
 import autograd.numpy as np
+from autograd.tracer import getval
 
 from . import _validate
 from .dropout import dropout as _dropout
@@ -23,9 +24,10 @@ def softmax(x, axis=-1, mask=None):
         # -inf through `where` (not adding -1e9): exp(-inf) is exactly 0 in every dtype, and
         # -1e9 overflows float16 to -inf anyway, then poisons the row with inf - inf = NaN.
         x = np.where(mask, x, -np.inf)
-    x_max = np.max(x, axis=axis, keepdims=True)
-    # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged.
+    # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged, so the
+    # shift is a constant: getval reads it without autograd tracing a (zero) gradient through it.
     # A fully masked row has max -inf; shift it by 0 instead so no inf - inf appears.
+    x_max = np.max(getval(x), axis=axis, keepdims=True)
     x_max = np.where(np.isfinite(x_max), x_max, 0.0)
     e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)

@@ -67,5 +67,5 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
     output = linear(merge_heads(heads), params["w_o"], params["b_o"])  # [..., L_q, D]
     if average_weights:
-        weights = np.mean(weights, axis=-3)  # [..., L_q, L_k]
+        weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
     return output, weights

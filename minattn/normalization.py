@@ -11,9 +11,11 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     _validate.check_min_ndim("x", x, 1, "(..., D)")
     _validate.check_shape("gamma", gamma, x.shape[-1:])
     _validate.check_shape("beta", beta, x.shape[-1:])
-    mean = np.mean(x, axis=-1, keepdims=True)
+    # sum / D rather than np.mean: autograd's mean turns float32 gradients into float64.
+    d_model = x.shape[-1]
+    mean = np.sum(x, axis=-1, keepdims=True) / d_model
     centered = x - mean
-    variance = np.mean(centered * centered, axis=-1, keepdims=True)  # biased: divide by D
+    variance = np.sum(centered * centered, axis=-1, keepdims=True) / d_model  # biased: / D
     return centered / np.sqrt(variance + eps) * gamma + beta
 
 

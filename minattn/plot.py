@@ -1,7 +1,8 @@
 """Attention heatmaps as images with matplotlib (the optional extra `minattn[plot]`)."""
 
 
-def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None):
+def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
+                  label="attention weight"):
     # weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head).
     try:
         import matplotlib
@@ -26,7 +27,7 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
         ax.set_ylabel("query")
         if titles:
             ax.set_title(titles[i])
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="attention weight")
+    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label=label)
     if suptitle:
         fig.suptitle(suptitle)
     fig.savefig(path, dpi=120, bbox_inches="tight")

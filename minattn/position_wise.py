@@ -11,7 +11,8 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def relu(x):
-    return np.maximum(x, 0.0)
+    # `where`, not np.maximum(x, 0): the same values, and a cheaper gradient in autograd.
+    return np.where(x > 0, x, 0.0)
 
 
 def gelu(x):

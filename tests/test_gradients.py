@@ -139,3 +139,19 @@ def test_blockwise_attention(qkv, block):
     r = _projector(q.shape[:-1] + v.shape[-1:], 12)
     _rev(lambda q, k, v: np.sum(ma.blockwise_attention(q, k, v, causal=True, block_size=block) * r),
          q, k, v)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_float32_in_gives_float32_gradients(activation, norm_first):
+    # autograd's own np.mean VJP promotes float32 to float64 under NumPy 2; the core avoids it.
+    cast = lambda t: {k: cast(v) for k, v in t.items()} if isinstance(t, dict) else (
+        [cast(v) for v in t] if isinstance(t, list) else t.astype(np.float32))
+    params = cast(ma.init_encoder(np.random.default_rng(0), 2, 8, 2, 16, final_norm=True))
+    x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype(np.float32)
+    loss = lambda p, x: np.sum(ma.encoder(p, x, ma.causal_mask(3), n_heads=2, activation=activation,
+                                          norm_first=norm_first)) * np.float32(0.5)
+    g_params, g_x = grad(loss, (0, 1))(params, x)
+    leaves = [g_x, g_params["final_norm"]["gamma"]] + [
+        leaf for layer in g_params["layers"] for sub in layer.values() for leaf in sub.values()]
+    assert all(leaf.dtype == np.float32 for leaf in leaves)

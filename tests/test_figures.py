@@ -1,0 +1,23 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_figure_command_writes_the_walkthroughs_pngs(tmp_path):
+    pytest.importorskip("matplotlib")
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "make_figures.py"),
+                             "--out", str(tmp_path), "--steps", "5"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    for name in ("worked_example.png", "masks.png", "count_heads.png"):
+        assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_walkthrough_figures_are_committed():
+    text = (ROOT / "walkthrough.md").read_text(encoding="utf-8")
+    for name in ("worked_example.png", "masks.png", "count_heads.png"):
+        assert f"docs/figures/{name}" in text
+        assert (ROOT / "docs" / "figures" / name).is_file()
