@@ -3,6 +3,7 @@ TransformerEncoderLayer with the same weights, measured in the same run.
 
     python benchmarks/bench_encoder.py            # the size, plus a small size table
     python benchmarks/bench_encoder.py --repeats 20
+    python benchmarks/bench_encoder.py --threads 1   # both libraries single-threaded
 
 Prints, for float32 at B=32, L=128, d_model=512, 8 heads, d_ff=2048:
   forward time ratio minattn / torch (eval mode, no grad)      target <= 1.1
@@ -16,8 +17,17 @@ import platform
 import sys
 import time
 
-import numpy as np
-from autograd import grad
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--repeats", type=int, default=10)
+parser.add_argument("--threads", type=int, default=None,
+                    help="BLAS/torch threads for both libraries (default: each library's own)")
+ARGS = parser.parse_args()
+if ARGS.threads:  # must be set before NumPy loads its BLAS
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+from autograd import grad  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import minattn as ma  # noqa: E402
@@ -95,10 +105,7 @@ def torch_block(params, x, n_heads, repeats):
     return median_time(forward, repeats), median_time(forward_backward, repeats), err
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    args = parser.parse_args(argv)
+def main(args=ARGS):
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, "
           f"python {platform.python_version()}")
     peak = matmul_peak(args.repeats)
@@ -122,6 +129,8 @@ def main(argv=None):
     except ImportError:
         print("  torch not installed: no comparison (pip install torch==2.13.0)")
         return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
     t_fwd, t_fb, err = torch_block(params, x, size[3], args.repeats)
     print(f"  torch {torch.__version__} ({torch.get_num_threads()} threads): forward {t_fwd * 1e3:.1f} ms, "
           f"forward+backward {t_fb * 1e3:.1f} ms; max |minattn - torch| = {err:.1e}")

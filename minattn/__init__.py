@@ -12,6 +12,13 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     positional.py     positional_encoding
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
 
+Built on the core, imported only when used:
+    train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
+    pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
+    interop.py        from_torch, mask_from_torch             (needs torch)
+    pretrained.py     load_sentence_encoder, similarity_matrix (needs minattn[pretrained])
+    cli.py            python -m minattn
+
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
     D  d_model, the model width   H  n_heads

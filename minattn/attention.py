@@ -46,7 +46,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
         scale = q.shape[-1] ** -0.5
     # Python floats, so float32 stays float32 (np.sqrt(d_k) would be a float64 scalar).
     scale = float(scale) if isinstance(scale, numbers.Real) else scale
-    scores = (q @ np.swapaxes(k, -1, -2)) * scale  # [..., L_q, L_k]
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # [..., L_q, L_k]; scaling q is the cheaper side
     if mask is not None and np.dtype(mask.dtype).kind == "f":
         # An additive mask (-inf, or biases such as ALiBi) in the scores' dtype: no upcast.
         weights = softmax(scores + mask.astype(scores.dtype))

@@ -78,14 +78,12 @@ def similarity(args):
 
     encoder = load_sentence_encoder(args.model)
     sims = similarity_matrix(encoder, args.sentences)
-    width = max(len(s) for s in args.sentences)
     short = [f"[{i}]" for i in range(len(args.sentences))]
     for i, s in enumerate(args.sentences):
         print(f"{short[i]:>4} {s}")
     print(" " * 5 + " ".join(f"{c:>6}" for c in short))
     for i, row in enumerate(sims):
         print(f"{short[i]:>4} " + " ".join(f"{x:6.3f}" for x in row))
-    del width
     return 0
 
 

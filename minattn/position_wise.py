@@ -11,8 +11,9 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def relu(x):
-    # `where`, not np.maximum(x, 0): the same values, and a cheaper gradient in autograd.
-    return np.where(x > 0, x, 0.0)
+    # x * (x > 0) rather than np.maximum(x, 0): the same values, and a far cheaper gradient in
+    # autograd (np.maximum's VJP compares every element twice to split ties).
+    return x * (x > 0)
 
 
 def gelu(x):
