@@ -53,3 +53,22 @@ def model_sizes(draw):
 
 
 seeds = st.integers(0, 2**32 - 1)
+
+
+def tree_map(f, tree):
+    """Apply f to every array of nested dicts/lists of params."""
+    if isinstance(tree, dict):
+        return {k: tree_map(f, v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [tree_map(f, v) for v in tree]
+    return f(tree)
+
+
+def cast_params(tree, dtype):
+    return tree_map(lambda a: a.astype(dtype), tree)
+
+
+def perturbed(params, seed, scale=0.3):
+    """Params plus seeded noise, so zero biases and unit gammas cannot hide a bug."""
+    rng = np.random.default_rng(seed)
+    return tree_map(lambda a: a + scale * rng.normal(size=a.shape), params)

@@ -6,17 +6,7 @@ from hypothesis import strategies as st
 import minattn as ma
 
 from . import reference
-from .strategies import float_arrays, model_sizes, seeds
-
-
-def _randomize(params, seed):
-    """Replace every array with noise, so zero biases / unit gammas hide no bug."""
-    rng = np.random.default_rng(seed)
-    if isinstance(params, dict):
-        return {k: _randomize(v, seed + i) for i, (k, v) in enumerate(sorted(params.items()))}
-    if isinstance(params, list):
-        return [_randomize(v, seed + 100 * i) for i, v in enumerate(params)]
-    return params + 0.3 * rng.normal(size=params.shape)
+from .strategies import cast_params, float_arrays, model_sizes, perturbed, seeds
 
 
 def _block_by_hand(p, x, keep, n_heads, norm_first, eps=1e-5):
@@ -42,7 +32,7 @@ def _block_by_hand(p, x, keep, n_heads, norm_first, eps=1e-5):
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_block_matches_hand_written_block(norm_first, sizes, seed, data):
     b, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder_block(np.random.default_rng(seed), d_model, n_heads, d_ff), seed)
+    p = perturbed(ma.init_encoder_block(np.random.default_rng(seed), d_model, n_heads, d_ff), seed)
     x = data.draw(float_arrays((b, length, d_model)))
     lens = np.array(data.draw(st.lists(st.integers(1, length), min_size=b, max_size=b)))
     y = ma.encoder_block(p, x, ma.padding_mask(lens, length), n_heads=n_heads, norm_first=norm_first)
@@ -55,7 +45,7 @@ def test_block_matches_hand_written_block(norm_first, sizes, seed, data):
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_stack_is_blocks_in_sequence_then_final_norm(sizes, seed, data):
     b, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff,
+    p = perturbed(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff,
                                    final_norm=True), seed)
     x = data.draw(float_arrays((b, length, d_model)))
     kw = dict(n_heads=n_heads, norm_first=True, activation="gelu")
@@ -73,7 +63,7 @@ def test_stack_is_blocks_in_sequence_then_final_norm(sizes, seed, data):
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_block_and_stack_are_permutation_equivariant(norm_first, sizes, seed, data):
     b, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff), seed)
+    p = perturbed(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff), seed)
     x = data.draw(float_arrays((b, length, d_model)))
     perm = data.draw(st.permutations(range(length)))
     kw = dict(n_heads=n_heads, norm_first=norm_first)
@@ -85,7 +75,7 @@ def test_block_and_stack_are_permutation_equivariant(norm_first, sizes, seed, da
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_batch_independence_and_padding_invariance(sizes, seed, data):
     b, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff), seed)
+    p = perturbed(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff), seed)
     x = data.draw(float_arrays((b, length, d_model)))
     lens = np.array(data.draw(st.lists(st.integers(1, length), min_size=b, max_size=b)))
     mask = ma.padding_mask(lens, length)
@@ -100,7 +90,7 @@ def test_batch_independence_and_padding_invariance(sizes, seed, data):
 
 
 def test_post_norm_and_pre_norm_differ():
-    p = _randomize(ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16), 0)
+    p = perturbed(ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16), 0)
     x = np.random.default_rng(1).normal(size=(2, 4, 8))
     assert not np.allclose(ma.encoder_block(p, x, n_heads=2),
                            ma.encoder_block(p, x, n_heads=2, norm_first=True))
@@ -109,11 +99,10 @@ def test_post_norm_and_pre_norm_differ():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dtype_is_preserved(dtype):
     p = ma.init_encoder(np.random.default_rng(0), 2, 8, 2, 16, final_norm=True)
-    cast = lambda t: {k: cast(v) for k, v in t.items()} if isinstance(t, dict) else (
-        [cast(v) for v in t] if isinstance(t, list) else t.astype(dtype))
     x = np.ones((2, 4, 8), dtype=dtype)
     for activation in ("relu", "gelu", "gelu_tanh"):
-        y, w = ma.encoder(cast(p), x, ma.causal_mask(4), n_heads=2, activation=activation,
+        y, w = ma.encoder(cast_params(p, dtype), x, ma.causal_mask(4), n_heads=2,
+                          activation=activation,
                           return_weights=True)
         assert y.dtype == dtype and all(wi.dtype == dtype for wi in w)
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import minattn as ma
 
-from .strategies import attention_inputs, bool_masks, float_arrays, model_sizes, seeds
+from .strategies import (attention_inputs, bool_masks, cast_params, float_arrays, model_sizes,
+                         perturbed, seeds)
 
 
 def _rev(f, *args):
@@ -19,15 +20,6 @@ def _rev(f, *args):
 def _projector(shape, seed):
     # A fixed random direction turns any output into a scalar loss whose gradient is non-trivial.
     return np.random.default_rng(seed).normal(size=shape)
-
-
-def _randomized(tree, seed):
-    rng = np.random.default_rng(seed)
-    if isinstance(tree, dict):
-        return {k: _randomized(v, seed + i) for i, (k, v) in enumerate(sorted(tree.items()))}
-    if isinstance(tree, list):
-        return [_randomized(v, seed + 100 * i) for i, v in enumerate(tree)]
-    return tree + 0.3 * rng.normal(size=tree.shape)
 
 
 @given(st.data())
@@ -100,7 +92,7 @@ def test_feed_forward(activation, x, seed):
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_multi_head_attention(sizes, seed, data):
     b, length, d_model, n_heads, _ = sizes
-    params = _randomized(ma.init_multi_head_attention(np.random.default_rng(seed), d_model, n_heads), seed)
+    params = perturbed(ma.init_multi_head_attention(np.random.default_rng(seed), d_model, n_heads), seed)
     x = data.draw(float_arrays((b, length, d_model)))
     mem = data.draw(float_arrays((b, length + 1, d_model)))
     r = _projector((b, length, d_model), 9)
@@ -113,7 +105,7 @@ def test_multi_head_attention(sizes, seed, data):
 @settings(max_examples=10)
 def test_encoder_block(norm_first, sizes, seed, data):
     b, length, d_model, n_heads, d_ff = sizes
-    params = _randomized(ma.init_encoder_block(np.random.default_rng(seed), d_model, n_heads, d_ff), seed)
+    params = perturbed(ma.init_encoder_block(np.random.default_rng(seed), d_model, n_heads, d_ff), seed)
     x = data.draw(float_arrays((b, length, d_model))) + np.arange(d_model)  # LayerNorm: no flat rows
     mask = ma.causal_mask(length)
     r = _projector(x.shape, 10)
@@ -125,7 +117,7 @@ def test_encoder_block(norm_first, sizes, seed, data):
 @given(seed=seeds)
 @settings(max_examples=5)
 def test_encoder_stack(seed):
-    params = _randomized(ma.init_encoder(np.random.default_rng(seed), 2, 4, 2, 8, final_norm=True), seed)
+    params = perturbed(ma.init_encoder(np.random.default_rng(seed), 2, 4, 2, 8, final_norm=True), seed)
     x = np.random.default_rng(seed).normal(size=(2, 3, 4)) + np.arange(4)
     mask = ma.padding_mask(np.array([3, 2]), 3)
     r = _projector(x.shape, 11)
@@ -145,9 +137,7 @@ def test_blockwise_attention(qkv, block):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_float32_in_gives_float32_gradients(activation, norm_first):
     # autograd's own np.mean VJP promotes float32 to float64 under NumPy 2; the core avoids it.
-    cast = lambda t: {k: cast(v) for k, v in t.items()} if isinstance(t, dict) else (
-        [cast(v) for v in t] if isinstance(t, list) else t.astype(np.float32))
-    params = cast(ma.init_encoder(np.random.default_rng(0), 2, 8, 2, 16, final_norm=True))
+    params = cast_params(ma.init_encoder(np.random.default_rng(0), 2, 8, 2, 16, final_norm=True), np.float32)
     x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype(np.float32)
     loss = lambda p, x: np.sum(ma.encoder(p, x, ma.causal_mask(3), n_heads=2, activation=activation,
                                           norm_first=norm_first)) * np.float32(0.5)
