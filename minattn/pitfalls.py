@@ -1,0 +1,160 @@
+"""Classic attention bugs, each one a small wrong copy of a real minattn function.
+
+Every function here has the signature of the function it stands in for and is wrong in exactly
+one way, said in its docstring. They exist to be caught: swap one in for the real function and
+the property test named in PITFALLS fails (tests/test_pitfalls.py checks that it does, and that
+the same property passes with the real function). Optional: the core never imports this module.
+Do not use these functions for anything else.
+"""
+import autograd.numpy as np
+
+from .attention import scaled_dot_product_attention, softmax
+from .dropout import dropout as _dropout
+from .multi_head import multi_head_attention
+from .normalization import layer_norm
+from .position_wise import feed_forward
+
+# Each pitfall -> the property test (a pytest node id) that catches it.
+PITFALLS = {
+    "attention_without_scaling": "tests/test_attention.py::test_matches_loop_reference",
+    "softmax_over_wrong_axis":
+        "tests/test_attention.py::test_weights_nonnegative_and_rows_sum_to_one",
+    "split_heads_without_transpose":
+        "tests/test_heads.py::test_split_heads_takes_contiguous_feature_slices",
+    "attention_with_inverted_mask":
+        "tests/test_attention.py::test_masked_keys_get_zero_weight_and_do_not_matter",
+    "attention_with_minus_1e9_mask":
+        "tests/test_attention.py::test_masked_keys_get_zero_weight_and_do_not_matter",
+    "layer_norm_over_wrong_axis": "tests/test_layer_norm.py::test_matches_loop_reference",
+    "layer_norm_std_plus_eps": "tests/test_layer_norm.py::test_eps_sits_inside_the_square_root",
+    "softmax_without_max_subtraction":
+        "tests/test_softmax.py::test_huge_logits_give_finite_results",
+    "encoder_block_without_residual":
+        "tests/test_encoder.py::test_block_matches_hand_written_block",
+}
+
+
+def attention_without_scaling(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    """scaled_dot_product_attention without the 1/sqrt(d_k).
+
+    Wrong because the scores q.k grow like sqrt(d_k): with wide heads the softmax saturates to
+    one-hot rows, whose gradients all but vanish, so training stalls. The output still has the
+    right shape and the rows still sum to one; only a comparison with the formula shows it.
+    """
+    return scaled_dot_product_attention(q, k, v, mask, scale=1.0 if scale is None else scale,
+                                        dropout=dropout, rng=rng)
+
+
+def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    """scaled_dot_product_attention whose softmax normalizes over the queries (axis=-2).
+
+    Each key's column of weights sums to one instead of each query's row, so a query's output
+    is no longer a weighted average of the values, and it depends on which other queries are in
+    the batch. A square, unmasked example hides it from a glance at the shapes.
+    """
+    d_k = q.shape[-1]
+    scores = (q @ np.swapaxes(k, -1, -2)) * (d_k ** -0.5 if scale is None else scale)
+    weights = softmax(scores, axis=-2, mask=mask)  # the bug: should be axis=-1, over the keys
+    weights = _dropout(weights, dropout, rng)
+    return weights @ v, weights
+
+
+def split_heads_without_transpose(x, n_heads):
+    """split_heads as a bare reshape [..., L, D] -> [..., H, L, d_k], with no transpose.
+
+    The reshape succeeds and the shape is right, but it cuts the flat [L * D] buffer into H
+    pieces: head 0 gets the first tokens' whole feature vectors, not every token's first d_k
+    features. Tokens leak into each other's heads.
+    """
+    *lead, length, d_model = x.shape
+    return np.reshape(x, (*lead, n_heads, length, d_model // n_heads))
+
+
+def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    """scaled_dot_product_attention reading a boolean mask as True = ignore.
+
+    That is torch.nn.MultiheadAttention's convention; minattn (like torch's functional
+    scaled_dot_product_attention and Flax) means True = may attend. Mixing them up makes padding
+    the only thing attended to and turns a causal mask into a look-only-at-the-future mask.
+    """
+    if mask is not None and np.dtype(mask.dtype).kind == "b":
+        mask = np.logical_not(mask)  # the bug
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng)
+
+
+def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    """scaled_dot_product_attention masking by adding -1e9 to the scores instead of -inf.
+
+    A query whose keys are all masked then sees equal scores everywhere, so it gets uniform
+    weights over keys it must not see (the mean of the padding leaks out) instead of zeros.
+    In float16 -1e9 does not exist: the cast overflows to -inf (with a RuntimeWarning), and a
+    softmax without minattn's guard for empty rows then computes -inf - (-inf) = NaN there.
+    """
+    if mask is not None and np.dtype(mask.dtype).kind == "b":
+        mask = np.where(mask, 0.0, -1e9)  # the bug: a large finite number is not -inf
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng)
+
+
+def layer_norm_over_wrong_axis(x, gamma, beta, eps=1e-5):
+    """layer_norm taking mean and variance over the tokens (axis=-2) instead of the features.
+
+    That is closer to batch normalization: each token's output now depends on the other tokens
+    (and on padding), and a single token normalizes to beta whatever its features were.
+    """
+    mean = np.mean(x, axis=-2, keepdims=True)  # the bug: should be axis=-1
+    centered = x - mean
+    variance = np.mean(centered * centered, axis=-2, keepdims=True)
+    return centered / np.sqrt(variance + eps) * gamma + beta
+
+
+def layer_norm_std_plus_eps(x, gamma, beta, eps=1e-5):
+    """layer_norm dividing by (std + eps) instead of sqrt(variance + eps).
+
+    A different function from torch.nn.LayerNorm (the Annotated Transformer's version): close
+    for large variances, far apart for small ones, so pretrained weights no longer reproduce
+    their outputs and comparisons with torch fail beyond rounding.
+    """
+    mean = np.mean(x, axis=-1, keepdims=True)
+    centered = x - mean
+    std = np.sqrt(np.mean(centered * centered, axis=-1, keepdims=True))
+    return centered / (std + eps) * gamma + beta  # the bug
+
+
+def softmax_without_max_subtraction(x, axis=-1, mask=None):
+    """softmax computing exp(x) directly, without subtracting the row max first.
+
+    Mathematically the same, numerically not: exp overflows to inf for logits above ~89 in
+    float32 (~11 in float16, ~709 in float64), and inf / inf is NaN. Subtracting the max makes
+    the largest exponent exp(0) = 1 and changes nothing else.
+    """
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)
+    e = np.exp(x)  # the bug: np.exp(x - max(x)) cannot overflow
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def encoder_block_without_residual(params, x, mask=None, *, n_heads, norm_first=False,
+                                   activation="relu", eps=1e-5, dropout=0.0, rng=None,
+                                   return_weights=False):
+    """encoder_block whose attention sublayer drops the residual connection (x = attention(x)).
+
+    The block still runs and its output is still normalized, but each token's own features are
+    replaced by a mix of the others'; the skip path that carries the input (and the gradient)
+    straight through is gone, which is what makes deep stacks trainable.
+    """
+    def norm(h, which):
+        return layer_norm(h, params[which]["gamma"], params[which]["beta"], eps)
+
+    def ff(h):
+        out = feed_forward(params["feed_forward"], h, activation=activation, dropout=dropout,
+                           rng=rng)
+        return _dropout(out, dropout, rng)
+
+    h = norm(x, "norm1") if norm_first else x
+    attended, weights = multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+                                             dropout=dropout, rng=rng)
+    attended = _dropout(attended, dropout, rng)
+    x = attended if norm_first else norm(attended, "norm1")  # the bug: should be x + attended
+    x = x + ff(norm(x, "norm2")) if norm_first else norm(x + ff(x), "norm2")
+    return (x, weights) if return_weights else x

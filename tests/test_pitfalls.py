@@ -1,0 +1,95 @@
+"""Each pitfall in minattn.pitfalls is caught by a named property of this suite: with the pitfall
+swapped in for the real function the property fails by its own assertion, and with the real
+function the same property passes."""
+import inspect
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import Phase, settings
+
+import minattn
+from minattn import pitfalls
+
+from . import test_attention, test_encoder, test_heads, test_layer_norm, test_softmax
+
+# (pitfall, the real function it replaces, the property that catches it, that test's parameters)
+CASES = [
+    ("attention_without_scaling", "scaled_dot_product_attention",
+     test_attention.test_matches_loop_reference, {}),
+    ("softmax_over_wrong_axis", "scaled_dot_product_attention",
+     test_attention.test_weights_nonnegative_and_rows_sum_to_one, {}),
+    ("split_heads_without_transpose", "split_heads",
+     test_heads.test_split_heads_takes_contiguous_feature_slices, {}),
+    ("attention_with_inverted_mask", "scaled_dot_product_attention",
+     test_attention.test_masked_keys_get_zero_weight_and_do_not_matter, {}),
+    ("attention_with_minus_1e9_mask", "scaled_dot_product_attention",
+     test_attention.test_masked_keys_get_zero_weight_and_do_not_matter, {}),
+    ("layer_norm_over_wrong_axis", "layer_norm", test_layer_norm.test_matches_loop_reference, {}),
+    ("layer_norm_std_plus_eps", "layer_norm", test_layer_norm.test_eps_sits_inside_the_square_root,
+     {}),
+    ("softmax_without_max_subtraction", "softmax",
+     test_softmax.test_huge_logits_give_finite_results, {"dtype": np.float32}),
+    ("encoder_block_without_residual", "encoder_block",
+     test_encoder.test_block_matches_hand_written_block, {"norm_first": False}),
+    ("encoder_block_without_residual", "encoder_block",
+     test_encoder.test_block_matches_hand_written_block, {"norm_first": True}),
+]
+IDS = [f"{name}-{'-'.join(map(str, kwargs.values())) or 'default'}" for name, _, _, kwargs in CASES]
+
+
+def _node_id(test):
+    # tests.test_attention.test_matches_loop_reference -> tests/test_attention.py::test_...
+    return f"{test.__module__.replace('.', '/')}.py::{test.__name__}"
+
+
+def _swap_in(monkeypatch, real_name, replacement):
+    """Replace the real function wherever minattn holds it: on the package (the tests call
+    ma.<name>) and in every core module that imported it by name (multi_head.py imports
+    scaled_dot_product_attention, encoder.py imports encoder_block's helpers, ...)."""
+    real = getattr(minattn, real_name)
+    for module_name, module in list(sys.modules.items()):
+        if module_name.split(".")[0] != "minattn" or module_name == "minattn.pitfalls":
+            continue  # the pitfalls themselves keep calling the real functions
+        for attr in [a for a, value in vars(module).items() if value is real]:
+            monkeypatch.setattr(module, attr, replacement)
+
+
+def test_table_covers_every_pitfall_and_agrees_with_PITFALLS():
+    public = {name for name, f in vars(pitfalls).items()
+              if inspect.isfunction(f) and f.__module__ == pitfalls.__name__}
+    assert public == set(pitfalls.PITFALLS) == {name for name, *_ in CASES}
+    for name, real_name, prop, _ in CASES:
+        assert pitfalls.PITFALLS[name] == _node_id(prop)
+
+
+@pytest.mark.parametrize("name, real_name", sorted({(n, r) for n, r, _, _ in CASES}))
+def test_pitfall_has_the_real_signature_and_says_what_is_wrong(name, real_name):
+    pitfall = getattr(pitfalls, name)
+    assert inspect.signature(pitfall) == inspect.signature(getattr(minattn, real_name))
+    assert len(inspect.getdoc(pitfall).splitlines()) >= 3  # what is wrong, and why it matters
+
+
+@pytest.mark.parametrize("name, real_name, prop, kwargs", CASES, ids=IDS)
+def test_property_passes_with_the_real_function(name, real_name, prop, kwargs):
+    prop(**kwargs)
+
+
+@pytest.mark.parametrize("name, real_name, prop, kwargs", CASES, ids=IDS)
+def test_property_fails_with_the_pitfall(name, real_name, prop, kwargs, monkeypatch):
+    _swap_in(monkeypatch, real_name, getattr(pitfalls, name))
+    if hasattr(prop, "hypothesis"):
+        # Skip shrinking: that it fails is the point here, not the smallest failing example.
+        # (Hypothesis keeps a test's settings on the function; monkeypatch restores them.)
+        current = prop._hypothesis_internal_use_settings
+        monkeypatch.setattr(prop, "_hypothesis_internal_use_settings",
+                            settings(current, phases=[Phase.explicit, Phase.generate],
+                                     database=None))
+    # NumPy's overflow warnings off: the property's own assertion must catch the bug, not the
+    # warnings-as-errors filter. Hypothesis re-raises the assertion it found (or a group of
+    # them, when it found several distinct failures).
+    with np.errstate(all="ignore"), pytest.raises((AssertionError, ExceptionGroup)) as caught:
+        prop(**kwargs)
+    if isinstance(caught.value, ExceptionGroup):
+        _, others = caught.value.split(AssertionError)
+        assert others is None, f"the property crashed instead of failing: {others!r}"
