@@ -37,3 +37,12 @@ def test_every_public_core_function_is_shown():
 def test_every_marker_is_followed_by_an_excerpt():
     text = WALKTHROUGH.read_text(encoding="utf-8")
     assert text.count("<!-- source:") == len(excerpts())
+
+
+def test_every_pitfall_is_an_exercise_with_its_answer():
+    from minattn import pitfalls
+
+    text = WALKTHROUGH.read_text(encoding="utf-8")
+    for name, node in pitfalls.PITFALLS.items():
+        assert f"**`{name}`**" in text, f"walkthrough.md has no exercise for {name}"
+        assert f"`{node}`" in text, f"walkthrough.md's answer for {name} is not {node}"
