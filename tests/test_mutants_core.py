@@ -1,0 +1,224 @@
+"""Properties that mutation testing (tests/MUTANTS.md) showed the rest of the suite left open:
+the initialisation ranges, where dropout acts inside a block, that eps and activation reach every
+layer, the defaults, list and unbatched inputs, the scale's type, and blockwise attention's
+per-query max. Each compares against an independent computation written out here."""
+import math
+
+import autograd.numpy as anp
+import numpy as np
+import pytest
+from autograd.test_util import check_grads
+from hypothesis import given
+from hypothesis import strategies as st
+
+import minattn as ma
+
+from . import reference
+from .strategies import attention_inputs, float_arrays, model_sizes, seeds, tolerance
+
+
+def _randomize(tree, seed):
+    """Noise on every array, so zero biases and unit gammas hide no bug."""
+    rng = np.random.default_rng(seed)
+    if isinstance(tree, dict):
+        return {k: _randomize(v, seed + i) for i, (k, v) in enumerate(sorted(tree.items()))}
+    if isinstance(tree, list):
+        return [_randomize(v, seed + 100 * i) for i, v in enumerate(tree)]
+    return tree + 0.3 * rng.normal(size=tree.shape)
+
+
+ACTIVATIONS = {
+    "relu": lambda t: np.maximum(t, 0.0),
+    "gelu": np.vectorize(lambda t: 0.5 * t * (1 + math.erf(t / math.sqrt(2)))),
+}
+
+
+def _block_by_hand(p, x, n_heads, *, norm_first=False, eps=1e-5, activation="relu", kept=1.0):
+    """One block on one unbatched sequence [L, D], from the loop references. `kept` is the factor
+    dropout applies to every kept entry (1 / (1 - rate)); with a generator that keeps everything
+    it scales the attention weights, the attention output, the hidden layer and the FF output."""
+    keep = [[True] * len(x)] * len(x)
+
+    def norm(h, q):
+        return np.array([reference.layer_norm_row(r, q["gamma"], q["beta"], eps) for r in h])
+
+    def attend(h):  # weights * kept, so heads * kept: fold it into w_o, then the output dropout
+        a = {**p["attention"], "w_o": p["attention"]["w_o"] * kept}
+        return kept * reference.multi_head_attention_loop(a, h, h, h, keep, n_heads)
+
+    def ff(h):
+        f = p["feed_forward"]
+        hidden = kept * ACTIVATIONS[activation](h @ f["w_1"] + f["b_1"])
+        return kept * (hidden @ f["w_2"] + f["b_2"])
+
+    if norm_first:
+        x = x + attend(norm(x, p["norm1"]))
+        return x + ff(norm(x, p["norm2"]))
+    x = norm(x + attend(x), p["norm1"])
+    return norm(x + ff(x), p["norm2"])
+
+
+class KeepEverything:
+    """A stand-in for np.random.Generator whose draws are all 0.5: dropout with a rate below 0.5
+    then keeps every entry and only rescales it, which makes its placement visible."""
+
+    def random(self, shape):
+        return np.full(shape, 0.5)
+
+
+# --- initialisation: the ranges torch uses ---
+
+def test_init_multi_head_attention_is_glorot_uniform_with_zero_biases():
+    d_model = 128
+    p = ma.init_multi_head_attention(np.random.default_rng(0), d_model, 4)
+    bound = math.sqrt(6 / (d_model + d_model))  # xavier_uniform_: sqrt(6 / (fan_in + fan_out))
+    for c in "qkvo":
+        w = p[f"w_{c}"]
+        assert w.shape == (d_model, d_model)
+        assert -bound <= w.min() < -0.99 * bound and 0.99 * bound < w.max() <= bound
+        np.testing.assert_array_equal(p[f"b_{c}"], np.zeros(d_model))
+
+
+def test_init_feed_forward_is_uniform_within_one_over_sqrt_fan_in():
+    d_model, d_ff = 128, 256
+    p = ma.init_feed_forward(np.random.default_rng(0), d_model, d_ff)
+    # torch.nn.Linear: weight and bias both U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    for name, fan_in in (("w_1", d_model), ("b_1", d_model), ("w_2", d_ff), ("b_2", d_ff)):
+        bound = 1 / math.sqrt(fan_in)
+        a = p[name]
+        assert -bound <= a.min() < -0.9 * bound and 0.9 * bound < a.max() <= bound, name
+
+
+def test_defaults_are_a_post_norm_relu_stack_without_final_norm():
+    params = ma.init_encoder(np.random.default_rng(0), 2, 4, 2, 8)
+    assert "final_norm" not in params
+    params = _randomize(params, 1)
+    x = np.random.default_rng(2).normal(size=(3, 4))
+    expected = _block_by_hand(params["layers"][1], _block_by_hand(params["layers"][0], x, 2), 2)
+    np.testing.assert_allclose(ma.encoder(params, x, n_heads=2), expected, rtol=1e-8, atol=1e-8)
+
+
+# --- eps, activation and dropout reach every sublayer ---
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@given(sizes=model_sizes(), seed=seeds, eps=st.floats(0.01, 10.0), data=st.data())
+def test_eps_and_activation_reach_every_layer_norm_and_feed_forward(norm_first, sizes, seed, eps,
+                                                                      data):
+    _, length, d_model, n_heads, d_ff = sizes
+    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff,
+                                   final_norm=True), seed)
+    x = data.draw(float_arrays((length, d_model)))
+    y = ma.encoder(p, x, n_heads=n_heads, norm_first=norm_first, eps=eps, activation="gelu")
+    h = x
+    for layer in p["layers"]:
+        h = _block_by_hand(layer, h, n_heads, norm_first=norm_first, eps=eps, activation="gelu")
+    fn = p["final_norm"]
+    h = [reference.layer_norm_row(r, fn["gamma"], fn["beta"], eps) for r in h]
+    np.testing.assert_allclose(y, h, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_dropout_acts_on_weights_attention_output_hidden_and_ff_output(norm_first):
+    # As torch: on the attention weights, the attention sublayer's output, the feed-forward
+    # hidden layer and the feed-forward output. KeepEverything makes each a visible rescale.
+    rate = 0.2
+    p = _randomize(ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16), 0)
+    x = np.random.default_rng(1).normal(size=(2, 5, 8))
+    y, w = ma.encoder_block(p, x, n_heads=2, norm_first=norm_first, dropout=rate,
+                            rng=KeepEverything(), return_weights=True)
+    _, w_plain = ma.encoder_block(p, x, n_heads=2, norm_first=norm_first, return_weights=True)
+    np.testing.assert_allclose(w, w_plain / (1 - rate), rtol=1e-12)
+    for b in range(2):
+        expected = _block_by_hand(p, x[b], 2, norm_first=norm_first, kept=1 / (1 - rate))
+        np.testing.assert_allclose(y[b], expected, rtol=1e-8, atol=1e-8)
+
+
+def test_multi_head_attention_passes_dropout_to_the_weights():
+    rate = 0.25
+    p = _randomize(ma.init_multi_head_attention(np.random.default_rng(0), 8, 2), 0)
+    x = np.random.default_rng(1).normal(size=(3, 8))
+    out, w = ma.multi_head_attention(p, x, x, x, n_heads=2, dropout=rate, rng=KeepEverything())
+    _, w_plain = ma.multi_head_attention(p, x, x, x, n_heads=2)
+    np.testing.assert_allclose(w, w_plain / (1 - rate), rtol=1e-12)
+    keep = [[True] * 3] * 3
+    expected = reference.multi_head_attention_loop({**p, "w_o": p["w_o"] / (1 - rate)}, x, x, x,
+                                                   keep, 2)
+    np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
+
+
+# --- inputs: lists, no batch dimension ---
+
+def test_nested_lists_work_like_arrays():
+    x = [[0.5, -1.0, 2.0], [1.5, 0.0, -0.5]]
+    keep = [[True, False, True], [False, False, True]]
+    np.testing.assert_array_equal(ma.softmax(x, mask=keep), ma.softmax(np.array(x),
+                                                                       mask=np.array(keep)))
+    out, w = ma.scaled_dot_product_attention(x, x, x, [[True, False], [True, True]])
+    ref_out, ref_w = reference.attention(x, x, x, keep=[[True, False], [True, True]])
+    np.testing.assert_allclose(w, ref_w, **tolerance(np.float64))
+    np.testing.assert_allclose(out, ref_out, **tolerance(np.float64))
+    np.testing.assert_array_equal(ma.padding_mask([2, 0], 3),
+                                  ma.padding_mask(np.array([2, 0]), 3))
+    np.testing.assert_allclose(ma.blockwise_attention(x, x, x, key_mask=[True, False]),
+                               reference.attention(x, x, x, keep=[[True, False]] * 2)[0],
+                               **tolerance(np.float64))
+
+
+@given(sizes=model_sizes(), seed=seeds, data=st.data())
+def test_a_single_unbatched_sequence_or_token_is_accepted(sizes, seed, data):
+    _, length, d_model, n_heads, d_ff = sizes
+    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 1, d_model, n_heads, d_ff), seed)
+    block = p["layers"][0]
+    x = data.draw(float_arrays((length, d_model)))  # [L, D], no batch axis
+    np.testing.assert_allclose(ma.encoder_block(block, x, n_heads=n_heads),
+                               _block_by_hand(block, x, n_heads), rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(ma.encoder(p, x, n_heads=n_heads),
+                               _block_by_hand(block, x, n_heads), rtol=1e-8, atol=1e-8)
+    token = x[0]  # [D]: LayerNorm and the feed-forward network work token by token
+    g, b = block["norm1"]["gamma"], block["norm1"]["beta"]
+    np.testing.assert_allclose(ma.layer_norm(token, g, b),
+                               reference.layer_norm_row(token, g, b, 1e-5), rtol=1e-8, atol=1e-8)
+    f = block["feed_forward"]
+    np.testing.assert_allclose(ma.feed_forward(f, token),
+                               np.maximum(token @ f["w_1"] + f["b_1"], 0) @ f["w_2"] + f["b_2"],
+                               rtol=1e-10, atol=1e-12)
+
+
+# --- the scale: a NumPy scalar keeps float32, an autograd box keeps its gradient ---
+
+@pytest.mark.parametrize("attend", [
+    lambda q, k, v, scale: ma.scaled_dot_product_attention(q, k, v, scale=scale)[0],
+    lambda q, k, v, scale: ma.blockwise_attention(q, k, v, scale=scale, block_size=2),
+], ids=["scaled_dot_product_attention", "blockwise_attention"])
+def test_a_numpy_float64_scale_keeps_float32_float32(attend):
+    q = np.random.default_rng(0).normal(size=(2, 3, 4)).astype(np.float32)
+    out = attend(q, q, q, np.float64(0.5))
+    assert out.dtype == np.float32
+    ref_out, _ = reference.attention(q[0], q[0], q[0], scale=0.5)
+    np.testing.assert_allclose(out[0], ref_out, **tolerance(np.float32))
+
+
+@pytest.mark.parametrize("attend", [
+    lambda q, k, v, scale: ma.scaled_dot_product_attention(q, k, v, scale=scale)[0],
+    lambda q, k, v, scale: ma.blockwise_attention(q, k, v, scale=scale, block_size=2),
+], ids=["scaled_dot_product_attention", "blockwise_attention"])
+@given(qkv=attention_inputs())
+def test_differentiable_with_respect_to_the_scale(attend, qkv):
+    # A learned temperature: autograd passes the scale as a box, which must stay a box.
+    q, k, v = qkv
+    r = np.random.default_rng(0).normal(size=q.shape[:-1] + v.shape[-1:])
+    check_grads(lambda s: anp.sum(attend(q, k, v, s) * r), modes=["rev"], order=1)(0.7)
+
+
+# --- blockwise attention shifts each query by its own running max ---
+
+def test_blockwise_shifts_each_query_by_its_own_max():
+    # Query 0 scores +300 and +600, query 1 scores -300 and -600, in one tile. A max shared by
+    # the tile (600) would leave query 1 with exp(-900) = 0 everywhere, a zero row.
+    q = np.array([[300.0], [-300.0]])
+    k = np.array([[1.0], [2.0]])
+    v = np.array([[1.0, 0.0], [0.0, 1.0]])
+    out = ma.blockwise_attention(q, k, v, block_size=2)
+    ref_out, _ = reference.attention(q, k, v)
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(out[1], [1.0, 0.0], atol=1e-12)  # exp(-300) is 1e-130
