@@ -93,6 +93,17 @@ def check_mask(mask, target_shape, target_name="the scores"):
     return mask
 
 
+def check_mask_has_head_axis(mask, scores_shape):
+    # A (B, L_q, L_k) mask would broadcast against (B, H, L_q, L_k) with B read as H: silently
+    # wrong whenever B == H. Masks with batch dims must spell out the head axis.
+    if mask is not None and 2 < mask.ndim < len(scores_shape):
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
+            f"{tuple(scores_shape)}: give (L_q, L_k), or a per-batch mask with its head axis, "
+            f"(B, 1, L_q, L_k) (e.g. mask[:, None])"
+        )
+
+
 def check_dropout(dropout, rng):
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
         raise TypeError(f"dropout must be a float in [0, 1), got {dropout!r}")

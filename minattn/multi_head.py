@@ -59,6 +59,7 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     )
     scores_shape = batch + (n_heads, query.shape[-2], key.shape[-2])
     _validate.check_mask(mask, scores_shape, "the per-head scores (..., H, L_q, L_k)")
+    _validate.check_mask_has_head_axis(mask, scores_shape)
     _validate.check_dropout(dropout, rng)
 
     q = split_heads(linear(query, params["w_q"], params["b_q"]), n_heads)  # [..., H, L_q, d_k]

@@ -55,6 +55,9 @@ x = rng.normal(size=(2, 3, 4))
      r"params\['b_o'\] has shape \(3,\), expected \(4,\)"),
     (lambda: ma.multi_head_attention(MHA, x, x, x, np.ones((3, 3, 3), bool), n_heads=2), ValueError,
      r"mask of shape \(3, 3, 3\) does not broadcast to the per-head scores .* \(2, 2, 3, 3\)"),
+    (lambda: ma.multi_head_attention(MHA, x, x, x, np.ones((2, 3, 3), bool), n_heads=2), ValueError,
+     r"mask of shape \(2, 3, 3\) is ambiguous for the per-head scores of shape \(2, 2, 3, 3\): "
+     r"give \(L_q, L_k\), or a per-batch mask with its head axis, \(B, 1, L_q, L_k\)"),
     (lambda: ma.multi_head_attention(MHA, x.astype(np.int32), x, x, n_heads=2), TypeError,
      r"query must be a floating-point array, got dtype int32"),
     (lambda: ma.layer_norm(x, np.ones(3), np.zeros(4)), ValueError,

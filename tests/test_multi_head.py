@@ -84,3 +84,14 @@ def test_padding_mask_keeps_real_tokens_independent_of_padding():
     out2, _ = ma.multi_head_attention(p, x2, x2, x2, mask, n_heads=2)
     np.testing.assert_allclose(out2[1, :4], out[1, :4], rtol=1e-12, atol=1e-13)
     np.testing.assert_array_equal(out2[0], out[0])
+
+
+def test_per_batch_mask_with_head_axis_equals_per_sequence_calls():
+    rng = np.random.default_rng(3)
+    p = _params(3, 8, 2)
+    x = rng.normal(size=(2, 4, 8))
+    keep = rng.random((2, 4, 4)) > 0.3  # [B, L, L], one mask per sequence
+    out, _ = ma.multi_head_attention(p, x, x, x, keep[:, None], n_heads=2)
+    for b in range(2):
+        alone, _ = ma.multi_head_attention(p, x[b], x[b], x[b], keep[b], n_heads=2)
+        np.testing.assert_allclose(out[b], alone, rtol=1e-12, atol=1e-13)
