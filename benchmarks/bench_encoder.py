@@ -121,7 +121,7 @@ def main(args=ARGS):
     size = (32, 128, 512, 8, 2048)
     params, x, fwd, grd = minattn_block(*size, args.repeats)
     share = block_flops(size[0], size[1], size[2], size[4]) / fwd / peak
-    print(f"\nB=32, L=128, d_model=512, 8 heads, d_ff=2048, float32:")
+    print("\nB=32, L=128, d_model=512, 8 heads, d_ff=2048, float32:")
     print(f"  minattn forward  {fwd * 1e3:8.1f} ms   ({100 * share:.0f}% of the matmul peak)")
     print(f"  minattn gradient {grd * 1e3:8.1f} ms")
     try:

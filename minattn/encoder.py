@@ -1,6 +1,5 @@
 """The Transformer encoder block (attention + feed-forward, each with residual and LayerNorm),
 and the encoder: a stack of blocks."""
-import autograd.numpy as np
 
 from . import _validate
 from .dropout import dropout as _dropout

@@ -8,7 +8,6 @@ map is readable: each token attends to its equals.
 import autograd.numpy as np
 from autograd import value_and_grad
 
-from .attention import softmax
 from .encoder import encoder, init_encoder
 from .linear import linear
 

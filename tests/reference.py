@@ -50,3 +50,36 @@ def multi_head_attention_loop(params, query, key, value, keep, n_heads):
         v = value @ p["w_v"][:, cols] + p["b_v"][cols]
         heads.append(attention(q, k, v, keep)[0])
     return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
+
+
+ACTIVATIONS = {
+    "relu": lambda t: np.maximum(t, 0.0),
+    "gelu": np.vectorize(lambda t: 0.5 * t * (1 + math.erf(t / math.sqrt(2)))),
+}
+
+
+def encoder_block_loop(p, x, n_heads, *, keep=None, norm_first=False, eps=1e-5, activation="relu",
+                       kept=1.0):
+    """One encoder block on one unbatched sequence [L, D], written with the loop references above.
+    `keep` is a bool [L, L] mask (None: attend everywhere). `kept` is the factor
+    dropout applies to every kept entry (1 / (1 - rate)); with a generator that keeps everything
+    it scales the attention weights, the attention output, the hidden layer and the FF output."""
+    keep = [[True] * len(x)] * len(x) if keep is None else keep
+
+    def norm(h, q):
+        return np.array([layer_norm_row(r, q["gamma"], q["beta"], eps) for r in h])
+
+    def attend(h):  # weights * kept, so heads * kept: fold it into w_o, then the output dropout
+        a = {**p["attention"], "w_o": p["attention"]["w_o"] * kept}
+        return kept * multi_head_attention_loop(a, h, h, h, keep, n_heads)
+
+    def ff(h):
+        f = p["feed_forward"]
+        hidden = kept * ACTIVATIONS[activation](h @ f["w_1"] + f["b_1"])
+        return kept * (hidden @ f["w_2"] + f["b_2"])
+
+    if norm_first:
+        x = x + attend(norm(x, p["norm1"]))
+        return x + ff(norm(x, p["norm2"]))
+    x = norm(x + attend(x), p["norm1"])
+    return norm(x + ff(x), p["norm2"])

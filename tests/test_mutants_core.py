@@ -14,48 +14,7 @@ from hypothesis import strategies as st
 import minattn as ma
 
 from . import reference
-from .strategies import attention_inputs, float_arrays, model_sizes, seeds, tolerance
-
-
-def _randomize(tree, seed):
-    """Noise on every array, so zero biases and unit gammas hide no bug."""
-    rng = np.random.default_rng(seed)
-    if isinstance(tree, dict):
-        return {k: _randomize(v, seed + i) for i, (k, v) in enumerate(sorted(tree.items()))}
-    if isinstance(tree, list):
-        return [_randomize(v, seed + 100 * i) for i, v in enumerate(tree)]
-    return tree + 0.3 * rng.normal(size=tree.shape)
-
-
-ACTIVATIONS = {
-    "relu": lambda t: np.maximum(t, 0.0),
-    "gelu": np.vectorize(lambda t: 0.5 * t * (1 + math.erf(t / math.sqrt(2)))),
-}
-
-
-def _block_by_hand(p, x, n_heads, *, norm_first=False, eps=1e-5, activation="relu", kept=1.0):
-    """One block on one unbatched sequence [L, D], from the loop references. `kept` is the factor
-    dropout applies to every kept entry (1 / (1 - rate)); with a generator that keeps everything
-    it scales the attention weights, the attention output, the hidden layer and the FF output."""
-    keep = [[True] * len(x)] * len(x)
-
-    def norm(h, q):
-        return np.array([reference.layer_norm_row(r, q["gamma"], q["beta"], eps) for r in h])
-
-    def attend(h):  # weights * kept, so heads * kept: fold it into w_o, then the output dropout
-        a = {**p["attention"], "w_o": p["attention"]["w_o"] * kept}
-        return kept * reference.multi_head_attention_loop(a, h, h, h, keep, n_heads)
-
-    def ff(h):
-        f = p["feed_forward"]
-        hidden = kept * ACTIVATIONS[activation](h @ f["w_1"] + f["b_1"])
-        return kept * (hidden @ f["w_2"] + f["b_2"])
-
-    if norm_first:
-        x = x + attend(norm(x, p["norm1"]))
-        return x + ff(norm(x, p["norm2"]))
-    x = norm(x + attend(x), p["norm1"])
-    return norm(x + ff(x), p["norm2"])
+from .strategies import attention_inputs, float_arrays, model_sizes, perturbed, seeds, tolerance
 
 
 class KeepEverything:
@@ -92,9 +51,9 @@ def test_init_feed_forward_is_uniform_within_one_over_sqrt_fan_in():
 def test_defaults_are_a_post_norm_relu_stack_without_final_norm():
     params = ma.init_encoder(np.random.default_rng(0), 2, 4, 2, 8)
     assert "final_norm" not in params
-    params = _randomize(params, 1)
+    params = perturbed(params, 1)
     x = np.random.default_rng(2).normal(size=(3, 4))
-    expected = _block_by_hand(params["layers"][1], _block_by_hand(params["layers"][0], x, 2), 2)
+    expected = reference.encoder_block_loop(params["layers"][1], reference.encoder_block_loop(params["layers"][0], x, 2), 2)
     np.testing.assert_allclose(ma.encoder(params, x, n_heads=2), expected, rtol=1e-8, atol=1e-8)
 
 
@@ -105,13 +64,13 @@ def test_defaults_are_a_post_norm_relu_stack_without_final_norm():
 def test_eps_and_activation_reach_every_layer_norm_and_feed_forward(norm_first, sizes, seed, eps,
                                                                       data):
     _, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff,
+    p = perturbed(ma.init_encoder(np.random.default_rng(seed), 2, d_model, n_heads, d_ff,
                                    final_norm=True), seed)
     x = data.draw(float_arrays((length, d_model)))
     y = ma.encoder(p, x, n_heads=n_heads, norm_first=norm_first, eps=eps, activation="gelu")
     h = x
     for layer in p["layers"]:
-        h = _block_by_hand(layer, h, n_heads, norm_first=norm_first, eps=eps, activation="gelu")
+        h = reference.encoder_block_loop(layer, h, n_heads, norm_first=norm_first, eps=eps, activation="gelu")
     fn = p["final_norm"]
     h = [reference.layer_norm_row(r, fn["gamma"], fn["beta"], eps) for r in h]
     np.testing.assert_allclose(y, h, rtol=1e-8, atol=1e-8)
@@ -122,20 +81,20 @@ def test_dropout_acts_on_weights_attention_output_hidden_and_ff_output(norm_firs
     # As torch: on the attention weights, the attention sublayer's output, the feed-forward
     # hidden layer and the feed-forward output. KeepEverything makes each a visible rescale.
     rate = 0.2
-    p = _randomize(ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16), 0)
+    p = perturbed(ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16), 0)
     x = np.random.default_rng(1).normal(size=(2, 5, 8))
     y, w = ma.encoder_block(p, x, n_heads=2, norm_first=norm_first, dropout=rate,
                             rng=KeepEverything(), return_weights=True)
     _, w_plain = ma.encoder_block(p, x, n_heads=2, norm_first=norm_first, return_weights=True)
     np.testing.assert_allclose(w, w_plain / (1 - rate), rtol=1e-12)
     for b in range(2):
-        expected = _block_by_hand(p, x[b], 2, norm_first=norm_first, kept=1 / (1 - rate))
+        expected = reference.encoder_block_loop(p, x[b], 2, norm_first=norm_first, kept=1 / (1 - rate))
         np.testing.assert_allclose(y[b], expected, rtol=1e-8, atol=1e-8)
 
 
 def test_multi_head_attention_passes_dropout_to_the_weights():
     rate = 0.25
-    p = _randomize(ma.init_multi_head_attention(np.random.default_rng(0), 8, 2), 0)
+    p = perturbed(ma.init_multi_head_attention(np.random.default_rng(0), 8, 2), 0)
     x = np.random.default_rng(1).normal(size=(3, 8))
     out, w = ma.multi_head_attention(p, x, x, x, n_heads=2, dropout=rate, rng=KeepEverything())
     _, w_plain = ma.multi_head_attention(p, x, x, x, n_heads=2)
@@ -167,13 +126,13 @@ def test_nested_lists_work_like_arrays():
 @given(sizes=model_sizes(), seed=seeds, data=st.data())
 def test_a_single_unbatched_sequence_or_token_is_accepted(sizes, seed, data):
     _, length, d_model, n_heads, d_ff = sizes
-    p = _randomize(ma.init_encoder(np.random.default_rng(seed), 1, d_model, n_heads, d_ff), seed)
+    p = perturbed(ma.init_encoder(np.random.default_rng(seed), 1, d_model, n_heads, d_ff), seed)
     block = p["layers"][0]
     x = data.draw(float_arrays((length, d_model)))  # [L, D], no batch axis
     np.testing.assert_allclose(ma.encoder_block(block, x, n_heads=n_heads),
-                               _block_by_hand(block, x, n_heads), rtol=1e-8, atol=1e-8)
+                               reference.encoder_block_loop(block, x, n_heads), rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(ma.encoder(p, x, n_heads=n_heads),
-                               _block_by_hand(block, x, n_heads), rtol=1e-8, atol=1e-8)
+                               reference.encoder_block_loop(block, x, n_heads), rtol=1e-8, atol=1e-8)
     token = x[0]  # [D]: LayerNorm and the feed-forward network work token by token
     g, b = block["norm1"]["gamma"], block["norm1"]["beta"]
     np.testing.assert_allclose(ma.layer_norm(token, g, b),
