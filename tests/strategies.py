@@ -45,10 +45,11 @@ def bool_masks(draw, shape):
 
 
 @st.composite
-def model_sizes(draw):
+def model_sizes(draw, min_d_model=1):
     """(batch, length, d_model, n_heads, d_ff) with d_model divisible by n_heads."""
     n_heads = draw(st.integers(1, 3))
-    d_model = n_heads * draw(st.integers(1, 3))
+    least = -(-min_d_model // n_heads)  # ceil: the fewest features per head
+    d_model = n_heads * draw(st.integers(least, max(3, least + 2)))
     return draw(st.integers(1, 3)), draw(lengths), d_model, n_heads, draw(st.integers(1, 8))
 
 

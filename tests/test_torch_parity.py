@@ -315,7 +315,9 @@ def test_every_spelling_of_an_activation_is_recognised(activation, name):
 @pytest.mark.parametrize("activation, name", [("relu", "relu"), ("gelu", "gelu"),
                                               (torch.nn.GELU(approximate="tanh"), "gelu_tanh")])
 @few_examples
-@given(model_sizes(), seeds, st.sampled_from(["none", "padding", "causal+padding"]))
+# d_model >= 4: LayerNorm over 2 features is ill-conditioned (two nearly equal features amplify
+# float32 rounding by 1/sqrt(eps)), and there both engines stray from float64 by more than 2e-5.
+@given(model_sizes(min_d_model=4), seeds, st.sampled_from(["none", "padding", "causal+padding"]))
 def test_encoder_block_matches_torch(dtype, norm_first, activation, name, sizes, seed, mask_kind):
     b, length, d_model, n_heads, d_ff = sizes
     rng = np.random.default_rng(seed)
@@ -336,7 +338,7 @@ def test_encoder_block_matches_torch(dtype, norm_first, activation, name, sizes,
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first, final_norm", [(False, False), (True, True), (True, False)])
 @few_examples
-@given(model_sizes(), st.integers(1, 3), seeds)
+@given(model_sizes(min_d_model=4), st.integers(1, 3), seeds)  # d_model >= 4: see above
 def test_encoder_matches_torch(dtype, norm_first, final_norm, sizes, n_layers, seed):
     b, length, d_model, n_heads, d_ff = sizes
     rng = np.random.default_rng(seed)
