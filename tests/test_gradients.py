@@ -145,3 +145,11 @@ def test_float32_in_gives_float32_gradients(activation, norm_first):
     leaves = [g_x, g_params["final_norm"]["gamma"]] + [
         leaf for layer in g_params["layers"] for sub in layer.values() for leaf in sub.values()]
     assert all(leaf.dtype == np.float32 for leaf in leaves)
+
+
+def test_relu_gradient_at_zero_is_zero_as_in_torch():
+    # ReLU has no derivative at 0; frameworks (torch's threshold_backward) use 0 there.
+    from minattn.position_wise import relu
+
+    g = grad(lambda x: np.sum(relu(x)))(np.array([-1.0, 0.0, 2.0]))
+    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
