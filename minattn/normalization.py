@@ -1,4 +1,6 @@
 """Layer normalization over the feature axis."""
+import numbers
+
 import autograd.numpy as np
 
 from . import _validate
@@ -13,6 +15,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     _validate.check_shape("beta", beta, x.shape[-1:])
     # sum / D rather than np.mean: autograd's mean turns float32 gradients into float64.
     d_model = x.shape[-1]
+    eps = float(eps) if isinstance(eps, numbers.Real) else eps  # np.float64(eps) would upcast
     mean = np.sum(x, axis=-1, keepdims=True) / d_model
     centered = x - mean
     variance = np.sum(centered * centered, axis=-1, keepdims=True) / d_model  # biased: / D

@@ -52,3 +52,5 @@ def test_eps_sits_inside_the_square_root():
 def test_dtype_is_preserved(dtype):
     x = np.random.default_rng(0).normal(size=(3, 4)).astype(dtype)
     assert ma.layer_norm(x, np.ones(4, dtype), np.zeros(4, dtype)).dtype == dtype
+    # eps read from a config as a NumPy float64 scalar must not upcast float32 either.
+    assert ma.layer_norm(x, np.ones(4, dtype), np.zeros(4, dtype), eps=np.float64(1e-5)).dtype == dtype
