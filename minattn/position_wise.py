@@ -20,6 +20,8 @@ def gelu(x):
     # Exact GELU, x * Phi(x) with the Gaussian CDF written through erf (torch's default).
     from autograd.scipy.special import erf  # scipy, imported only when GELU is used
 
+    if x.dtype == np.float16:  # scipy's erf has no float16 loop: it would return float64
+        return gelu(x.astype(np.float32)).astype(np.float16)
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 
