@@ -107,6 +107,27 @@ def check_attention(q, k, v, mask, scale, dropout, rng):
     return q, k, v, mask, scale
 
 
+def check_split_heads(x, n_heads):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 2, "(..., L, D)")
+    check_n_heads(n_heads, x.shape[-1], "x's last dim D")
+    return x
+
+
+def check_merge_heads(x):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 3, "(..., H, L, d_k)")
+    return x
+
+
+def check_layer_norm(x, gamma, beta, eps):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 1, "(..., D)")
+    gamma = check_shape("gamma", gamma, x.shape[-1:])
+    beta = check_shape("beta", beta, x.shape[-1:])
+    return x, gamma, beta, check_positive_real("eps", eps, allow_zero=True)
+
+
 def check_mask(mask, target_shape, target_name="the scores"):
     """A mask must be boolean (True = may attend) or floating (added), and broadcast to target."""
     if mask is None:
@@ -149,7 +170,7 @@ def check_not_keep_mask(mask):
         )
 
 
-def check_positive_real(name, value):
+def check_positive_real(name, value, allow_zero=False):
     """A real, finite, positive number (scale, eps). A Python or NumPy number comes back as a
     Python float (a NumPy float64 scalar would upcast float32 arrays); a 0-d floating array or
     an autograd box (to differentiate with respect to it) comes back as it is."""
@@ -162,8 +183,9 @@ def check_positive_real(name, value):
         raise TypeError(f"{name} must be a positive float, got {value!r} ({type(value).__name__})")
     else:
         number = value = float(value)
-    if not (math.isfinite(number) and number > 0):
-        raise ValueError(f"{name} must be a positive, finite float, got {number!r}")
+    if not (math.isfinite(number) and (number > 0 or allow_zero and number == 0)):
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {kind}, finite float, got {number!r}")
     return value
 
 
@@ -185,10 +207,10 @@ def check_size(name, n, minimum=1):
     return int(n)
 
 
-def check_init(rng, dtype):
+def check_init(rng, dtype, need_rng=True):
     """init_*'s common arguments: a np.random.Generator (not a seed, not None, not the legacy
     np.random module) and a floating dtype for the params."""
-    if not isinstance(rng, numpy.random.Generator):
+    if need_rng and not isinstance(rng, numpy.random.Generator):
         raise TypeError(
             f"rng must be a np.random.Generator, e.g. np.random.default_rng(0), "
             f"got {type(rng).__name__}"
@@ -269,5 +291,5 @@ def check_params(params, expected, where="params"):
 
 
 def check_choice(name, value, choices):
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
