@@ -8,6 +8,7 @@ boxes, and never move data.
 """
 import math
 import numbers
+import types
 
 import autograd.numpy as np
 import numpy
@@ -246,8 +247,12 @@ def check_dropout(dropout, rng):
                 f"dropout={dropout!r} needs an rng (np.random.Generator), e.g. "
                 "rng=np.random.default_rng(0); nothing here seeds a global RNG"
             )
-        if not callable(getattr(rng, "random", None)):
-            raise TypeError(f"rng must be a np.random.Generator, got {type(rng).__name__}")
+        # A Generator-like object (NumPy's, or CuPy's for arrays on the GPU); not the legacy
+        # global np.random module or a RandomState, which would pass for one by duck typing.
+        legacy = isinstance(rng, (types.ModuleType, numpy.random.RandomState))
+        if legacy or not callable(getattr(rng, "random", None)):
+            raise TypeError(f"rng must be a np.random.Generator (e.g. np.random.default_rng(0)), "
+                            f"got {getattr(rng, '__name__', type(rng).__name__)}")
 
 
 def check_n_heads(n_heads, d_model, d_model_name="d_model"):

@@ -8,6 +8,8 @@ import numbers
 
 import autograd.numpy as np
 
+from . import _validate
+
 
 def _check_length(name, n):
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
@@ -15,6 +17,9 @@ def _check_length(name, n):
 
 
 def causal_mask(n_q, n_k=None, *, like=None):
+    """-> bool [n_q, n_k] (n_k defaults to n_q), True where query i may attend to key j, j <= i:
+    no position sees the future. Top-left aligned when n_q != n_k, as torch's is_causal=True.
+    like=: build it with the array library of `like` (e.g. a CuPy array)."""
     # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
     # as torch's is_causal=True), so no position sees the future.
     n_k = n_q if n_k is None else n_k
@@ -27,17 +32,25 @@ def causal_mask(n_q, n_k=None, *, like=None):
     return rows[:, None] >= cols[None, :]
 
 
-def padding_mask(lengths, n):
-    # int [B] -> bool [B, 1, 1, n]; True at the first lengths[b] (real) tokens. The two singleton
-    # axes broadcast over heads and queries: every query may look at every real key.
+def _check_padding_mask(lengths, n):
     _check_length("n", n)
-    if isinstance(lengths, (list, tuple)):
-        lengths = np.array(lengths)
-    if not hasattr(lengths, "dtype") or np.dtype(lengths.dtype).kind not in "iu":
-        raise TypeError(f"lengths must be an integer array, got {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if not hasattr(lengths, "dtype") and not isinstance(lengths, (list, tuple)):
+        raise TypeError(f"lengths must be an integer array, got {type(lengths).__name__}")
+    lengths = _validate.as_array("lengths", lengths)
+    if np.dtype(lengths.dtype).kind not in "iu":
+        raise TypeError(f"lengths must be an integer array, got {lengths.dtype}")
     if lengths.ndim != 1:
         raise ValueError(f"lengths must have shape (B,), got shape {tuple(lengths.shape)}")
     if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > n):
         raise ValueError(f"lengths must lie in [0, n={n}], got min {int(lengths.min())}, max {int(lengths.max())}")
+    return lengths
+
+
+def padding_mask(lengths, n):
+    """int lengths [B] -> bool [B, 1, 1, n], True at the first lengths[b] (real) tokens of
+    sequence b: every query may look at every real key (right padding). Broadcasts over heads
+    and queries; combine with causal_mask by `&`."""
+    # int [B] -> bool [B, 1, 1, n]. The two singleton axes broadcast over heads and queries.
+    lengths = _check_padding_mask(lengths, n)
     positions = np.arange(n, like=lengths)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]
