@@ -16,7 +16,7 @@ Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
     pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
     interop.py        from_torch, mask_from_torch             (needs torch)
-    pretrained.py     load_sentence_encoder, similarity_matrix (needs minattn[pretrained])
+    pretrained.py     load_sentence_encoder, similarity_matrix (needs the extra '.[pretrained]')
     cli.py            python -m minattn
 
 Shape letters, used in every shape comment:

