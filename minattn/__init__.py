@@ -11,6 +11,7 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
+    swap.py           swap: use your own function wherever minattn calls one (exercises)
 
 Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
@@ -39,6 +40,7 @@ from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm
 from .position_wise import feed_forward, init_feed_forward
 from .positional import positional_encoding
+from .swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
 

@@ -110,9 +110,10 @@ def layer_norm_over_wrong_axis(x, gamma, beta, eps=1e-5):
 def layer_norm_std_plus_eps(x, gamma, beta, eps=1e-5):
     """layer_norm dividing by (std + eps) instead of sqrt(variance + eps).
 
-    A different function from torch.nn.LayerNorm (the Annotated Transformer's version): close
-    for large variances, far apart for small ones, so pretrained weights no longer reproduce
-    their outputs and comparisons with torch fail beyond rounding.
+    A different function from torch.nn.LayerNorm (the Annotated Transformer's LayerNorm is a
+    third one: the *unbiased* std, plus eps): close for large variances, far apart for small
+    ones, so pretrained weights no longer reproduce their outputs and comparisons with torch
+    fail beyond rounding.
     """
     mean = np.mean(x, axis=-1, keepdims=True)
     centered = x - mean
