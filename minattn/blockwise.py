@@ -4,7 +4,9 @@ The result equals scaled_dot_product_attention's output (up to rounding), but th
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
-O(block_size^2) per head for the scores instead of O(L_q L_k); the weights are not returned.
+O(block_size^2) per head for the scores instead of O(L_q L_k) in the forward pass; the weights are
+not returned. (Under autograd.grad every tile is recorded for the backward pass, so the gradient
+still needs O(L_q L_k) memory.)
 
 Gradients: differentiable with autograd.grad (no in-place writes; the output rows are assembled
 with np.pad, which autograd differentiates). Like the rest of the core it also runs forward on

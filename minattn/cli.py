@@ -63,7 +63,7 @@ def tour(args):
     head = train.most_readable_head(heads, tokens[0])
     labels = [train.ALPHABET[t] for t in tokens[0]]
     print(f"\n3. Attention of head {head} on a held-out sequence (rows: queries, columns: keys); "
-          "each token looks at its equals:")
+          "the head that puts the most weight on equal tokens; equal tokens get equal rows:")
     print(heatmap_text(heads[head], labels, labels))
     if args.plot:
         from .plot import save_heatmaps

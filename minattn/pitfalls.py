@@ -50,7 +50,7 @@ def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=
 
     Each key's column of weights sums to one instead of each query's row, so a query's output
     is no longer a weighted average of the values, and it depends on which other queries are in
-    the batch. A square, unmasked example hides it from a glance at the shapes.
+    the same sequence. A square, unmasked example hides it from a glance at the shapes.
     """
     d_k = q.shape[-1]
     scores = (q @ np.swapaxes(k, -1, -2)) * (d_k ** -0.5 if scale is None else scale)
