@@ -3,7 +3,6 @@ swapped in for the real function the property fails by its own assertion, and wi
 function the same property passes."""
 import contextlib
 import inspect
-import sys
 
 import numpy as np
 import pytest
