@@ -3,6 +3,9 @@
     python -m minattn                      the tour: worked example, training, attention map
     python -m minattn similarity S1 S2 ... cosine similarities from a real pretrained encoder
     python -m minattn attention "a sentence" --layer 0 --head 0
+    python -m minattn exercises DIR        copy the exercise stubs into DIR
+    python -m minattn check FILE.py        grade your functions by minattn's properties
+    python -m minattn check --pitfall NAME the worked example: a classic bug being caught
 """
 import argparse
 import os
@@ -141,7 +144,37 @@ def build_parser():
                      help="save the layer's heads as heatmaps (matplotlib)")
     att.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
     att.set_defaults(run=attention)
+    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder")
+    ex.add_argument("folder", metavar="DIR")
+    ex.set_defaults(run=lambda args: _grader().copy_exercises(args.folder))
+    chk = commands.add_parser("check", help="grade your functions (FILE.py) by minattn's properties")
+    which = chk.add_mutually_exclusive_group(required=True)
+    which.add_argument("file", nargs="?", metavar="FILE.py",
+                       help="a file defining some of minattn's functions, by their names")
+    which.add_argument("--pitfall", metavar="NAME",
+                       help="grade one of minattn.pitfalls instead: a bug being caught")
+    chk.add_argument("--examples", type=positive_int, default=20,
+                     help="examples hypothesis tries per property (default 20)")
+    chk.set_defaults(run=check)
     return parser
+
+
+def _grader():
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
+                         "minattn clone, pip install '.[check]')") from None
+    from . import check as grader
+
+    return grader
+
+
+def check(args):
+    grader = _grader()
+    if args.pitfall:
+        return grader.check_pitfall(args.pitfall, args.examples)
+    return grader.check_file(args.file, args.examples)
 
 
 # argparse types. Each raises ArgumentTypeError with a sentence, so a user reads "must be a
