@@ -22,14 +22,19 @@ def causal_mask(n_q, n_k=None, *, like=None):
     like=: build it with the array library of `like` (e.g. a CuPy array)."""
     # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
     # as torch's is_causal=True), so no position sees the future.
-    n_k = n_q if n_k is None else n_k
-    _check_length("n_q", n_q)
-    _check_length("n_k", n_k)
+    n_q, n_k = _check_causal_mask(n_q, n_k)
     if like is None:
         rows, cols = np.arange(n_q), np.arange(n_k)
     else:
         rows, cols = np.arange(n_q, like=like), np.arange(n_k, like=like)
     return rows[:, None] >= cols[None, :]
+
+
+def _check_causal_mask(n_q, n_k):
+    n_k = n_q if n_k is None else n_k
+    _check_length("n_q", n_q)
+    _check_length("n_k", n_k)
+    return n_q, n_k
 
 
 def _check_padding_mask(lengths, n):

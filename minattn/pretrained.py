@@ -141,7 +141,8 @@ def params_from_bert(tensors, n_layers):
 
 
 def embed(params, ids, type_ids, *, eps):
-    """int ids [B, L], int type_ids [B, L] -> [B, L, D]: word + position + segment embeddings, then LayerNorm."""
+    """int ids [B, L], int type_ids [B, L] -> [B, L, D]: word + position + segment embeddings, then
+    LayerNorm."""
     # int [B, L], int [B, L] -> [B, L, D]: word + absolute position + segment, then LayerNorm.
     p = params["embeddings"]
     x = p["word"][ids] + p["position"][: ids.shape[1]] + p["token_type"][type_ids]
@@ -149,7 +150,8 @@ def embed(params, ids, type_ids, *, eps):
 
 
 def additive_padding_mask(attention_mask):
-    """int attention_mask [B, L] (1 = real token) -> float32 [B, 1, 1, L]: 0 for real keys, -inf for padding."""
+    """int attention_mask [B, L] (1 = real token) -> float32 [B, 1, 1, L]: 0 for real keys, -inf
+    for padding."""
     # int [B, L] (1 = real token) -> float32 [B, 1, 1, L], added to the scores of every head and
     # query. -inf rather than HF's float32 min: exp(-inf) is exactly 0, so padded keys get
     # exactly zero weight (HF's min underflows to the same 0). It is safe because no row is

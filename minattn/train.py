@@ -17,7 +17,8 @@ LENGTH, VOCAB_SIZE, N_HEADS = 10, 5, 4
 
 
 def make_count_task(rng, n_sequences, length, vocab_size):
-    """The count task: rng, N, L, V -> tokens int [N, L] from a vocabulary of V, and targets int [N, L], targets[n, i] = (how often tokens[n, i] occurs in sequence n) - 1."""
+    """The count task: rng, N, L, V -> tokens int [N, L] from a vocabulary of V, and targets int
+    [N, L], targets[n, i] = (how often tokens[n, i] occurs in sequence n) - 1."""
     # -> tokens int [N, L], targets int [N, L]: targets[n, i] = (count of tokens[n, i]) - 1,
     # a class index in [0, L).
     tokens = rng.integers(0, vocab_size, size=(n_sequences, length))
@@ -26,7 +27,8 @@ def make_count_task(rng, n_sequences, length, vocab_size):
 
 
 def init_count_model(rng, vocab_size, length, d_model=32, n_heads=N_HEADS, d_ff=64, n_layers=1):
-    """Params of the count model (embedding, an encoder, a linear head), drawn from the Generator rng."""
+    """Params of the count model (embedding, an encoder, a linear head), drawn from the Generator
+    rng."""
     # -> {"embedding": [V, D], "encoder": {...}, "head": {"w": [D, L], "b": [L]}}
     return {
         "embedding": rng.normal(0.0, 1.0, size=(vocab_size, d_model)),
@@ -36,7 +38,8 @@ def init_count_model(rng, vocab_size, length, d_model=32, n_heads=N_HEADS, d_ff=
 
 
 def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
-    """int tokens [N, L] -> logits [N, L, L] over the possible counts (and the encoder's weights with return_weights=True). No positional encoding: counting needs none."""
+    """int tokens [N, L] -> logits [N, L, L] over the possible counts (and the encoder's weights
+    with return_weights=True). No positional encoding: counting needs none."""
     # int [N, L] -> logits [N, L, C] (and per-layer weights [N, H, L, L]).
     x = params["embedding"][tokens]  # [N, L, D]
     x, weights = encoder(params["encoder"], x, n_heads=n_heads, return_weights=True)
@@ -45,7 +48,8 @@ def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
 
 
 def cross_entropy(logits, targets):
-    """logits [N, L, C], int targets [N, L] -> the mean negative log-likelihood of the targets (log-softmax with the max shift)."""
+    """logits [N, L, C], int targets [N, L] -> the mean negative log-likelihood of the targets
+    (log-softmax with the max shift)."""
     # [N, L, C], int [N, L] -> mean negative log-likelihood of the targets.
     shifted = logits - np.max(logits, axis=-1, keepdims=True)
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
@@ -74,7 +78,8 @@ def adam_init(params):
 
 
 def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step (Kingma & Ba 2015) over nested params -> (new params, new state); nothing is modified in place."""
+    """One Adam step (Kingma & Ba 2015) over nested params -> (new params, new state); nothing is
+    modified in place."""
     # Kingma & Ba (2015): running means of the gradient and its square, bias-corrected.
     t = state["step"] + 1
     m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
@@ -86,7 +91,8 @@ def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
 
 def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_size=VOCAB_SIZE,
                       n_heads=N_HEADS, d_model=32, d_ff=64, lr=5e-3, callback=None):
-    """Train the count model with autograd and Adam -> params. Deterministic for a given seed; callback(step, loss) is called after every step."""
+    """Train the count model with autograd and Adam -> params. Deterministic for a given seed;
+    callback(step, loss) is called after every step."""
     # Deterministic for a given seed: one np.random.Generator drives data and initialisation.
     # callback(step, loss) is called after every step (the CLI's progress bar).
     rng = np.random.default_rng(seed)
@@ -106,7 +112,8 @@ def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_si
 
 
 def most_readable_head(weights, tokens):
-    """weights [H, L, L], tokens int [L] -> the head that puts the most weight on equal tokens (for display)."""
+    """weights [H, L, L], tokens int [L] -> the head that puts the most weight on equal tokens (for
+    display)."""
     # [H, L, L], int [L] -> the head that puts the most weight on equal tokens.
     equal = tokens[:, None] == tokens[None, :]
     return int(np.argmax(np.sum(np.where(equal, weights, 0.0), axis=(-2, -1))))
