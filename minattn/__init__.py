@@ -44,6 +44,11 @@ from .swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
 
+if "cupy" in __import__("sys").modules:  # CuPy already loaded: let autograd differentiate it
+    from . import cupy_autograd
+
+    cupy_autograd.register()
+
 __all__ = [
     "softmax", "scaled_dot_product_attention",
     "causal_mask", "padding_mask",

@@ -37,7 +37,14 @@ def as_array(name, x):
             raise ValueError(f"{name} is a list that does not form an array: {error}") from None
     if not (hasattr(x, "shape") and hasattr(x, "dtype")):
         raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+    if type(x).__module__.split(".")[0] == "cupy" and type(x) not in _cupy_registered:
+        from . import cupy_autograd  # CuPy met for the first time: teach autograd its arrays
+
+        _cupy_registered.add(cupy_autograd.register(type(x)))
     return x
+
+
+_cupy_registered = set()
 
 
 def as_float_array(name, x):

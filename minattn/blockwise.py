@@ -16,6 +16,7 @@ version converts its inputs to host (NumPy) arrays.
 import numbers
 
 import autograd.numpy as np
+from autograd.tracer import getval
 
 from . import _validate
 from ._autograd import where
@@ -79,7 +80,9 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
     if keep is not None:
         # -inf through `where`, as in softmax: exp(-inf) is exactly 0 in every dtype.
         scores = where(keep, scores, -np.inf)
-    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
+    # The running max is a shift that cancels in acc / l, so it is a constant for the gradient
+    # (getval, as in softmax).
+    m_new = np.maximum(m, np.max(getval(scores), axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
     shift = where(np.isfinite(m_new), m_new, 0.0)
     p = np.exp(scores - shift)  # [..., b_q, b_k]

@@ -7,6 +7,7 @@ torch.nn.MultiheadAttention's masks mean the opposite (True = ignore). Masks com
 import numbers
 
 import autograd.numpy as np
+from autograd.tracer import getval
 
 from . import _validate
 
@@ -23,6 +24,7 @@ def causal_mask(n_q, n_k=None, *, like=None):
     # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
     # as torch's is_causal=True), so no position sees the future.
     n_q, n_k = _check_causal_mask(n_q, n_k)
+    like = getval(like)  # an autograd box (like=x inside a loss) stands for its array
     if like is None:
         rows, cols = np.arange(n_q), np.arange(n_k)
     else:
