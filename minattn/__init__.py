@@ -19,6 +19,8 @@ Built on the core, imported only when used:
     interop.py        from_torch, mask_from_torch             (needs torch)
     pretrained.py     load_sentence_encoder, similarity_matrix (needs the extra '.[pretrained]')
     cli.py            python -m minattn
+    check.py, properties.py, exercises/   the grader and the exercise stubs (needs hypothesis)
+    cupy_autograd.py  autograd on CuPy arrays (loaded only with CuPy)
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
@@ -29,7 +31,7 @@ Shape letters, used in every shape comment:
 Conventions: params are nested dicts of arrays (weights stored [d_in, d_out], so y = x @ w + b);
 configuration is keyword arguments; init_* functions take an explicit np.random.Generator.
 Everything is written with autograd.numpy, so autograd.grad differentiates it, and NumPy's
-dispatch protocols let CuPy arrays run through the same code (forward only).
+dispatch protocols let CuPy arrays run through the same code (gradients too: cupy_autograd.py).
 """
 from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention

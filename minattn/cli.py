@@ -48,6 +48,7 @@ def tour(args):
 
     if args.plot:
         _check_plot_available()
+    to_device, to_host = _device(args.device)
     worked_example()
     print(f"\n2. Training a {train.N_HEADS}-head encoder to count: for each token, how many times "
           f"does it occur in its sequence? (seed {args.seed})")
@@ -57,7 +58,8 @@ def tour(args):
             if step % 10 == 0 or step == args.steps - 1:
                 bar.set_postfix(loss=f"{loss:.3f}")
 
-        params = train.train_count_model(seed=args.seed, steps=args.steps, callback=progress)
+        params = to_host(train.train_count_model(seed=args.seed, steps=args.steps,
+                                                 callback=progress, to_device=to_device))
     tokens, targets = train.make_count_task(np.random.default_rng([args.seed, 1]), 1000,
                                             train.LENGTH, train.VOCAB_SIZE)
     acc = train.accuracy(params, tokens, targets)
@@ -77,6 +79,33 @@ def tour(args):
     print(f"held-out accuracy: {100 * acc:.1f}% of tokens counted correctly "
           f"({tokens.size} tokens in {len(tokens)} unseen sequences)")
     return 0
+
+
+def _tree(f):
+    return lambda tree: {k: _tree(f)(v) for k, v in tree.items()} if isinstance(tree, dict) \
+        else [_tree(f)(v) for v in tree] if isinstance(tree, (list, tuple)) else f(tree)
+
+
+def _device(name):
+    # -> (to_device, to_host) for the tour's training; CuPy only when asked for, and checked
+    # before any work so that a missing GPU is one line, not a traceback after the example.
+    if name == "cpu":
+        return None, lambda tree: tree
+    try:
+        import cupy
+    except ImportError:
+        raise SystemExit("--device gpu needs CuPy: pip install cupy-cuda12x or cupy-cuda13x, "
+                         "matching your CUDA (nvidia-smi shows it)") from None
+    try:
+        n_devices = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, or no device: CuPy raises CUDARuntimeError
+        raise SystemExit(f"--device gpu: CuPy sees no CUDA device ({error})") from None
+    if n_devices == 0:
+        raise SystemExit("--device gpu: CuPy sees no CUDA device")
+    from . import cupy_autograd
+
+    cupy_autograd.register(cupy.ndarray)
+    return _tree(cupy.asarray), _tree(cupy.asnumpy)
 
 
 def similarity(args):
@@ -128,6 +157,8 @@ def build_parser():
                         help="training steps in the tour (default 1000)")
     parser.add_argument("--plot", metavar="FILE.png", type=writable_file,
                         help="also save per-head heatmaps (matplotlib); checked before training")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="train on the CPU (NumPy, the default) or on a GPU (CuPy)")
     parser.set_defaults(run=tour)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")

@@ -112,3 +112,30 @@ def test_missing_matplotlib_hint_does_not_point_at_a_registry(monkeypatch):
     with pytest.raises(SystemExit) as error:
         cli._check_plot_available()
     assert "pip install matplotlib" in str(error.value) and "minattn[" not in str(error.value)
+
+
+def test_device_gpu_without_cupy_is_one_line_before_any_work(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` fail
+    with pytest.raises(SystemExit, match=r"--device gpu needs CuPy: pip install cupy-cuda12x"):
+        cli.main(["--device", "gpu", "--steps", "2"])
+    assert capsys.readouterr().out == ""  # not even the worked example ran
+
+
+def test_device_gpu_runs_the_tour_on_a_cupy_like_library(monkeypatch, capsys):
+    # A fake `cupy` module built on the CuPy test double: the tour trains on device arrays and
+    # prints the same accuracy line as on the CPU.
+    import types
+
+    from .array_double import DeviceArray, to_device, to_host
+
+    fake = types.ModuleType("cupy")
+    fake.ndarray = DeviceArray
+    fake.asarray = lambda a: to_device(a)
+    fake.asnumpy = lambda a: to_host(a)
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    assert cli.main(["--steps", "3", "--seed", "1"]) == 0
+    cpu = capsys.readouterr().out.strip().splitlines()[-1]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert cli.main(["--steps", "3", "--seed", "1", "--device", "gpu"]) == 0
+    gpu = capsys.readouterr().out.strip().splitlines()[-1]
+    assert gpu == cpu and gpu.startswith("held-out accuracy")
