@@ -6,7 +6,7 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     masks.py          causal_mask, padding_mask            (True = may attend)
     heads.py          split_heads, merge_heads
     multi_head.py     init_multi_head_attention, multi_head_attention
-    normalization.py  layer_norm
+    normalization.py  layer_norm, rms_norm
     position_wise.py  feed_forward
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
@@ -39,7 +39,7 @@ from .encoder import encoder, encoder_block, init_encoder, init_encoder_block
 from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .multi_head import init_multi_head_attention, multi_head_attention
-from .normalization import init_layer_norm, layer_norm
+from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import feed_forward, init_feed_forward
 from .positional import positional_encoding
 from .swap import swap  # a tool, not a concept: kept out of __all__
@@ -56,7 +56,7 @@ __all__ = [
     "causal_mask", "padding_mask",
     "split_heads", "merge_heads",
     "init_multi_head_attention", "multi_head_attention",
-    "init_layer_norm", "layer_norm",
+    "init_layer_norm", "layer_norm", "rms_norm",
     "init_feed_forward", "feed_forward",
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
