@@ -157,3 +157,22 @@ def test_hessian_vector_product_through_attention_equals_the_compositions():
     direction = _direction(q.shape, 8)
     hvp = lambda f: grad(lambda q: anp.sum(grad(f)(q) * direction))(q)
     np.testing.assert_allclose(hvp(f_hand), hvp(f_plain), rtol=1e-9, atol=1e-11)
+
+
+def test_linear_relu_and_gelu_vjps_equal_autograd_of_the_composition():
+    from scipy.special import erf as _  # noqa: F401 (the plain GELU below needs scipy too)
+    from autograd.scipy.special import erf
+
+    from minattn.linear import linear
+    from minattn.position_wise import gelu, relu
+
+    rng = np.random.default_rng(9)
+    x, w, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 5)), rng.normal(size=5)
+    x[0, 0, 0] = 0.0  # relu's kink: gradient 0 there, as in torch
+    r = _direction((2, 3, 5), 10)
+    _same_gradient(lambda x, w, b: anp.sum(relu(linear(x, w, b)) * r),
+                   lambda x, w, b: anp.sum(anp.maximum(anp.matmul(x, w) + b, 0.0) * r),
+                   (x, w, b), [0, 1, 2])
+    _same_gradient(lambda x: anp.sum(gelu(x) * x), lambda x: anp.sum(0.5 * x * (1 + erf(x / np.sqrt(2))) * x),
+                   (x,), [0])
+    check_grads(lambda x, w, b: gelu(linear(x, w, b)), modes=["rev"], order=2)(x, w, b)
