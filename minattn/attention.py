@@ -9,6 +9,7 @@ from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from . import _validate
+from ._threads import one_blas_thread
 from .dropout import dropout as _dropout
 
 
@@ -95,9 +96,11 @@ def _weights(q, k, scale, mask):
 
 @primitive
 def _attention(q, k, v, scale, mask):
-    # The attention core, forward; its gradient is written by hand just below.
-    weights = _weights(q, k, scale, mask)
-    return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
+    # The attention core, forward; its gradient is written by hand just below. Its many small
+    # products run on one BLAS thread (minattn/_threads.py says why).
+    with one_blas_thread():
+        weights = _weights(q, k, scale, mask)
+        return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
 
 
 def _attention_vjp(argnums, outputs, args, kwargs):
@@ -106,6 +109,7 @@ def _attention_vjp(argnums, outputs, args, kwargs):
     # walkthrough.md, "Backpropagation by hand".
     (_, p), (q, k, v, scale, mask) = outputs, args
 
+    @one_blas_thread()
     def vjp(g):
         d_out, d_weights = g
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]

@@ -21,6 +21,7 @@ from autograd.tracer import getval
 
 from . import _validate
 from ._autograd import where
+from ._threads import one_blas_thread
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -42,6 +43,11 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
 def _flash(q, k, v, key_mask, scale, causal, block_size):
     # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
     # all the backward pass needs to recompute any tile of weights: P = exp(S - lse).
+    with one_blas_thread():  # small tiles: one BLAS thread (minattn/_threads.py)
+        return _flash_forward(q, k, v, key_mask, scale, causal, block_size)
+
+
+def _flash_forward(q, k, v, key_mask, scale, causal, block_size):
     n_queries = q.shape[-2]
     output, lse = 0.0, 0.0
     for q_start in range(0, n_queries, block_size):
@@ -58,6 +64,7 @@ def _flash_vjp(argnums, outputs, args, kwargs):
     # D = rowsum(dO ⊙ O), dQ += scale · dS K, dK += scale · dSᵀ Q.
     (out, lse), (q, k, v, key_mask, scale, causal, block_size) = outputs, args
 
+    @one_blas_thread()
     def vjp(g):
         d_out = g[0]
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
