@@ -1,18 +1,18 @@
 """Encode throughput: minattn's pretrained sentence encoder vs sentence-transformers (torch).
 
-    python benchmarks/bench_pretrained.py [--n 256] [--batch-size 32] [--repeats 3]
+    python benchmarks/bench_pretrained.py [--n 256] [--batch-size 32] [--repeats 5] [--busy N]
 
 (from the repository root, with minattn installed, e.g. `pip install -e .`, or PYTHONPATH=.)
 
 Both engines encode the same sentences of realistic, mixed lengths (1 to 4 sentences of prose,
-about 10 to 90 word pieces) on this machine in this run, alternately, and the best of
-`--repeats` timings is kept for each (the least disturbed by other load). torch keeps its
-default thread count; NumPy's BLAS keeps its own. Needs: pip install "minattn[pretrained]"
-sentence-transformers. Nothing is downloaded (HF_HUB_OFFLINE=1).
+about 10 to 90 word pieces) on this machine in this run, in interleaved rounds; medians with
+their spread are reported (benchmarks/_harness.py). torch keeps its default thread count;
+NumPy's BLAS keeps its own. Needs the extra `pretrained` and sentence-transformers. Nothing is
+downloaded (HF_HUB_OFFLINE=1).
 """
 import argparse
 import os
-import time
+import sys
 import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before any Hugging Face import
@@ -20,6 +20,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _harness import busy, describe, footer, header, interleaved, ratio  # noqa: E402
 from minattn.pretrained import load_sentence_encoder  # noqa: E402
 
 PROSE = [
@@ -44,17 +47,12 @@ def realistic_sentences(n, seed=0):
     return [" ".join(rng.choice(PROSE, size=rng.integers(1, 5))) for _ in range(n)]
 
 
-def seconds(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=256, help="number of sentences")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--busy", type=int, default=0, help="competing CPU-bound processes to run")
     args = parser.parse_args(argv)
 
     with warnings.catch_warnings():
@@ -77,22 +75,19 @@ def main(argv=None):
 
     ours, theirs = run_minattn(), run_torch()  # warm-up, and a parity check on the same run
     cosine = np.sum(ours * theirs, axis=1)  # both have unit rows
-    times = {"minattn": [], "torch": []}
-    for _ in range(args.repeats):  # alternate, so slow spells on a shared machine hit both
-        times["minattn"].append(seconds(run_minattn))
-        times["torch"].append(seconds(run_torch))
-    t_minattn, t_torch = min(times["minattn"]), min(times["torch"])
-
-    print(f"machine: nproc={os.cpu_count()}, torch {torch.__version__} "
-          f"with {torch.get_num_threads()} threads, numpy {np.__version__}")
-    print(f"{args.n} sentences, {min(lengths)}-{max(lengths)} tokens (mean "
-          f"{np.mean(lengths):.0f}), batch_size {args.batch_size}, best of {args.repeats}")
+    header(args.busy)
+    with busy(args.busy):
+        times = interleaved({"minattn": run_minattn, "sentence-transformers": run_torch},
+                            args.repeats)
+    print(f"torch {torch.__version__} with {torch.get_num_threads()} threads; {args.n} sentences, "
+          f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), batch_size "
+          f"{args.batch_size}, {args.repeats} interleaved rounds")
     print(f"min cosine(minattn, torch) = {cosine.min():.7f}")
-    print(f"minattn:               {args.n / t_minattn:8.1f} sentences/s ({t_minattn:.3f} s)")
-    print(f"sentence-transformers: {args.n / t_torch:8.1f} sentences/s ({t_torch:.3f} s)")
-    ratio = t_minattn / t_torch
-    print(f"minattn takes {ratio:.2f}x torch's time (target <= 1.5x): "
-          f"{'met' if ratio <= 1.5 else 'NOT met'}")
+    for name, t in times.items():
+        print(f"  {name:<22}{describe(t)}  ({args.n / np.median(t):.1f} sentences/s)")
+    print(f"  time ratio minattn / sentence-transformers: "
+          f"{ratio(times['minattn'], times['sentence-transformers'])}")
+    footer()
 
 
 if __name__ == "__main__":
