@@ -14,6 +14,9 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     # torch.nn.LayerNorm (not std + eps, which is a different function). sum / D rather than
     # np.mean (autograd's mean turns float32 gradients into float64); the gradient is by hand.
     x, gamma, beta, eps = _validate.check_layer_norm(x, gamma, beta, eps)
+    if x.dtype == np.float16:  # (x - mean)² overflows float16 at |x| ~ 256: float32 inside
+        f32 = lambda a: a.astype(np.float32)
+        return _layer_norm(f32(x), f32(gamma), f32(beta), eps).astype(np.float16)
     return _layer_norm(x, gamma, beta, eps)
 
 
@@ -58,6 +61,8 @@ def rms_norm(x, gamma, eps=1e-6):
     beta. eps must be a non-negative float."""
     # [..., D], [D] -> [..., D]
     x, gamma, _, eps = _validate.check_layer_norm(x, gamma, gamma, eps)
+    if x.dtype == np.float16:  # x² overflows float16 at |x| ~ 256: float32 inside
+        return _rms_norm(x.astype(np.float32), gamma.astype(np.float32), eps).astype(np.float16)
     return _rms_norm(x, gamma, eps)
 
 

@@ -166,3 +166,19 @@ def test_feed_forward_keeps_the_dtype(activation, dtype):
     p = cast_params(ma.init_feed_forward(np.random.default_rng(0), 4, 8), dtype)
     x = np.random.default_rng(1).normal(size=(3, 4)).astype(dtype)
     assert ma.feed_forward(p, x, activation=activation).dtype == dtype
+
+
+def test_float16_layer_norm_does_not_overflow_where_torch_does_not():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = (1e3 * rng.normal(size=(3, 8))).astype(np.float16)  # (x - mean)² ~ 1e6 > 65504
+    gamma, beta = rng.normal(size=8).astype(np.float16), rng.normal(size=8).astype(np.float16)
+    expected = torch.nn.functional.layer_norm(torch.from_numpy(x), (8,), torch.from_numpy(gamma),
+                                              torch.from_numpy(beta)).numpy()
+    got = ma.layer_norm(x, gamma, beta)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), atol=2e-2, rtol=2e-2)
+    rms = ma.rms_norm(x, gamma)
+    reference = x.astype(np.float64) / np.sqrt(np.mean(x.astype(np.float64) ** 2, -1, keepdims=True) + 1e-6) * gamma
+    assert rms.dtype == np.float16 and np.isfinite(rms).all()
+    np.testing.assert_allclose(rms.astype(np.float64), reference, atol=2e-2, rtol=2e-2)
