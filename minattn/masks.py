@@ -14,17 +14,32 @@ def _check_length(name, n):
         raise TypeError(f"{name} must be a non-negative int, got {n!r}")
 
 
-def causal_mask(n_q, n_k=None, *, like=None):
-    # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
-    # as torch's is_causal=True), so no position sees the future.
+def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
+    # -> bool [n_q, n_k]; no query sees a key after its own position.
+    # align="top_left" (default, torch's is_causal=True): query i sits at position i, sees keys
+    #   0..i. Right for a square mask, wrong for a query block that continues a sequence.
+    # align="bottom_right" (flash-attn, a KV cache): the n_q queries are the LAST n_q positions,
+    #   query i sits at position i + n_k - n_q, so the newest query sees all n_k keys.
+    # window=w (sliding window, Mistral): a query sees only its w most recent keys, itself included.
     n_k = n_q if n_k is None else n_k
-    _check_length("n_q", n_q)
-    _check_length("n_k", n_k)
+    _check_causal_mask_args(n_q, n_k, align, window)
     if like is None:
         rows, cols = np.arange(n_q), np.arange(n_k)
     else:
         rows, cols = np.arange(n_q, like=like), np.arange(n_k, like=like)
-    return rows[:, None] >= cols[None, :]
+    position = rows[:, None] + (n_k - n_q if align == "bottom_right" else 0)  # [n_q, 1]
+    mask = position >= cols[None, :]
+    return mask if window is None else mask & (cols[None, :] > position - window)
+
+
+def _check_causal_mask_args(n_q, n_k, align, window):
+    _check_length("n_q", n_q)
+    _check_length("n_k", n_k)
+    if align not in ("top_left", "bottom_right"):
+        raise ValueError(f"align must be 'top_left' or 'bottom_right', got {align!r}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral)
+                               or window < 1):
+        raise TypeError(f"window must be None or a positive int, got {window!r}")
 
 
 def padding_mask(lengths, n):
