@@ -36,9 +36,10 @@ from .encoder import encoder, encoder_block, init_encoder, init_encoder_block
 from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .multi_head import init_multi_head_attention, multi_head_attention
-from .normalization import init_layer_norm, layer_norm
-from .position_wise import feed_forward, init_feed_forward
+from .normalization import init_layer_norm, layer_norm, rms_norm
+from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
+from .rope import apply_rope
 
 __version__ = "0.1.0"
 
@@ -52,4 +53,5 @@ __all__ = [
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
     "blockwise_attention",
+    "rms_norm", "init_gated_feed_forward", "gated_feed_forward", "apply_rope",
 ]

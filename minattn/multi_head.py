@@ -11,31 +11,48 @@ from .linear import linear
 PROJECTIONS = ("q", "k", "v", "o")
 
 
-def init_multi_head_attention(rng, d_model, n_heads):
+def init_multi_head_attention(rng, d_model, n_heads, *, n_kv_heads=None, bias=True):
     # -> {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}, float64.
     # Weights are stored [d_in, d_out] so a projection reads x @ w (torch stores the transpose).
+    # With n_kv_heads (grouped-query attention) w_k, w_v are [D, n_kv_heads * d_k]; bias=False
+    # leaves out the b_* (Llama).
     _validate.check_n_heads(n_heads, d_model)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    d_kv = (n_kv_heads or n_heads) * (d_model // n_heads)
     bound = math.sqrt(6.0 / (2 * d_model))  # Glorot/Xavier uniform, as torch initialises MHA
     params = {}
     for p in PROJECTIONS:
-        params[f"w_{p}"] = rng.uniform(-bound, bound, size=(d_model, d_model))
-        params[f"b_{p}"] = np.zeros(d_model)
+        d_out = d_kv if p in "kv" else d_model
+        params[f"w_{p}"] = rng.uniform(-bound, bound, size=(d_model, d_out))
+        if bias:
+            params[f"b_{p}"] = np.zeros(d_out)
     return params
 
 
-def check_multi_head_params(params, d_model, where="params"):
+def check_multi_head_params(params, d_model, where="params", d_kv=None):
+    # Biases are optional, each on its own (GPT-2 has them, Llama has none).
+    d_kv = d_model if d_kv is None else d_kv
+    _validate.check_params(params, {}, where)
     _validate.check_params(
         params,
-        {**{f"w_{p}": (d_model, d_model) for p in PROJECTIONS},
-         **{f"b_{p}": (d_model,) for p in PROJECTIONS}},
+        {**{f"w_{p}": (d_model, d_kv if p in "kv" else d_model) for p in PROJECTIONS},
+         **{f"b_{p}": (d_kv if p in "kv" else d_model,) for p in PROJECTIONS
+            if f"b_{p}" in params}},
         where,
     )
 
 
+def _project(params, x, p):
+    # [..., d_in] -> [..., d_out]; the bias only where params has one.
+    return linear(x, params[f"w_{p}"], params[f"b_{p}"] if f"b_{p}" in params else 0.0)
+
+
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
-                         rng=None, average_weights=False):
+                         rng=None, average_weights=False, n_kv_heads=None):
     # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
     # (weights averaged over heads to [..., L_q, L_k] only with average_weights=True).
+    # n_kv_heads < n_heads: grouped-query attention (n_kv_heads=1: multi-query); query head h
+    # reads kv head h // (n_heads // n_kv_heads), as torch's enable_gqa and HF's repeat_kv.
     query = _validate.as_float_array("query", query)
     key = _validate.as_float_array("key", key)
     value = _validate.as_float_array("value", value)
@@ -52,7 +69,9 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
         raise ValueError(f"key and value must have the same length L_k: key {tuple(key.shape)}, "
                          f"value {tuple(value.shape)}")
     _validate.check_n_heads(n_heads, d_model)
-    check_multi_head_params(params, d_model)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    check_multi_head_params(params, d_model, d_kv=n_kv_heads * (d_model // n_heads))
     batch = _validate.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
@@ -62,11 +81,38 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     _validate.check_mask_has_head_axis(mask, scores_shape)
     _validate.check_dropout(dropout, rng)
 
-    q = split_heads(linear(query, params["w_q"], params["b_q"]), n_heads)  # [..., H, L_q, d_k]
-    k = split_heads(linear(key, params["w_k"], params["b_k"]), n_heads)  # [..., H, L_k, d_k]
-    v = split_heads(linear(value, params["w_v"], params["b_v"]), n_heads)  # [..., H, L_k, d_k]
-    heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
-    output = linear(merge_heads(heads), params["w_o"], params["b_o"])  # [..., L_q, D]
+    q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
+    k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    # Group the query heads: [..., H_kv, G, L_q, d_k]; K and V broadcast over the group axis G
+    # (no copies, unlike repeat_kv). With n_kv_heads == n_heads, G = 1: ordinary attention.
+    q = _group_heads(q, n_kv_heads)
+    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
+                                                  dropout=dropout, rng=rng)
+    heads, weights = _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k / L_k]
+    output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
     if average_weights:
         weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
     return output, weights
+
+
+def _group_heads(x, n_kv_heads):
+    # [..., H, L, d] -> [..., H_kv, H / H_kv, L, d]: query head h lands in group h // G.
+    *lead, n_heads, length, d = x.shape
+    return np.reshape(x, (*lead, n_kv_heads, n_heads // n_kv_heads, length, d))
+
+
+def _ungroup_heads(x):
+    # [..., H_kv, G, L, d] -> [..., H_kv * G, L, d], the inverse of _group_heads.
+    *lead, n_kv_heads, group, length, d = x.shape
+    return np.reshape(x, (*lead, n_kv_heads * group, length, d))
+
+
+def _group_mask(mask, n_heads, n_kv_heads):
+    # A mask for the scores [..., H, L_q, L_k] -> one for the grouped scores [..., H_kv, G, ...].
+    if mask is None:
+        return None
+    if mask.ndim >= 3 and mask.shape[-3] == n_heads:  # a mask per head: split its head axis
+        return _group_heads(mask, n_kv_heads)
+    return mask[..., None, :, :]  # a head axis of 1 (or none): the same for every group

@@ -25,3 +25,14 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 def init_layer_norm(d_model):
     # -> {"gamma": ones [D], "beta": zeros [D]}: the identity map on normalized features.
     return {"gamma": np.ones(d_model), "beta": np.zeros(d_model)}
+
+
+def rms_norm(x, gamma, eps=1e-6):
+    # [..., D], [D] -> [..., D]: x / sqrt(mean(x^2) + eps) * gamma (Llama's RMSNorm): LayerNorm
+    # without the centering and without beta, computed in x's dtype.
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    _validate.check_shape("gamma", gamma, x.shape[-1:])
+    eps = float(eps) if isinstance(eps, numbers.Real) else eps  # np.float64(eps) would upcast
+    mean_square = np.sum(x * x, axis=-1, keepdims=True) / x.shape[-1]  # not np.mean: see above
+    return x / np.sqrt(mean_square + eps) * gamma

@@ -56,3 +56,34 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
     hidden = act(linear(x, params["w_1"], params["b_1"]))  # [..., F]
     hidden = _dropout(hidden, dropout, rng)
     return linear(hidden, params["w_2"], params["b_2"])  # [..., D]
+
+
+def silu(x):
+    # x * sigmoid(x) (also "swish"); sigmoid(x) = exp(-log(1 + exp(-x))) through logaddexp:
+    # no overflow warning for large negative x, full relative precision in the tails.
+    return x * np.exp(-np.logaddexp(0.0, -x))
+
+
+def init_gated_feed_forward(rng, d_model, d_ff):
+    # -> {"w_gate": [D, F], "w_up": [D, F], "w_down": [F, D]}, float64, no biases (Llama).
+    b1, b2 = 1.0 / math.sqrt(d_model), 1.0 / math.sqrt(d_ff)
+    return {"w_gate": rng.uniform(-b1, b1, size=(d_model, d_ff)),
+            "w_up": rng.uniform(-b1, b1, size=(d_model, d_ff)),
+            "w_down": rng.uniform(-b2, b2, size=(d_ff, d_model))}
+
+
+def gated_feed_forward(params, x):
+    # [..., D] -> [..., D] through [..., F]: SwiGLU (Shazeer 2020, Llama), down(silu(gate(x)) * up(x)).
+    # The gate decides, per hidden unit and token, how much of up(x) passes.
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    check_gated_feed_forward_params(params, x.shape[-1])
+    hidden = silu(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    return hidden @ params["w_down"]  # [..., D]
+
+
+def check_gated_feed_forward_params(params, d_model, where="params"):
+    _validate.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
+    d_ff = params["w_gate"].shape[1]
+    _validate.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
+                                    "w_down": (d_ff, d_model)}, where)
