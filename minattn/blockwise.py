@@ -4,7 +4,9 @@ The result equals scaled_dot_product_attention's output (up to rounding), but th
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
-O(block_size^2) per head for the scores instead of O(L_q L_k); the weights are not returned.
+O(block_size^2) per head for the scores instead of O(L_q L_k) in the forward pass; the weights are
+not returned. (Under autograd.grad every tile is recorded for the backward pass, so the gradient
+still needs O(L_q L_k) memory.)
 
 Gradients: differentiable with autograd.grad (no in-place writes; the output rows are assembled
 with np.pad, which autograd differentiates). Like the rest of the core it also runs forward on
@@ -14,8 +16,10 @@ version converts its inputs to host (NumPy) arrays.
 import numbers
 
 import autograd.numpy as np
+from autograd.tracer import getval
 
 from . import _validate
+from ._autograd import where
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -26,11 +30,9 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
     attended. A query with no key left gets a zero output. Differentiable with autograd.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v]
-    q, k, v, key_mask = _check_inputs(q, k, v, key_mask, block_size)
-    if scale is None:
-        scale = q.shape[-1] ** -0.5  # as in scaled_dot_product_attention
-    # Python floats, so float32 stays float32 (np.sqrt(d_k) would be a float64 scalar).
-    scale = float(scale) if isinstance(scale, numbers.Real) else scale
+    q, k, v, key_mask, scale = _check_inputs(q, k, v, key_mask, scale, block_size)
+    if q.shape[-2] == 0 or k.shape[-2] == 0:
+        return q[..., :0] @ v[..., :0, :]  # [..., L_q, d_v] zeros: no query, or no key to see
     n_queries = q.shape[-2]
     output = 0.0
     for q_start in range(0, n_queries, block_size):
@@ -56,7 +58,7 @@ def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
         m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN.
-    return acc / np.where(l > 0, l, 1.0)
+    return acc / where(l > 0, l, 1.0)
 
 
 def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
@@ -77,10 +79,12 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
     # max m [..., b_q, 1], denominator l [..., b_q, 1] and un-normalized output acc [..., b_q, d_v].
     if keep is not None:
         # -inf through `where`, as in softmax: exp(-inf) is exactly 0 in every dtype.
-        scores = np.where(keep, scores, -np.inf)
-    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
+        scores = where(keep, scores, -np.inf)
+    # The running max is a shift that cancels in acc / l, so it is a constant for the gradient
+    # (getval, as in softmax).
+    m_new = np.maximum(m, np.max(getval(scores), axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
-    shift = np.where(np.isfinite(m_new), m_new, 0.0)
+    shift = where(np.isfinite(m_new), m_new, 0.0)
     p = np.exp(scores - shift)  # [..., b_q, b_k]
     # The old l and acc were sums of exp(score - m); rescale them to exp(score - m_new).
     rescale = np.exp(m - shift)
@@ -94,24 +98,24 @@ def _place_rows(block, start, n_rows):
     return np.pad(block, widths, mode="constant")
 
 
-def _check_inputs(q, k, v, key_mask, block_size):
+def _check_inputs(q, k, v, key_mask, scale, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
-    q, k, v, batch = _validate.check_qkv(q, k, v)
-    if q.shape[-2] == 0 or k.shape[-2] == 0:
-        raise ValueError(f"blockwise_attention needs at least one query and one key: "
-                         f"q {tuple(q.shape)}, k {tuple(k.shape)}")
+    q, k, v, _, scale = _validate.check_attention(q, k, v, None, scale, 0.0, None)
+    batch = _validate.broadcast_or_raise(
+        [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
+        "the leading (batch/head) dims of q, k, v")
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
             or block_size < 1:
         raise TypeError(f"block_size must be a positive int, got {block_size!r}")
-    return q, k, v, _check_key_mask(key_mask, batch + (k.shape[-2],))
+    return q, k, v, _check_key_mask(key_mask, batch + (k.shape[-2],)), scale
 
 
 def _check_key_mask(key_mask, keys_shape):
     # bool [..., L_k] that broadcasts to the keys' shape (batch dims + (L_k,)), or None.
     if key_mask is None:
         return None
-    if isinstance(key_mask, (list, tuple)):
-        key_mask = np.array(key_mask)
+    if isinstance(key_mask, (list, tuple)) or hasattr(key_mask, "dtype"):
+        key_mask = _validate.as_array("key_mask", key_mask)
     if not hasattr(key_mask, "dtype") or np.dtype(key_mask.dtype).kind != "b":
         got = getattr(key_mask, "dtype", type(key_mask).__name__)
         raise TypeError(f"key_mask must be a boolean array (True = may be attended), got {got}")

@@ -3,9 +3,14 @@
     python -m minattn                      the tour: worked example, training, attention map
     python -m minattn similarity S1 S2 ... cosine similarities from a real pretrained encoder
     python -m minattn attention "a sentence" --layer 0 --head 0
+    python -m minattn exercises DIR        copy the exercise stubs into DIR
+    python -m minattn check FILE.py        grade your functions by minattn's properties
+    python -m minattn check --pitfall NAME the worked example: a classic bug being caught
 """
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -31,7 +36,8 @@ def _check_plot_available():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install 'minattn[plot]'") from None
+        raise SystemExit("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
+                         "clone, pip install '.[plot]')") from None
 
 
 def tour(args):
@@ -42,6 +48,7 @@ def tour(args):
 
     if args.plot:
         _check_plot_available()
+    to_device, to_host = _device(args.device)
     worked_example()
     print(f"\n2. Training a {train.N_HEADS}-head encoder to count: for each token, how many times "
           f"does it occur in its sequence? (seed {args.seed})")
@@ -51,7 +58,8 @@ def tour(args):
             if step % 10 == 0 or step == args.steps - 1:
                 bar.set_postfix(loss=f"{loss:.3f}")
 
-        params = train.train_count_model(seed=args.seed, steps=args.steps, callback=progress)
+        params = to_host(train.train_count_model(seed=args.seed, steps=args.steps,
+                                                 callback=progress, to_device=to_device))
     tokens, targets = train.make_count_task(np.random.default_rng([args.seed, 1]), 1000,
                                             train.LENGTH, train.VOCAB_SIZE)
     acc = train.accuracy(params, tokens, targets)
@@ -60,7 +68,7 @@ def tour(args):
     head = train.most_readable_head(heads, tokens[0])
     labels = [train.ALPHABET[t] for t in tokens[0]]
     print(f"\n3. Attention of head {head} on a held-out sequence (rows: queries, columns: keys); "
-          "each token looks at its equals:")
+          "the head that puts the most weight on equal tokens; equal tokens get equal rows:")
     print(heatmap_text(heads[head], labels, labels))
     if args.plot:
         from .plot import save_heatmaps
@@ -71,6 +79,33 @@ def tour(args):
     print(f"held-out accuracy: {100 * acc:.1f}% of tokens counted correctly "
           f"({tokens.size} tokens in {len(tokens)} unseen sequences)")
     return 0
+
+
+def _tree(f):
+    return lambda tree: {k: _tree(f)(v) for k, v in tree.items()} if isinstance(tree, dict) \
+        else [_tree(f)(v) for v in tree] if isinstance(tree, (list, tuple)) else f(tree)
+
+
+def _device(name):
+    # -> (to_device, to_host) for the tour's training; CuPy only when asked for, and checked
+    # before any work so that a missing GPU is one line, not a traceback after the example.
+    if name == "cpu":
+        return None, lambda tree: tree
+    try:
+        import cupy
+    except ImportError:
+        raise SystemExit("--device gpu needs CuPy: pip install cupy-cuda12x or cupy-cuda13x, "
+                         "matching your CUDA (nvidia-smi shows it)") from None
+    try:
+        n_devices = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, or no device: CuPy raises CUDARuntimeError
+        raise SystemExit(f"--device gpu: CuPy sees no CUDA device ({error})") from None
+    if n_devices == 0:
+        raise SystemExit("--device gpu: CuPy sees no CUDA device")
+    from . import cupy_autograd
+
+    cupy_autograd.register(cupy.ndarray)
+    return _tree(cupy.asarray), _tree(cupy.asnumpy)
 
 
 def similarity(args):
@@ -118,9 +153,12 @@ def build_parser():
         description="minattn: attention in NumPy. With no command, runs the tour: the worked "
                     "example, training a tiny encoder, and its attention map.")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tour's training (default 0)")
-    parser.add_argument("--steps", type=_positive_int, default=1000,
+    parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps in the tour (default 1000)")
-    parser.add_argument("--plot", metavar="FILE.png", help="also save per-head heatmaps (matplotlib)")
+    parser.add_argument("--plot", metavar="FILE.png", type=writable_file,
+                        help="also save per-head heatmaps (matplotlib); checked before training")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="train on the CPU (NumPy, the default) or on a GPU (CuPy)")
     parser.set_defaults(run=tour)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
@@ -129,19 +167,74 @@ def build_parser():
     sim.set_defaults(run=similarity)
     att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
     att.add_argument("sentence")
-    att.add_argument("--layer", type=int, default=0)
-    att.add_argument("--head", type=int, default=0)
-    att.add_argument("--plot", metavar="FILE.png", help="save the layer's heads as heatmaps")
+    att.add_argument("--layer", type=non_negative_int, default=0,
+                     help="which layer's attention, from 0 (all-MiniLM-L6-v2: 0 to 5; default 0)")
+    att.add_argument("--head", type=non_negative_int, default=0,
+                     help="which head of that layer, from 0 (all-MiniLM-L6-v2: 0 to 11; default 0)")
+    att.add_argument("--plot", metavar="FILE.png", type=writable_file,
+                     help="save the layer's heads as heatmaps (matplotlib)")
     att.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
     att.set_defaults(run=attention)
+    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder")
+    ex.add_argument("folder", metavar="DIR")
+    ex.set_defaults(run=lambda args: _grader().copy_exercises(args.folder))
+    chk = commands.add_parser("check", help="grade your functions (FILE.py) by minattn's properties")
+    which = chk.add_mutually_exclusive_group(required=True)
+    which.add_argument("file", nargs="?", metavar="FILE.py",
+                       help="a file defining some of minattn's functions, by their names")
+    which.add_argument("--pitfall", metavar="NAME",
+                       help="grade one of minattn.pitfalls instead: a bug being caught")
+    chk.add_argument("--examples", type=positive_int, default=20,
+                     help="examples hypothesis tries per property (default 20)")
+    chk.set_defaults(run=check)
     return parser
 
 
-def _positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+def _grader():
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
+                         "minattn clone, pip install '.[check]')") from None
+    from . import check as grader
+
+    return grader
+
+
+def check(args):
+    grader = _grader()
+    if args.pitfall:
+        return grader.check_pitfall(args.pitfall, args.examples)
+    return grader.check_file(args.file, args.examples)
+
+
+# argparse types. Each raises ArgumentTypeError with a sentence, so a user reads "must be a
+# positive integer, got 'abc'" (argparse would show a ValueError as "invalid <function name>").
+def positive_int(text, least=1, what="a positive integer"):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return value
+
+
+def non_negative_int(text):
+    return positive_int(text, least=0, what="an integer >= 0")
+
+
+def writable_file(text):
+    # Checked when the arguments are read, not after a whole training run.
+    path = Path(text)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory, not a file name")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: permission denied")
+    return text
 
 
 def main(argv=None):
@@ -151,6 +244,6 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    except (ImportError, FileNotFoundError, ValueError) as error:
+    except (ImportError, OSError, ValueError) as error:  # a message for the user, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 1

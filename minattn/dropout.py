@@ -1,5 +1,5 @@
 """Inverted dropout: zero each entry with probability `rate`, scale the rest by 1/(1 - rate)."""
-import autograd.numpy as np
+from ._autograd import where
 
 
 def dropout(x, rate, rng):
@@ -8,4 +8,4 @@ def dropout(x, rate, rng):
     if rate == 0.0:
         return x
     keep = rng.random(x.shape) >= rate
-    return np.where(keep, x / (1.0 - float(rate)), 0.0)
+    return where(keep, x / (1.0 - float(rate)), 0.0)

@@ -1,5 +1,6 @@
 """The Transformer encoder block (attention + feed-forward, each with residual and LayerNorm),
 and the encoder: a stack of blocks."""
+import numpy
 
 from . import _validate
 from .dropout import dropout as _dropout
@@ -8,13 +9,14 @@ from .normalization import init_layer_norm, layer_norm
 from .position_wise import ACTIVATIONS, check_feed_forward_params, feed_forward, init_feed_forward
 
 
-def init_encoder_block(rng, d_model, n_heads, d_ff):
-    # -> {"attention": {...}, "norm1": {...}, "feed_forward": {...}, "norm2": {...}}
+def init_encoder_block(rng, d_model, n_heads, d_ff, *, dtype=numpy.float64):
+    """-> {"attention": {...}, "norm1": {...}, "feed_forward": {...}, "norm2": {...}}, each part
+    initialised as its init_* function does (as torch's TransformerEncoderLayer), in `dtype`."""
     return {
-        "attention": init_multi_head_attention(rng, d_model, n_heads),
-        "norm1": init_layer_norm(d_model),
-        "feed_forward": init_feed_forward(rng, d_model, d_ff),
-        "norm2": init_layer_norm(d_model),
+        "attention": init_multi_head_attention(rng, d_model, n_heads, dtype=dtype),
+        "norm1": init_layer_norm(d_model, dtype=dtype),
+        "feed_forward": init_feed_forward(rng, d_model, d_ff, dtype=dtype),
+        "norm2": init_layer_norm(d_model, dtype=dtype),
     }
 
 
@@ -24,28 +26,41 @@ def _check_block_params(params, d_model, where="params"):
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: 'attention', "
                              "'norm1', 'feed_forward', 'norm2')")
-    check_multi_head_params(params["attention"], d_model, f"{where}['attention']")
-    check_feed_forward_params(params["feed_forward"], d_model, f"{where}['feed_forward']")
-    for norm in ("norm1", "norm2"):
-        _validate.check_params(params[norm], {"gamma": (d_model,), "beta": (d_model,)},
-                               f"{where}[{norm!r}]")
+    norm = {"gamma": (d_model,), "beta": (d_model,)}
+    return {
+        "attention": check_multi_head_params(params["attention"], d_model, f"{where}['attention']"),
+        "norm1": _validate.check_params(params["norm1"], norm, f"{where}['norm1']"),
+        "feed_forward": check_feed_forward_params(params["feed_forward"], d_model,
+                                                  f"{where}['feed_forward']"),
+        "norm2": _validate.check_params(params["norm2"], norm, f"{where}['norm2']"),
+    }
 
 
-def _check_block_config(x, n_heads, activation, dropout, rng):
+def _check_block_config(x, n_heads, activation, eps, dropout, rng):
+    x = _validate.as_float_array("x", x)
     _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
     _validate.check_n_heads(n_heads, x.shape[-1])
     _validate.check_choice("activation", activation, ACTIVATIONS)
+    _validate.check_positive_real("eps", eps, allow_zero=True)
     _validate.check_dropout(dropout, rng)
+    return x
+
+
+def _check_encoder_block(params, x, n_heads, activation, eps, dropout, rng):
+    x = _check_block_config(x, n_heads, activation, eps, dropout, rng)
+    return _check_block_params(params, x.shape[-1]), x
 
 
 def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation="relu",
                   eps=1e-5, dropout=0.0, rng=None, return_weights=False):
+    """One encoder layer, as torch.nn.TransformerEncoderLayer (batch_first=True): x [..., L, D]
+    -> [..., L, D] (and the weights [..., H, L, L] with return_weights=True). Post-norm by
+    default (the 2017 paper), pre-norm with norm_first=True. mask as in multi_head_attention
+    (True = may attend). dropout > 0 needs rng. Raises TypeError/ValueError before computing."""
     # [..., L, D] -> [..., L, D] (and weights [..., H, L, L] with return_weights=True).
     # Post-norm (2017 paper, torch's default): x = norm(x + sublayer(x)).
     # Pre-norm (norm_first=True):             x = x + sublayer(norm(x)).
-    x = _validate.as_float_array("x", x)
-    _check_block_config(x, n_heads, activation, dropout, rng)
-    _check_block_params(params, x.shape[-1])
+    params, x = _check_encoder_block(params, x, n_heads, activation, eps, dropout, rng)
     norm1 = lambda h: layer_norm(h, params["norm1"]["gamma"], params["norm1"]["beta"], eps)
     norm2 = lambda h: layer_norm(h, params["norm2"]["gamma"], params["norm2"]["beta"], eps)
 
@@ -70,31 +85,44 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     return (x, weights) if return_weights else x
 
 
-def init_encoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=False):
-    # -> {"layers": [block params] * n_layers} (+ {"final_norm": {...}} if final_norm).
+def init_encoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=False, *, dtype=numpy.float64):
+    """-> {"layers": [block params] * n_layers} (+ {"final_norm": {...}} if final_norm), in
+    `dtype`. n_layers must be a positive int."""
     # A final norm is what pre-norm stacks need, since their last block ends un-normalized.
-    params = {"layers": [init_encoder_block(rng, d_model, n_heads, d_ff) for _ in range(n_layers)]}
+    n_layers = _validate.check_size("n_layers", n_layers)
+    if not isinstance(final_norm, bool):
+        raise TypeError(f"final_norm must be True or False, got {final_norm!r}")
+    layers = [init_encoder_block(rng, d_model, n_heads, d_ff, dtype=dtype) for _ in range(n_layers)]
+    params = {"layers": layers}
     if final_norm:
-        params["final_norm"] = init_layer_norm(d_model)
+        params["final_norm"] = init_layer_norm(d_model, dtype=dtype)
     return params
+
+
+def _check_encoder(params, x, n_heads, activation, eps, dropout, rng):
+    x = _check_block_config(x, n_heads, activation, eps, dropout, rng)
+    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
+            params.get("layers"), _validate.LIST_TYPES):
+        raise ValueError("params must be a dict with key 'layers' holding a list of block params")
+    layers = [_check_block_params(params["layers"][i], x.shape[-1], f"params['layers'][{i}]")
+              for i in range(len(params["layers"]))]
+    checked = {"layers": layers}
+    if "final_norm" in params:
+        checked["final_norm"] = _validate.check_params(
+            params["final_norm"], {"gamma": x.shape[-1:], "beta": x.shape[-1:]},
+            "params['final_norm']")
+    return checked, x
 
 
 def encoder(params, x, mask=None, *, n_heads, norm_first=False, activation="relu", eps=1e-5,
             dropout=0.0, rng=None, return_weights=False):
+    """A stack of encoder blocks, as torch.nn.TransformerEncoder: x [..., L, D] -> [..., L, D]
+    (and a list of n_layers weights [..., H, L, L] with return_weights=True), with the same
+    keyword arguments as encoder_block, then params["final_norm"] if present."""
     # [..., L, D] -> [..., L, D] (and a list of n_layers weights [..., H, L, L]).
-    x = _validate.as_float_array("x", x)
-    _check_block_config(x, n_heads, activation, dropout, rng)
-    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
-            params.get("layers"), _validate.LIST_TYPES):
-        raise ValueError("params must be a dict with key 'layers' holding a list of block params")
-    layers = [params["layers"][i] for i in range(len(params["layers"]))]
-    for i, layer in enumerate(layers):
-        _check_block_params(layer, x.shape[-1], f"params['layers'][{i}]")
-    if "final_norm" in params:
-        _validate.check_params(params["final_norm"], {"gamma": x.shape[-1:], "beta": x.shape[-1:]},
-                               "params['final_norm']")
+    params, x = _check_encoder(params, x, n_heads, activation, eps, dropout, rng)
     weights = []
-    for layer in layers:
+    for layer in params["layers"]:
         x, w = encoder_block(layer, x, mask, n_heads=n_heads, norm_first=norm_first,
                              activation=activation, eps=eps, dropout=dropout, rng=rng,
                              return_weights=True)

@@ -21,7 +21,8 @@ import numbers
 
 import autograd.numpy as np
 
-_INSTALL_HINT = "pip install torch==2.13.0 (CPU) or the extra minattn[torch]"
+_INSTALL_HINT = ("pip install torch (the CPU build: pip install torch --index-url "
+                 "https://download.pytorch.org/whl/cpu)")
 
 
 def _import_torch():
@@ -33,6 +34,12 @@ def _import_torch():
 
 
 def from_torch(module):
+    """Copy a torch module's weights into minattn params: -> (params, kwargs) such that the
+    matching minattn function reproduces the module in eval mode. Takes nn.MultiheadAttention
+    (-> multi_head_attention), nn.LayerNorm (-> layer_norm), nn.TransformerEncoderLayer
+    (-> encoder_block), nn.TransformerEncoder (-> encoder). Weights are transposed to minattn's
+    [d_in, d_out] and copied (later changes to the module do not leak in). Raises TypeError for
+    other modules and ValueError for configurations minattn does not implement."""
     # torch.nn module -> (params, kwargs) for the matching minattn function (see the docstring).
     torch = _import_torch()
     nn = torch.nn
@@ -163,6 +170,10 @@ def _encoder_from_torch(stack):
 
 
 def mask_from_torch(attn_mask=None, key_padding_mask=None, *, n_heads=None, dtype=None):
+    """Translate torch's masks (bool True = IGNORE, or floating = added) into one minattn
+    mask (bool True = MAY attend, or floating = added) broadcasting to [B, H, L_q, L_k].
+    attn_mask [L_q, L_k] or [B * H, L_q, L_k] (then pass n_heads), key_padding_mask [B, L_k];
+    None when both are None. dtype= asks for an additive mask of that dtype."""
     # attn_mask [L_q, L_k] or [B * H, L_q, L_k], key_padding_mask [B, L_k], in torch's convention
     # (boolean True = ignore, floating = added) -> one minattn mask (boolean True = may attend,
     # floating = added) that broadcasts to the scores [B, H, L_q, L_k]; None if both are None.

@@ -7,6 +7,9 @@ torch.nn.MultiheadAttention's masks mean the opposite (True = ignore). Masks com
 import numbers
 
 import autograd.numpy as np
+from autograd.tracer import getval
+
+from . import _validate
 
 
 def _check_length(name, n):
@@ -15,14 +18,15 @@ def _check_length(name, n):
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
-    # -> bool [n_q, n_k]; no query sees a key after its own position.
-    # align="top_left" (default, torch's is_causal=True): query i sits at position i, sees keys
-    #   0..i. Right for a square mask, wrong for a query block that continues a sequence.
-    # align="bottom_right" (flash-attn, a KV cache): the n_q queries are the LAST n_q positions,
-    #   query i sits at position i + n_k - n_q, so the newest query sees all n_k keys.
-    # window=w (sliding window, Mistral): a query sees only its w most recent keys, itself included.
-    n_k = n_q if n_k is None else n_k
-    _check_causal_mask_args(n_q, n_k, align, window)
+    """-> bool [n_q, n_k] (n_k defaults to n_q), True where query i may attend to key j: no
+    position sees the future. align="top_left" (default, torch's is_causal=True): query i is
+    position i. align="bottom_right" (a KV cache, flash-attn): the queries are the last n_q
+    positions, so the newest sees all n_k keys. window=w: only the w most recent keys (itself
+    included), a sliding window. like=: build it with the array library of `like` (e.g. CuPy)."""
+    # -> bool [n_q, n_k]. causal_mask(1, 5) is [[T, F, F, F, F]]: right for the first token of a
+    # sequence, wrong for a 6th token continuing a cache of 5 (walkthrough.md, "The KV cache").
+    n_q, n_k = _check_causal_mask(n_q, n_k, align, window)
+    like = getval(like)  # an autograd box (like=x inside a loss) stands for its array
     if like is None:
         rows, cols = np.arange(n_q), np.arange(n_k)
     else:
@@ -32,7 +36,8 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
     return mask if window is None else mask & (cols[None, :] > position - window)
 
 
-def _check_causal_mask_args(n_q, n_k, align, window):
+def _check_causal_mask(n_q, n_k, align="top_left", window=None):
+    n_k = n_q if n_k is None else n_k
     _check_length("n_q", n_q)
     _check_length("n_k", n_k)
     if align not in ("top_left", "bottom_right"):
@@ -40,19 +45,28 @@ def _check_causal_mask_args(n_q, n_k, align, window):
     if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral)
                                or window < 1):
         raise TypeError(f"window must be None or a positive int, got {window!r}")
+    return n_q, n_k
 
 
-def padding_mask(lengths, n):
-    # int [B] -> bool [B, 1, 1, n]; True at the first lengths[b] (real) tokens. The two singleton
-    # axes broadcast over heads and queries: every query may look at every real key.
+def _check_padding_mask(lengths, n):
     _check_length("n", n)
-    if isinstance(lengths, (list, tuple)):
-        lengths = np.array(lengths)
-    if not hasattr(lengths, "dtype") or np.dtype(lengths.dtype).kind not in "iu":
-        raise TypeError(f"lengths must be an integer array, got {getattr(lengths, 'dtype', type(lengths).__name__)}")
+    if not hasattr(lengths, "dtype") and not isinstance(lengths, (list, tuple)):
+        raise TypeError(f"lengths must be an integer array, got {type(lengths).__name__}")
+    lengths = _validate.as_array("lengths", lengths)
+    if np.dtype(lengths.dtype).kind not in "iu":
+        raise TypeError(f"lengths must be an integer array, got {lengths.dtype}")
     if lengths.ndim != 1:
         raise ValueError(f"lengths must have shape (B,), got shape {tuple(lengths.shape)}")
     if lengths.size and (int(lengths.min()) < 0 or int(lengths.max()) > n):
         raise ValueError(f"lengths must lie in [0, n={n}], got min {int(lengths.min())}, max {int(lengths.max())}")
+    return lengths
+
+
+def padding_mask(lengths, n):
+    """int lengths [B] -> bool [B, 1, 1, n], True at the first lengths[b] (real) tokens of
+    sequence b: every query may look at every real key (right padding). Broadcasts over heads
+    and queries; combine with causal_mask by `&`."""
+    # int [B] -> bool [B, 1, 1, n]. The two singleton axes broadcast over heads and queries.
+    lengths = _check_padding_mask(lengths, n)
     positions = np.arange(n, like=lengths)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]

@@ -11,33 +11,39 @@ from .linear import linear
 PROJECTIONS = ("q", "k", "v", "o")
 
 
-def init_multi_head_attention(rng, d_model, n_heads, *, n_kv_heads=None, bias=True):
-    # -> {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}, float64.
+def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_heads=None,
+                              bias=True):
+    """-> {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}, as torch's
+    nn.MultiheadAttention initialises itself: Xavier-uniform on the packed [3D, D] input
+    projection (bound sqrt(6 / 4D) for w_q, w_k, w_v), nn.Linear's default U(±1/sqrt(D)) for
+    w_o, and zero biases. Drawn from the Generator `rng` in float64, cast to `dtype`.
+    n_kv_heads (grouped-query attention): w_k, w_v are [D, n_kv_heads * d_k], b_k, b_v
+    [n_kv_heads * d_k]. bias=False leaves out every b_* (Llama)."""
     # Weights are stored [d_in, d_out] so a projection reads x @ w (torch stores the transpose).
-    # With n_kv_heads (grouped-query attention) w_k, w_v are [D, n_kv_heads * d_k]; bias=False
-    # leaves out the b_* (Llama).
+    d_model = _validate.check_size("d_model", d_model)
     _validate.check_n_heads(n_heads, d_model)
+    dtype = _validate.check_init(rng, dtype)
     _validate.check_n_kv_heads(n_kv_heads, n_heads)
     d_kv = (n_kv_heads or n_heads) * (d_model // n_heads)
-    bound = math.sqrt(6.0 / (2 * d_model))  # Glorot/Xavier uniform, as torch initialises MHA
-    params = {}
-    for p in PROJECTIONS:
-        d_out = d_kv if p in "kv" else d_model
-        params[f"w_{p}"] = rng.uniform(-bound, bound, size=(d_model, d_out))
-        if bias:
-            params[f"b_{p}"] = np.zeros(d_out)
-    return params
+    bound = math.sqrt(6.0 / (d_model + 3 * d_model))  # fan_in D, fan_out 3D: the packed q, k, v
+    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
+    params = {f"w_{p}": rng.uniform(-bound, bound, size=(d_model, d_out[p])) for p in "qkv"}
+    params["w_o"] = rng.uniform(-1.0, 1.0, size=(d_model, d_model)) / math.sqrt(d_model)
+    if bias:
+        params.update({f"b_{p}": np.zeros(d_out[p]) for p in PROJECTIONS})
+    return {name: w.astype(dtype) for name, w in params.items()}
 
 
 def check_multi_head_params(params, d_model, where="params", d_kv=None):
-    # Biases are optional, each on its own (GPT-2 has them, Llama has none).
+    # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
+    # each on its own (GPT-2 has them, Llama has none).
     d_kv = d_model if d_kv is None else d_kv
+    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
     _validate.check_params(params, {}, where)
-    _validate.check_params(
+    return _validate.check_params(
         params,
-        {**{f"w_{p}": (d_model, d_kv if p in "kv" else d_model) for p in PROJECTIONS},
-         **{f"b_{p}": (d_kv if p in "kv" else d_model,) for p in PROJECTIONS
-            if f"b_{p}" in params}},
+        {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
+         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params}},
         where,
     )
 
@@ -49,10 +55,39 @@ def _project(params, x, p):
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
                          rng=None, average_weights=False, n_kv_heads=None):
+    """Multi-head attention, as torch.nn.MultiheadAttention (batch-first, weights [d_in, d_out]).
+
+    query [..., L_q, D], key and value [..., L_k, D] (self-attention: all three the same) ->
+    (output [..., L_q, D], weights [..., H, L_q, L_k], or [..., L_q, L_k] averaged over heads
+    with average_weights=True). mask as in scaled_dot_product_attention (True = may attend),
+    broadcasting to [..., H, L_q, L_k]: give (L_q, L_k), or (B, 1, L_q, L_k) per batch; a 3-D
+    (B, L_q, L_k) mask is refused because B would broadcast against the heads. Raises
+    TypeError/ValueError naming the argument and the shapes, before computing.
+    n_kv_heads < n_heads: grouped-query attention (1: multi-query), K and V projected to
+    n_kv_heads * d_k; query head h reads kv head h // (n_heads // n_kv_heads) (torch's enable_gqa).
+    """
     # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
-    # (weights averaged over heads to [..., L_q, L_k] only with average_weights=True).
-    # n_kv_heads < n_heads: grouped-query attention (n_kv_heads=1: multi-query); query head h
-    # reads kv head h // (n_heads // n_kv_heads), as torch's enable_gqa and HF's repeat_kv.
+    params, query, key, value, mask = _check_multi_head_attention(
+        params, query, key, value, mask, n_heads, dropout, rng, n_kv_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
+    k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    # Group the query heads, [..., H_kv, G, L_q, d_k]; K and V broadcast over the group axis G
+    # (no copies, unlike HF's repeat_kv). Without GQA, G = 1: ordinary multi-head attention.
+    q = _group_heads(q, n_kv_heads)
+    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
+                                                  dropout=dropout, rng=rng)
+    heads, weights = _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k / L_k]
+    output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
+    if average_weights:
+        weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
+    return output, weights
+
+
+def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropout, rng,
+                                n_kv_heads=None):
     query = _validate.as_float_array("query", query)
     key = _validate.as_float_array("key", key)
     value = _validate.as_float_array("value", value)
@@ -70,31 +105,17 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
                          f"value {tuple(value.shape)}")
     _validate.check_n_heads(n_heads, d_model)
     _validate.check_n_kv_heads(n_kv_heads, n_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    check_multi_head_params(params, d_model, d_kv=n_kv_heads * (d_model // n_heads))
+    params = check_multi_head_params(params, d_model,
+                                     d_kv=(n_kv_heads or n_heads) * (d_model // n_heads))
     batch = _validate.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
     )
     scores_shape = batch + (n_heads, query.shape[-2], key.shape[-2])
-    _validate.check_mask(mask, scores_shape, "the per-head scores (..., H, L_q, L_k)")
+    mask = _validate.check_mask(mask, scores_shape, "the per-head scores (..., H, L_q, L_k)")
     _validate.check_mask_has_head_axis(mask, scores_shape)
     _validate.check_dropout(dropout, rng)
-
-    q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
-    k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
-    v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
-    # Group the query heads: [..., H_kv, G, L_q, d_k]; K and V broadcast over the group axis G
-    # (no copies, unlike repeat_kv). With n_kv_heads == n_heads, G = 1: ordinary attention.
-    q = _group_heads(q, n_kv_heads)
-    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
-    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
-                                                  dropout=dropout, rng=rng)
-    heads, weights = _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k / L_k]
-    output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
-    if average_weights:
-        weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
-    return output, weights
+    return params, query, key, value, mask
 
 
 def _group_heads(x, n_kv_heads):

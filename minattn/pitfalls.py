@@ -50,7 +50,7 @@ def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=
 
     Each key's column of weights sums to one instead of each query's row, so a query's output
     is no longer a weighted average of the values, and it depends on which other queries are in
-    the batch. A square, unmasked example hides it from a glance at the shapes.
+    the same sequence. A square, unmasked example hides it from a glance at the shapes.
     """
     d_k = q.shape[-1]
     scores = (q @ np.swapaxes(k, -1, -2)) * (d_k ** -0.5 if scale is None else scale)
@@ -110,9 +110,10 @@ def layer_norm_over_wrong_axis(x, gamma, beta, eps=1e-5):
 def layer_norm_std_plus_eps(x, gamma, beta, eps=1e-5):
     """layer_norm dividing by (std + eps) instead of sqrt(variance + eps).
 
-    A different function from torch.nn.LayerNorm (the Annotated Transformer's version): close
-    for large variances, far apart for small ones, so pretrained weights no longer reproduce
-    their outputs and comparisons with torch fail beyond rounding.
+    A different function from torch.nn.LayerNorm (the Annotated Transformer's LayerNorm is a
+    third one: the *unbiased* std, plus eps): close for large variances, far apart for small
+    ones, so pretrained weights no longer reproduce their outputs and comparisons with torch
+    fail beyond rounding.
     """
     mean = np.mean(x, axis=-1, keepdims=True)
     centered = x - mean

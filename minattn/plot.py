@@ -1,9 +1,10 @@
-"""Attention heatmaps as images with matplotlib (the optional extra `minattn[plot]`)."""
+"""Attention heatmaps as images with matplotlib (the optional extra `plot`: pip install '.[plot]')."""
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
-                  label="attention weight"):
-    # weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head).
+                  label="attention weight", annotate=False):
+    """weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head);
+    annotate=True writes each cell's value (2 decimals) in it."""
     try:
         import matplotlib
 
@@ -11,7 +12,8 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
         import matplotlib.pyplot as plt
     except ImportError:
         raise ImportError(
-            "saving plots needs matplotlib: pip install 'minattn[plot]' (or pip install matplotlib)"
+            "saving plots needs matplotlib: pip install matplotlib (or, in your minattn clone, "
+            "pip install '.[plot]')"
         ) from None
     import numpy
 
@@ -21,6 +23,10 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
     fig, axes = plt.subplots(1, n, figsize=(size * n + 1, size + 0.5), squeeze=False)
     for i, ax in enumerate(axes[0]):
         image = ax.imshow(weights[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        if annotate:
+            for (r, c), value in numpy.ndenumerate(weights[i]):
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center",
+                        color="black" if value > 0.5 else "white")
         ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], rotation=90)
         ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels])
         ax.set_xlabel("key")

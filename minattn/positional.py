@@ -5,6 +5,10 @@ import numpy
 
 
 def positional_encoding(n_positions, d_model, *, dtype=numpy.float64, like=None):
+    """Sinusoidal positional encodings (Vaswani et al. 2017, 3.5) -> [n_positions, d_model]:
+    PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(the same angle); add them to the
+    token embeddings. dtype= sets the result's dtype, like= the array library (e.g. CuPy).
+    Raises TypeError unless n_positions and d_model are positive ints."""
     # -> [n_positions, d_model]; PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same).
     # Attention alone is permutation equivariant: adding these is what tells tokens apart by place.
     # like= builds it with the array library of `like` (a CuPy array gives a CuPy table).

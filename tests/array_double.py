@@ -6,6 +6,8 @@ It wraps a NumPy array (the "device memory") and, like cupy.ndarray:
   DeviceArrays (0-d ones for full reductions, as CuPy does);
 - refuses to mix with a host numpy.ndarray (ndim > 0): TypeError. Python numbers, NumPy scalars
   and 0-d arrays are fine;
+- defers (NotImplemented) to operands of another type with its own __array_ufunc__ or
+  __array_function__, such as autograd's ArrayBox, as numpy.ndarray does;
 - answers like= (np.arange(n, like=x) builds a DeviceArray);
 - dispatches only ufuncs it knows: NumPy's, and scipy.special's (CuPy >= 11 forwards those to
   cupyx.scipy.special, cupy/cupy#6341);
@@ -43,10 +45,14 @@ class DeviceArray(numpy.lib.mixins.NDArrayOperatorsMixin):
 
     # --- the two dispatch protocols ---
     def __array_function__(self, func, types, args, kwargs):
+        if any(_foreign(t) for t in types):
+            return NotImplemented
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if not _is_dispatchable(ufunc):
+        # Like numpy.ndarray, defer to another type with its own override (an autograd box
+        # wrapping a device array): NumPy then asks that type, which unboxes and calls back.
+        if not _is_dispatchable(ufunc) or any(_foreign(type(x)) for x in inputs):
             return NotImplemented
         out = kwargs.get("out")
         result = getattr(ufunc, method)(*_unwrap(inputs), **_unwrap(kwargs))
@@ -136,6 +142,12 @@ def to_host(tree):
     if not isinstance(tree, DeviceArray):
         raise TypeError(f"expected a DeviceArray, got {type(tree).__name__}")
     return tree.get()
+
+
+def _foreign(cls):
+    # A type with its own dispatch (e.g. autograd's ArrayBox) that is none of ours or NumPy's.
+    return (not issubclass(cls, (DeviceArray, numpy.ndarray, numpy.generic))
+            and (hasattr(cls, "__array_ufunc__") or hasattr(cls, "__array_function__")))
 
 
 def _is_dispatchable(ufunc):

@@ -171,3 +171,100 @@ def blockwise_attention(put, dtype):
 def positional_encoding_like(put, dtype):
     x = put(_normal(B, L, D, dtype=dtype))
     return x + ma.positional_encoding(L, D, dtype=dtype, like=x)
+
+
+# --- gradients: every public differentiable function, w.r.t. each differentiable argument ---
+GRAD_CASES = []  # pytest.param(covered public name, argument name, build)
+
+
+def grad_case(covers, *arguments):
+    # build(put, dtype) -> (f, args): f(*args) is the function's result tree; each argument
+    # named here is differentiated alone (single-argument autograd.grad).
+    def register(build):
+        for index, name in arguments:
+            GRAD_CASES.append(pytest.param(covers, index, build, id=f"{build.__name__}-d{name}"))
+        return build
+    return register
+
+
+@grad_case("softmax", (0, "x"))
+def grad_softmax(put, dtype):
+    return (lambda x: ma.softmax(x, mask=put(_keep()[:, 0]))), [put(_normal(B, L, L, dtype=dtype))]
+
+
+@grad_case("scaled_dot_product_attention", (0, "q"), (1, "k"), (2, "v"))
+def grad_sdpa(put, dtype):
+    return (lambda q, k, v: ma.scaled_dot_product_attention(q, k, v, put(_keep()))), list(_qkv(put, dtype))
+
+
+@grad_case("split_heads", (0, "x"))
+def grad_split_heads(put, dtype):
+    return (lambda x: ma.split_heads(x, H)), [put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("merge_heads", (0, "x"))
+def grad_merge_heads(put, dtype):
+    return ma.merge_heads, [put(_normal(B, H, L, D // H, dtype=dtype))]
+
+
+@grad_case("multi_head_attention", (0, "params"), (1, "query"), (2, "key"), (3, "value"))
+def grad_multi_head_attention(put, dtype):
+    params = put(_cast(ma.init_multi_head_attention(np.random.default_rng(0), D, H), dtype))
+    query, key, value = (put(_normal(B, n, D, dtype=dtype, seed=s)) for n, s in ((L, 1), (4, 2), (4, 3)))
+    mask = ma.causal_mask(L, 4, like=query)
+    return (lambda p, q, k, v: ma.multi_head_attention(p, q, k, v, mask, n_heads=H,
+                                                       average_weights=True)), [params, query, key, value]
+
+
+@grad_case("layer_norm", (0, "x"), (1, "gamma"), (2, "beta"))
+def grad_layer_norm(put, dtype):
+    return ma.layer_norm, [put(_normal(B, L, D, dtype=dtype)), put(_normal(D, dtype=dtype, seed=1)),
+                           put(_normal(D, dtype=dtype, seed=2))]
+
+
+for _activation in ("relu", "gelu", "gelu_tanh"):
+    def _grad_ff(put, dtype, activation=_activation):
+        params = put(_cast(ma.init_feed_forward(np.random.default_rng(0), D, F), dtype))
+        return (lambda p, x: ma.feed_forward(p, x, activation=activation)), \
+            [params, put(_normal(B, L, D, dtype=dtype))]
+    _grad_ff.__name__ = f"grad_feed_forward_{_activation}"
+    grad_case("feed_forward", (0, "params"), (1, "x"))(_grad_ff)
+
+
+@grad_case("encoder_block", (0, "params"), (1, "x"))
+def grad_encoder_block(put, dtype):
+    params = put(_cast(ma.init_encoder_block(np.random.default_rng(0), D, H, F), dtype))
+    mask = ma.padding_mask(put(np.array([5, 2])), L)
+    return (lambda p, x: ma.encoder_block(p, x, mask, n_heads=H, norm_first=True, activation="gelu")), \
+        [params, put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("encoder", (0, "params"), (1, "x"))
+def grad_encoder(put, dtype):
+    params = put(_cast(ma.init_encoder(np.random.default_rng(0), 2, D, H, F, final_norm=True), dtype))
+    x = put(_normal(B, L, D, dtype=dtype))
+    return (lambda p, x: ma.encoder(p, x, ma.causal_mask(L, like=x), n_heads=H)), [params, x]
+
+
+@grad_case("blockwise_attention", (0, "q"), (1, "k"), (2, "v"))
+def grad_blockwise(put, dtype):
+    key_mask = put(np.random.default_rng(4).random((B, 1, L)) < 0.7)
+    return (lambda q, k, v: ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask,
+                                                   block_size=2)), list(_qkv(put, dtype))
+
+
+def run_grad(put, dtype, index, build):
+    """The gradient of a fixed random projection of every output, w.r.t. argument `index`."""
+    from autograd import grad
+
+    f, args = build(put, dtype)
+
+    def loss(arg):
+        outputs = leaves(f(*args[:index], arg, *args[index + 1:]))
+        total = 0.0
+        for i, out in enumerate(outputs):
+            direction = put(_normal(*out.shape, dtype=dtype, seed=100 + i))
+            total = total + (out * direction).sum()
+        return total
+
+    return grad(loss)(args[index])

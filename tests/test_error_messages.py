@@ -51,7 +51,7 @@ CASES = [
      "dropout=0.1 needs an rng (np.random.Generator), e.g. rng=np.random.default_rng(0); "
      "nothing here seeds a global RNG"),
     (lambda: ma.scaled_dot_product_attention(q, q, q, dropout=0.1, rng=42), TypeError,
-     "rng must be a np.random.Generator, got int"),
+     "rng must be a np.random.Generator (e.g. np.random.default_rng(0)), got int"),
     # heads
     (lambda: ma.split_heads(x, 0), TypeError, "n_heads must be a positive int, got 0"),
     (lambda: ma.split_heads(x, True), TypeError, "n_heads must be a positive int, got True"),

@@ -27,15 +27,31 @@ class KeepEverything:
 
 # --- initialisation: the ranges torch uses ---
 
-def test_init_multi_head_attention_is_glorot_uniform_with_zero_biases():
+def test_init_multi_head_attention_matches_torch_bounds_with_zero_biases():
     d_model = 128
     p = ma.init_multi_head_attention(np.random.default_rng(0), d_model, 4)
-    bound = math.sqrt(6 / (d_model + d_model))  # xavier_uniform_: sqrt(6 / (fan_in + fan_out))
+    # torch: xavier_uniform_ on the packed in_proj_weight [3D, D], sqrt(6 / (fan_in + fan_out)),
+    # and nn.Linear's default for out_proj, U(-1/sqrt(fan_in), 1/sqrt(fan_in)); biases zero.
+    bounds = {"q": math.sqrt(6 / (d_model + 3 * d_model)), "o": 1 / math.sqrt(d_model)}
     for c in "qkvo":
+        bound = bounds.get(c, bounds["q"])
         w = p[f"w_{c}"]
         assert w.shape == (d_model, d_model)
         assert -bound <= w.min() < -0.99 * bound and 0.99 * bound < w.max() <= bound
         np.testing.assert_array_equal(p[f"b_{c}"], np.zeros(d_model))
+
+
+def test_init_multi_head_attention_spread_matches_torch():
+    torch = pytest.importorskip("torch")
+    d_model = 64
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(d_model, 4)
+    p = ma.init_multi_head_attention(np.random.default_rng(0), d_model, 4)
+    theirs = {"qkv": mha.in_proj_weight.detach().numpy(), "o": mha.out_proj.weight.detach().numpy()}
+    ours = {"qkv": np.concatenate([p["w_q"], p["w_k"], p["w_v"]], axis=1), "o": p["w_o"]}
+    for part in theirs:  # same uniform law: the same extremes to within sampling error
+        assert abs(np.abs(ours[part]).max() / np.abs(theirs[part]).max() - 1) < 0.01
+        assert abs(ours[part].std() / theirs[part].std() - 1) < 0.05
 
 
 def test_init_feed_forward_is_uniform_within_one_over_sqrt_fan_in():

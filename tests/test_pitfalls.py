@@ -1,8 +1,8 @@
 """Each pitfall in minattn.pitfalls is caught by a named property of this suite: with the pitfall
 swapped in for the real function the property fails by its own assertion, and with the real
 function the same property passes."""
+import contextlib
 import inspect
-import sys
 
 import numpy as np
 import pytest
@@ -44,15 +44,18 @@ def _node_id(test):
 
 
 def _swap_in(monkeypatch, real_name, replacement):
-    """Replace the real function wherever minattn holds it: on the package (the tests call
-    ma.<name>) and in every core module that imported it by name (multi_head.py imports
-    scaled_dot_product_attention, encoder.py imports encoder_block's helpers, ...)."""
-    real = getattr(minattn, real_name)
-    for module_name, module in list(sys.modules.items()):
-        if module_name.split(".")[0] != "minattn" or module_name == "minattn.pitfalls":
-            continue  # the pitfalls themselves keep calling the real functions
-        for attr in [a for a, value in vars(module).items() if value is real]:
-            monkeypatch.setattr(module, attr, replacement)
+    """Replace the real function wherever minattn holds it, with the public minattn.swap, undone
+    when the test ends."""
+    _OPEN_SWAPS.enter_context(minattn.swap(**{real_name: replacement}))
+
+
+_OPEN_SWAPS = contextlib.ExitStack()
+
+
+@pytest.fixture(autouse=True)
+def _close_swaps():
+    yield
+    _OPEN_SWAPS.close()
 
 
 def test_table_covers_every_pitfall_and_agrees_with_PITFALLS():

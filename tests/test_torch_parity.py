@@ -420,7 +420,7 @@ def test_from_torch_refuses_what_minattn_cannot_compute(module, error, pattern):
 
 def test_missing_torch_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
-    hint = r"pip install torch==2\.13\.0 \(CPU\) or the extra minattn\[torch\]"
+    hint = r"pip install torch \(the CPU build: pip install torch --index-url https://download\.pytorch\.org/whl/cpu\)"
     with pytest.raises(ImportError, match=hint):
         from_torch(object())
 

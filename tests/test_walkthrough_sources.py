@@ -1,5 +1,8 @@
 """walkthrough.md shows real source: each ```py block after a `<!-- source: module.function -->`
-marker must equal that function's current source, so the code cannot change behind the text."""
+marker must equal that function's current source, so the code cannot change behind the text.
+The excerpt leaves out the docstring (that is for help(); the walkthrough's prose explains), and
+nothing else. `python -m tests.test_walkthrough_sources` rewrites every excerpt from the code."""
+import ast
 import importlib
 import inspect
 import re
@@ -22,9 +25,28 @@ def _resolve(dotted):
     return getattr(importlib.import_module(module), name)
 
 
+def shown_source(obj):
+    """inspect.getsource(obj) without its docstring's lines."""
+    source = inspect.getsource(obj)
+    body = ast.parse(source).body[0].body
+    if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)):
+        return source
+    lines = source.splitlines(keepends=True)
+    return "".join(lines[:body[0].lineno - 1] + lines[body[0].end_lineno:])
+
+
+def sync():
+    """Rewrite every excerpt in walkthrough.md from the current source."""
+    text = WALKTHROUGH.read_text(encoding="utf-8")
+    text = EXCERPT.sub(lambda m: f"<!-- source: {m[1]} -->\n```py\n{shown_source(_resolve(m[1]))}```",
+                       text)
+    WALKTHROUGH.write_text(text, encoding="utf-8")
+
+
 @pytest.mark.parametrize("dotted, shown", excerpts(), ids=[d for d, _ in excerpts()])
 def test_excerpt_equals_current_source(dotted, shown):
-    assert shown == inspect.getsource(_resolve(dotted)), (
+    assert shown == shown_source(_resolve(dotted)), (
         f"walkthrough.md's excerpt of {dotted} differs from the code: update the walkthrough")
 
 
@@ -46,3 +68,7 @@ def test_every_pitfall_is_an_exercise_with_its_answer():
     for name, node in pitfalls.PITFALLS.items():
         assert f"**`{name}`**" in text, f"walkthrough.md has no exercise for {name}"
         assert f"`{node}`" in text, f"walkthrough.md's answer for {name} is not {node}"
+
+
+if __name__ == "__main__":
+    sync()

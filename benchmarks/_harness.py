@@ -1,0 +1,78 @@
+"""What every benchmark here shares: interleaved rounds, medians with their spread, the load
+average before and after, and `--busy N` competing processes started on purpose.
+
+Timing on a shared 2-core machine is noisy, and another process can halve a multi-threaded
+run. So the things compared run in the same process, alternating, round after round (a burst of
+load then hits both alike), and each result is reported as a median with its spread.
+"""
+import contextlib
+import multiprocessing
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def _spin(stop):
+    x = 0
+    while not stop.is_set():  # a CPU-bound loop, in pure Python: it holds one core
+        for _ in range(100_000):
+            x += 1
+
+
+@contextlib.contextmanager
+def busy(n):
+    """Run n CPU-bound processes for the duration (n = 0: nothing)."""
+    stop = multiprocessing.Event()
+    workers = [multiprocessing.Process(target=_spin, args=(stop,), daemon=True) for _ in range(n)]
+    for w in workers:
+        w.start()
+    try:
+        if n:
+            time.sleep(1.0)  # let them reach the scheduler before the first timing
+        yield
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(timeout=5)
+            if w.is_alive():
+                w.terminate()
+
+
+def interleaved(functions, rounds):
+    """{name: f} -> {name: [seconds per round]}: one warm-up call each, then `rounds` rounds in
+    which every f runs once, in the same order."""
+    for f in functions.values():
+        f()
+    times = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, f in functions.items():
+            start = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def describe(seconds):
+    """'median ms (IQR q1–q3)'."""
+    q1, median, q3 = np.percentile(np.asarray(seconds) * 1e3, [25, 50, 75])
+    return f"{median:8.1f} ms (IQR {q1:.1f}–{q3:.1f})"
+
+
+def ratio(a, b):
+    """Median of the per-round ratios a/b, and their IQR: pairs from the same round share the
+    machine's state at that moment."""
+    r = np.asarray(a) / np.asarray(b)
+    q1, median, q3 = np.percentile(r, [25, 50, 75])
+    return f"{median:.2f} (IQR {q1:.2f}–{q3:.2f})"
+
+
+def header(busy_n):
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python "
+          f"{platform.python_version()}, numpy {np.__version__}; --busy {busy_n}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def footer():
+    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -1,0 +1,24 @@
+"""Exercise 3: masks (walkthrough.md, section 5). Grade it: python -m minattn check 03_masks.py"""
+import numpy as np
+
+
+def causal_mask(n_q, n_k=None, *, like=None):
+    """bool [n_q, n_k] (n_k defaults to n_q): True where query i may attend to key j, i.e. j <= i.
+
+    No position sees the future. When n_q != n_k the mask is top-left aligned (query 0 sees key
+    0 only), as torch's is_causal=True. You may ignore `like`.
+
+    Hint: compare a column of row indices with a row of column indices (broadcasting).
+    """
+    raise NotImplementedError
+
+
+def padding_mask(lengths, n):
+    """int lengths [B] -> bool [B, 1, 1, n], True at the first lengths[b] positions of sequence b.
+
+    The two singleton axes broadcast over heads and queries: every query may look at every real
+    (non-padding) key.
+
+    Hint: np.arange(n) < lengths[:, None], then add the axes.
+    """
+    raise NotImplementedError
