@@ -13,6 +13,13 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
     swap.py           swap: use your own function wherever minattn calls one (exercises)
 
+The decoder (walkthrough.md, Part II):
+    masks.py          causal_mask(n_q, n_k, align="bottom_right", window=w)  (a KV cache)
+    rope.py           apply_rope                 (rotary position embedding, rotate-half)
+    multi_head.py     n_kv_heads=                (grouped-query / multi-query attention)
+    normalization.py  rms_norm;  position_wise.py  gated_feed_forward (SwiGLU)
+    decoder.py        self_attention (KV cache), decoder_block, decoder, causal_lm, generate
+
 Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
     pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
@@ -43,6 +50,8 @@ from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
 from .rope import apply_rope
+from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
+                      init_decoder_block, self_attention)
 from .swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -62,7 +71,8 @@ __all__ = [
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
     "blockwise_attention",
-    # The decoder's parts (rms_norm, gated_feed_forward, init_gated_feed_forward, apply_rope)
-    # are importable from minattn but not yet in __all__: the coverage tables of
+    # The decoder (rms_norm, gated_feed_forward, init_gated_feed_forward, apply_rope,
+    # self_attention, decoder_block, decoder, causal_lm, generate and their init_*) is
+    # importable from minattn but not yet in __all__: the coverage tables of
     # tests/test_bad_inputs.py, test_dtypes.py and device_cases.py do not list them yet.
 ]

@@ -73,13 +73,7 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
     k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
     v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
-    # Group the query heads, [..., H_kv, G, L_q, d_k]; K and V broadcast over the group axis G
-    # (no copies, unlike HF's repeat_kv). Without GQA, G = 1: ordinary multi-head attention.
-    q = _group_heads(q, n_kv_heads)
-    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
-    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
-                                                  dropout=dropout, rng=rng)
-    heads, weights = _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k / L_k]
+    heads, weights = grouped_attention(q, k, v, mask, dropout=dropout, rng=rng)
     output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
     if average_weights:
         weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
@@ -116,6 +110,19 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
     _validate.check_mask_has_head_axis(mask, scores_shape)
     _validate.check_dropout(dropout, rng)
     return params, query, key, value, mask
+
+
+def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> heads [..., H, L_q, d_k], weights
+    # [..., H, L_q, L_k]. Query head h reads kv head h // G, G = H / H_kv. The query heads are
+    # grouped, [..., H_kv, G, L_q, d_k], and K, V broadcast over the group axis G: no copies,
+    # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention.
+    n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
+    q = _group_heads(q, n_kv_heads)
+    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
+                                                  dropout=dropout, rng=rng)
+    return _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k], [..., H, L_q, L_k]
 
 
 def _group_heads(x, n_kv_heads):
