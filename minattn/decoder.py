@@ -12,6 +12,8 @@ The KV cache is plain arrays, passed in and returned, never changed in place:
 import numbers
 
 import autograd.numpy as np
+import numpy
+from autograd.tracer import isbox
 
 from . import _validate
 from .heads import merge_heads, split_heads
@@ -22,7 +24,7 @@ from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import (ACTIVATIONS, check_feed_forward_params,
                             check_gated_feed_forward_params, feed_forward, gated_feed_forward,
                             init_feed_forward, init_gated_feed_forward)
-from .rope import apply_rope
+from .rope import apply_rope, check_positions
 
 NORMS = ("layer_norm", "rms_norm")
 DECODER_ACTIVATIONS = ACTIVATIONS + ("swiglu",)
@@ -36,17 +38,52 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     broadcasting to [..., L]): apply RoPE to q and k (never to v). mask covers all L_past + L keys
     (for a causal model, causal_mask(L, L_past + L, align="bottom_right"))."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
+    params, x, mask = _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions,
+                                            rope_base, cache)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
     if positions is not None:  # RoPE: q and k rotate by their absolute positions
+        positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
         q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
     if cache is not None:  # the past's keys and values, computed once, reused every step
-        k = np.concatenate([cache["k"], k], axis=-2)  # [..., H_kv, L_past + L, d_k]
-        v = np.concatenate([cache["v"], v], axis=-2)
+        k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
+        v = _append(cache["v"], v)
     heads, _ = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
+
+
+def _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_base, cache):
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    d_model = x.shape[-1]
+    _validate.check_n_heads(n_heads, d_model)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    n_kv, d_k = (n_kv_heads or n_heads), d_model // n_heads
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d_k)
+    past = 0
+    if cache is not None:
+        _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
+        past = cache["k"].shape[-2]
+    if positions is not None:  # RoPE
+        check_positions(positions, x.shape[:-1], "x's (..., L)")
+        if d_k % 2:
+            raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
+                             f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
+    scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
+    mask = _validate.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
+    _validate.check_mask_has_head_axis(mask, scores)
+    return params, x, mask
+
+
+def _append(past, new):
+    # [..., L_past, d], [..., L, d] -> [..., L_past + L, d]. autograd's np.concatenate views its
+    # result as a host ndarray (no CuPy); NumPy's own dispatches to the arrays' library. So
+    # autograd's only when differentiating through the cache.
+    if isbox(past) or isbox(new):
+        return np.concatenate([past, new], axis=-2)
+    return numpy.concatenate([past, new], axis=-2)
 
 
 def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, cross_attention=False,
@@ -239,6 +276,7 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
     "final_norm", ("lm_head": [D, V] unless tied)}: GPT-2 (position="learned", tied) or Llama
     (position="rope", norm="rms_norm", activation="swiglu", bias=False, tied=False) style."""
     vocab_size = _validate.check_size("vocab_size", vocab_size)
+    dtype = _validate.check_init(rng, dtype)
     _validate.check_choice("position", position, POSITIONS)
     params = {"token_embedding": (0.02 * rng.normal(size=(vocab_size, d_model))).astype(dtype)}
     if position == "learned":
@@ -333,7 +371,7 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, rng=None, us
     whole sequence every step (same tokens, quadratic cost). progress: an optional callable
     wrapping the step range (e.g. tqdm.trange's iterator). config as causal_lm."""
     # int [B, L] -> int [B, L + n_new]
-    n_new = _check_generate(tokens, n_new, temperature, top_k, rng)
+    n_new = _check_generate(params, tokens, n_new, temperature, top_k, rng, config)
     steps = range(n_new) if progress is None else progress(range(n_new))
     cache, new = None, tokens
     for _ in steps:
@@ -342,7 +380,7 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, rng=None, us
         else:
             logits = causal_lm(params, tokens, **config)
         new = _next_token(logits[:, -1], temperature, top_k, rng)[:, None]  # [B, 1]
-        tokens = np.concatenate([tokens, new], axis=1)
+        tokens = numpy.concatenate([tokens, new], axis=1)  # NumPy's: dispatches to CuPy
     return tokens
 
 
@@ -360,7 +398,7 @@ def _next_token(logits, temperature, top_k, rng):
     return np.minimum(np.sum(cdf < u, axis=-1), logits.shape[-1] - 1)
 
 
-def _check_generate(tokens, n_new, temperature, top_k, rng):
+def _check_generate(params, tokens, n_new, temperature, top_k, rng, config):
     if isinstance(n_new, bool) or not isinstance(n_new, numbers.Integral) or n_new < 0:
         raise TypeError(f"n_new must be a non-negative int, got {n_new!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
@@ -375,4 +413,11 @@ def _check_generate(tokens, n_new, temperature, top_k, rng):
     if not hasattr(tokens, "dtype") or np.dtype(tokens.dtype).kind not in "iu":
         raise TypeError(f"tokens must be an integer array [B, L], got "
                         f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if config.get("position", "learned") == "learned" and isinstance(
+            params, _validate.DICT_TYPES) and "position_embedding" in params and tokens.ndim == 2:
+        n_positions = params["position_embedding"].shape[0]
+        if tokens.shape[1] + n_new - 1 > n_positions:
+            raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
+                             f"{tokens.shape[1] + n_new - 1} positions, but "
+                             f"params['position_embedding'] has {n_positions}")
     return int(n_new)

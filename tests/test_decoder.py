@@ -155,3 +155,22 @@ def test_bad_input_names_the_argument(call, error, match):
     params, config = _model("llama", 0)
     with pytest.raises(error, match=match):
         call(params, config)
+
+
+def test_per_sequence_positions_rotate_each_sequence_by_its_own():
+    p = perturbed(ma.init_multi_head_attention(np.random.default_rng(0), 8, 2), 0)
+    x = np.random.default_rng(1).normal(size=(2, 3, 8))
+    positions = np.array([[0, 1, 2], [5, 6, 7]])  # [B, L]
+    out, _ = self_attention(p, x, n_heads=2, positions=positions)
+    for b in range(2):
+        alone, _ = self_attention(p, x[b], n_heads=2, positions=positions[b])
+        np.testing.assert_allclose(out[b], alone, **tolerance(np.float64))
+
+
+@pytest.mark.parametrize("positions, error", [(np.arange(3.0), TypeError),
+                                              (np.arange(4), ValueError),
+                                              (np.zeros((3, 3), int), ValueError)])
+def test_self_attention_refuses_bad_positions(positions, error):
+    p = ma.init_multi_head_attention(np.random.default_rng(0), 8, 2)
+    with pytest.raises(error, match="positions"):
+        self_attention(p, np.ones((2, 3, 8)), n_heads=2, positions=positions)
