@@ -5,8 +5,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import minattn as ma
-from minattn.decoder import (causal_lm, decoder_block, generate, init_causal_lm,
-                             init_decoder_block, self_attention)
+
+# Calls go through the package (ma.causal_lm, ...), so that minattn.swap reaches them
+# (tests/test_pitfalls.py swaps in the decoder pitfalls).
+init_causal_lm, init_decoder_block = ma.init_causal_lm, ma.init_decoder_block
 
 from .strategies import float_arrays, perturbed, seeds, tolerance
 
@@ -34,12 +36,12 @@ def test_cached_decoding_equals_the_full_forward_pass(style, seed, data):
     params, config = _model(style, seed % 1000)
     b, length = data.draw(st.integers(1, 2)), data.draw(st.integers(2, 9))
     tokens = np.random.default_rng(seed).integers(0, V, size=(b, length))
-    full = causal_lm(params, tokens, **config)
+    full = ma.causal_lm(params, tokens, **config)
     # Split the sequence into random chunks (chunks of 1 = one token at a time).
     cuts = sorted(set(data.draw(st.lists(st.integers(1, length - 1), max_size=4))))
     chunks, cache = [], None
     for start, stop in zip([0] + cuts, cuts + [length]):
-        logits, cache = causal_lm(params, tokens[:, start:stop], cache=cache, return_cache=True,
+        logits, cache = ma.causal_lm(params, tokens[:, start:stop], cache=cache, return_cache=True,
                                   **config)
         chunks.append(logits)
     np.testing.assert_allclose(np.concatenate(chunks, axis=1), full, rtol=0, atol=1e-12)
@@ -50,10 +52,10 @@ def test_cached_decoding_equals_the_full_forward_pass(style, seed, data):
 def test_one_token_at_a_time_equals_the_full_forward_pass(style):
     params, config = _model(style, 3)
     tokens = np.random.default_rng(3).integers(0, V, size=(2, 7))
-    full = causal_lm(params, tokens, **config)
+    full = ma.causal_lm(params, tokens, **config)
     cache, steps = None, []
     for t in range(7):
-        logits, cache = causal_lm(params, tokens[:, t:t + 1], cache=cache, return_cache=True,
+        logits, cache = ma.causal_lm(params, tokens[:, t:t + 1], cache=cache, return_cache=True,
                                   **config)
         steps.append(logits)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=0, atol=1e-12)
@@ -65,7 +67,7 @@ def test_logits_do_not_depend_on_later_tokens(style):
     tokens = np.random.default_rng(1).integers(0, V, size=(2, 8))
     changed = tokens.copy()
     changed[:, 5:] = (changed[:, 5:] + 1) % V
-    a, b = causal_lm(params, tokens, **config), causal_lm(params, changed, **config)
+    a, b = ma.causal_lm(params, tokens, **config), ma.causal_lm(params, changed, **config)
     np.testing.assert_allclose(a[:, :5], b[:, :5], rtol=0, atol=1e-13)
     assert not np.allclose(a[:, 5:], b[:, 5:])
 
@@ -74,7 +76,7 @@ def test_self_attention_without_cache_or_rope_is_multi_head_attention():
     p = perturbed(ma.init_multi_head_attention(np.random.default_rng(0), 8, 4), 0)
     x = np.random.default_rng(1).normal(size=(2, 5, 8))
     mask = ma.causal_mask(5)
-    out, cache = self_attention(p, x, mask, n_heads=4)
+    out, cache = ma.self_attention(p, x, mask, n_heads=4)
     np.testing.assert_allclose(out, ma.multi_head_attention(p, x, x, x, mask, n_heads=4)[0],
                                **tolerance(np.float64))
     assert cache["k"].shape == (2, 4, 5, 2)
@@ -84,16 +86,16 @@ def test_tied_embeddings_unembed_with_the_token_embedding():
     params, config = _model("gpt2", 2, n_layers=1)
     tokens = np.array([[1, 2, 3]])
     untied = {**params, "lm_head": params["token_embedding"].T.copy()}
-    np.testing.assert_array_equal(causal_lm(params, tokens, **config),
-                                  causal_lm(untied, tokens, **config))
+    np.testing.assert_array_equal(ma.causal_lm(params, tokens, **config),
+                                  ma.causal_lm(untied, tokens, **config))
 
 
 @pytest.mark.parametrize("style", STYLES)
 def test_generate_with_and_without_cache_gives_the_same_tokens(style):
     params, config = _model(style, 4)
     tokens = np.random.default_rng(4).integers(0, V, size=(2, 3))
-    fast = generate(params, tokens, 6, **config)
-    slow = generate(params, tokens, 6, use_cache=False, **config)
+    fast = ma.generate(params, tokens, 6, **config)
+    slow = ma.generate(params, tokens, 6, use_cache=False, **config)
     np.testing.assert_array_equal(fast, slow)
     np.testing.assert_array_equal(fast[:, :3], tokens)
     assert fast.shape == (2, 9)
@@ -102,26 +104,26 @@ def test_generate_with_and_without_cache_gives_the_same_tokens(style):
 def test_greedy_generation_appends_the_argmax_of_the_last_logits():
     params, config = _model("llama", 5)
     tokens = np.array([[1, 2, 3]])
-    out = generate(params, tokens, 1, **config)
-    assert out[0, -1] == np.argmax(causal_lm(params, tokens, **config)[0, -1])
+    out = ma.generate(params, tokens, 1, **config)
+    assert out[0, -1] == np.argmax(ma.causal_lm(params, tokens, **config)[0, -1])
 
 
 def test_sampling_is_reproducible_with_the_same_rng_and_respects_top_k():
     params, config = _model("gpt2", 6)
     tokens = np.array([[1, 2]])
-    run = lambda **kw: generate(params, tokens, 8, temperature=1.5,
+    run = lambda **kw: ma.generate(params, tokens, 8, temperature=1.5,
                                 rng=np.random.default_rng(7), **kw, **config)
     np.testing.assert_array_equal(run(), run(use_cache=False))
-    top1 = generate(params, tokens, 8, temperature=1.5, top_k=1, rng=np.random.default_rng(7),
+    top1 = ma.generate(params, tokens, 8, temperature=1.5, top_k=1, rng=np.random.default_rng(7),
                     **config)
-    np.testing.assert_array_equal(top1, generate(params, tokens, 8, **config))
+    np.testing.assert_array_equal(top1, ma.generate(params, tokens, 8, **config))
 
 
 def test_the_cache_is_never_changed_in_place():
     params, config = _model("llama", 7)
-    _, cache = causal_lm(params, np.array([[1, 2, 3]]), return_cache=True, **config)
+    _, cache = ma.causal_lm(params, np.array([[1, 2, 3]]), return_cache=True, **config)
     before = [{k: v.copy() for k, v in layer.items()} for layer in cache]
-    causal_lm(params, np.array([[4]]), cache=cache, **config)
+    ma.causal_lm(params, np.array([[4]]), cache=cache, **config)
     for layer, old in zip(cache, before):
         for k in "kv":
             np.testing.assert_array_equal(layer[k], old[k])
@@ -130,26 +132,26 @@ def test_the_cache_is_never_changed_in_place():
 def test_cross_attention_block_attends_to_memory():
     p = perturbed(init_decoder_block(np.random.default_rng(0), 8, 2, 16, cross_attention=True), 0)
     x, memory = np.random.default_rng(1).normal(size=(2, 4, 8)), np.ones((2, 6, 8))
-    a = decoder_block(p, x, ma.causal_mask(4), memory=memory, n_heads=2)
-    b = decoder_block(p, x, ma.causal_mask(4), memory=2 * memory, n_heads=2)
+    a = ma.decoder_block(p, x, ma.causal_mask(4), memory=memory, n_heads=2)
+    b = ma.decoder_block(p, x, ma.causal_mask(4), memory=2 * memory, n_heads=2)
     assert a.shape == (2, 4, 8) and not np.allclose(a, b)
 
 
 @pytest.mark.parametrize("call, error, match", [
-    (lambda p, c: causal_lm(p, np.array([[1, V]]), **c), ValueError, "tokens"),
-    (lambda p, c: causal_lm(p, np.array([[-1, 2]]), **c), ValueError, "tokens"),
-    (lambda p, c: causal_lm(p, np.array([[1.0, 2.0]]), **c), TypeError, "tokens"),
-    (lambda p, c: causal_lm(p, np.array([1, 2]), **c), ValueError, "tokens"),
-    (lambda p, c: causal_lm(p, np.array([[1]]), **{**c, "n_kv_heads": 3}), ValueError,
+    (lambda p, c: ma.causal_lm(p, np.array([[1, V]]), **c), ValueError, "tokens"),
+    (lambda p, c: ma.causal_lm(p, np.array([[-1, 2]]), **c), ValueError, "tokens"),
+    (lambda p, c: ma.causal_lm(p, np.array([[1.0, 2.0]]), **c), TypeError, "tokens"),
+    (lambda p, c: ma.causal_lm(p, np.array([1, 2]), **c), ValueError, "tokens"),
+    (lambda p, c: ma.causal_lm(p, np.array([[1]]), **{**c, "n_kv_heads": 3}), ValueError,
      "n_kv_heads"),
-    (lambda p, c: causal_lm(p, np.array([[1]]), cache=(), **c), ValueError, "cache"),
-    (lambda p, c: causal_lm(p, np.array([[1]]), cache=tuple(
+    (lambda p, c: ma.causal_lm(p, np.array([[1]]), cache=(), **c), ValueError, "cache"),
+    (lambda p, c: ma.causal_lm(p, np.array([[1]]), cache=tuple(
         {"k": np.zeros((1, 2, 3, 5)), "v": np.zeros((1, 2, 3, 5))} for _ in range(2)), **c),
      ValueError, "cache"),
-    (lambda p, c: causal_lm(p, np.array([[1], [2]]), cache=causal_lm(  # another batch size
+    (lambda p, c: ma.causal_lm(p, np.array([[1], [2]]), cache=ma.causal_lm(  # another batch size
         p, np.array([[1]]), return_cache=True, **c)[1], **c), ValueError, "cache"),
-    (lambda p, c: generate(p, np.array([[1]]), 2, temperature=1.0, **c), ValueError, "rng"),
-    (lambda p, c: generate(p, np.array([[1]]), -1, **c), TypeError, "n_new"),
+    (lambda p, c: ma.generate(p, np.array([[1]]), 2, temperature=1.0, **c), ValueError, "rng"),
+    (lambda p, c: ma.generate(p, np.array([[1]]), -1, **c), TypeError, "n_new"),
 ])
 def test_bad_input_names_the_argument(call, error, match):
     params, config = _model("llama", 0)
@@ -161,9 +163,9 @@ def test_per_sequence_positions_rotate_each_sequence_by_its_own():
     p = perturbed(ma.init_multi_head_attention(np.random.default_rng(0), 8, 2), 0)
     x = np.random.default_rng(1).normal(size=(2, 3, 8))
     positions = np.array([[0, 1, 2], [5, 6, 7]])  # [B, L]
-    out, _ = self_attention(p, x, n_heads=2, positions=positions)
+    out, _ = ma.self_attention(p, x, n_heads=2, positions=positions)
     for b in range(2):
-        alone, _ = self_attention(p, x[b], n_heads=2, positions=positions[b])
+        alone, _ = ma.self_attention(p, x[b], n_heads=2, positions=positions[b])
         np.testing.assert_allclose(out[b], alone, **tolerance(np.float64))
 
 
@@ -173,4 +175,18 @@ def test_per_sequence_positions_rotate_each_sequence_by_its_own():
 def test_self_attention_refuses_bad_positions(positions, error):
     p = ma.init_multi_head_attention(np.random.default_rng(0), 8, 2)
     with pytest.raises(error, match="positions"):
-        self_attention(p, np.ones((2, 3, 8)), n_heads=2, positions=positions)
+        ma.self_attention(p, np.ones((2, 3, 8)), n_heads=2, positions=positions)
+
+
+@given(seeds, st.integers(0, 1000), st.data())
+def test_rope_attention_is_invariant_to_shifting_all_positions(seed, shift, data):
+    # RoPE's promise at the level of attention: only offsets matter, so numbering the same
+    # tokens from 0 or from `shift` gives the same output (up to rounding in the angles).
+    p = perturbed(ma.init_multi_head_attention(np.random.default_rng(seed % 1000), 8, 2,
+                                               n_kv_heads=1, bias=False), seed % 1000)
+    x = data.draw(float_arrays((2, 4, 8)))
+    positions = np.arange(4)
+    mask = ma.causal_mask(4)
+    a, _ = ma.self_attention(p, x, mask, n_heads=2, n_kv_heads=1, positions=positions)
+    b, _ = ma.self_attention(p, x, mask, n_heads=2, n_kv_heads=1, positions=positions + shift)
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
