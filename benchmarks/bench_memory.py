@@ -2,6 +2,7 @@
 
     python benchmarks/bench_memory.py [--block-size 128] [--lengths 512 1024 2048 4096]
                                       [--long 16384]
+    python benchmarks/bench_memory.py --grad [--lengths 1024 2048 4096 8192]
 
 (with minattn installed, `pip install -e .`, or from the repository root with PYTHONPATH=.)
 
@@ -54,8 +55,12 @@ def main(argv=None):
     parser.add_argument("--block-size", type=int, default=128)
     parser.add_argument("--lengths", type=int, nargs="+", default=[512, 1024, 2048, 4096])
     parser.add_argument("--long", type=int, default=16384, help="blockwise only; 0 to skip")
+    parser.add_argument("--grad", action="store_true",
+                        help="measure autograd.grad of a scalar loss w.r.t. q, k and v instead")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
+    if args.grad:
+        return gradient_table(args.lengths, args.block_size, rng)
     b = args.block_size
     print(f"B=1, H={N_HEADS}, d_k={D_K}, float32, block_size={b}, "
           f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; peak extra memory in MiB")
@@ -80,6 +85,21 @@ def main(argv=None):
               f"(output alone {N_HEADS * args.long * D_K * 4 / MiB:.0f} MiB) vs "
               f"{weights / 2**30:.0f} GiB for the full attention weights alone "
               f"({weights / block[1]:.0f}x less).")
+
+
+def gradient_table(lengths, block, rng):
+    # The gradient of sum(output * R) with respect to q, k and v together.
+    from autograd import grad
+
+    print(f"gradient w.r.t. q, k, v; B=1, H={N_HEADS}, d_k={D_K}, float32, causal, block_size={block}")
+    print(f"{'L':>6} | {'blockwise s':>11} {'peak MiB':>9} | {'q,k,v,R MiB':>11} | {'H*L^2*4 MiB':>11}")
+    for length in lengths:
+        q, k, v = attention_inputs(length, rng)
+        r = rng.standard_normal(q.shape, dtype=np.float32)
+        loss = lambda qkv: np.sum(ma.blockwise_attention(*qkv, causal=True, block_size=block) * r)
+        seconds, peak = seconds_and_peak(lambda: grad(loss)((q, k, v)))
+        print(f"{length:>6} | {seconds:11.2f} {peak / MiB:9.1f} | {4 * q.nbytes / MiB:11.0f} | "
+              f"{N_HEADS * length**2 * 4 / MiB:11.0f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     masks.py          causal_mask, padding_mask            (True = may attend)
     heads.py          split_heads, merge_heads
     multi_head.py     init_multi_head_attention, multi_head_attention
-    normalization.py  layer_norm
+    normalization.py  layer_norm, rms_norm
     position_wise.py  feed_forward
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
@@ -66,7 +66,7 @@ __all__ = [
     "causal_mask", "padding_mask",
     "split_heads", "merge_heads",
     "init_multi_head_attention", "multi_head_attention",
-    "init_layer_norm", "layer_norm",
+    "init_layer_norm", "layer_norm", "rms_norm",
     "init_feed_forward", "feed_forward",
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
@@ -74,6 +74,4 @@ __all__ = [
     "apply_rope", "init_gated_feed_forward", "gated_feed_forward",
     "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
     "init_causal_lm", "causal_lm", "generate",
-    # rms_norm is importable from minattn but not in __all__ here: the integrator's branch
-    # exports its own (with a hand VJP) together with its coverage-table entries.
 ]

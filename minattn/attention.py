@@ -5,10 +5,10 @@ a boolean mask is True where a query MAY attend to a key. torch.nn.MultiheadAtte
 opposite polarity (True = ignore); minattn.interop.mask_from_torch converts.
 """
 import autograd.numpy as np
-from autograd.tracer import getval
+from autograd.extend import defvjp, defvjp_argnums, primitive
+from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from . import _validate
-from ._autograd import where
 from .dropout import dropout as _dropout
 
 
@@ -27,19 +27,33 @@ def softmax(x, axis=-1, mask=None):
         return softmax(x.astype(np.float32), axis, mask).astype(np.float16)
     if x.shape[axis] == 0:
         return x  # nothing to normalise (and the max of an empty axis is undefined)
+    return _softmax(x, axis, mask)
+
+
+@primitive
+def _softmax(x, axis, mask):
+    # The forward pass on plain arrays; its gradient is written by hand just below.
     if mask is not None:
         # -inf through `where` (not adding -1e9): exp(-inf) is exactly 0 in every dtype, and
         # -1e9 overflows float16 to -inf anyway, then poisons the row with inf - inf = NaN.
-        x = where(mask, x, -np.inf)
-    # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged, so the
-    # shift is a constant: getval reads it without autograd tracing a (zero) gradient through it.
-    # A fully masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row
-    # holding NaN or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
-    x_max = np.max(getval(x), axis=axis, keepdims=True)
+        x = np.where(mask, x, -np.inf)
+    # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged. A fully
+    # masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row holding NaN
+    # or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
+    x_max = np.max(x, axis=axis, keepdims=True)
     x_max = np.where(x_max == -np.inf, 0.0, np.where(x_max == np.inf, np.nan, x_max))
     e = np.exp(x - x_max)
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
+    return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
+
+
+def _softmax_vjp(p, x, axis, mask):
+    # dS = P ⊙ (dP − Σ_j dP_j P_j): the Jacobian of softmax is diag(P) − P Pᵀ, row by row.
+    # A masked entry has P = 0, so it gets no gradient; a fully masked row gets zeros.
+    return lambda g: p * (g - np.sum(g * p, axis=axis, keepdims=True))
+
+
+defvjp(_softmax, _softmax_vjp)
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
@@ -62,11 +76,51 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
         out, weights = scaled_dot_product_attention(f32(q), f32(k), f32(v), f32(mask), scale=scale,
                                                     dropout=dropout, rng=rng)
         return out.astype(np.float16), weights.astype(np.float16)
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # [..., L_q, L_k]; scaling q is the cheaper side
+    if dropout:  # dropout sits between the softmax and V: autograd differentiates this path
+        weights = _dropout(_weights(q, k, scale, mask), dropout, rng)
+        return weights @ v, weights
+    out, weights = _attention(q, k, v, scale, mask)
+    return out, weights  # [..., L_q, d_v], [..., L_q, L_k]
+
+
+def _weights(q, k, scale, mask):
+    # [..., L_q, d_k], [..., L_k, d_k] -> [..., L_q, L_k]: softmax(q kᵀ · scale), masked.
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # scaling q is the cheaper side
     if mask is not None and np.dtype(mask.dtype).kind == "f":
         # An additive mask (-inf, or biases such as ALiBi) in the scores' dtype: no upcast.
-        weights = softmax(scores + mask.astype(scores.dtype))
-    else:
-        weights = softmax(scores, mask=mask)
-    weights = _dropout(weights, dropout, rng)
+        return softmax(scores + mask.astype(scores.dtype))
+    # The public softmax: under minattn.swap, a student's softmax runs here too.
+    return softmax(scores, mask=mask)
+
+
+@primitive
+def _attention(q, k, v, scale, mask):
+    # The attention core, forward; its gradient is written by hand just below.
+    weights = _weights(q, k, scale, mask)
     return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
+
+
+def _attention_vjp(argnums, outputs, args, kwargs):
+    # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ (+ an additive mask),
+    # given dO and dP (the gradient reaching the returned weights, often zero). See
+    # walkthrough.md, "Backpropagation by hand".
+    (_, p), (q, k, v, scale, mask) = outputs, args
+
+    def vjp(g):
+        d_out, d_weights = g
+        d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
+        d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
+        grads = {
+            0: lambda: (d_s @ k) * scale,  # dQ = scale · dS K
+            1: lambda: (np.swapaxes(d_s, -1, -2) @ q) * scale,  # dK = scale · dSᵀ Q
+            2: lambda: np.swapaxes(p, -1, -2) @ d_out,  # dV = Pᵀ dO
+            3: lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # d scale = Σ dS ⊙ Q Kᵀ
+            4: lambda: d_s,  # an additive mask's gradient is dS itself
+        }
+        # Leading (batch, head) dims broadcast in the forward pass: sum them back out.
+        return tuple(unbroadcast_f(args[i], lambda _, i=i: grads[i]())(None) for i in argnums)
+
+    return vjp
+
+
+defvjp_argnums(_attention, _attention_vjp)

@@ -4,18 +4,19 @@ The result equals scaled_dot_product_attention's output (up to rounding), but th
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
-O(block_size^2) per head for the scores instead of O(L_q L_k) in the forward pass; the weights are
-not returned. (Under autograd.grad every tile is recorded for the backward pass, so the gradient
-still needs O(L_q L_k) memory.)
+O(block_size^2) per head for the scores instead of O(L_q L_k); the weights are not returned.
 
-Gradients: differentiable with autograd.grad (no in-place writes; the output rows are assembled
-with np.pad, which autograd differentiates). Like the rest of the core it also runs forward on
-CuPy arrays: nothing is created on the host and np.concatenate is avoided, because autograd's
-version converts its inputs to host (NumPy) arrays.
+Gradients: FlashAttention's backward. The forward pass keeps only the output and each query's
+log-sum-exp; the backward pass recomputes every tile's weights from them, so the gradient too
+needs memory that grows with L·block, not L². This hand-written VJP is first-order only (it
+accumulates into arrays in place): autograd cannot differentiate it again. Like the rest of the
+core it runs on CuPy arrays: nothing is created on the host.
 """
 import numbers
 
 import autograd.numpy as np
+from autograd.extend import defvjp_argnums, primitive
+from autograd.numpy.numpy_vjps import unbroadcast_f
 from autograd.tracer import getval
 
 from . import _validate
@@ -33,18 +34,65 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
     q, k, v, key_mask, scale = _check_inputs(q, k, v, key_mask, scale, block_size)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         return q[..., :0] @ v[..., :0, :]  # [..., L_q, d_v] zeros: no query, or no key to see
-    n_queries = q.shape[-2]
-    output = 0.0
-    for q_start in range(0, n_queries, block_size):
-        q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
-        out = _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
-        output = output + _place_rows(out, q_start, n_queries)
+    output, _ = _flash(q, k, v, key_mask, scale, causal, block_size)
     return output  # [..., L_q, d_v]
 
 
+@primitive
+def _flash(q, k, v, key_mask, scale, causal, block_size):
+    # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
+    # all the backward pass needs to recompute any tile of weights: P = exp(S - lse).
+    n_queries = q.shape[-2]
+    output, lse = 0.0, 0.0
+    for q_start in range(0, n_queries, block_size):
+        q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
+        out, row_lse = _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
+        output = output + _place_rows(out, q_start, n_queries)
+        lse = lse + _place_rows(row_lse, q_start, n_queries)
+    return output, lse
+
+
+def _flash_vjp(argnums, outputs, args, kwargs):
+    # FlashAttention's backward (Dao et al. 2022, algorithm 2), tile by tile: with
+    # P = exp(S - lse) recomputed, dV += Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP - D) where
+    # D = rowsum(dO ⊙ O), dQ += scale · dS K, dK += scale · dSᵀ Q.
+    (out, lse), (q, k, v, key_mask, scale, causal, block_size) = outputs, args
+
+    def vjp(g):
+        d_out = g[0]
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        grads = {0: np.zeros_like(np.broadcast_to(q, batch + q.shape[-2:])),
+                 1: np.zeros_like(np.broadcast_to(k, batch + k.shape[-2:])),
+                 2: np.zeros_like(np.broadcast_to(v, batch + v.shape[-2:])), 4: 0.0}
+        delta = np.sum(d_out * out, axis=-1, keepdims=True)  # D [..., L_q, 1]
+        for q_start in range(0, q.shape[-2], block_size):
+            rows = slice(q_start, q_start + block_size)
+            q_b, d_out_b, lse_b = q[..., rows, :], d_out[..., rows, :], lse[..., rows, :]
+            n_keys = min(k.shape[-2], q_start + q_b.shape[-2]) if causal else k.shape[-2]
+            for k_start in range(0, n_keys, block_size):
+                cols = slice(k_start, min(k_start + block_size, k.shape[-2]))
+                k_t, v_t = k[..., cols, :], v[..., cols, :]
+                qk = q_b @ np.swapaxes(k_t, -1, -2)  # [..., b_q, b_k]
+                z = qk * scale - np.where(np.isfinite(lse_b), lse_b, 0.0)
+                keep = _tile_mask(qk, key_mask, q_start, cols.start, cols.stop, causal)
+                z = np.where(np.isfinite(lse_b), z, -np.inf)  # a query with no key: P = 0
+                p = np.exp(z if keep is None else np.where(keep, z, -np.inf))  # the tile's P
+                d_s = p * (d_out_b @ np.swapaxes(v_t, -1, -2) - delta[..., rows, :])
+                grads[0][..., rows, :] += (d_s @ k_t) * scale
+                grads[1][..., cols, :] += (np.swapaxes(d_s, -1, -2) @ q_b) * scale
+                grads[2][..., cols, :] += np.swapaxes(p, -1, -2) @ d_out_b
+                grads[4] = grads[4] + np.sum(d_s * qk)
+        return tuple(unbroadcast_f(args[i], lambda _, i=i: grads[i])(None) for i in argnums)
+
+    return vjp
+
+
+defvjp_argnums(_flash, _flash_vjp)
+
+
 def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
-    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., b_q, d_v], for the queries
-    # q_start .. q_start + b_q - 1.
+    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., b_q, d_v] and the log-sum-exp
+    # [..., b_q, 1], for the queries q_start .. q_start + b_q - 1.
     n_keys = k.shape[-2]
     if causal:
         # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
@@ -57,8 +105,10 @@ def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
         scores = (q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)) * scale  # [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
         m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
-    # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN.
-    return acc / where(l > 0, l, 1.0)
+    # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
+    # log-sum-exp, m + log(l), is -inf.
+    lse = where(l > 0, m + np.log(where(l > 0, l, 1.0)), -np.inf)
+    return acc / where(l > 0, l, 1.0), lse
 
 
 def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):

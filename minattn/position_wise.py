@@ -2,6 +2,7 @@
 import math
 
 import autograd.numpy as np
+from autograd.extend import defvjp, primitive
 
 from . import _validate
 from .dropout import dropout as _dropout
@@ -10,19 +11,63 @@ from .linear import linear
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
+@primitive
 def relu(x):
-    # x * (x > 0) rather than np.maximum(x, 0): the same values, and a far cheaper gradient in
-    # autograd (np.maximum's VJP compares every element twice to split ties).
+    # max(x, 0); x * (x > 0) keeps x's dtype and gives 0 (not -0) nowhere it matters.
     return x * (x > 0)
+
+
+defvjp(relu, lambda y, x: lambda g: g * (x > 0))  # the gradient at 0 is 0, as in torch
 
 
 def gelu(x):
     # Exact GELU, x * Phi(x) with the Gaussian CDF written through erf (torch's default).
-    from autograd.scipy.special import erf  # scipy, imported only when GELU is used
-
     if x.dtype == np.float16:  # scipy's erf has no float16 loop: it would return float64
         return gelu(x.astype(np.float32)).astype(np.float16)
+    return _gelu(x)
+
+
+@primitive
+def _gelu(x):
+    if x.dtype == np.float32:
+        erf = _erf_float32  # scipy's erf costs ~15-20 ns per element; this, about half
+    else:
+        from scipy.special import erf  # exact; scipy is imported only when GELU is used
     return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+# erfc(|x|) = t exp(-x² + P(t)), t = 1 / (1 + |x|/2): Numerical Recipes' Chebyshev fit, relative
+# error below 1.2e-7. GELU through it is within 4.5e-7 of the float64 GELU of the same float32
+# inputs on [-12, 12] (torch's float32 GELU: within 1.2e-6), measured by tests/test_vjps.py.
+_ERFC_COEFFICIENTS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+                      -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erf_float32(x):
+    # float32 [...] -> erf(x), float32, with in-place passes over arrays made here (no autograd
+    # inside a primitive, so `out=` is fine).
+    a = np.abs(x)
+    t = np.reciprocal(a * np.float32(0.5) + np.float32(1.0))
+    p = np.full_like(x, _ERFC_COEFFICIENTS[-1])
+    for c in reversed(_ERFC_COEFFICIENTS[:-1]):  # Horner's rule
+        np.multiply(p, t, out=p)
+        np.add(p, np.float32(c), out=p)
+    np.subtract(p, a * a, out=p)
+    np.exp(p, out=p)
+    np.multiply(p, t, out=p)  # erfc(|x|)
+    np.subtract(np.float32(1.0), p, out=p)
+    return np.copysign(p, x, out=p)
+
+
+def _gelu_vjp(y, x):
+    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density.
+    from autograd.scipy.special import erf
+
+    return lambda g: g * (0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+                          + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
+
+
+defvjp(_gelu, _gelu_vjp)
 
 
 def gelu_tanh(x):

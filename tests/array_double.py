@@ -94,6 +94,9 @@ class DeviceArray(numpy.lib.mixins.NDArrayOperatorsMixin):
     def __getitem__(self, index):
         return _wrap(self._data[_unwrap(index, refuse_host=False)])
 
+    def __setitem__(self, index, value):  # item assignment, on the device (as cupy.ndarray)
+        self._data[_unwrap(index, refuse_host=False)] = _unwrap(value)
+
     def __len__(self):
         return len(self._data)
 

@@ -120,6 +120,12 @@ def layer_norm(put, dtype):
     return ma.layer_norm(put(x), put(gamma), put(beta))
 
 
+@case("rms_norm")
+def rms_norm(put, dtype):
+    x, gamma = _normal(B, L, D, dtype=dtype), _normal(D, dtype=dtype, seed=1)
+    return ma.rms_norm(put(x), put(gamma))
+
+
 @case("init_feed_forward")
 def init_feed_forward(put, dtype):
     return put(_cast(ma.init_feed_forward(np.random.default_rng(0), D, F), dtype))
@@ -220,6 +226,11 @@ def grad_multi_head_attention(put, dtype):
 def grad_layer_norm(put, dtype):
     return ma.layer_norm, [put(_normal(B, L, D, dtype=dtype)), put(_normal(D, dtype=dtype, seed=1)),
                            put(_normal(D, dtype=dtype, seed=2))]
+
+
+@grad_case("rms_norm", (0, "x"), (1, "gamma"))
+def grad_rms_norm(put, dtype):
+    return ma.rms_norm, [put(_normal(B, L, D, dtype=dtype)), put(_normal(D, dtype=dtype, seed=1))]
 
 
 for _activation in ("relu", "gelu", "gelu_tanh"):

@@ -58,6 +58,8 @@ CASES = {
                                              a.get("beta", np.zeros(4)), a.get("eps", 1e-5)),
                    {"x": ARRAYS, "gamma": ARRAYS + [np.ones(3)], "beta": ARRAYS + [np.ones(5)],
                     "eps": POSITIVE_REALS}),
+    "rms_norm": (lambda **a: ma.rms_norm(a.get("x", X), a.get("gamma", np.ones(4)), a.get("eps", 1e-6)),
+                 {"x": ARRAYS, "gamma": ARRAYS + [np.ones(3)], "eps": POSITIVE_REALS}),
     "feed_forward": (lambda **a: ma.feed_forward(
         a.get("params", FF), a.get("x", X), activation=a.get("activation", "relu"),
         dropout=a.get("dropout", 0.0), rng=a.get("rng")), {

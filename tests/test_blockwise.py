@@ -197,3 +197,39 @@ def test_empty_sequences_give_what_full_attention_gives(l_q, l_k):
     q, k, v = rng.normal(size=(2, l_q, 4)), rng.normal(size=(2, l_k, 4)), rng.normal(size=(2, l_k, 5))
     got = ma.blockwise_attention(q, k, v, causal=True, block_size=2)
     assert got.shape == (2, l_q, 5) and not got.any()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_backward_equals_full_attentions_gradient(causal):
+    from autograd import grad
+
+    rng = np.random.default_rng(11)
+    q, k, v = rng.normal(size=(2, 1, 7, 3)), rng.normal(size=(1, 2, 9, 3)), rng.normal(size=(2, 2, 9, 4))
+    key_mask = rng.random((2, 1, 9)) < 0.7
+    key_mask[1] = False  # a batch whose queries see no key at all
+    mask = key_mask[..., None, :] & (ma.causal_mask(7, 9) if causal else True)
+    r = rng.normal(size=(2, 2, 7, 4))
+    blockwise = lambda q, k, v, s: np.sum(ma.blockwise_attention(
+        q, k, v, causal=causal, key_mask=key_mask, scale=s, block_size=3) * r)
+    full = lambda q, k, v, s: np.sum(ma.scaled_dot_product_attention(q, k, v, mask, scale=s)[0] * r)
+    for i in range(4):
+        got, expected = grad(blockwise, i)(q, k, v, 0.7), grad(full, i)(q, k, v, 0.7)
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12, err_msg=f"argument {i}")
+
+
+def test_flash_backward_memory_grows_with_length_times_block_not_length_squared():
+    import tracemalloc
+
+    from autograd import grad
+
+    n, block = 1024, 64
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.normal(size=(1, n, 16)) for _ in range(3))
+    loss = lambda q: np.sum(ma.blockwise_attention(q, k, v, causal=True, block_size=block))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    grad(loss)(q)
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    weights = n * n * 8  # the full [L, L] float64 weights alone: 8 MiB
+    assert peak < weights / 4, f"peak {peak / 2**20:.1f} MiB"

@@ -70,6 +70,8 @@ def _cases():
     yield "layer_norm dx", lambda: (_x(2, 5, 8), lambda a: ma.layer_norm(a, g, b))
     yield "layer_norm dgamma", lambda: (g, lambda a: ma.layer_norm(_x(2, 5, 8), a, b))
     yield "layer_norm dbeta", lambda: (b, lambda a: ma.layer_norm(_x(2, 5, 8), g, a))
+    yield "rms_norm dx", lambda: (_x(2, 5, 8), lambda a: ma.rms_norm(a, g))
+    yield "rms_norm dgamma", lambda: (g, lambda a: ma.rms_norm(_x(2, 5, 8), a))
     for act in ("relu", "gelu", "gelu_tanh"):
         pf = _params(ma.init_feed_forward, 8, 16)
         yield f"feed_forward dx {act}", (lambda act=act, pf=pf: (

@@ -26,8 +26,9 @@ def _resolve(dotted):
 
 
 def shown_source(obj):
-    """inspect.getsource(obj) without its docstring's lines."""
-    source = inspect.getsource(obj)
+    """inspect.getsource(obj) without its docstring's lines (of the function inside an autograd
+    primitive, for a primitive)."""
+    source = inspect.getsource(getattr(obj, "fun", obj))
     body = ast.parse(source).body[0].body
     if not (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
             and isinstance(body[0].value.value, str)):
