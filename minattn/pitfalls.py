@@ -176,10 +176,10 @@ def encoder_block_without_residual(params, x, mask=None, *, n_heads, norm_first=
 def causal_mask_off_by_one(n_q, n_k=None, *, align="top_left", window=None, like=None):
     """causal_mask that lets query i also see key i + 1 (rows + 1 >= cols instead of rows >= cols).
 
-    Training loss then drops fast and looks great: position t reads token t + 1, the very token it
-    is asked to predict, and copies it. At generation time that token does not exist yet, and the
-    model produces garbage. The masks look almost right when printed; only a causality test (does
-    changing a later token change an earlier logit?) shows it.
+    Position t can then read token t + 1, the very token it is asked to predict, so the training
+    loss no longer measures prediction; at generation time that token does not exist yet, and
+    cached decoding no longer matches the full pass. The mask looks almost right when printed;
+    a causality test (does changing a later token change an earlier logit?) shows it.
     """
     n_k = n_q if n_k is None else n_k
     rows, cols = np.arange(n_q), np.arange(n_k)
