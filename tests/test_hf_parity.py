@@ -71,8 +71,9 @@ def _tokens(b=2, length=7, seed=0):
 
 
 def _hf_logits(model, tokens):
-    with torch.no_grad():
-        return model(torch.from_numpy(tokens)).logits.numpy()
+    t = torch.from_numpy(tokens)
+    with torch.no_grad():  # an explicit all-ones attention_mask: no padding, and no advice logged
+        return model(t, attention_mask=torch.ones_like(t)).logits.numpy()
 
 
 LLAMAS = {"gqa": {}, "mqa": {"n_kv_heads": 1}, "mha": {"n_kv_heads": 4}, "tied": {"tied": True},
