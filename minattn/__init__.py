@@ -13,6 +13,13 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
     swap.py           swap: use your own function wherever minattn calls one (exercises)
 
+The decoder (walkthrough.md, Part II):
+    masks.py          causal_mask(n_q, n_k, align="bottom_right", window=w)  (a KV cache)
+    rope.py           apply_rope                 (rotary position embedding, rotate-half)
+    multi_head.py     n_kv_heads=                (grouped-query / multi-query attention)
+    normalization.py  rms_norm;  position_wise.py  gated_feed_forward (SwiGLU)
+    decoder.py        self_attention (KV cache), decoder_block, decoder, causal_lm, generate
+
 Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
     pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
@@ -40,8 +47,11 @@ from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
-from .position_wise import feed_forward, init_feed_forward
+from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
+from .rope import apply_rope
+from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
+                      init_decoder_block, self_attention)
 from .swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -61,4 +71,7 @@ __all__ = [
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",
     "positional_encoding",
     "blockwise_attention",
+    "apply_rope", "init_gated_feed_forward", "gated_feed_forward",
+    "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
+    "init_causal_lm", "causal_lm", "generate",
 ]

@@ -271,6 +271,17 @@ def check_n_heads(n_heads, d_model, d_model_name="d_model"):
         )
 
 
+def check_n_kv_heads(n_kv_heads, n_heads):
+    if n_kv_heads is None:
+        return
+    if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, numbers.Integral) \
+            or n_kv_heads < 1:
+        raise TypeError(f"n_kv_heads must be None or a positive int, got {n_kv_heads!r}")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads={n_kv_heads} must divide n_heads={n_heads} (each kv head "
+                         "serves a group of n_heads // n_kv_heads query heads)")
+
+
 def _format_shape(shape):
     inner = ", ".join(str(d) for d in shape)  # str() so symbolic sizes print as d_ff, not 'd_ff'
     return f"({inner},)" if len(shape) == 1 else f"({inner})"

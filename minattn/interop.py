@@ -44,6 +44,10 @@ def from_torch(module):
     torch = _import_torch()
     nn = torch.nn
     # Most specific first: an encoder holds layers, a layer holds attention and norms.
+    if isinstance(module, nn.TransformerDecoder):
+        return _decoder_from_torch(module)
+    if isinstance(module, nn.TransformerDecoderLayer):
+        return _decoder_block_from_torch(module)
     if isinstance(module, nn.TransformerEncoder):
         return _encoder_from_torch(module)
     if isinstance(module, nn.TransformerEncoderLayer):
@@ -53,8 +57,9 @@ def from_torch(module):
     if isinstance(module, nn.LayerNorm):
         return _layer_norm_from_torch(module)
     raise TypeError(
-        f"from_torch supports torch.nn.MultiheadAttention, LayerNorm, TransformerEncoderLayer "
-        f"and TransformerEncoder, got {type(module).__name__}"
+        f"from_torch supports torch.nn.MultiheadAttention, LayerNorm, TransformerEncoderLayer, "
+        f"TransformerEncoder, TransformerDecoderLayer and TransformerDecoder, "
+        f"got {type(module).__name__}"
     )
 
 
@@ -255,3 +260,140 @@ def _floating_dtype(dtype):
     if dtype.kind != "f":
         raise TypeError(f"dtype must be a floating dtype (an additive mask), got {dtype}")
     return dtype
+
+
+def _decoder_block_from_torch(layer):
+    # -> ({"self_attention", "norm1", "cross_attention", "norm2", "feed_forward", "norm3"},
+    #     {n_heads, norm_first, activation, eps}) for minattn.decoder.decoder_block
+    self_attention, kwargs = _multi_head_from_torch(layer.self_attn)
+    cross_attention, _ = _multi_head_from_torch(layer.multihead_attn)
+    norms = [_layer_norm_from_torch(n) for n in (layer.norm1, layer.norm2, layer.norm3)]
+    if len({norm_kwargs["eps"] for _, norm_kwargs in norms}) != 1:
+        raise ValueError("norm1, norm2 and norm3 have different eps: minattn's decoder_block "
+                         "takes one eps")
+    w_1, w_2 = _weight(layer.linear1.weight), _weight(layer.linear2.weight)
+    params = {"self_attention": self_attention, "norm1": norms[0][0],
+              "cross_attention": cross_attention, "norm2": norms[1][0],
+              "feed_forward": {"w_1": w_1, "b_1": _bias(layer.linear1.bias, w_1),
+                               "w_2": w_2, "b_2": _bias(layer.linear2.bias, w_2)},
+              "norm3": norms[2][0]}
+    return params, {**kwargs, "norm_first": bool(layer.norm_first),
+                    "activation": _activation_name(layer.activation), **norms[0][1]}
+
+
+def _decoder_from_torch(stack):
+    # -> ({"layers": [...]} (+ "final_norm"), kwargs shared by every layer) for decoder
+    torch = _import_torch()
+    if len(stack.layers) == 0:
+        raise ValueError("TransformerDecoder has no layers")
+    blocks = []
+    for i, layer in enumerate(stack.layers):
+        if not isinstance(layer, torch.nn.TransformerDecoderLayer):
+            raise TypeError(f"layers[{i}] is a {type(layer).__name__}, "
+                            "not a TransformerDecoderLayer")
+        blocks.append(_decoder_block_from_torch(layer))
+    kwargs = blocks[0][1]
+    if any(layer_kwargs != kwargs for _, layer_kwargs in blocks):
+        raise ValueError("the layers differ in config: minattn's decoder applies one config to "
+                         "every layer")
+    params = {"layers": [block for block, _ in blocks]}
+    if stack.norm is not None:
+        params["final_norm"], norm_kwargs = _layer_norm_from_torch(stack.norm)
+        if norm_kwargs["eps"] != kwargs["eps"]:
+            raise ValueError(f"the final norm's eps={norm_kwargs['eps']} differs from the layers' "
+                             f"eps={kwargs['eps']}: minattn's decoder takes one eps")
+    return params, kwargs
+
+
+def from_hf(model):
+    """Copy a Hugging Face transformers causal LM into minattn: -> (params, kwargs) such that
+    minattn.causal_lm(params, tokens, **kwargs) returns model(tokens).logits (eval mode) and
+    minattn.generate(params, tokens, n, **kwargs) model.generate(tokens, max_new_tokens=n,
+    do_sample=False). Takes LlamaForCausalLM and GPT2LMHeadModel; nothing is downloaded."""
+    # transformers model -> (params, kwargs) for minattn.causal_lm
+    name = type(model).__name__
+    if name == "LlamaForCausalLM":
+        return _llama_from_hf(model)
+    if name == "GPT2LMHeadModel":
+        return _gpt2_from_hf(model)
+    raise TypeError(f"from_hf supports LlamaForCausalLM and GPT2LMHeadModel, got {name}")
+
+
+def _unembedding(model, embedding):
+    # Tied embeddings share one tensor: minattn then unembeds with token_embedding.T.
+    head = model.lm_head.weight
+    return {} if head.data_ptr() == embedding.data_ptr() else {"lm_head": _weight(head)}
+
+
+def _llama_from_hf(model):
+    config = model.config
+    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default",
+                                                         "rope_theta": config.rope_theta}
+    if rope.get("rope_type", "default") != "default":
+        raise ValueError(f"RoPE scaling {rope['rope_type']!r} is not supported (default RoPE only)")
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    if head_dim * config.num_attention_heads != config.hidden_size:
+        raise ValueError(f"head_dim={head_dim} * num_attention_heads != hidden_size: minattn's "
+                         "heads split d_model exactly")
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    inner = model.model
+    layers = []
+    for layer in inner.layers:
+        a, m = layer.self_attn, layer.mlp
+        attention = {}
+        for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
+            attention[f"w_{p}"] = _weight(proj.weight)
+            if proj.bias is not None:  # attention_bias=True
+                attention[f"b_{p}"] = _array(proj.bias)
+        if m.gate_proj.bias is not None:
+            raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
+        layers.append({"self_attention": attention,
+                       "norm1": {"gamma": _array(layer.input_layernorm.weight)},
+                       "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
+                                        "w_up": _weight(m.up_proj.weight),
+                                        "w_down": _weight(m.down_proj.weight)},
+                       "norm3": {"gamma": _array(layer.post_attention_layernorm.weight)}})
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": {"gamma": _array(inner.norm.weight)},
+              **_unembedding(model, inner.embed_tokens.weight)}
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
+              "position": "rope", "rope_base": float(rope["rope_theta"])}
+    return params, kwargs
+
+
+def _gpt2_from_hf(model):
+    config = model.config
+    if config.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+        raise ValueError(f"activation_function={config.activation_function!r} is not supported "
+                         "(GPT-2's is 'gelu_new', the tanh approximation)")
+    if getattr(config, "scale_attn_by_inverse_layer_idx", False) or \
+            getattr(config, "reorder_and_upcast_attn", False) or not config.scale_attn_weights:
+        raise ValueError("GPT-2 attention variants (scale_attn_by_inverse_layer_idx, "
+                         "reorder_and_upcast_attn, scale_attn_weights=False) are not supported")
+    inner, d_model = model.transformer, config.n_embd
+    layers = []
+    for block in inner.h:
+        # GPT-2's Conv1D stores its weight [d_in, d_out] already: no transpose. c_attn packs
+        # q, k, v side by side along d_out.
+        w_qkv, b_qkv = _array(block.attn.c_attn.weight), _array(block.attn.c_attn.bias)
+        attention = {f"w_{p}": w_qkv[:, i * d_model:(i + 1) * d_model] for i, p in enumerate("qkv")}
+        attention.update({f"b_{p}": b_qkv[i * d_model:(i + 1) * d_model]
+                          for i, p in enumerate("qkv")})
+        attention["w_o"], attention["b_o"] = (_array(block.attn.c_proj.weight),
+                                              _array(block.attn.c_proj.bias))
+        layers.append({
+            "self_attention": attention,
+            "norm1": _layer_norm_from_torch(block.ln_1)[0],
+            "feed_forward": {"w_1": _array(block.mlp.c_fc.weight), "b_1": _array(block.mlp.c_fc.bias),
+                             "w_2": _array(block.mlp.c_proj.weight),
+                             "b_2": _array(block.mlp.c_proj.bias)},
+            "norm3": _layer_norm_from_torch(block.ln_2)[0]})
+    params = {"token_embedding": _array(inner.wte.weight),
+              "position_embedding": _array(inner.wpe.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.ln_f)[0],
+              **_unembedding(model, inner.wte.weight)}
+    kwargs = {"n_heads": config.n_head, "norm": "layer_norm", "activation": "gelu_tanh",
+              "eps": config.layer_norm_epsilon, "position": "learned"}
+    return params, kwargs

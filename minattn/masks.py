@@ -17,25 +17,34 @@ def _check_length(name, n):
         raise TypeError(f"{name} must be a non-negative int, got {n!r}")
 
 
-def causal_mask(n_q, n_k=None, *, like=None):
-    """-> bool [n_q, n_k] (n_k defaults to n_q), True where query i may attend to key j, j <= i:
-    no position sees the future. Top-left aligned when n_q != n_k, as torch's is_causal=True.
-    like=: build it with the array library of `like` (e.g. a CuPy array)."""
-    # -> bool [n_q, n_k]; query i may attend to keys 0..i (top-left aligned when n_q != n_k,
-    # as torch's is_causal=True), so no position sees the future.
-    n_q, n_k = _check_causal_mask(n_q, n_k)
+def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
+    """-> bool [n_q, n_k] (n_k defaults to n_q), True where query i may attend to key j: no
+    position sees the future. align="top_left" (default, torch's is_causal=True): query i is
+    position i. align="bottom_right" (a KV cache, flash-attn): the queries are the last n_q
+    positions, so the newest sees all n_k keys. window=w: only the w most recent keys (itself
+    included), a sliding window. like=: build it with the array library of `like` (e.g. CuPy)."""
+    # -> bool [n_q, n_k]. causal_mask(1, 5) is [[T, F, F, F, F]]: right for the first token of a
+    # sequence, wrong for a 6th token continuing a cache of 5 (walkthrough.md, "The KV cache").
+    n_q, n_k = _check_causal_mask(n_q, n_k, align, window)
     like = getval(like)  # an autograd box (like=x inside a loss) stands for its array
     if like is None:
         rows, cols = np.arange(n_q), np.arange(n_k)
     else:
         rows, cols = np.arange(n_q, like=like), np.arange(n_k, like=like)
-    return rows[:, None] >= cols[None, :]
+    position = rows[:, None] + (n_k - n_q if align == "bottom_right" else 0)  # [n_q, 1]
+    mask = position >= cols[None, :]
+    return mask if window is None else mask & (cols[None, :] > position - window)
 
 
-def _check_causal_mask(n_q, n_k):
+def _check_causal_mask(n_q, n_k, align="top_left", window=None):
     n_k = n_q if n_k is None else n_k
     _check_length("n_q", n_q)
     _check_length("n_k", n_k)
+    if align not in ("top_left", "bottom_right"):
+        raise ValueError(f"align must be 'top_left' or 'bottom_right', got {align!r}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, numbers.Integral)
+                               or window < 1):
+        raise TypeError(f"window must be None or a positive int, got {window!r}")
     return n_q, n_k
 
 

@@ -11,33 +11,50 @@ from .linear import linear
 PROJECTIONS = ("q", "k", "v", "o")
 
 
-def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64):
+def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_heads=None,
+                              bias=True):
     """-> {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}, as torch's
     nn.MultiheadAttention initialises itself: Xavier-uniform on the packed [3D, D] input
     projection (bound sqrt(6 / 4D) for w_q, w_k, w_v), nn.Linear's default U(±1/sqrt(D)) for
-    w_o, and zero biases. Drawn from the Generator `rng` in float64, cast to `dtype`."""
+    w_o, and zero biases. Drawn from the Generator `rng` in float64, cast to `dtype`.
+    n_kv_heads (grouped-query attention): w_k, w_v are [D, n_kv_heads * d_k], b_k, b_v
+    [n_kv_heads * d_k]. bias=False leaves out every b_* (Llama)."""
     # Weights are stored [d_in, d_out] so a projection reads x @ w (torch stores the transpose).
     d_model = _validate.check_size("d_model", d_model)
     _validate.check_n_heads(n_heads, d_model)
     dtype = _validate.check_init(rng, dtype)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    d_kv = (n_kv_heads or n_heads) * (d_model // n_heads)
     bound = math.sqrt(6.0 / (d_model + 3 * d_model))  # fan_in D, fan_out 3D: the packed q, k, v
-    params = {f"w_{p}": rng.uniform(-bound, bound, size=(d_model, d_model)) for p in "qkv"}
+    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
+    params = {f"w_{p}": rng.uniform(-bound, bound, size=(d_model, d_out[p])) for p in "qkv"}
     params["w_o"] = rng.uniform(-1.0, 1.0, size=(d_model, d_model)) / math.sqrt(d_model)
-    params.update({f"b_{p}": np.zeros(d_model) for p in PROJECTIONS})
+    if bias:
+        params.update({f"b_{p}": np.zeros(d_out[p]) for p in PROJECTIONS})
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_multi_head_params(params, d_model, where="params"):
+def check_multi_head_params(params, d_model, where="params", d_kv=None):
+    # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
+    # each on its own (GPT-2 has them, Llama has none).
+    d_kv = d_model if d_kv is None else d_kv
+    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
+    _validate.check_params(params, {}, where)
     return _validate.check_params(
         params,
-        {**{f"w_{p}": (d_model, d_model) for p in PROJECTIONS},
-         **{f"b_{p}": (d_model,) for p in PROJECTIONS}},
+        {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
+         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params}},
         where,
     )
 
 
+def _project(params, x, p):
+    # [..., d_in] -> [..., d_out]; the bias only where params has one.
+    return linear(x, params[f"w_{p}"], params[f"b_{p}"] if f"b_{p}" in params else 0.0)
+
+
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
-                         rng=None, average_weights=False):
+                         rng=None, average_weights=False, n_kv_heads=None):
     """Multi-head attention, as torch.nn.MultiheadAttention (batch-first, weights [d_in, d_out]).
 
     query [..., L_q, D], key and value [..., L_k, D] (self-attention: all three the same) ->
@@ -46,21 +63,25 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     broadcasting to [..., H, L_q, L_k]: give (L_q, L_k), or (B, 1, L_q, L_k) per batch; a 3-D
     (B, L_q, L_k) mask is refused because B would broadcast against the heads. Raises
     TypeError/ValueError naming the argument and the shapes, before computing.
+    n_kv_heads < n_heads: grouped-query attention (1: multi-query), K and V projected to
+    n_kv_heads * d_k; query head h reads kv head h // (n_heads // n_kv_heads) (torch's enable_gqa).
     """
     # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
     params, query, key, value, mask = _check_multi_head_attention(
-        params, query, key, value, mask, n_heads, dropout, rng)
-    q = split_heads(linear(query, params["w_q"], params["b_q"]), n_heads)  # [..., H, L_q, d_k]
-    k = split_heads(linear(key, params["w_k"], params["b_k"]), n_heads)  # [..., H, L_k, d_k]
-    v = split_heads(linear(value, params["w_v"], params["b_v"]), n_heads)  # [..., H, L_k, d_k]
-    heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
-    output = linear(merge_heads(heads), params["w_o"], params["b_o"])  # [..., L_q, D]
+        params, query, key, value, mask, n_heads, dropout, rng, n_kv_heads)
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
+    k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
+    heads, weights = grouped_attention(q, k, v, mask, dropout=dropout, rng=rng)
+    output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
     if average_weights:
         weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
     return output, weights
 
 
-def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropout, rng):
+def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropout, rng,
+                                n_kv_heads=None):
     query = _validate.as_float_array("query", query)
     key = _validate.as_float_array("key", key)
     value = _validate.as_float_array("value", value)
@@ -77,7 +98,9 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
         raise ValueError(f"key and value must have the same length L_k: key {tuple(key.shape)}, "
                          f"value {tuple(value.shape)}")
     _validate.check_n_heads(n_heads, d_model)
-    params = check_multi_head_params(params, d_model)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    params = check_multi_head_params(params, d_model,
+                                     d_kv=(n_kv_heads or n_heads) * (d_model // n_heads))
     batch = _validate.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
@@ -87,3 +110,37 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
     _validate.check_mask_has_head_axis(mask, scores_shape)
     _validate.check_dropout(dropout, rng)
     return params, query, key, value, mask
+
+
+def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> heads [..., H, L_q, d_k], weights
+    # [..., H, L_q, L_k]. Query head h reads kv head h // G, G = H / H_kv. The query heads are
+    # grouped, [..., H_kv, G, L_q, d_k], and K, V broadcast over the group axis G: no copies,
+    # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention.
+    n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
+    q = _group_heads(q, n_kv_heads)
+    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
+                                                  dropout=dropout, rng=rng)
+    return _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k], [..., H, L_q, L_k]
+
+
+def _group_heads(x, n_kv_heads):
+    # [..., H, L, d] -> [..., H_kv, H / H_kv, L, d]: query head h lands in group h // G.
+    *lead, n_heads, length, d = x.shape
+    return np.reshape(x, (*lead, n_kv_heads, n_heads // n_kv_heads, length, d))
+
+
+def _ungroup_heads(x):
+    # [..., H_kv, G, L, d] -> [..., H_kv * G, L, d], the inverse of _group_heads.
+    *lead, n_kv_heads, group, length, d = x.shape
+    return np.reshape(x, (*lead, n_kv_heads * group, length, d))
+
+
+def _group_mask(mask, n_heads, n_kv_heads):
+    # A mask for the scores [..., H, L_q, L_k] -> one for the grouped scores [..., H_kv, G, ...].
+    if mask is None:
+        return None
+    if mask.ndim >= 3 and mask.shape[-3] == n_heads:  # a mask per head: split its head axis
+        return _group_heads(mask, n_kv_heads)
+    return mask[..., None, :, :]  # a head axis of 1 (or none): the same for every group

@@ -99,3 +99,4 @@ def init_layer_norm(d_model, *, dtype=np.float64):
     d_model = _validate.check_size("d_model", d_model)
     dtype = _validate.check_init(None, dtype, need_rng=False)
     return {"gamma": np.ones(d_model, dtype), "beta": np.zeros(d_model, dtype)}
+

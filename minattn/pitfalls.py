@@ -9,6 +9,11 @@ Do not use these functions for anything else.
 import autograd.numpy as np
 
 from .attention import scaled_dot_product_attention, softmax
+from .decoder import decoder
+from .heads import merge_heads, split_heads
+from .masks import causal_mask
+from .multi_head import _project, grouped_attention
+from .rope import apply_rope
 from .dropout import dropout as _dropout
 from .multi_head import multi_head_attention
 from .normalization import layer_norm
@@ -31,6 +36,11 @@ PITFALLS = {
         "tests/test_softmax.py::test_huge_logits_give_finite_results",
     "encoder_block_without_residual":
         "tests/test_encoder.py::test_block_matches_hand_written_block",
+    "causal_mask_off_by_one": "tests/test_decoder.py::test_logits_do_not_depend_on_later_tokens",
+    "self_attention_with_rope_on_values":
+        "tests/test_decoder.py::test_rope_attention_is_invariant_to_shifting_all_positions",
+    "causal_lm_without_advancing_positions":
+        "tests/test_decoder.py::test_cached_decoding_equals_the_full_forward_pass",
 }
 
 
@@ -159,3 +169,74 @@ def encoder_block_without_residual(params, x, mask=None, *, n_heads, norm_first=
     x = attended if norm_first else norm(attended, "norm1")  # the bug: should be x + attended
     x = x + ff(norm(x, "norm2")) if norm_first else norm(x + ff(x), "norm2")
     return (x, weights) if return_weights else x
+
+
+# --- the decoder ----------------------------------------------------------------------------
+
+def causal_mask_off_by_one(n_q, n_k=None, *, align="top_left", window=None, like=None):
+    """causal_mask that lets query i also see key i + 1 (rows + 1 >= cols instead of rows >= cols).
+
+    Position t can then read token t + 1, the very token it is asked to predict, so the training
+    loss no longer measures prediction; at generation time that token does not exist yet, and
+    cached decoding no longer matches the full pass. The mask looks almost right when printed;
+    a causality test (does changing a later token change an earlier logit?) shows it.
+    """
+    n_k = n_q if n_k is None else n_k
+    rows, cols = np.arange(n_q), np.arange(n_k)
+    position = rows[:, None] + (n_k - n_q if align == "bottom_right" else 0)
+    mask = position + 1 >= cols[None, :]  # the bug: should be position >= cols
+    return mask if window is None else mask & (cols[None, :] > position - window)
+
+
+def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_heads=None,
+                                       positions=None, rope_base=10000.0, cache=None):
+    """self_attention that rotates the values with RoPE too, not just the queries and keys.
+
+    RoPE belongs in the scores: rotating q and k makes q . k depend on the positions' offset only.
+    The values carry content to the output; rotating them stamps each token's absolute position
+    on what it passes on, so shifting every position by the same amount changes the output.
+    """
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    q = split_heads(_project(params, x, "q"), n_heads)
+    k = split_heads(_project(params, x, "k"), n_kv_heads)
+    v = split_heads(_project(params, x, "v"), n_kv_heads)
+    if positions is not None:
+        positions = positions[..., None, :] if positions.ndim > 1 else positions
+        q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
+        v = apply_rope(v, positions, base=rope_base)  # the bug: the values are not rotated
+    if cache is not None:
+        k = np.concatenate([cache["k"], k], axis=-2)
+        v = np.concatenate([cache["v"], v], axis=-2)
+    heads, _ = grouped_attention(q, k, v, mask)
+    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
+
+
+def causal_lm_without_advancing_positions(params, tokens, *, n_heads, n_kv_heads=None,
+                                          norm="layer_norm", activation="gelu_tanh", eps=1e-5,
+                                          position="learned", rope_base=10000.0, cache=None,
+                                          return_cache=False):
+    """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
+
+    The full forward pass is right, so are the first tokens of a generation; but each token fed
+    through the cache gets position 0 (learned positions or RoPE alike), as if it were the first
+    of the sequence, and the cached decoding drifts away from the full pass.
+    """
+    length = tokens.shape[-1]
+    x = params["token_embedding"][tokens]
+    past = 0 if cache is None else cache[0]["k"].shape[-2]
+    positions = np.arange(length)  # the bug: should be np.arange(past, past + length)
+    if position == "learned":
+        x = x + params["position_embedding"][positions]
+    mask = causal_mask(length, past + length, align="bottom_right")
+    if cache is None and return_cache:
+        d_k = x.shape[-1] // n_heads
+        empty = np.zeros(x.shape[:-2] + (n_kv_heads or n_heads, 0, d_k), dtype=x.dtype)
+        cache = tuple({"k": empty, "v": empty} for _ in params["layers"])
+    out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, mask,
+                  cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
+                  norm=norm, activation=activation, eps=eps,
+                  positions=positions if position == "rope" else None, rope_base=rope_base)
+    h, new_cache = out if cache is not None else (out, None)
+    unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
+    logits = h @ unembedding
+    return logits if cache is None else (logits, new_cache)

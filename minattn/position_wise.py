@@ -115,3 +115,44 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
     hidden = act(linear(x, params["w_1"], params["b_1"]))  # [..., F]
     hidden = _dropout(hidden, dropout, rng)
     return linear(hidden, params["w_2"], params["b_2"])  # [..., D]
+
+
+def silu(x):
+    # x * sigmoid(x) (also "swish"); sigmoid(x) = exp(-log(1 + exp(-x))) through logaddexp:
+    # no overflow warning for large negative x, full relative precision in the tails.
+    return x * np.exp(-np.logaddexp(0.0, -x))
+
+
+def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
+    """-> {"w_gate": [D, F], "w_up": [D, F], "w_down": [F, D]}, no biases (Llama), nn.Linear's
+    default U(+-1/sqrt(fan_in)), drawn from the Generator `rng` in float64, cast to `dtype`."""
+    d_model, d_ff = _validate.check_size("d_model", d_model), _validate.check_size("d_ff", d_ff)
+    dtype = _validate.check_init(rng, dtype)
+    b1, b2 = 1.0 / math.sqrt(d_model), 1.0 / math.sqrt(d_ff)
+    params = {"w_gate": rng.uniform(-b1, b1, size=(d_model, d_ff)),
+              "w_up": rng.uniform(-b1, b1, size=(d_model, d_ff)),
+              "w_down": rng.uniform(-b2, b2, size=(d_ff, d_model))}
+    return {name: w.astype(dtype) for name, w in params.items()}
+
+
+def gated_feed_forward(params, x):
+    """SwiGLU (Shazeer 2020; Llama's MLP): down(silu(gate(x)) * up(x)), x [..., D] -> [..., D]
+    through a hidden width F. The gate decides, per token and hidden unit, how much of up(x)
+    passes."""
+    # [..., D] -> [..., F] -> [..., D]
+    params, x = _check_gated_feed_forward(params, x)
+    hidden = silu(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    return hidden @ params["w_down"]  # [..., D]
+
+
+def _check_gated_feed_forward(params, x):
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    return check_gated_feed_forward_params(params, x.shape[-1]), x
+
+
+def check_gated_feed_forward_params(params, d_model, where="params"):
+    _validate.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
+    d_ff = params["w_gate"].shape[1]
+    return _validate.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
+                                           "w_down": (d_ff, d_model)}, where)

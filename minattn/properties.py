@@ -244,6 +244,23 @@ def _(data):
     assert (got == expected).all(), f"causal_mask({n_q}, {n_k}) =\n{got.astype(int)}"
 
 
+@prop("causal_mask_aligns_and_windows", "causal_mask(n_q, n_k, align='bottom_right')[i, j] is True "
+      "exactly when j <= i + n_k - n_q; with window=w also j > (that position) - w",
+      {"causal_mask"}, "bottom-right: query i sits at position i + n_k - n_q; a window of w keeps "
+      "keys position - w + 1 .. position")
+def _(data):
+    n_q, n_k = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 6))
+    align = data.draw(st.sampled_from(["top_left", "bottom_right"]))
+    window = data.draw(st.one_of(st.none(), st.integers(1, 7)))
+    offset = n_k - n_q if align == "bottom_right" else 0
+    expected = np.array([[j <= i + offset and (window is None or j > i + offset - window)
+                          for j in range(n_k)] for i in range(n_q)], bool).reshape(n_q, n_k)
+    got = np.asarray(minattn.causal_mask(n_q, n_k, align=align, window=window))
+    assert got.shape == (n_q, n_k), f"shape {got.shape}"
+    assert (got == expected).all(), (f"causal_mask({n_q}, {n_k}, align={align!r}, "
+                                     f"window={window}) =\n{got.astype(int)}")
+
+
 @prop("padding_mask_keeps_real_tokens", "padding_mask(lengths, n) has shape (B, 1, 1, n) and is "
       "True exactly at the first lengths[b] positions of sequence b", {"padding_mask"},
       "positions < lengths[:, None], then add the two singleton axes: [:, None, None, :]")
@@ -343,6 +360,39 @@ def _(data):
     got = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first)
     close(np.asarray(got)[0], ref_encoder_block(p, x, n_heads, keep, norm_first), 1e-7,
           f"encoder_block (norm_first={norm_first})")
+
+
+# --- the decoder ---
+
+@prop("rope_attention_depends_on_offsets_only", "self_attention with RoPE positions p and with "
+      "p + c (the same tokens, numbered from c) gives the same output", {"self_attention"},
+      "apply RoPE to q and k only: rotating the values stamps absolute positions on the output")
+def _(data):
+    n_heads, shift = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 500))
+    d_model, length = 4 * n_heads, data.draw(sizes)
+    p = random_params(data.draw(st.integers(0, 99)), d_model)["attention"]
+    x = data.draw(floats((1, length, d_model)))
+    positions = np.arange(length)
+    a = minattn.self_attention(p, x, n_heads=n_heads, positions=positions)[0]
+    b = minattn.self_attention(p, x, n_heads=n_heads, positions=positions + shift)[0]
+    close(np.asarray(b), np.asarray(a), 1e-8, f"the output with positions shifted by {shift}")
+
+
+@prop("causal_lm_cache_matches_the_full_pass", "feeding tokens one at a time through the KV cache "
+      "gives the logits of one full causal_lm pass", {"causal_lm"},
+      "a token fed after a cache of L_past tokens sits at position L_past, not 0; its mask is "
+      "bottom-right aligned")
+def _(data):
+    length, seed = data.draw(st.integers(2, 5)), data.draw(st.integers(0, 99))
+    lm = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
+    tokens = np.random.default_rng(seed).integers(0, 7, size=(1, length))
+    full = np.asarray(minattn.causal_lm(lm, tokens, n_heads=2))
+    cache, steps = None, []
+    for t in range(length):
+        logits, cache = minattn.causal_lm(lm, tokens[:, t:t + 1], n_heads=2, cache=cache,
+                                          return_cache=True)
+        steps.append(np.asarray(logits))
+    close(np.concatenate(steps, axis=1), full, 1e-9, "the step-by-step logits")
 
 
 BY_NAME = {p.name: p for p in PROPERTIES}

@@ -279,3 +279,141 @@ def run_grad(put, dtype, index, build):
         return total
 
     return grad(loss)(args[index])
+
+
+# --- the decoder ---------------------------------------------------------------------------
+V = 11
+LLAMA_INIT = dict(n_kv_heads=1, norm="rms_norm", activation="swiglu", bias=False)
+LLAMA = dict(n_heads=H, n_kv_heads=1, norm="rms_norm", activation="swiglu", position="rope")
+
+
+def _lm(put, dtype, **init):
+    params = ma.init_causal_lm(np.random.default_rng(0), V, 2, D, H, F, n_positions=16, **init)
+    return put(_cast(params, dtype))
+
+
+def _tokens(put):
+    return put(np.random.default_rng(5).integers(0, V, size=(B, L)))
+
+
+@case("apply_rope")
+def apply_rope(put, dtype):
+    return ma.apply_rope(put(_normal(B, H, L, D // H, dtype=dtype)), put(np.arange(3, 3 + L)))
+
+
+@case("init_gated_feed_forward")
+def init_gated_feed_forward(put, dtype):
+    return put(ma.init_gated_feed_forward(np.random.default_rng(0), D, F, dtype=dtype))
+
+
+@case("gated_feed_forward")
+def gated_feed_forward(put, dtype):
+    params = put(ma.init_gated_feed_forward(np.random.default_rng(0), D, F, dtype=dtype))
+    return ma.gated_feed_forward(params, put(_normal(B, L, D, dtype=dtype)))
+
+
+@case("self_attention")
+def self_attention(put, dtype):
+    params = put(_cast(ma.init_multi_head_attention(np.random.default_rng(0), D, H, n_kv_heads=1),
+                       dtype))
+    x = put(_normal(B, L, D, dtype=dtype))
+    cache = {k: put(_normal(B, 1, 3, D // H, dtype=dtype, seed=s)) for s, k in ((1, "k"), (2, "v"))}
+    return ma.self_attention(params, x, ma.causal_mask(L, L + 3, align="bottom_right", like=x),
+                             n_heads=H, n_kv_heads=1, positions=put(np.arange(3, 3 + L)),
+                             cache=cache)
+
+
+@case("init_decoder_block")
+def init_decoder_block(put, dtype):
+    return put(ma.init_decoder_block(np.random.default_rng(0), D, H, F, cross_attention=True,
+                                     dtype=dtype))
+
+
+@case("decoder_block")
+def decoder_block(put, dtype):
+    params = put(ma.init_decoder_block(np.random.default_rng(0), D, H, F, cross_attention=True,
+                                       dtype=dtype))
+    x, memory = put(_normal(B, L, D, dtype=dtype)), put(_normal(B, 3, D, dtype=dtype, seed=1))
+    return ma.decoder_block(params, x, ma.causal_mask(L, like=x), memory=memory, n_heads=H,
+                            norm_first=True)
+
+
+@case("init_decoder")
+def init_decoder(put, dtype):
+    return put(ma.init_decoder(np.random.default_rng(0), 2, D, H, F, final_norm=True, dtype=dtype))
+
+
+@case("decoder")
+def decoder(put, dtype):
+    params = put(ma.init_decoder(np.random.default_rng(0), 2, D, H, F, final_norm=True,
+                                 dtype=dtype, **LLAMA_INIT))
+    x = put(_normal(B, L, D, dtype=dtype))
+    return ma.decoder(params, x, ma.causal_mask(L, like=x), positions=put(np.arange(L)),
+                      n_heads=H, n_kv_heads=1, norm="rms_norm", activation="swiglu",
+                      norm_first=True)
+
+
+@case("init_causal_lm")
+def init_causal_lm(put, dtype):
+    return _lm(put, dtype)
+
+
+@case("causal_lm")
+def causal_lm(put, dtype):
+    params, tokens = _lm(put, dtype, position="rope", tied=False, **LLAMA_INIT), _tokens(put)
+    logits, cache = ma.causal_lm(params, tokens[:, :3], return_cache=True, **LLAMA)
+    return logits, ma.causal_lm(params, tokens[:, 3:], cache=cache, **LLAMA)
+
+
+@case("generate")
+def generate(put, dtype):
+    return ma.generate(_lm(put, dtype), _tokens(put), 3, n_heads=H)
+
+
+@grad_case("apply_rope", (0, "x"))
+def grad_apply_rope(put, dtype):
+    positions = put(np.arange(3, 3 + L))
+    return (lambda x: ma.apply_rope(x, positions)), [put(_normal(B, H, L, D // H, dtype=dtype))]
+
+
+@grad_case("gated_feed_forward", (0, "params"), (1, "x"))
+def grad_gated_feed_forward(put, dtype):
+    params = put(ma.init_gated_feed_forward(np.random.default_rng(0), D, F, dtype=dtype))
+    return ma.gated_feed_forward, [params, put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("self_attention", (0, "params"), (1, "x"))
+def grad_self_attention(put, dtype):
+    params = put(_cast(ma.init_multi_head_attention(np.random.default_rng(0), D, H, n_kv_heads=1),
+                       dtype))
+    positions = put(np.arange(L))
+    return (lambda p, x: ma.self_attention(p, x, ma.causal_mask(L, like=x), n_heads=H,
+                                           n_kv_heads=1, positions=positions)[0]), \
+        [params, put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("decoder_block", (0, "params"), (1, "x"))
+def grad_decoder_block(put, dtype):
+    params = put(ma.init_decoder_block(np.random.default_rng(0), D, H, F, cross_attention=True,
+                                       dtype=dtype))
+    memory = put(_normal(B, 3, D, dtype=dtype, seed=1))
+    return (lambda p, x: ma.decoder_block(p, x, ma.causal_mask(L, like=x), memory=memory,
+                                          n_heads=H)), [params, put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("decoder", (0, "params"), (1, "x"))
+def grad_decoder(put, dtype):
+    params = put(ma.init_decoder(np.random.default_rng(0), 2, D, H, F, final_norm=True,
+                                 dtype=dtype, **LLAMA_INIT))
+    positions = put(np.arange(L))
+    return (lambda p, x: ma.decoder(p, x, ma.causal_mask(L, like=x), positions=positions,
+                                    n_heads=H, n_kv_heads=1, norm="rms_norm",
+                                    activation="swiglu", norm_first=True)), \
+        [params, put(_normal(B, L, D, dtype=dtype))]
+
+
+@grad_case("causal_lm", (0, "params"))
+def grad_causal_lm(put, dtype):
+    tokens = _tokens(put)
+    return (lambda p: ma.causal_lm(p, tokens, **LLAMA)), \
+        [_lm(put, dtype, position="rope", tied=False, **LLAMA_INIT)]

@@ -119,7 +119,7 @@ def test_gradient_runs_on_device_arrays_and_equals_numpys(covers, index, build):
 
 def test_every_public_differentiable_function_has_gradient_cases():
     differentiable = {n for n in ma.__all__ if not n.startswith("init_")} - {
-        "causal_mask", "padding_mask", "positional_encoding"}
+        "causal_mask", "padding_mask", "positional_encoding", "generate"}  # generate: int tokens
     assert {p.values[0] for p in GRAD_CASES} == differentiable
 
 

@@ -113,6 +113,77 @@ CASES = {
 }
 
 
+# --- the decoder ---
+TOKENS = np.array([[1, 2, 3], [4, 5, 6]])
+GFF = ma.init_gated_feed_forward(np.random.default_rng(0), 4, 8)
+DBLOCK = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8, cross_attention=True)
+DEC = ma.init_decoder(np.random.default_rng(0), 1, 4, 2, 8)
+LM = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 4, 2, 8, n_positions=8)
+_, LM_CACHE = ma.causal_lm(LM, TOKENS, n_heads=2, return_cache=True)
+POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0, 1, 2]]
+TOKEN_VALUES = ["text", TOKENS.astype(float), np.array([1, 2]), np.array([[1, 11]]),
+                np.array([[-1, 0]]), np.zeros((2, 0), int)]
+CASES.update({
+    "apply_rope": (lambda **a: ma.apply_rope(a.get("x", X), a.get("positions", np.arange(3)),
+                                             base=a.get("base", 10000.0)),
+                   {"x": ARRAYS + [X[..., :3]], "positions": POSITIONS,
+                    "base": [0.5, -1.0, "1e4", True]}),
+    "gated_feed_forward": (lambda **a: ma.gated_feed_forward(a.get("params", GFF), a.get("x", X)),
+                           {"params": [None, {}, {**GFF, "w_up": GFF["w_up"][:3]}], "x": ARRAYS}),
+    "init_gated_feed_forward": (lambda **a: ma.init_gated_feed_forward(
+        a.get("rng", np.random.default_rng(0)), a.get("d_model", 4), a.get("d_ff", 8),
+        dtype=a.get("dtype", np.float64)),
+        {"rng": RNGS + [None], "d_model": SIZES, "d_ff": SIZES, "dtype": DTYPES}),
+    "self_attention": (lambda **a: ma.self_attention(
+        a.get("params", MHA), a.get("x", X), a.get("mask"), n_heads=a.get("n_heads", 2),
+        n_kv_heads=a.get("n_kv_heads"), positions=a.get("positions"), cache=a.get("cache")), {
+        "params": [None, {}, {**MHA, "w_k": MHA["w_k"][:, :2]}], "x": ARRAYS, "mask": MASKS,
+        "n_heads": N_HEADS, "n_kv_heads": [3, 0, 1.0, True], "positions": POSITIONS,
+        "cache": [{}, "text", {"k": np.zeros((2, 2, 1, 3)), "v": np.zeros((2, 2, 1, 3))},
+                  {"k": np.zeros((1, 2, 1, 2)), "v": np.zeros((1, 2, 1, 2))}]}),
+    "init_decoder_block": (lambda **a: ma.init_decoder_block(
+        a.get("rng", np.random.default_rng(0)), a.get("d_model", 4), a.get("n_heads", 2),
+        a.get("d_ff", 8), n_kv_heads=a.get("n_kv_heads"), norm=a.get("norm", "layer_norm"),
+        activation=a.get("activation", "relu")),
+        {"rng": RNGS + [None], "d_model": SIZES, "n_heads": N_HEADS, "d_ff": SIZES,
+         "n_kv_heads": [3, 0], "norm": ["batch_norm", None], "activation": ACTIVATIONS}),
+    "decoder_block": (lambda **a: ma.decoder_block(
+        a.get("params", DBLOCK), a.get("x", X), a.get("mask"), memory=a.get("memory", X),
+        n_heads=a.get("n_heads", 2), norm=a.get("norm", "layer_norm"),
+        activation=a.get("activation", "relu"), eps=a.get("eps", 1e-5)), {
+        "params": [None, {}, {**DBLOCK, "norm3": None}, {**DBLOCK, "cross_attention": {}}],
+        "x": ARRAYS, "mask": MASKS, "memory": ARRAYS[:1] + ARRAYS[2:], "n_heads": N_HEADS,
+        "norm": ["batch_norm", None], "activation": ACTIVATIONS, "eps": POSITIVE_REALS[:-1]}),
+    "init_decoder": (lambda **a: ma.init_decoder(
+        a.get("rng", np.random.default_rng(0)), a.get("n_layers", 1), 4, 2, 8),
+        {"rng": RNGS + [None], "n_layers": SIZES}),
+    "decoder": (lambda **a: ma.decoder(
+        a.get("params", DEC), a.get("x", X), a.get("mask"), n_heads=a.get("n_heads", 2),
+        cache=a.get("cache")), {
+        "params": [None, {}, {"layers": None}, {"layers": [None]}], "x": ARRAYS, "mask": MASKS,
+        "n_heads": N_HEADS, "cache": [(), "text", LM_CACHE * 2]}),
+    "init_causal_lm": (lambda **a: ma.init_causal_lm(
+        a.get("rng", np.random.default_rng(0)), a.get("vocab_size", 11), 1, 4, 2, 8,
+        position=a.get("position", "learned"), n_positions=a.get("n_positions", 8)),
+        {"rng": RNGS + [None], "vocab_size": SIZES, "position": ["sinusoidal", None],
+         "n_positions": SIZES}),
+    "causal_lm": (lambda **a: ma.causal_lm(
+        a.get("params", LM), a.get("tokens", TOKENS), n_heads=a.get("n_heads", 2),
+        cache=a.get("cache"), position=a.get("position", "learned")), {
+        "params": [None, {}, {**LM, "token_embedding": "text"}, {**LM, "lm_head": np.ones((4, 3))}],
+        "tokens": TOKEN_VALUES + [np.ones((2, 9), int)], "n_heads": N_HEADS,
+        "cache": [(), "text", LM_CACHE * 2, tuple({**c, "k": c["k"][:1]} for c in LM_CACHE)],
+        "position": ["sinusoidal", None]}),
+    "generate": (lambda **a: ma.generate(
+        a.get("params", LM), a.get("tokens", TOKENS), a.get("n_new", 2), n_heads=2,
+        temperature=a.get("temperature", 0.0), top_k=a.get("top_k"), rng=a.get("rng")), {
+        "tokens": TOKEN_VALUES, "n_new": [-1, 1.5, "2", True, None, 7],
+        "temperature": [-1.0, "1", None, True], "top_k": [0, 1.5, "3", True]}),
+    "generate rng": (lambda **a: ma.generate(LM, TOKENS, 2, n_heads=2, temperature=1.0,
+                                             rng=a.get("rng")), {"rng": [42, "rng", None]}),
+})
+
+
 def test_every_public_function_is_in_the_catalogue():
     covered = {name.split()[0] for name in CASES}
     assert set(ma.__all__) <= covered, sorted(set(ma.__all__) - covered)

@@ -99,7 +99,46 @@ def _cases():
         yield f"blockwise d{name}", blockwise
 
 
+def _decoder_cases():
+    positions = np.arange(5)
+    yield "apply_rope dx", lambda: (_x(2, 2, 5, 4), lambda a: ma.apply_rope(a, positions))
+    pg = _params(ma.init_gated_feed_forward, 8, 16)
+    yield "gated_feed_forward dx", lambda: (_x(2, 5, 8), lambda a: ma.gated_feed_forward(pg, a))
+    yield "gated_feed_forward dparams", lambda: (pg, lambda a: ma.gated_feed_forward(a, _x(2, 5, 8)))
+    pa = cast_params(perturbed(ma.init_multi_head_attention(np.random.default_rng(0), 8, 4,
+                                                            n_kv_heads=2, bias=False), 1), F32)
+    attend = lambda p, x: ma.self_attention(p, x, MASK, n_heads=4, n_kv_heads=2,
+                                            positions=positions)[0]
+    yield "self_attention dx", lambda: (_x(2, 5, 8), lambda a: attend(pa, a))
+    yield "self_attention dparams", lambda: (pa, lambda a: attend(a, _x(2, 5, 8)))
+    pb = cast_params(perturbed(ma.init_decoder_block(np.random.default_rng(0), 8, 2, 16,
+                                                     cross_attention=True), 1), F32)
+    memory = _x(2, 3, 8, seed=5)
+    block = lambda p, x: ma.decoder_block(p, x, MASK, memory=memory, n_heads=2)
+    yield "decoder_block dx", lambda: (_x(2, 5, 8), lambda a: block(pb, a))
+    yield "decoder_block dparams", lambda: (pb, lambda a: block(a, _x(2, 5, 8)))
+    llama = dict(n_kv_heads=2, norm="rms_norm", activation="swiglu", bias=False)
+    pd = cast_params(perturbed(ma.init_decoder(np.random.default_rng(0), 2, 8, 4, 16,
+                                               final_norm=True, **llama), 1), F32)
+    stack = lambda p, x: ma.decoder(p, x, MASK, n_heads=4, n_kv_heads=2, norm="rms_norm",
+                                    activation="swiglu", norm_first=True, positions=positions)
+    yield "decoder dx", lambda: (_x(2, 5, 8), lambda a: stack(pd, a))
+    yield "decoder dparams", lambda: (pd, lambda a: stack(a, _x(2, 5, 8)))
+    tokens = np.random.default_rng(0).integers(0, 11, size=(2, 5))
+    for style, init, config in (
+            ("gpt2", {}, {"n_heads": 2}),
+            ("llama", dict(llama, position="rope", tied=False),
+             dict(n_heads=4, n_kv_heads=2, norm="rms_norm", activation="swiglu",
+                  position="rope"))):
+        lm = cast_params(perturbed(ma.init_causal_lm(np.random.default_rng(0), 11, 2, 8,
+                                                     config["n_heads"], 16, n_positions=8,
+                                                     **init), 1), F32)
+        yield f"causal_lm dparams {style}", (lambda lm=lm, config=config: (
+            lm, lambda a: ma.causal_lm(a, tokens, **config)))
+
+
 CASES = dict(_cases())
+CASES.update(_decoder_cases())
 
 
 def _scalar(out):
@@ -116,6 +155,7 @@ def test_every_public_differentiable_function_is_covered():
     covered = {label.split()[0] for label in CASES} | {"causal_mask", "padding_mask",
                                                        "positional_encoding"}
     covered |= {"scaled_dot_product_attention", "multi_head_attention", "blockwise_attention"}
+    covered |= {"generate"}  # int tokens in, int tokens out: nothing to differentiate
     public = {n for n in ma.__all__ if not n.startswith("init_")}
     assert public <= covered, sorted(public - covered)
 

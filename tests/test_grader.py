@@ -37,7 +37,14 @@ def test_every_public_function_is_exercised_by_some_property():
 def test_a_correct_plain_numpy_solution_passes():
     code, out = grade(SOLUTIONS / "correct.py")
     assert code == 0, out
-    assert "FAIL" not in out and f"{len(properties.PROPERTIES)} properties checked" in out
+    # every property of the functions correct.py writes (the decoder's are not among them)
+    chosen = [p for p in properties.PROPERTIES if p.uses & {"softmax", "causal_mask",
+                                                           "padding_mask", "split_heads",
+                                                           "merge_heads", "layer_norm",
+                                                           "feed_forward", "encoder_block",
+                                                           "multi_head_attention",
+                                                           "scaled_dot_product_attention"}]
+    assert "FAIL" not in out and f"{len(chosen)} properties checked" in out
 
 
 # pitfall -> a property that must catch it (it may catch it in others too)
@@ -51,6 +58,9 @@ PITFALL_PROPERTIES = {
     "layer_norm_std_plus_eps": "layer_norm_matches_the_formula",
     "softmax_without_max_subtraction": "softmax_matches_the_formula",
     "encoder_block_without_residual": "encoder_block_matches_the_paper",
+    "causal_mask_off_by_one": "causal_mask_hides_the_future",
+    "self_attention_with_rope_on_values": "rope_attention_depends_on_offsets_only",
+    "causal_lm_without_advancing_positions": "causal_lm_cache_matches_the_full_pass",
 }
 
 

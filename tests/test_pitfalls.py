@@ -11,7 +11,7 @@ from hypothesis import Phase, settings
 import minattn
 from minattn import pitfalls
 
-from . import test_attention, test_encoder, test_heads, test_layer_norm, test_softmax
+from . import test_attention, test_decoder, test_encoder, test_heads, test_layer_norm, test_softmax
 
 # (pitfall, the real function it replaces, the property that catches it, that test's parameters)
 CASES = [
@@ -34,6 +34,14 @@ CASES = [
      test_encoder.test_block_matches_hand_written_block, {"norm_first": False}),
     ("encoder_block_without_residual", "encoder_block",
      test_encoder.test_block_matches_hand_written_block, {"norm_first": True}),
+    ("causal_mask_off_by_one", "causal_mask",
+     test_decoder.test_logits_do_not_depend_on_later_tokens, {"style": "gpt2"}),
+    ("self_attention_with_rope_on_values", "self_attention",
+     test_decoder.test_rope_attention_is_invariant_to_shifting_all_positions, {}),
+    ("causal_lm_without_advancing_positions", "causal_lm",
+     test_decoder.test_cached_decoding_equals_the_full_forward_pass, {"style": "gpt2"}),
+    ("causal_lm_without_advancing_positions", "causal_lm",
+     test_decoder.test_cached_decoding_equals_the_full_forward_pass, {"style": "llama"}),
 ]
 IDS = [f"{name}-{'-'.join(map(str, kwargs.values())) or 'default'}" for name, _, _, kwargs in CASES]
 

@@ -6,7 +6,7 @@ import minattn
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
-                         rng=None, average_weights=False):
+                         rng=None, average_weights=False, n_kv_heads=None):
     """Project, split into heads, attend in each head, merge, project back.
 
     params: {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}; weights are
@@ -16,6 +16,7 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     weights are averaged over the heads, [..., L_q, L_k].
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
     dropout: you may ignore it (the grader uses 0).
+    n_kv_heads: grouped-query attention (walkthrough.md, Part II); you may ignore it here.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
     the middle (they are yours while graded, if you wrote them).

@@ -27,9 +27,13 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     return np.matmul(weights, v), weights
 
 
-def causal_mask(n_q, n_k=None, *, like=None):
+def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
     n_k = n_q if n_k is None else n_k
-    return np.arange(n_q)[:, None] >= np.arange(n_k)[None, :]
+    offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q positions
+    mask = np.arange(n_q)[:, None] >= np.arange(n_k)[None, :] - offset
+    if window is not None:
+        mask = mask & (np.arange(n_k)[None, :] - offset > np.arange(n_q)[:, None] - window)
+    return mask
 
 
 def padding_mask(lengths, n):
@@ -48,7 +52,9 @@ def merge_heads(x):
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
-                         rng=None, average_weights=False):
+                         rng=None, average_weights=False, n_kv_heads=None):
+    if n_kv_heads not in (None, n_heads):
+        raise NotImplementedError("grouped-query attention (walkthrough.md, Part II)")
     p = params
     q = minattn.split_heads(query @ p["w_q"] + p["b_q"], n_heads)
     k = minattn.split_heads(key @ p["w_k"] + p["b_k"], n_heads)

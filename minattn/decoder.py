@@ -1,0 +1,423 @@
+"""The Transformer decoder: a causal self-attention block (with a KV cache, RoPE and GQA, and
+optionally cross-attention to an encoder's memory), the stack, and a causal language model.
+
+One block covers three families through keyword arguments:
+    torch.nn.TransformerDecoderLayer  post- or pre-norm, LayerNorm, relu/gelu, cross-attention
+    GPT-2   pre-norm, LayerNorm, learned positions, gelu_tanh, biases, tied embeddings
+    Llama   pre-norm, rms_norm, RoPE, SwiGLU (activation="swiglu"), GQA, no biases
+The KV cache is plain arrays, passed in and returned, never changed in place:
+    one layer's cache  {"k": [B, H_kv, L_past, d_k], "v": [B, H_kv, L_past, d_k]}
+    a model's cache    a tuple of one such dict per layer
+"""
+import numbers
+
+import autograd.numpy as np
+import numpy
+from autograd.tracer import isbox
+
+from . import _validate
+from .heads import merge_heads, split_heads
+from .masks import causal_mask
+from .multi_head import (_project, check_multi_head_params, grouped_attention,
+                         init_multi_head_attention, multi_head_attention)
+from .normalization import init_layer_norm, layer_norm, rms_norm
+from .position_wise import (ACTIVATIONS, check_feed_forward_params,
+                            check_gated_feed_forward_params, feed_forward, gated_feed_forward,
+                            init_feed_forward, init_gated_feed_forward)
+from .rope import apply_rope, check_positions
+
+NORMS = ("layer_norm", "rms_norm")
+DECODER_ACTIVATIONS = ACTIVATIONS + ("swiglu",)
+POSITIONS = ("learned", "rope")
+
+
+def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=None,
+                   rope_base=10000.0, cache=None):
+    """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
+    (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). positions (int,
+    broadcasting to [..., L]): apply RoPE to q and k (never to v). mask covers all L_past + L keys
+    (for a causal model, causal_mask(L, L_past + L, align="bottom_right"))."""
+    # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
+    params, x, mask = _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions,
+                                            rope_base, cache)
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
+    k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
+    v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
+    if positions is not None:  # RoPE: q and k rotate by their absolute positions
+        positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
+        q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
+    if cache is not None:  # the past's keys and values, computed once, reused every step
+        k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
+        v = _append(cache["v"], v)
+    heads, _ = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
+    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
+
+
+def _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_base, cache):
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    d_model = x.shape[-1]
+    _validate.check_n_heads(n_heads, d_model)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    n_kv, d_k = (n_kv_heads or n_heads), d_model // n_heads
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d_k)
+    past = 0
+    if cache is not None:
+        _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
+        past = cache["k"].shape[-2]
+    if positions is not None:  # RoPE
+        check_positions(positions, x.shape[:-1], "x's (..., L)")
+        if d_k % 2:
+            raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
+                             f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
+    scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
+    mask = _validate.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
+    _validate.check_mask_has_head_axis(mask, scores)
+    return params, x, mask
+
+
+def _append(past, new):
+    # [..., L_past, d], [..., L, d] -> [..., L_past + L, d]. autograd's np.concatenate views its
+    # result as a host ndarray (no CuPy); NumPy's own dispatches to the arrays' library. So
+    # autograd's only when differentiating through the cache.
+    if isbox(past) or isbox(new):
+        return np.concatenate([past, new], axis=-2)
+    return numpy.concatenate([past, new], axis=-2)
+
+
+def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, cross_attention=False,
+                       norm="layer_norm", activation="relu", bias=True, dtype=np.float64):
+    """-> {"self_attention", "norm1", ["cross_attention", "norm2",] "feed_forward", "norm3"}
+    (torch's names: norm1 before/after self-attention, norm2 cross-attention, norm3 the
+    feed-forward). norm="rms_norm" gives {"gamma"} only; activation="swiglu" a gated
+    feed-forward without biases; bias=False drops the attention biases (Llama)."""
+    _check_config(n_heads, n_kv_heads, norm, activation)
+    attention = lambda: init_multi_head_attention(rng, d_model, n_heads, n_kv_heads=n_kv_heads,
+                                                  bias=bias, dtype=dtype)
+    make_norm = lambda: _init_norm(d_model, norm, dtype)
+    params = {"self_attention": attention(), "norm1": make_norm()}
+    if cross_attention:
+        params["cross_attention"] = init_multi_head_attention(rng, d_model, n_heads, bias=bias,
+                                                              dtype=dtype)
+        params["norm2"] = make_norm()
+    params["feed_forward"] = (init_gated_feed_forward(rng, d_model, d_ff, dtype=dtype)
+                              if activation == "swiglu" else
+                              init_feed_forward(rng, d_model, d_ff, dtype=dtype))
+    params["norm3"] = make_norm()
+    return params
+
+
+def _init_norm(d_model, norm, dtype):
+    params = init_layer_norm(d_model, dtype=dtype)
+    return {"gamma": params["gamma"]} if norm == "rms_norm" else params
+
+
+def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
+                  n_kv_heads=None, norm_first=False, norm="layer_norm", activation="relu",
+                  eps=1e-5, positions=None, rope_base=10000.0, cache=None):
+    """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
+    Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
+    x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
+    cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when params has it, the
+    feed-forward. positions: RoPE positions (None: no RoPE)."""
+    # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
+    params, x, memory = _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm,
+                                             activation, eps, cache)
+    normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
+                 "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
+
+    def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
+        if norm_first:
+            return x + f(normalize(x, params[name]))
+        return normalize(x + f(x), params[name])
+
+    new_cache = []  # filled by the self-attention sublayer
+
+    def attend_self(h):
+        out, layer_cache = self_attention(params["self_attention"], h, mask, n_heads=n_heads,
+                                          n_kv_heads=n_kv_heads, positions=positions,
+                                          rope_base=rope_base, cache=cache)
+        new_cache.append(layer_cache)
+        return out
+
+    def attend_memory(h):
+        return multi_head_attention(params["cross_attention"], h, memory, memory, memory_mask,
+                                    n_heads=n_heads)[0]
+
+    def feed(h):
+        if activation == "swiglu":
+            return gated_feed_forward(params["feed_forward"], h)
+        return feed_forward(params["feed_forward"], h, activation=activation)
+
+    x = sublayer(x, "norm1", attend_self)
+    if memory is not None:
+        x = sublayer(x, "norm2", attend_memory)
+    x = sublayer(x, "norm3", feed)
+    return x if cache is None else (x, new_cache[0])
+
+
+def _check_config(n_heads, n_kv_heads, norm, activation):
+    _validate.check_choice("norm", norm, NORMS)
+    _validate.check_choice("activation", activation, DECODER_ACTIVATIONS)
+    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+
+
+def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activation, eps, cache,
+                         where="params"):
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    d_model = x.shape[-1]
+    _validate.check_n_heads(n_heads, d_model)
+    _check_config(n_heads, n_kv_heads, norm, activation)
+    _validate.check_positive_real("eps", eps, allow_zero=True)
+    params = _validate.check_params(params, {}, where)
+    if memory is not None:
+        memory = _validate.as_float_array("memory", memory)
+        _validate.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+    n_kv = n_heads if n_kv_heads is None else n_kv_heads
+    d_k = d_model // n_heads
+    needed = ["self_attention", "norm1", "feed_forward", "norm3"]
+    needed += ["cross_attention", "norm2"] if memory is not None else []
+    for key in needed:
+        if key not in params:
+            raise ValueError(f"{where} is missing key {key!r} (expected keys: "
+                             f"{', '.join(map(repr, needed))})")
+    checked = {"self_attention": check_multi_head_params(
+        params["self_attention"], d_model, f"{where}['self_attention']", d_kv=n_kv * d_k)}
+    if memory is not None:
+        checked["cross_attention"] = check_multi_head_params(
+            params["cross_attention"], d_model, f"{where}['cross_attention']")
+    check_ff = (check_gated_feed_forward_params if activation == "swiglu"
+                else check_feed_forward_params)
+    checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
+                                       f"{where}['feed_forward']")
+    norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
+    for key in ("norm1", "norm2", "norm3"):
+        if key in needed:
+            checked[key] = _validate.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
+    if cache is not None:
+        _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
+    return {**params, **checked}, x, memory
+
+
+def _check_layer_cache(cache, expected, where):
+    # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
+    if not isinstance(cache, _validate.DICT_TYPES) or "k" not in cache or "v" not in cache:
+        raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
+                        f"[..., H_kv, L_past, d_k], got {type(cache).__name__}")
+    for key in ("k", "v"):
+        a = cache[key]
+        if not hasattr(a, "shape") or len(a.shape) != len(expected) + 1 or \
+                tuple(a.shape[:-2]) + (a.shape[-1],) != tuple(expected[:-1]) + (expected[-1],) \
+                or a.shape[-3] != expected[-2]:
+            shape = tuple(getattr(a, "shape", ()))
+            want = tuple(expected[:-1]) + ("L_past", expected[-1])
+            raise ValueError(f"{where}[{key!r}] has shape {shape}, expected {want}: "
+                             "a cache from another model or batch?")
+    if cache["k"].shape != cache["v"].shape:
+        raise ValueError(f"{where}['k'] and {where}['v'] differ in shape: "
+                         f"{tuple(cache['k'].shape)} vs {tuple(cache['v'].shape)}")
+
+
+def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
+    """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
+    init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
+    n_layers = _validate.check_size("n_layers", n_layers)
+    params = {"layers": [init_decoder_block(rng, d_model, n_heads, d_ff, **block_config)
+                         for _ in range(n_layers)]}
+    if final_norm:
+        params["final_norm"] = _init_norm(d_model, block_config.get("norm", "layer_norm"),
+                                          block_config.get("dtype", np.float64))
+    return params
+
+
+def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, **config):
+    """A stack of decoder blocks, x [..., L, D] -> [..., L, D] (+ the final norm if params has
+    one); with a cache (a tuple with one {"k", "v"} per layer) -> (x, new cache). config as
+    decoder_block (n_heads, n_kv_heads, norm_first, norm, activation, eps, positions,
+    rope_base)."""
+    # [..., L, D] -> [..., L, D]
+    layers = _check_decoder(params, cache)
+    new_cache = []
+    for i, layer in enumerate(layers):
+        out = decoder_block(layer, x, mask, memory=memory, memory_mask=memory_mask,
+                            cache=None if cache is None else cache[i], **config)
+        x, layer_cache = out if cache is not None else (out, None)
+        new_cache.append(layer_cache)
+    if "final_norm" in params:
+        x = _final_norm(params["final_norm"], x, config)
+    return x if cache is None else (x, tuple(new_cache))
+
+
+def _final_norm(p, x, config):
+    eps = config.get("eps", 1e-5)
+    if config.get("norm", "layer_norm") == "rms_norm":
+        return rms_norm(x, p["gamma"], eps)
+    return layer_norm(x, p["gamma"], p["beta"], eps)
+
+
+def _check_decoder(params, cache):
+    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
+            params.get("layers"), _validate.LIST_TYPES):
+        raise ValueError("params must be a dict with key 'layers' holding a list of block params")
+    layers = [params["layers"][i] for i in range(len(params["layers"]))]
+    if cache is not None and (not isinstance(cache, _validate.LIST_TYPES)
+                              or len(cache) != len(layers)):
+        raise ValueError(f"cache must be a tuple with one {{'k', 'v'}} dict per layer "
+                         f"({len(layers)} layers), got "
+                         f"{len(cache) if isinstance(cache, _validate.LIST_TYPES) else type(cache).__name__}")
+    return layers
+
+
+def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, position="learned",
+                   n_positions=1024, tied=True, dtype=np.float64, **block_config):
+    """-> {"token_embedding": [V, D], ("position_embedding": [n_positions, D],) "layers",
+    "final_norm", ("lm_head": [D, V] unless tied)}: GPT-2 (position="learned", tied) or Llama
+    (position="rope", norm="rms_norm", activation="swiglu", bias=False, tied=False) style."""
+    vocab_size = _validate.check_size("vocab_size", vocab_size)
+    dtype = _validate.check_init(rng, dtype)
+    _validate.check_choice("position", position, POSITIONS)
+    params = {"token_embedding": (0.02 * rng.normal(size=(vocab_size, d_model))).astype(dtype)}
+    if position == "learned":
+        n_positions = _validate.check_size("n_positions", n_positions)
+        params["position_embedding"] = (0.01 * rng.normal(size=(n_positions, d_model))).astype(dtype)
+    params.update(init_decoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=True,
+                               dtype=dtype, **block_config))
+    if not tied:
+        params["lm_head"] = (0.02 * rng.normal(size=(d_model, vocab_size))).astype(dtype)
+    return params
+
+
+def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, norm="layer_norm",
+              activation="gelu_tanh", eps=1e-5, position="learned", rope_base=10000.0,
+              cache=None, return_cache=False):
+    """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
+    at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
+    params["lm_head"], or the token embedding transposed when tied). With a cache (or
+    return_cache=True, starting empty) -> (logits, new cache): the tokens continue the cached
+    sequence at positions L_past .. L_past + L - 1."""
+    # int [B, L] -> [B, L, V]
+    tokens, past = _check_causal_lm(params, tokens, n_heads, n_kv_heads, position, cache)
+    length = tokens.shape[-1]
+    x = params["token_embedding"][tokens]  # [B, L, D]
+    positions = np.arange(past, past + length, like=tokens)  # [L]
+    if position == "learned":
+        x = x + params["position_embedding"][positions]
+    # The new tokens are the LAST L of L_past + L positions: bottom-right alignment.
+    mask = causal_mask(length, past + length, align="bottom_right", like=tokens)
+    if cache is None and return_cache:
+        cache = tuple({"k": _empty_cache(x, n_heads, n_kv_heads), "v": _empty_cache(
+            x, n_heads, n_kv_heads)} for _ in params["layers"])
+    out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, mask,
+                  cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
+                  norm=norm, activation=activation, eps=eps,
+                  positions=positions if position == "rope" else None, rope_base=rope_base)
+    h, new_cache = out if cache is not None else (out, None)
+    unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
+    logits = h @ unembedding  # [B, L, V]
+    return logits if cache is None else (logits, new_cache)
+
+
+def _empty_cache(x, n_heads, n_kv_heads):
+    # [B, H_kv, 0, d_k] in x's dtype and array library
+    d_k = x.shape[-1] // n_heads
+    return np.zeros_like(x, shape=x.shape[:-2] + (n_kv_heads or n_heads, 0, d_k))
+
+
+def _check_causal_lm(params, tokens, n_heads, n_kv_heads, position, cache):
+    _validate.check_choice("position", position, POSITIONS)
+    needed = ["token_embedding", "layers", "final_norm"] + (
+        ["position_embedding"] if position == "learned" else [])
+    if not isinstance(params, _validate.DICT_TYPES) or any(k not in params for k in needed):
+        raise ValueError(f"params must be a dict with keys {', '.join(map(repr, needed))} "
+                         "(and 'lm_head' unless the embeddings are tied)")
+    embedding = _validate.check_shape("params['token_embedding']", params["token_embedding"],
+                                      ("V", "D"))
+    vocab_size = embedding.shape[0]
+    if not hasattr(tokens, "dtype") or np.dtype(tokens.dtype).kind not in "iu":
+        raise TypeError(f"tokens must be an integer array [B, L], got "
+                        f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
+    if int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size:
+        raise ValueError(f"tokens must lie in [0, vocab_size={vocab_size}), got min "
+                         f"{int(tokens.min())}, max {int(tokens.max())}")
+    past = 0
+    if cache is not None:
+        layers = _check_decoder(params, cache)
+        first = cache[0] if layers else {}
+        if not isinstance(first, _validate.DICT_TYPES) or "k" not in first:
+            raise TypeError("cache must be a tuple of {'k', 'v'} dicts, one per layer")
+        past = first["k"].shape[-2]
+    if position == "learned":
+        n_positions = params["position_embedding"].shape[0]
+        if past + tokens.shape[1] > n_positions:
+            raise ValueError(f"tokens reach position {past + tokens.shape[1] - 1} (cache "
+                             f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
+                             f" has only {n_positions} positions")
+    if "lm_head" in params:
+        _validate.check_shape("params['lm_head']", params["lm_head"],
+                              (embedding.shape[1], vocab_size))
+    return tokens, past
+
+
+def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, rng=None, use_cache=True,
+             progress=None, **config):
+    """Extend int tokens [B, L] by exactly n_new tokens -> [B, L + n_new]. Greedy (the argmax,
+    temperature=0) by default; temperature > 0 samples from softmax(logits / temperature),
+    restricted to the top_k most likely tokens if given, with the np.random.Generator rng.
+    use_cache=True feeds one token per step through the KV cache; use_cache=False reruns the
+    whole sequence every step (same tokens, quadratic cost). progress: an optional callable
+    wrapping the step range (e.g. tqdm.trange's iterator). config as causal_lm."""
+    # int [B, L] -> int [B, L + n_new]
+    n_new = _check_generate(params, tokens, n_new, temperature, top_k, rng, config)
+    steps = range(n_new) if progress is None else progress(range(n_new))
+    cache, new = None, tokens
+    for _ in steps:
+        if use_cache:
+            logits, cache = causal_lm(params, new, cache=cache, return_cache=True, **config)
+        else:
+            logits = causal_lm(params, tokens, **config)
+        new = _next_token(logits[:, -1], temperature, top_k, rng)[:, None]  # [B, 1]
+        tokens = numpy.concatenate([tokens, new], axis=1)  # NumPy's: dispatches to CuPy
+    return tokens
+
+
+def _next_token(logits, temperature, top_k, rng):
+    # [B, V] -> int [B]
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)  # the first maximum on ties, as torch.argmax
+    logits = logits / temperature
+    if top_k is not None:  # keep the top_k largest logits of each row
+        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        logits = np.where(logits >= kth, logits, -np.inf)
+    p = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
+    cdf = np.cumsum(p / np.sum(p, axis=-1, keepdims=True), axis=-1)  # [B, V]
+    u = rng.random((logits.shape[0], 1))  # inverse-CDF sampling, one uniform per row
+    return np.minimum(np.sum(cdf < u, axis=-1), logits.shape[-1] - 1)
+
+
+def _check_generate(params, tokens, n_new, temperature, top_k, rng, config):
+    if isinstance(n_new, bool) or not isinstance(n_new, numbers.Integral) or n_new < 0:
+        raise TypeError(f"n_new must be a non-negative int, got {n_new!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not temperature >= 0:
+        raise ValueError(f"temperature must be a number >= 0 (0: greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral)
+                              or top_k < 1):
+        raise TypeError(f"top_k must be None or a positive int, got {top_k!r}")
+    if temperature > 0 and not callable(getattr(rng, "random", None)):
+        raise ValueError(f"temperature={temperature} samples: it needs rng, a "
+                         "np.random.Generator (nothing here seeds a global RNG)")
+    if not hasattr(tokens, "dtype") or np.dtype(tokens.dtype).kind not in "iu":
+        raise TypeError(f"tokens must be an integer array [B, L], got "
+                        f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
+    if config.get("position", "learned") == "learned" and isinstance(
+            params, _validate.DICT_TYPES) and "position_embedding" in params and tokens.ndim == 2:
+        n_positions = params["position_embedding"].shape[0]
+        if tokens.shape[1] + n_new - 1 > n_positions:
+            raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
+                             f"{tokens.shape[1] + n_new - 1} positions, but "
+                             f"params['position_embedding'] has {n_positions}")
+    return int(n_new)

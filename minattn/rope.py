@@ -1,0 +1,60 @@
+"""Rotary position embedding (RoPE, Su et al. 2021): encode a position by rotating q and k.
+
+Pairs of features are rotated by an angle proportional to the position, one frequency per pair,
+so the dot product of a rotated query and key depends on their positions only through m - n
+(walkthrough.md, "RoPE").
+"""
+import numbers
+
+import autograd.numpy as np
+
+from . import _validate
+
+
+def apply_rope(x, positions, *, base=10000.0):
+    """Rotary position embedding: rotate each feature pair (x[i], x[i + d/2]) of x [..., L, d]
+    (d even) by the angle positions * base^(-2i/d), positions an int array broadcasting to
+    [..., L]. Scores of rotated queries and keys depend on positions only through m - n."""
+    # [..., L, d], int [..., L] -> [..., L, d], in x's dtype.
+    # "Rotate half" convention (Llama, GPT-NeoX, Hugging Face): feature i pairs with i + d/2.
+    # GPT-J and the RoPE paper pair neighbours (2i, 2i + 1) instead ("interleaved"): the same
+    # rotation on a permuted feature order, so weights trained with one do not fit the other.
+    x = _check_apply_rope(x, positions, base)
+    *lead, d = x.shape
+    # Angles in float64 from the integer positions (like=positions: x may be an autograd box),
+    # then cos and sin in x's dtype: large positions keep their precision.
+    exponents = np.arange(0, d, 2, like=positions) / d  # [d/2]
+    angles = (positions[..., None] * float(base) ** -exponents)[..., None, :]  # [..., L, 1, d/2]
+    cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
+    e = np.arange(2, like=positions)
+    quarter_turn = (e[:, None] - e[None, :]).astype(x.dtype)  # [[0, -1], [1, 0]]: (x1, x2) -> (-x2, x1)
+    # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin.
+    rotated = pairs * cos + (quarter_turn @ pairs) * sin
+    return np.reshape(rotated, x.shape)
+
+
+def _check_apply_rope(x, positions, base):
+    x = _validate.as_float_array("x", x)
+    _validate.check_min_ndim("x", x, 2, "(..., L, d)")
+    if x.shape[-1] % 2:
+        raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
+                         f"got x of shape {tuple(x.shape)}")
+    check_positions(positions, x.shape[:-1], "x's (..., L)")
+    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not base > 1:
+        raise ValueError(f"base must be a number > 1, got {base!r}")
+    return x
+
+
+def check_positions(positions, shape, what):
+    """positions: an integer array that broadcasts to `shape` (named `what` in the error)."""
+    if not hasattr(positions, "dtype") or np.dtype(positions.dtype).kind not in "iu":
+        raise TypeError(f"positions must be an integer array, got "
+                        f"{getattr(positions, 'dtype', type(positions).__name__)}")
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(positions.shape), tuple(shape))) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
+                         f"{what} = {tuple(shape)}")
