@@ -364,8 +364,33 @@ def _(data):
 
 # --- the decoder ---
 
+def ref_rope(x, positions, base=10000.0):
+    # slow rotate-half RoPE: feature i pairs with i + d/2, rotated by positions * base^(-2i/d)
+    out = np.array(x, dtype=np.float64)
+    d = x.shape[-1]
+    for index in np.ndindex(x.shape[:-1]):
+        m = positions[index[-1]]
+        for i in range(d // 2):
+            angle = m * base ** (-2.0 * i / d)
+            a, b = x[index][i], x[index][i + d // 2]
+            out[index][i] = a * math.cos(angle) - b * math.sin(angle)
+            out[index][i + d // 2] = a * math.sin(angle) + b * math.cos(angle)
+    return out
+
+
+@prop("apply_rope_rotates_feature_pairs", "apply_rope(x, positions) rotates each feature pair "
+      "(x[i], x[i + d/2]) of the token at position m by the angle m · base^(-2i/d) (the rotate-half "
+      "convention of Llama and Hugging Face)", {"apply_rope"},
+      "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is m / base^(2i/d)")
+def _(data):
+    d, length = 2 * data.draw(st.integers(1, 3)), data.draw(sizes)
+    x = data.draw(floats((2, length, d)))
+    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length)))
+    close(minattn.apply_rope(x, positions), ref_rope(x, positions), 1e-9, "apply_rope(x, positions)")
+
+
 @prop("rope_attention_depends_on_offsets_only", "self_attention with RoPE positions p and with "
-      "p + c (the same tokens, numbered from c) gives the same output", {"self_attention"},
+      "p + c (the same tokens, numbered from c) gives the same output", {"self_attention", "apply_rope"},
       "apply RoPE to q and k only: rotating the values stamps absolute positions on the output")
 def _(data):
     n_heads, shift = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 500))

@@ -37,12 +37,12 @@ def test_every_public_function_is_exercised_by_some_property():
 def test_a_correct_plain_numpy_solution_passes():
     code, out = grade(SOLUTIONS / "correct.py")
     assert code == 0, out
-    # every property of the functions correct.py writes (the decoder's are not among them)
+    # every property of the functions correct.py writes (of the decoder's, apply_rope only)
     chosen = [p for p in properties.PROPERTIES if p.uses & {"softmax", "causal_mask",
                                                            "padding_mask", "split_heads",
                                                            "merge_heads", "layer_norm",
                                                            "feed_forward", "encoder_block",
-                                                           "multi_head_attention",
+                                                           "multi_head_attention", "apply_rope",
                                                            "scaled_dot_product_attention"}]
     assert "FAIL" not in out and f"{len(chosen)} properties checked" in out
 
@@ -112,6 +112,9 @@ MISTAKES = {
                              "out = minattn.merge_heads(heads)",
                              "multi_head_attention_matches_a_loop_over_heads"),
     "no activation": ("h = np.maximum(h, 0)", "h = h", "feed_forward_matches_the_formula"),
+    "interleaved RoPE pairs": ("first, second = x[..., :half], x[..., half:]",
+                               "first, second = x[..., 0::2], x[..., 1::2]",
+                               "apply_rope_rotates_feature_pairs"),
     "no residual in post-norm": ('x = norm(x + out, "norm1")', 'x = norm(out, "norm1")',
                                  "encoder_block_matches_the_paper"),
     "norm after the sublayer in pre-norm": ('out, w = attend(norm(x, "norm1"))\n        x = x + out',
@@ -150,7 +153,7 @@ def test_a_missing_file_exits_2(tmp_path):
 def test_fresh_stubs_have_nothing_to_check_and_copying_never_overwrites(tmp_path):
     assert check.copy_exercises(tmp_path, io.StringIO()) == 0
     stubs = sorted(tmp_path.glob("*.py"))
-    assert len(stubs) == 8
+    assert len(stubs) == 9
     for stub in stubs:
         code, out = grade(stub)
         assert code == 1 and "nothing to check" in out, out

@@ -64,6 +64,14 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     return out, weights.mean(axis=-3) if average_weights else weights
 
 
+def apply_rope(x, positions, *, base=10000.0):
+    half = x.shape[-1] // 2
+    angles = np.asarray(positions)[..., None] * base ** (-np.arange(half) * 2.0 / x.shape[-1])
+    cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    first, second = x[..., :half], x[..., half:]
+    return np.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
+
+
 def layer_norm(x, gamma, beta, eps=1e-5):
     mu = x.mean(axis=-1, keepdims=True)
     var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
