@@ -364,6 +364,40 @@ def _(data):
 
 # --- the decoder ---
 
+def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads):
+    # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv)
+    d_k = query.shape[-1] // n_heads
+    q, k, v = query @ p["w_q"] + p["b_q"], key @ p["w_k"] + p["b_k"], key @ p["w_v"] + p["b_v"]
+    heads = []
+    for h in range(n_heads):
+        g = h // (n_heads // n_kv_heads)
+        heads.append(ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
+                                   v[:, g * d_k:(g + 1) * d_k])[0])
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
+
+
+@prop("grouped_query_attention_shares_kv_heads", "multi_head_attention with n_kv_heads < n_heads "
+      "(GQA; MQA when 1): K and V are projected to n_kv_heads heads, and query head h reads key/value "
+      "head h // (n_heads // n_kv_heads)", {"multi_head_attention"},
+      "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
+      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)")
+def _(data):
+    n_kv_heads = data.draw(st.integers(1, 2))
+    n_heads = n_kv_heads * data.draw(st.integers(1, 3))
+    d_k = data.draw(st.integers(1, 2))
+    d_model, l_q, l_k = n_heads * d_k, data.draw(sizes), data.draw(sizes)
+    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
+    w = lambda *shape: rng.normal(0.0, 0.5, size=shape)
+    d_kv = n_kv_heads * d_k
+    p = {"w_q": w(d_model, d_model), "b_q": w(d_model), "w_k": w(d_model, d_kv), "b_k": w(d_kv),
+         "w_v": w(d_model, d_kv), "b_v": w(d_kv), "w_o": w(d_model, d_model), "b_o": w(d_model)}
+    query, key = data.draw(floats((l_q, d_model))), data.draw(floats((l_k, d_model)))
+    out, _ = minattn.multi_head_attention(p, query[None], key[None], key[None], n_heads=n_heads,
+                                          n_kv_heads=n_kv_heads)
+    close(np.asarray(out)[0], ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads), 1e-8,
+          f"the output with {n_heads} query heads and {n_kv_heads} key/value heads")
+
+
 def ref_rope(x, positions, base=10000.0):
     # slow rotate-half RoPE: feature i pairs with i + d/2, rotated by positions * base^(-2i/d)
     out = np.array(x, dtype=np.float64)

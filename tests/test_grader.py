@@ -112,6 +112,9 @@ MISTAKES = {
                              "out = minattn.merge_heads(heads)",
                              "multi_head_attention_matches_a_loop_over_heads"),
     "no activation": ("h = np.maximum(h, 0)", "h = h", "feed_forward_matches_the_formula"),
+    "GQA groups interleaved": ("n_heads // n_kv, axis=-3)\n    v", "n_heads // n_kv, axis=-3)[..., "
+                               "np.arange(n_heads) % n_kv * (n_heads // n_kv) + np.arange(n_heads) "
+                               "// n_kv, :, :]\n    v", "grouped_query_attention_shares_kv_heads"),
     "interleaved RoPE pairs": ("first, second = x[..., :half], x[..., half:]",
                                "first, second = x[..., 0::2], x[..., 1::2]",
                                "apply_rope_rotates_feature_pairs"),

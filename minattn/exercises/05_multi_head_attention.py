@@ -16,7 +16,9 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     weights are averaged over the heads, [..., L_q, L_k].
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
     dropout: you may ignore it (the grader uses 0).
-    n_kv_heads: grouped-query attention (walkthrough.md, Part II); you may ignore it here.
+    n_kv_heads: grouped-query attention (walkthrough.md, Part II): None means n_heads. Otherwise
+    w_k, w_v are [D, n_kv_heads * d_k] and query head h reads key/value head
+    h // (n_heads // n_kv_heads). Leave it for Part II: until then the grader's GQA property fails.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
     the middle (they are yours while graded, if you wrote them).
