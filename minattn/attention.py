@@ -107,7 +107,7 @@ def _attention_vjp(argnums, outputs, args, kwargs):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ (+ an additive mask),
     # given dO and dP (the gradient reaching the returned weights, often zero). See
     # walkthrough.md, "Backpropagation by hand".
-    (_, p), (q, k, v, scale, mask) = outputs, args
+    (_, p), (q, k, v, scale, _) = outputs, args
 
     @one_blas_thread()
     def vjp(g):

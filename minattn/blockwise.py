@@ -17,10 +17,8 @@ import numbers
 import autograd.numpy as np
 from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
-from autograd.tracer import getval
 
 from . import _validate
-from ._autograd import where
 from ._threads import one_blas_thread
 
 
@@ -114,8 +112,8 @@ def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
         m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
     # log-sum-exp, m + log(l), is -inf.
-    lse = where(l > 0, m + np.log(where(l > 0, l, 1.0)), -np.inf)
-    return acc / where(l > 0, l, 1.0), lse
+    lse = np.where(l > 0, m + np.log(np.where(l > 0, l, 1.0)), -np.inf)
+    return acc / np.where(l > 0, l, 1.0), lse
 
 
 def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
@@ -136,12 +134,10 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
     # max m [..., b_q, 1], denominator l [..., b_q, 1] and un-normalized output acc [..., b_q, d_v].
     if keep is not None:
         # -inf through `where`, as in softmax: exp(-inf) is exactly 0 in every dtype.
-        scores = where(keep, scores, -np.inf)
-    # The running max is a shift that cancels in acc / l, so it is a constant for the gradient
-    # (getval, as in softmax).
-    m_new = np.maximum(m, np.max(getval(scores), axis=-1, keepdims=True))
+        scores = np.where(keep, scores, -np.inf)
+    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
-    shift = where(np.isfinite(m_new), m_new, 0.0)
+    shift = np.where(np.isfinite(m_new), m_new, 0.0)
     p = np.exp(scores - shift)  # [..., b_q, b_k]
     # The old l and acc were sums of exp(score - m); rescale them to exp(score - m_new).
     rescale = np.exp(m - shift)
@@ -150,7 +146,7 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
 
 def _place_rows(block, start, n_rows):
     # [..., b, d] -> [..., n_rows, d]: the block at rows start .. start + b - 1, zeros elsewhere.
-    # Summing placed blocks builds the output without np.concatenate (host-only in autograd).
+    # Summing placed blocks builds the output with no in-place writes and no np.concatenate.
     widths = [(0, 0)] * (block.ndim - 2) + [(start, n_rows - start - block.shape[-2]), (0, 0)]
     return np.pad(block, widths, mode="constant")
 

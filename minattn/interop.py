@@ -150,19 +150,26 @@ def _encoder_block_from_torch(layer):
 def _encoder_from_torch(stack):
     # -> ({"layers": [...]} (+ "final_norm"), kwargs shared by every layer)
     torch = _import_torch()
+    return _stack_from_torch(stack, torch.nn.TransformerEncoderLayer, _encoder_block_from_torch,
+                             "encoder")
+
+
+def _stack_from_torch(stack, layer_type, block_from_torch, what):
+    # A TransformerEncoder or TransformerDecoder -> ({"layers": [...]} (+ "final_norm"), the
+    # kwargs every layer shares): minattn's stacks apply one config to every layer.
+    torch = _import_torch()
     if len(stack.layers) == 0:
-        raise ValueError("TransformerEncoder has no layers")
+        raise ValueError(f"{type(stack).__name__} has no layers")
     blocks = []
     for i, layer in enumerate(stack.layers):
-        if not isinstance(layer, torch.nn.TransformerEncoderLayer):
-            raise TypeError(f"layers[{i}] is a {type(layer).__name__}, "
-                            "not a TransformerEncoderLayer")
-        blocks.append(_encoder_block_from_torch(layer))
+        if not isinstance(layer, layer_type):
+            raise TypeError(f"layers[{i}] is a {type(layer).__name__}, not a {layer_type.__name__}")
+        blocks.append(block_from_torch(layer))
     kwargs = blocks[0][1]
     for i, (_, layer_kwargs) in enumerate(blocks[1:], start=1):
         if layer_kwargs != kwargs:
             raise ValueError(f"layers[{i}] has config {layer_kwargs}, layers[0] has {kwargs}: "
-                             "minattn's encoder applies one config to every layer")
+                             f"minattn's {what} applies one config to every layer")
     params = {"layers": [block for block, _ in blocks]}
     if stack.norm is not None:
         if not isinstance(stack.norm, torch.nn.LayerNorm):
@@ -170,7 +177,7 @@ def _encoder_from_torch(stack):
         params["final_norm"], norm_kwargs = _layer_norm_from_torch(stack.norm)
         if norm_kwargs["eps"] != kwargs["eps"]:
             raise ValueError(f"the final norm's eps={norm_kwargs['eps']} differs from the layers' "
-                             f"eps={kwargs['eps']}: minattn's encoder takes one eps")
+                             f"eps={kwargs['eps']}: minattn's {what} takes one eps")
     return params, kwargs
 
 
@@ -282,27 +289,10 @@ def _decoder_block_from_torch(layer):
 
 
 def _decoder_from_torch(stack):
-    # -> ({"layers": [...]} (+ "final_norm"), kwargs shared by every layer) for decoder
+    # -> ({"layers": [...]} (+ "final_norm"), kwargs shared by every layer)
     torch = _import_torch()
-    if len(stack.layers) == 0:
-        raise ValueError("TransformerDecoder has no layers")
-    blocks = []
-    for i, layer in enumerate(stack.layers):
-        if not isinstance(layer, torch.nn.TransformerDecoderLayer):
-            raise TypeError(f"layers[{i}] is a {type(layer).__name__}, "
-                            "not a TransformerDecoderLayer")
-        blocks.append(_decoder_block_from_torch(layer))
-    kwargs = blocks[0][1]
-    if any(layer_kwargs != kwargs for _, layer_kwargs in blocks):
-        raise ValueError("the layers differ in config: minattn's decoder applies one config to "
-                         "every layer")
-    params = {"layers": [block for block, _ in blocks]}
-    if stack.norm is not None:
-        params["final_norm"], norm_kwargs = _layer_norm_from_torch(stack.norm)
-        if norm_kwargs["eps"] != kwargs["eps"]:
-            raise ValueError(f"the final norm's eps={norm_kwargs['eps']} differs from the layers' "
-                             f"eps={kwargs['eps']}: minattn's decoder takes one eps")
-    return params, kwargs
+    return _stack_from_torch(stack, torch.nn.TransformerDecoderLayer, _decoder_block_from_torch,
+                             "decoder")
 
 
 def from_hf(model):

@@ -15,7 +15,7 @@ from minattn.interop import from_torch, mask_from_torch  # noqa: E402
 
 from .strategies import model_sizes, seeds  # noqa: E402
 from .test_torch_parity import (DTYPES, assert_matches_torch, few_examples,  # noqa: E402,F401
-                                randomized, t, torch_masks, torch_reference_path)
+                                randomized, t, torch_masks)
 
 
 def _inputs(rng, sizes, dtype, mask_kind):

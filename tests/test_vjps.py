@@ -160,7 +160,6 @@ def test_hessian_vector_product_through_attention_equals_the_compositions():
 
 
 def test_linear_relu_and_gelu_vjps_equal_autograd_of_the_composition():
-    from scipy.special import erf as _  # noqa: F401 (the plain GELU below needs scipy too)
     from autograd.scipy.special import erf
 
     from minattn.linear import linear
