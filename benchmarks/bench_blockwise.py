@@ -4,7 +4,8 @@ forward, in the same process, interleaved (benchmarks/_harness.py).
     python benchmarks/bench_blockwise.py [--length 16384] [--block-size 512] [--rounds 3] [--busy N]
 
 B=1, H=4, d_k=64, float32. Also the floor: the same tiles' two matrix products alone (q kᵀ and
-P v for every tile that causal attention computes, on one BLAS thread as blockwise runs them).
+P v for every tile that causal attention computes), run as blockwise runs them: query blocks
+spread over worker threads, each product on one BLAS thread (minattn/_threads.py).
 """
 import argparse
 import os
@@ -32,18 +33,21 @@ def main():
     q, k, v = (rng.standard_normal((1, 4, n, 64), dtype=np.float32) for _ in range(3))
     qt, kt, vt = (torch.from_numpy(a) for a in (q, k, v))
 
-    from minattn._threads import one_blas_thread
+    from minattn._threads import in_threads, n_workers, one_blas_thread
+
+    def query_block(start):
+        for k_start in range(0, min(n, start + b), b):
+            s = q[..., start:start + b, :] @ k[..., k_start:k_start + b, :].swapaxes(-1, -2)
+            s @ v[..., k_start:k_start + b, :]
 
     @one_blas_thread()  # as blockwise_attention runs its tiles
     def floor():
-        for start in range(0, n, b):
-            for k_start in range(0, min(n, start + b), b):
-                s = q[..., start:start + b, :] @ k[..., k_start:k_start + b, :].swapaxes(-1, -2)
-                s @ v[..., k_start:k_start + b, :]
+        in_threads(query_block, range(0, n, b), n_workers(q, 4 * n * n))
 
     header(args.busy)
     print(f"causal attention forward, B=1 H=4 L={n} d_k=64 float32, block_size={b}; torch "
-          f"{torch.__version__} ({torch.get_num_threads()} threads)")
+          f"{torch.__version__} ({torch.get_num_threads()} threads); minattn "
+          f"{n_workers(q, 4 * n * n)} worker threads")
     with busy(args.busy):
         times = interleaved({
             "minattn blockwise": lambda: ma.blockwise_attention(q, k, v, causal=True, block_size=b),

@@ -1,13 +1,27 @@
-"""The one place where minattn controls BLAS threads.
+"""The one place where minattn controls threads: BLAS threads, and the worker threads that split
+the attention core's independent work across the CPU's cores.
 
 The attention core multiplies many small matrices (one [L_q, d_k] x [d_k, L_k] product per batch
 and head). With two BLAS threads each of those products wakes and joins a second thread; when
 other processes compete for the cores, every one of them waits for its thread, and the core
-slows down ten-fold or more (benchmarks/bench_encoder.py --busy 2, README). One thread is barely
-slower on a quiet machine. So the small products run under `one_blas_thread()`; the large
-projections keep every thread. Uses threadpoolctl; a no-op if it is not installed.
+slows down ten-fold or more (benchmarks/bench_encoder.py --busy 2, README). So the small products
+run under `one_blas_thread()`; the large projections keep every thread.
+
+The second core is used instead by `in_threads`: independent pieces of work (blocks of query
+rows) run on worker threads, one piece after another, each with its one BLAS thread. NumPy
+releases Python's lock (the GIL) inside its matrix products and its passes over large arrays, so
+the threads run at the same time; a thread that another process holds up only delays its own
+pieces, and there is no waiting on a partner thread at every product. Only NumPy arrays are
+split: a GPU runs each piece in parallel already.
+
+Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
+The BLAS limit is global to the process, so it is set once, around the whole threaded call.
 """
 import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy
 
 _controller = None
 
@@ -32,3 +46,23 @@ def one_blas_thread():
         yield
     finally:
         limiter.restore_original_limits()
+
+
+def n_workers(x, work):
+    """How many worker threads to split a NumPy array x's `work` (elements to compute) over: the
+    cores this process may use, but 1 for a GPU array or for work too small to be worth a
+    thread (under 2**16 elements per thread)."""
+    if not isinstance(x, numpy.ndarray):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, work // 2 ** 16))
+
+
+def in_threads(f, items, n_threads):
+    """[f(item) for item in items], computed on up to n_threads worker threads (1: here, in
+    order)."""
+    items = list(items)
+    if n_threads <= 1 or len(items) <= 1:
+        return [f(item) for item in items]
+    with ThreadPoolExecutor(min(n_threads, len(items))) as pool:
+        return list(pool.map(f, items))

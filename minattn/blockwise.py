@@ -4,7 +4,8 @@ The result equals scaled_dot_product_attention's output (up to rounding), but th
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
-O(block_size^2) per head for the scores instead of O(L_q L_k); the weights are not returned.
+O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
+on the CPU's cores, minattn/_threads.py) instead of O(L_q L_k); the weights are not returned.
 
 Gradients: FlashAttention's backward. The forward pass keeps only the output and each query's
 log-sum-exp; the backward pass recomputes every tile's weights from them, so the gradient too
@@ -15,11 +16,12 @@ core it runs on CuPy arrays: nothing is created on the host.
 import numbers
 
 import autograd.numpy as np
+import numpy
 from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from . import _validate
-from ._threads import one_blas_thread
+from ._threads import in_threads, n_workers, one_blas_thread
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -41,19 +43,22 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
 def _flash(q, k, v, key_mask, scale, causal, block_size):
     # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
     # all the backward pass needs to recompute any tile of weights: P = exp(S - lse).
-    with one_blas_thread():  # small tiles: one BLAS thread (minattn/_threads.py)
+    with one_blas_thread():  # tiles: one BLAS thread, set once for all workers
         return _flash_forward(q, k, v, key_mask, scale, causal, block_size)
 
 
 def _flash_forward(q, k, v, key_mask, scale, causal, block_size):
-    n_queries = q.shape[-2]
-    output, lse = 0.0, 0.0
-    for q_start in range(0, n_queries, block_size):
+    # Query blocks are independent of one another: on the CPU they run on worker threads
+    # (minattn/_threads.py). Their outputs and log-sum-exps are then joined along the query axis.
+    def block(q_start):
         q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
-        out, row_lse = _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
-        output = output + _place_rows(out, q_start, n_queries)
-        lse = lse + _place_rows(row_lse, q_start, n_queries)
-    return output, lse
+        return _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
+
+    n_scores = q.size // q.shape[-1] * k.shape[-2]  # (about) how many scores there are to compute
+    blocks = in_threads(block, range(0, q.shape[-2], block_size), n_workers(q, n_scores))
+    # numpy's concatenate, not autograd's (which views its inputs as host arrays: CuPy refuses).
+    return (numpy.concatenate([out for out, _ in blocks], axis=-2),
+            numpy.concatenate([lse for _, lse in blocks], axis=-2))
 
 
 def _flash_vjp(argnums, outputs, args, kwargs):
@@ -105,9 +110,10 @@ def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
         n_keys = min(n_keys, q_start + q.shape[-2])
     # Running max, denominator and output; Python scalars that broadcast on the first tile.
     m, l, acc = -np.inf, 0.0, 0.0
+    q = q * scale  # once for the block's queries, rather than on every tile of scores
     for k_start in range(0, n_keys, block_size):
         k_stop = min(k_start + block_size, k.shape[-2])
-        scores = (q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)) * scale  # [..., b_q, b_k]
+        scores = q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)  # [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
         m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
@@ -138,17 +144,10 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
     m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
     shift = np.where(np.isfinite(m_new), m_new, 0.0)
-    p = np.exp(scores - shift)  # [..., b_q, b_k]
+    p = np.exp(np.subtract(scores, shift, out=scores), out=scores)  # in place: a temporary
     # The old l and acc were sums of exp(score - m); rescale them to exp(score - m_new).
     rescale = np.exp(m - shift)
     return m_new, l * rescale + np.sum(p, axis=-1, keepdims=True), acc * rescale + p @ v
-
-
-def _place_rows(block, start, n_rows):
-    # [..., b, d] -> [..., n_rows, d]: the block at rows start .. start + b - 1, zeros elsewhere.
-    # Summing placed blocks builds the output with no in-place writes and no np.concatenate.
-    widths = [(0, 0)] * (block.ndim - 2) + [(start, n_rows - start - block.shape[-2]), (0, 0)]
-    return np.pad(block, widths, mode="constant")
 
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):

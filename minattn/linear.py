@@ -8,7 +8,8 @@ def linear(x, w, b):
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]. Flattening the leading dims first makes
     # one big matrix product (one BLAS call) instead of a batch of small ones.
     *lead, d_in = x.shape
-    y = np.reshape(x, (-1, d_in)) @ w + b  # [N, d_out]
+    y = np.reshape(x, (-1, d_in)) @ w  # [N, d_out]
+    y = np.add(y, b, out=y) if np.result_type(y, b) == y.dtype else y + b  # in place if it can
     return np.reshape(y, (*lead, w.shape[1]))
 
 

@@ -2,9 +2,11 @@
 import math
 
 import autograd.numpy as np
+import numpy
 from autograd.extend import defvjp, primitive
 
 from . import _validate
+from ._threads import in_threads, n_workers
 from .dropout import dropout as _dropout
 from .linear import linear
 
@@ -13,8 +15,8 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 @primitive
 def relu(x):
-    # max(x, 0); x * (x > 0) keeps x's dtype and gives 0 (not -0) nowhere it matters.
-    return x * (x > 0)
+    # max(x, 0), in x's dtype; NaN stays NaN, as in torch.
+    return np.maximum(x, 0)
 
 
 defvjp(relu, lambda y, x: lambda g: g * (x > 0))  # the gradient at 0 is 0, as in torch
@@ -29,11 +31,19 @@ def gelu(x):
 
 @primitive
 def _gelu(x):
-    if x.dtype == np.float32:
-        erf = _erf_float32  # scipy's erf costs ~15-20 ns per element; this, about half
-    else:
+    if x.dtype != np.float32:
         from scipy.special import erf  # exact; scipy is imported only when GELU is used
-    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    return _in_chunks(_gelu_float32, x)  # scipy's erf costs ~25 ns per element; this, ~6
+
+
+def _gelu_float32(x, out):
+    # float32 x -> out = x Φ(x), through erf_float32, with in-place passes over arrays made here
+    # (no autograd inside a primitive, so `out=` is fine).
+    _erf_float32(x * np.float32(1.0 / math.sqrt(2.0)), out)
+    np.add(out, np.float32(1.0), out=out)
+    np.multiply(out, x, out=out)
+    return np.multiply(out, np.float32(0.5), out=out)
 
 
 # erfc(|x|) = t exp(-x² + P(t)), t = 1 / (1 + |x|/2): Numerical Recipes' Chebyshev fit, relative
@@ -43,20 +53,37 @@ _ERFC_COEFFICIENTS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.186288
                       -1.13520398, 1.48851587, -0.82215223, 0.17087277)
 
 
-def _erf_float32(x):
-    # float32 [...] -> erf(x), float32, with in-place passes over arrays made here (no autograd
-    # inside a primitive, so `out=` is fine).
+def _erf_float32(x, out):
+    # float32 [...] -> out = erf(x), float32.
     a = np.abs(x)
     t = np.reciprocal(a * np.float32(0.5) + np.float32(1.0))
-    p = np.full_like(x, _ERFC_COEFFICIENTS[-1])
+    p = out
+    p[...] = _ERFC_COEFFICIENTS[-1]
     for c in reversed(_ERFC_COEFFICIENTS[:-1]):  # Horner's rule
         np.multiply(p, t, out=p)
         np.add(p, np.float32(c), out=p)
-    np.subtract(p, a * a, out=p)
+    np.subtract(p, np.multiply(a, a, out=a), out=p)
     np.exp(p, out=p)
     np.multiply(p, t, out=p)  # erfc(|x|)
     np.subtract(np.float32(1.0), p, out=p)
     return np.copysign(p, x, out=p)
+
+
+# Elements per chunk: a chunk's few float32 arrays (512 KiB each) stay in a core's L2 cache.
+_CHUNK = 2 ** 17
+
+
+def _in_chunks(f, x):
+    # out = f(x) for an elementwise f(x, out) of many passes, run chunk by chunk over the
+    # flattened x: each of its ~25 passes then reads the cache, not main memory (3x faster at
+    # [1920, 1536]), and the chunks are shared among worker threads (minattn/_threads.py). A GPU
+    # array (CuPy) goes in one piece: there, fewer launches matter more.
+    flat = np.reshape(x, -1)
+    out = np.empty_like(flat)
+    chunk = _CHUNK if isinstance(x, numpy.ndarray) else max(flat.size, 1)
+    in_threads(lambda s: f(flat[s:s + chunk], out[s:s + chunk]), range(0, flat.size, chunk),
+               n_workers(x, flat.size))
+    return np.reshape(out, np.shape(x))
 
 
 def _gelu_vjp(y, x):
