@@ -1,5 +1,5 @@
-"""The one place where minattn controls threads: BLAS threads, and the worker threads that split
-the attention core's independent work across the CPU's cores.
+"""The one place where minattn controls threads: BLAS threads, and the worker threads that run
+blockwise attention's independent query blocks side by side.
 
 The attention core multiplies many small matrices (one [L_q, d_k] x [d_k, L_k] product per batch
 and head). With two BLAS threads each of those products wakes and joins a second thread; when
@@ -7,12 +7,17 @@ other processes compete for the cores, every one of them waits for its thread, a
 slows down ten-fold or more (benchmarks/bench_encoder.py --busy 2, README). So the small products
 run under `one_blas_thread()`; the large projections keep every thread.
 
-The second core is used instead by `in_threads`: independent pieces of work (blocks of query
-rows) run on worker threads, one piece after another, each with its one BLAS thread. NumPy
+`in_threads` uses the other cores instead, for work made of large independent pieces: the query
+blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
 releases Python's lock (the GIL) inside its matrix products and its passes over large arrays, so
-the threads run at the same time; a thread that another process holds up only delays its own
-pieces, and there is no waiting on a partner thread at every product. Only NumPy arrays are
-split: a GPU runs each piece in parallel already.
+the threads run at the same time, and a thread that another process holds up delays only its
+own pieces (benchmarks/bench_blockwise.py: about twice as fast on two cores). Worker threads did
+not pay inside the encoder block (tried: the attention core split by query rows, the GELU by
+chunks; 256 sentences took 4.3 s with them, 3.9 s without). There each large projection has just
+run on every BLAS thread, and OpenBLAS's idle threads spin for a while waiting for more work,
+holding the cores the workers need: with OPENBLAS_THREAD_TIMEOUT=4, which sends them to sleep at
+once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arrays are split: a
+GPU runs each piece in parallel already.
 
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
 The BLAS limit is global to the process, so it is set once, around the whole threaded call.

@@ -5,12 +5,11 @@ a boolean mask is True where a query MAY attend to a key. torch.nn.MultiheadAtte
 opposite polarity (True = ignore); minattn.interop.mask_from_torch converts.
 """
 import autograd.numpy as np
-import numpy
 from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from . import _validate
-from ._threads import in_threads, n_workers, one_blas_thread
+from ._threads import one_blas_thread
 from .dropout import dropout as _dropout
 
 
@@ -97,34 +96,11 @@ def _weights(q, k, scale, mask):
 
 @primitive
 def _attention(q, k, v, scale, mask):
-    # The attention core, forward; its gradient is written by hand just below. Query rows are
-    # independent: on the CPU, blocks of rows run on worker threads, and their many small
-    # products on one BLAS thread each (minattn/_threads.py says why).
-    def rows(r):  # the queries in the slice r -> [..., r, d_v], [..., r, L_k]
-        weights = _weights(q[..., r, :], k, scale, _mask_rows(mask, r))
-        return weights @ v, weights
-
-    n_threads = n_workers(q, q.size // q.shape[-1] * k.shape[-2])  # work: the scores
+    # The attention core, forward; its gradient is written by hand just below. Its many small
+    # products run on one BLAS thread (minattn/_threads.py says why).
     with one_blas_thread():
-        parts = in_threads(rows, _split(q.shape[-2], n_threads), n_threads)
-    if len(parts) == 1:
-        return parts[0]  # [..., L_q, d_v], [..., L_q, L_k]
-    # numpy's concatenate, not autograd's (which views its inputs as host arrays: CuPy refuses).
-    return tuple(numpy.concatenate(p, axis=-2) for p in zip(*parts))
-
-
-def _split(n, parts):
-    # range(n) as at most `parts` slices of (nearly) equal length, none empty unless n == 0.
-    parts = max(1, min(parts, n))
-    return [slice(i * n // parts, (i + 1) * n // parts) for i in range(parts)]
-
-
-def _mask_rows(mask, r):
-    # The mask's rows r, where the mask has a query axis; a mask that broadcasts over the
-    # queries (no axis, or of length 1) serves every row as it is.
-    if mask is None or mask.ndim < 2 or mask.shape[-2] == 1:
-        return mask
-    return mask[..., r, :]
+        weights = _weights(q, k, scale, mask)
+        return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
 
 
 def _attention_vjp(argnums, outputs, args, kwargs):

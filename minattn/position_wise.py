@@ -6,7 +6,6 @@ import numpy
 from autograd.extend import defvjp, primitive
 
 from . import _validate
-from ._threads import in_threads, n_workers
 from .dropout import dropout as _dropout
 from .linear import linear
 
@@ -76,13 +75,12 @@ _CHUNK = 2 ** 17
 def _in_chunks(f, x):
     # out = f(x) for an elementwise f(x, out) of many passes, run chunk by chunk over the
     # flattened x: each of its ~25 passes then reads the cache, not main memory (3x faster at
-    # [1920, 1536]), and the chunks are shared among worker threads (minattn/_threads.py). A GPU
-    # array (CuPy) goes in one piece: there, fewer launches matter more.
+    # [1920, 1536]). A GPU array (CuPy) goes in one piece: there, fewer launches matter more.
     flat = np.reshape(x, -1)
     out = np.empty_like(flat)
     chunk = _CHUNK if isinstance(x, numpy.ndarray) else max(flat.size, 1)
-    in_threads(lambda s: f(flat[s:s + chunk], out[s:s + chunk]), range(0, flat.size, chunk),
-               n_workers(x, flat.size))
+    for start in range(0, flat.size, chunk):
+        f(flat[start:start + chunk], out[start:start + chunk])
     return np.reshape(out, np.shape(x))
 
 
