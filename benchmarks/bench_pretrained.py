@@ -6,8 +6,9 @@
 
 Both engines encode the same sentences of realistic, mixed lengths (1 to 4 sentences of prose,
 about 10 to 90 word pieces) on this machine in this run, in interleaved rounds; medians with
-their spread are reported (benchmarks/_harness.py). torch keeps its default thread count;
-NumPy's BLAS keeps its own. Needs the extra `pretrained` and sentence-transformers. Nothing is
+their spread are reported (benchmarks/_harness.py), with the floor: the same matrix products
+alone, in NumPy, for the same batches (lengths sorted and padded as encode() pads them). torch
+keeps its default thread count; NumPy's BLAS keeps its own. Needs the extra `pretrained` and sentence-transformers. Nothing is
 downloaded (HF_HUB_OFFLINE=1).
 """
 import argparse
@@ -47,6 +48,38 @@ def realistic_sentences(n, seed=0):
     return [" ".join(rng.choice(PROSE, size=rng.integers(1, 5))) for _ in range(n)]
 
 
+def floor_products(model, sentences, batch_size):
+    # The matrix products the encoder computes for these sentences, alone: per batch and layer
+    # the four attention projections, the two feed-forward ones, and per head q kᵀ and P v
+    # (on one BLAS thread, as the attention core runs them).
+    from minattn._threads import one_blas_thread
+
+    order = np.argsort([-len(s) for s in sentences], kind="stable")
+    shapes = [(len(b), len(b[0].ids)) for b in (
+        model.tokenizer.encode_batch([sentences[i] for i in order[start:start + batch_size]])
+        for start in range(0, len(sentences), batch_size))]
+    layers, n_heads = model.params["encoder"]["layers"], model.config["num_attention_heads"]
+    d_model = layers[0]["attention"]["w_q"].shape[0]
+    rng = np.random.default_rng(0)
+    inputs = [(rng.standard_normal((b * n, d_model), dtype=np.float32),
+               rng.standard_normal((b * n, layers[0]["feed_forward"]["w_1"].shape[1]),
+                                   dtype=np.float32),
+               rng.standard_normal((b, n_heads, n, d_model // n_heads), dtype=np.float32))
+              for b, n in shapes]
+
+    def products():
+        for x, hidden, q in inputs:
+            for p in layers:
+                for w in ("w_q", "w_k", "w_v", "w_o"):
+                    x @ p["attention"][w]
+                x @ p["feed_forward"]["w_1"]
+                hidden @ p["feed_forward"]["w_2"]
+                with one_blas_thread():
+                    (q @ q.swapaxes(-1, -2)) @ q
+
+    return products
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=256, help="number of sentences")
@@ -77,16 +110,21 @@ def main(argv=None):
     cosine = np.sum(ours * theirs, axis=1)  # both have unit rows
     header(args.busy)
     with busy(args.busy):
-        times = interleaved({"minattn": run_minattn, "sentence-transformers": run_torch},
+        times = interleaved({"minattn": run_minattn, "sentence-transformers": run_torch,
+                             "matmul floor": floor_products(model, sentences, args.batch_size)},
                             args.repeats)
     print(f"torch {torch.__version__} with {torch.get_num_threads()} threads; {args.n} sentences, "
           f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), batch_size "
           f"{args.batch_size}, {args.repeats} interleaved rounds")
     print(f"min cosine(minattn, torch) = {cosine.min():.7f}")
     for name, t in times.items():
-        print(f"  {name:<22}{describe(t)}  ({args.n / np.median(t):.1f} sentences/s)")
+        rate = "" if name == "matmul floor" else f"  ({args.n / np.median(t):.1f} sentences/s)"
+        print(f"  {name:<22}{describe(t)}{rate}")
     print(f"  time ratio minattn / sentence-transformers: "
           f"{ratio(times['minattn'], times['sentence-transformers'])}")
+    print(f"  minattn / matmul floor: {ratio(times['minattn'], times['matmul floor'])}; "
+          f"sentence-transformers / matmul floor: "
+          f"{ratio(times['sentence-transformers'], times['matmul floor'])}")
     footer()
 
 

@@ -190,3 +190,21 @@ def test_float32_gelu_is_within_its_stated_error_of_the_float64_gelu():
     assert error < 4.5e-7, error  # the comment in position_wise.py states this bound
     # float64 stays exact (scipy's erf)
     np.testing.assert_allclose(gelu(x.astype(np.float64)), exact, rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("b_dtype", [np.float32, np.float64, None])
+def test_linear_adds_the_bias_as_numpy_would_and_leaves_its_inputs_alone(b_dtype):
+    # The bias is added in place when that cannot change the result's dtype; a float64 bias
+    # with float32 x and w widens the result, as x @ w + b does; a Python 0.0 (no bias) keeps it.
+    from minattn.linear import linear
+
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((4, 5)).astype(np.float32)
+    b = 0.0 if b_dtype is None else rng.standard_normal(5).astype(b_dtype)
+    copies = [np.copy(a) for a in (x, w, b)]
+    y = linear(x, w, b)
+    expected = np.einsum("bli,io->blo", x.astype(np.float64), w.astype(np.float64)) + b
+    assert y.dtype == (np.float32 if b_dtype in (None, np.float32) else np.float64)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    for a, c in zip((x, w, b), copies):
+        np.testing.assert_array_equal(a, c)
