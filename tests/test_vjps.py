@@ -187,7 +187,7 @@ def test_float32_gelu_is_within_its_stated_error_of_the_float64_gelu():
     got = gelu(x)
     assert got.dtype == np.float32
     error = np.abs(got.astype(np.float64) - exact).max()
-    assert error < 4.5e-7, error  # the comment in position_wise.py states this bound
+    assert error < 5e-7, error  # the comment in position_wise.py states this bound
     # float64 stays exact (scipy's erf)
     np.testing.assert_allclose(gelu(x.astype(np.float64)), exact, rtol=1e-15, atol=1e-15)
 
