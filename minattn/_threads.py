@@ -20,7 +20,10 @@ once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arra
 GPU runs each piece in parallel already.
 
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
-The BLAS limit is global to the process, so it is set once, around the whole threaded call.
+The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
+the number of workers is read before it (`n_workers` follows the BLAS limit in force: with
+OPENBLAS_NUM_THREADS=1 or inside threadpoolctl's `threadpool_limits(1)`, minattn runs on one
+thread too).
 """
 import contextlib
 import os
@@ -31,10 +34,8 @@ import numpy
 _controller = None
 
 
-@contextlib.contextmanager
-def one_blas_thread():
-    """Context manager (or decorator): BLAS (OpenBLAS, MKL, ...) on one thread inside the
-    block, the previous limits restored after it."""
+def _get_controller():
+    # threadpoolctl's view of the loaded BLAS libraries, made once; False without threadpoolctl.
     global _controller
     if _controller is None:
         try:
@@ -42,11 +43,19 @@ def one_blas_thread():
         except ImportError:
             _controller = False
         else:
-            _controller = ThreadpoolController()  # inspects the loaded libraries once
-    if _controller is False:
+            _controller = ThreadpoolController()
+    return _controller
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """Context manager (or decorator): BLAS (OpenBLAS, MKL, ...) on one thread inside the
+    block, the previous limits restored after it."""
+    controller = _get_controller()
+    if controller is False:
         yield
         return
-    limiter = _controller.limit(limits=1, user_api="blas")
+    limiter = controller.limit(limits=1, user_api="blas")
     try:
         yield
     finally:
@@ -54,13 +63,22 @@ def one_blas_thread():
 
 
 def n_workers(x, work):
-    """How many worker threads to split a NumPy array x's `work` (elements to compute) over: the
-    cores this process may use, but 1 for a GPU array or for work too small to be worth a
-    thread (under 2**16 elements per thread)."""
+    """How many worker threads to split a NumPy array x's `work` (elements to compute) over: as
+    many as BLAS may use at this moment (the cores, unless OPENBLAS_NUM_THREADS, threadpoolctl's
+    threadpool_limits or the like allow fewer: one thread there means one here), but 1 for a
+    GPU array or for work under 2**16 elements per thread."""
     if not isinstance(x, numpy.ndarray):
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(cores or 1, work // 2 ** 16))
+    return max(1, min(_blas_threads(), work // 2 ** 16))
+
+
+def _blas_threads():
+    controller = _get_controller()
+    threads = [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers] \
+        if controller else []
+    if threads:
+        return min(threads)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def in_threads(f, items, n_threads):

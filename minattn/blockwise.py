@@ -43,19 +43,20 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
 def _flash(q, k, v, key_mask, scale, causal, block_size):
     # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
     # all the backward pass needs to recompute any tile of weights: P = exp(S - lse).
+    n_scores = q.size // q.shape[-1] * k.shape[-2]  # (about) how many scores there are to compute
+    n_threads = n_workers(q, n_scores)  # read before the BLAS limit below, which it follows
     with one_blas_thread():  # tiles: one BLAS thread, set once for all workers
-        return _flash_forward(q, k, v, key_mask, scale, causal, block_size)
+        return _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads)
 
 
-def _flash_forward(q, k, v, key_mask, scale, causal, block_size):
+def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # Query blocks are independent of one another: on the CPU they run on worker threads
     # (minattn/_threads.py). Their outputs and log-sum-exps are then joined along the query axis.
     def block(q_start):
         q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
         return _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
 
-    n_scores = q.size // q.shape[-1] * k.shape[-2]  # (about) how many scores there are to compute
-    blocks = in_threads(block, range(0, q.shape[-2], block_size), n_workers(q, n_scores))
+    blocks = in_threads(block, range(0, q.shape[-2], block_size), n_threads)
     # numpy's concatenate, not autograd's (which views its inputs as host arrays: CuPy refuses).
     return (numpy.concatenate([out for out, _ in blocks], axis=-2),
             numpy.concatenate([lse for _, lse in blocks], axis=-2))

@@ -51,13 +51,22 @@ def test_in_threads_raises_what_a_worker_raises():
         _threads.in_threads(f, range(5), 2)
 
 
-def test_n_workers_splits_only_large_host_work():
+def test_n_workers_splits_only_large_host_work_and_follows_the_blas_limit():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
     x = np.zeros(3)
-    cores = len(_threads.os.sched_getaffinity(0))
+    blas = min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
     assert _threads.n_workers(x, 10) == 1  # too small to be worth a thread
-    assert _threads.n_workers(x, 2 ** 40) == cores  # never more than the cores
-    assert _threads.n_workers(x, 2 * 2 ** 16) == min(cores, 2)
+    assert _threads.n_workers(x, 2 ** 40) == blas  # as many as BLAS may use
+    assert _threads.n_workers(x, 2 * 2 ** 16) == min(blas, 2)
     assert _threads.n_workers(DeviceArray(x), 2 ** 40) == 1  # a GPU array: one piece
+    q = np.ones((1, 512, 4))  # 512 x 512 scores: work for 4 threads
+    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy:
+        ma.blockwise_attention(q, q, q, block_size=64)
+        assert spy.call_args.args[2] == min(blas, 4)
+        with threadpoolctl.threadpool_limits(1, user_api="blas"):  # the user asks for one thread
+            assert _threads.n_workers(x, 2 ** 40) == 1
+            ma.blockwise_attention(q, q, q, block_size=64)
+        assert spy.call_args.args[2] == 1  # so blockwise runs its blocks on one thread too
 
 
 def test_the_blas_limit_is_restored_after_a_threaded_call():
