@@ -59,8 +59,16 @@ def main(argv=None):
                         help="measure autograd.grad of a scalar loss w.r.t. q, k and v instead")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(0)
-    if args.grad:
-        return gradient_table(args.lengths, args.block_size, rng)
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    try:
+        if args.grad:
+            return gradient_table(args.lengths, args.block_size, rng)
+        return forward_table(args, rng)
+    finally:
+        print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def forward_table(args, rng):
     b = args.block_size
     print(f"B=1, H={N_HEADS}, d_k={D_K}, float32, block_size={b}, "
           f"BLAS threads {os.environ['OPENBLAS_NUM_THREADS']}; peak extra memory in MiB")
