@@ -88,6 +88,36 @@ def floor_products(params, x, n_heads):
     return products
 
 
+def gradient_floor_products(params, x, n_heads):
+    # The matrix products of minattn's gradient (the forward's, then the backward's), alone:
+    # for each projection dW = xᵀ g, and dx = g Wᵀ where x needs a gradient (not for the block's
+    # own input, which grad(loss)(params, x) does not differentiate); for the attention core
+    # dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO, on one BLAS thread as minattn runs them.
+    from minattn._threads import one_blas_thread
+
+    a, f = params["attention"], params["feed_forward"]
+    b, length, d_model = x.shape
+    d_k = d_model // n_heads
+    tokens = x.reshape(-1, d_model)
+    hidden = tokens @ f["w_1"]
+    q = np.ascontiguousarray((tokens @ a["w_q"]).reshape(b, length, n_heads, d_k).transpose(0, 2, 1, 3))
+    p = q @ q.swapaxes(-1, -2)  # stands in for the weights [B, H, L, L]
+
+    def products():
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            tokens @ a[w]  # forward
+            tokens.T @ tokens  # dW = xᵀ g (an [N, D] g stands in for the real one)
+        tokens @ a["w_o"].T  # dx of the output projection
+        (tokens @ f["w_1"]) @ f["w_2"]  # forward
+        hidden.T @ tokens, tokens @ f["w_2"].T  # dW_2, dx of the second layer
+        tokens.T @ hidden, hidden @ f["w_1"].T  # dW_1, dx of the first layer
+        with one_blas_thread():
+            (q @ q.swapaxes(-1, -2)) @ q  # forward: scores, weights @ V
+            q @ q.swapaxes(-1, -2), p @ q, p.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ q
+
+    return products
+
+
 def main(args=ARGS):
     from _harness import busy, describe, footer, header, interleaved, ratio
 
@@ -113,12 +143,15 @@ def main(args=ARGS):
             "minattn gradient": lambda: grad(loss)(params, x),
             "torch forward+backward": t_fb,
             "matmul floor": floor_products(params, x, n_heads),
+            "gradient matmul floor": gradient_floor_products(params, x, n_heads),
         }, args.repeats)
     for name, seconds in times.items():
         print(f"  {name:<24}{describe(seconds)}")
     print(f"  forward ratio minattn / torch:  {ratio(times['minattn forward'], times['torch forward'])}")
     print(f"  gradient ratio minattn / torch: {ratio(times['minattn gradient'], times['torch forward+backward'])}")
     print(f"  minattn forward / matmul floor: {ratio(times['minattn forward'], times['matmul floor'])}")
+    print(f"  minattn gradient / its matmul floor: "
+          f"{ratio(times['minattn gradient'], times['gradient matmul floor'])}")
     footer()
     return 0
 
