@@ -208,3 +208,13 @@ def test_linear_adds_the_bias_as_numpy_would_and_leaves_its_inputs_alone(b_dtype
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     for a, c in zip((x, w, b), copies):
         np.testing.assert_array_equal(a, c)
+
+
+def test_torchs_float32_gelu_is_as_accurate_as_the_comment_in_position_wise_says():
+    torch = pytest.importorskip("torch")
+    from scipy.special import erf
+
+    x = np.linspace(-12, 12, 400_001).astype(np.float32)
+    exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / np.sqrt(2.0)))
+    theirs = torch.nn.functional.gelu(torch.from_numpy(x)).numpy().astype(np.float64)
+    assert np.abs(theirs - exact).max() < 3.8e-7
