@@ -5,7 +5,8 @@ forward, in the same process, interleaved (benchmarks/_harness.py).
 
 B=1, H=4, d_k=64, float32. Also the floor: the same tiles' two matrix products alone (q kᵀ and
 P v for every tile that causal attention computes), run as blockwise runs them: query blocks
-spread over worker threads, each product on one BLAS thread (minattn/_threads.py).
+spread over worker threads, each product on one BLAS thread (minattn/_threads.py); and
+blockwise on one thread (under threadpool_limits(1)), to show what the workers bring.
 """
 import argparse
 import os
@@ -40,17 +41,26 @@ def main():
             s = q[..., start:start + b, :] @ k[..., k_start:k_start + b, :].swapaxes(-1, -2)
             s @ v[..., k_start:k_start + b, :]
 
+    workers = n_workers(q, 4 * n * n)  # read outside the one-thread limit, as blockwise does
+
     @one_blas_thread()  # as blockwise_attention runs its tiles
     def floor():
-        in_threads(query_block, range(0, n, b), n_workers(q, 4 * n * n))
+        in_threads(query_block, range(0, n, b), workers)
+
+    def one_thread():  # the workers follow the BLAS limit: one BLAS thread, one worker
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, user_api="blas"):
+            ma.blockwise_attention(q, k, v, causal=True, block_size=b)
 
     header(args.busy)
     print(f"causal attention forward, B=1 H=4 L={n} d_k=64 float32, block_size={b}; torch "
           f"{torch.__version__} ({torch.get_num_threads()} threads); minattn "
-          f"{n_workers(q, 4 * n * n)} worker threads")
+          f"{workers} worker threads")
     with busy(args.busy):
         times = interleaved({
             "minattn blockwise": lambda: ma.blockwise_attention(q, k, v, causal=True, block_size=b),
+            "minattn, one thread": one_thread,
             "torch sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True),
             "tile products alone": floor,
         }, args.rounds)
@@ -58,6 +68,8 @@ def main():
         print(f"  {name:<22}{describe(t)}")
     print(f"  blockwise / torch: {ratio(times['minattn blockwise'], times['torch sdpa'])}")
     print(f"  blockwise / floor: {ratio(times['minattn blockwise'], times['tile products alone'])}")
+    print(f"  blockwise / blockwise on one thread: "
+          f"{ratio(times['minattn blockwise'], times['minattn, one thread'])}")
     footer()
 
 

@@ -1,6 +1,6 @@
-"""Exact GELU in float32: minattn's (a Chebyshev fit of erfc, in cache-sized chunks) against
-scipy.special.erf and torch's GELU, in the same process, interleaved; and each one's largest
-error against the float64 GELU of the same float32 inputs.
+"""Exact GELU in float32: minattn's (Abramowitz & Stegun's fit of erfc, in cache-sized chunks)
+against scipy.special.erf and torch's GELU, in the same process, interleaved; and each one's
+largest error against the float64 GELU of the same float32 inputs.
 
     python benchmarks/bench_gelu.py [--shape 1920 1536] [--rounds 15] [--busy N]
 

@@ -13,6 +13,7 @@ needs memory that grows with L·block, not L². This hand-written VJP is first-o
 accumulates into arrays in place): autograd cannot differentiate it again. Like the rest of the
 core it runs on CuPy arrays: nothing is created on the host.
 """
+import math
 import numbers
 
 import autograd.numpy as np
@@ -43,7 +44,7 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
 def _flash(q, k, v, key_mask, scale, causal, block_size):
     # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
     # all the backward pass needs to recompute any tile of weights: P = exp(S - lse).
-    n_scores = q.size // q.shape[-1] * k.shape[-2]  # (about) how many scores there are to compute
+    n_scores = math.prod(q.shape[:-1]) * k.shape[-2]  # (about) how many scores to compute
     n_threads = n_workers(q, n_scores)  # read before the BLAS limit below, which it follows
     with one_blas_thread():  # tiles: one BLAS thread, set once for all workers
         return _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads)

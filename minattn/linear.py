@@ -1,6 +1,5 @@
 """The affine map y = x @ w + b, done as one 2-D matrix product, with its gradient by hand."""
 import autograd.numpy as np
-import numpy
 from autograd.extend import defvjp_argnums, primitive
 
 
@@ -9,11 +8,7 @@ def linear(x, w, b):
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]. Flattening the leading dims first makes
     # one big matrix product (one BLAS call) instead of a batch of small ones.
     *lead, d_in = x.shape
-    y = np.reshape(x, (-1, d_in)) @ w  # [N, d_out]
-    if numpy.result_type(y, b) == y.dtype:
-        y += b  # in place: y is new, so no second [N, d_out] array is needed
-    else:
-        y = y + b  # a wider bias (float64 with float32 x, w) widens y, as x @ w + b would
+    y = np.reshape(x, (-1, d_in)) @ w + b  # [N, d_out]
     return np.reshape(y, (*lead, w.shape[1]))
 
 

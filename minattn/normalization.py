@@ -26,8 +26,7 @@ def _layer_norm(x, gamma, beta, eps):
     mean = np.sum(x, axis=-1, keepdims=True) / d_model
     centered = x - mean
     variance = np.sum(centered * centered, axis=-1, keepdims=True) / d_model  # biased: / D
-    centered *= 1 / np.sqrt(variance + eps)  # x̂, in place: `centered` is a temporary
-    return centered * gamma + beta
+    return centered / np.sqrt(variance + eps) * gamma + beta
 
 
 def _layer_norm_vjp(argnums, y, args, kwargs):

@@ -54,19 +54,21 @@ def test_in_threads_raises_what_a_worker_raises():
 def test_n_workers_splits_only_large_host_work_and_follows_the_blas_limit():
     threadpoolctl = pytest.importorskip("threadpoolctl")
     x = np.zeros(3)
-    blas = min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
-    assert _threads.n_workers(x, 10) == 1  # too small to be worth a thread
-    assert _threads.n_workers(x, 2 ** 40) == blas  # as many as BLAS may use
-    assert _threads.n_workers(x, 2 * 2 ** 16) == min(blas, 2)
     assert _threads.n_workers(DeviceArray(x), 2 ** 40) == 1  # a GPU array: one piece
     q = np.ones((1, 512, 4))  # 512 x 512 scores: work for 4 threads
     with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy:
-        ma.blockwise_attention(q, q, q, block_size=64)
-        assert spy.call_args.args[2] == min(blas, 4)
         with threadpoolctl.threadpool_limits(1, user_api="blas"):  # the user asks for one thread
             assert _threads.n_workers(x, 2 ** 40) == 1
             ma.blockwise_attention(q, q, q, block_size=64)
-        assert spy.call_args.args[2] == 1  # so blockwise runs its blocks on one thread too
+            assert spy.call_args.args[2] == 1  # so blockwise runs its blocks on one thread too
+        with threadpoolctl.threadpool_limits(2, user_api="blas"):
+            if _threads.n_workers(x, 2 ** 40) < 2:
+                pytest.skip("BLAS runs one thread at most here: nothing to split over")
+            assert _threads.n_workers(x, 2 ** 40) == 2  # never more than BLAS may use
+            assert _threads.n_workers(x, 2 ** 16) == 1  # too small to be worth a thread
+            assert _threads.n_workers(x, 2 * 2 ** 16) == 2
+            ma.blockwise_attention(q, q, q, block_size=64)
+            assert spy.call_args.args[2] == 2
 
 
 def test_the_blas_limit_is_restored_after_a_threaded_call():
@@ -152,15 +154,32 @@ def test_gelu_in_chunks_is_the_same_as_in_one_piece(shape):
     np.testing.assert_array_equal(chunked, whole)  # elementwise: the chunks change no bit
     np.testing.assert_array_equal(transposed, whole.T)
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / math.sqrt(2)))
-    assert chunked.dtype == np.float32 and np.all(np.abs(chunked - exact) < 5e-7)
+    assert chunked.dtype == np.float32 and np.all(np.abs(chunked - exact) < 4.5e-7)
 
 
 def test_large_inputs_reach_the_threads_and_match_a_float64_computation():
     # No forcing: at this size (2 x 4 x 128 x 128 scores) n_workers splits on a multi-core host.
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 4, 128, 16)).astype(np.float32) for _ in range(3))
-    out = ma.blockwise_attention(q, k, v, causal=True, block_size=32)
+    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy:
+        out = ma.blockwise_attention(q, k, v, causal=True, block_size=32)
+    if spy.call_args.args[2] < 2:
+        pytest.skip("one core or one BLAS thread here: the blocks ran on one thread")
     scores = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / 4.0
     s = np.where(np.tril(np.ones((128, 128), bool)), scores, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape_q, shape_k, d_v", [((2, 0), (3, 0), 2), ((0, 3), (4, 3), 2),
+                                                 ((3, 2), (0, 2), 1), ((3, 2), (4, 2), 0)])
+def test_blockwise_with_an_empty_axis_answers_as_full_attention(shape_q, shape_k, d_v):
+    # Empty axes (no query, no key, d_k = 0 or d_v = 0) give what full attention gives, without
+    # dividing by a zero width when sizing the work.
+    rng = np.random.default_rng(4)
+    q, k = rng.standard_normal(shape_q), rng.standard_normal(shape_k)
+    v = rng.standard_normal((shape_k[0], d_v))
+    out = ma.blockwise_attention(q, k, v, block_size=2)
+    expected = ma.scaled_dot_product_attention(q, k, v)[0]
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, atol=1e-12)

@@ -187,7 +187,7 @@ def test_float32_gelu_is_within_its_stated_error_of_the_float64_gelu():
     got = gelu(x)
     assert got.dtype == np.float32
     error = np.abs(got.astype(np.float64) - exact).max()
-    assert error < 5e-7, error  # the comment in position_wise.py states this bound
+    assert error < 4.5e-7, error  # the comment in position_wise.py states this bound
     # float64 stays exact (scipy's erf)
     np.testing.assert_allclose(gelu(x.astype(np.float64)), exact, rtol=1e-15, atol=1e-15)
 
@@ -212,6 +212,8 @@ def test_linear_adds_the_bias_as_numpy_would_and_leaves_its_inputs_alone(b_dtype
 
 def test_torchs_float32_gelu_is_as_accurate_as_the_comment_in_position_wise_says():
     torch = pytest.importorskip("torch")
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip("the comment states torch 2.13's accuracy")
     from scipy.special import erf
 
     x = np.linspace(-12, 12, 400_001).astype(np.float32)
