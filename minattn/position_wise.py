@@ -33,7 +33,7 @@ def _gelu(x):
     if x.dtype != np.float32:
         from scipy.special import erf  # exact; scipy is imported only when GELU is used
         return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    return _in_chunks(_gelu_float32, x)  # scipy's erf costs ~30 ns per element; this, ~7
+    return _in_chunks(_gelu_float32, x)  # ~0.4x the time of scipy's erf (bench_gelu.py)
 
 
 # Abramowitz & Stegun 7.1.26: erfc(z) = t (a1 + a2 t + ... + a5 t⁴) exp(-z²), t = 1 / (1 + p z),
@@ -47,7 +47,8 @@ def _gelu_float32(x, out):
     # float32 x -> out = x Φ(x). With h = erfc(|x| / √2) / 2, Φ(x) is h for x < 0 (h itself, so
     # the small values of the left tail keep their relative precision) and 1 - h for x >= 0.
     # In-place passes over arrays made here (no autograd inside a primitive, so `out=` is fine).
-    z = np.abs(x) * np.float32(1.0 / math.sqrt(2.0))
+    # z stops at 11: there h is 0 in float32 already, and z * z cannot overflow for huge |x|.
+    z = np.minimum(np.abs(x) * np.float32(1.0 / math.sqrt(2.0)), np.float32(11.0))
     t = np.reciprocal(z * np.float32(_P) + np.float32(1.0))
     h = out
     h[...] = np.float32(_A[-1] / 2)  # the 1/2 of h is folded into the coefficients
@@ -56,7 +57,10 @@ def _gelu_float32(x, out):
         np.add(h, np.float32(a / 2), out=h)
     np.multiply(h, t, out=h)
     np.multiply(h, np.exp(-(z * z)), out=h)  # h = erfc(z) / 2
-    np.subtract(np.float32(1.0), h, out=h, where=x >= 0)  # Φ(x)
+    # Φ(x) = [x >= 0] - copysign(h, x): 0 + h or 1 - h, both exact, without a per-element branch
+    # (a `where=x >= 0` mask cost half the GELU's time on random signs). At x = -0 it is 1.5, and
+    # x Φ(x) is -0 all the same.
+    np.subtract(x >= 0, np.copysign(h, x, out=h), out=h)
     return np.multiply(h, x, out=h)
 
 
