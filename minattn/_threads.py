@@ -11,9 +11,10 @@ run under `one_blas_thread()`; the large projections keep every thread.
 blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
 releases Python's lock (the GIL) inside its matrix products and its passes over large arrays, so
 the threads run at the same time, and a thread that another process holds up delays only its
-own pieces (benchmarks/bench_blockwise.py: about twice as fast on two cores). Worker threads did
-not pay inside the encoder block (tried: the attention core split by query rows, the GELU by
-chunks; 256 sentences took 4.3 s with them, 3.9 s without). There each large projection has just
+own pieces (benchmarks/bench_blockwise.py on 2026-11-23: 0.54x the time of one thread on two
+quiet cores, 0.80x beside two competing processes). Worker threads did not pay inside the
+encoder block (tried on 2026-11-22: the attention core split by query rows, the GELU by chunks;
+256 sentences took 4.3 s with them, 3.9 s without). There each large projection has just
 run on every BLAS thread, and OpenBLAS's idle threads spin for a while waiting for more work,
 holding the cores the workers need: with OPENBLAS_THREAD_TIMEOUT=4, which sends them to sleep at
 once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arrays are split: a
