@@ -5,7 +5,7 @@ forward, in the same process, interleaved (benchmarks/_harness.py).
 
 B=1, H=4, d_k=64, float32. Also the floor: the same tiles' two matrix products alone (q kᵀ and
 P v for every tile that causal attention computes), run as blockwise runs them: query blocks
-spread over worker threads, each product on one BLAS thread (minattn/_threads.py); and
+spread over worker threads, each product on one BLAS thread (minattn/engine/threads.py); and
 blockwise on one thread (under threadpool_limits(1)), to show what the workers bring.
 """
 import argparse
@@ -34,7 +34,7 @@ def main():
     q, k, v = (rng.standard_normal((1, 4, n, 64), dtype=np.float32) for _ in range(3))
     qt, kt, vt = (torch.from_numpy(a) for a in (q, k, v))
 
-    from minattn._threads import in_threads, n_workers, one_blas_thread
+    from minattn.engine.threads import in_threads, n_workers, one_blas_thread
 
     def query_block(start):
         for k_start in range(0, min(n, start + b), b):

@@ -93,7 +93,7 @@ def gradient_floor_products(params, x, n_heads):
     # for each projection dW = xᵀ g, and dx = g Wᵀ where x needs a gradient (not for the block's
     # own input, which grad(loss)(params, x) does not differentiate); for the attention core
     # dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO, on one BLAS thread as minattn runs them.
-    from minattn._threads import one_blas_thread
+    from minattn.engine.threads import one_blas_thread
 
     a, f = params["attention"], params["feed_forward"]
     b, length, d_model = x.shape

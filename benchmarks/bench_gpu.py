@@ -34,7 +34,7 @@ def main():
     from autograd import grad
 
     import minattn as ma
-    from minattn import cupy_autograd, train
+    from minattn.engine import cupy_autograd, train
 
     cupy_autograd.register()
     dev = torch.device("cuda")

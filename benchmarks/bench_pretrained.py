@@ -52,7 +52,7 @@ def floor_products(model, sentences, batch_size):
     # The matrix products the encoder computes for these sentences, alone: per batch and layer
     # the four attention projections, the two feed-forward ones, and per head q kᵀ and P v
     # (on one BLAS thread, as the attention core runs them).
-    from minattn._threads import one_blas_thread
+    from minattn.engine.threads import one_blas_thread
 
     order = np.argsort([-len(s) for s in sentences], kind="stable")
     shapes = [(len(b), len(b[0].ids)) for b in (

@@ -14,7 +14,7 @@ from autograd import grad
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 import minattn as ma  # noqa: E402
-from minattn import cupy_autograd  # noqa: E402
+from minattn.engine import cupy_autograd  # noqa: E402
 from tests import array_double  # noqa: E402
 
 

@@ -13,8 +13,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import minattn as ma  # noqa: E402
-from minattn import train  # noqa: E402
-from minattn.plot import save_heatmaps  # noqa: E402
+from minattn.models import count_task as train  # noqa: E402
+from minattn.display.plot import save_heatmaps  # noqa: E402
 
 
 def main(argv=None):

@@ -52,12 +52,12 @@ from .positional import positional_encoding
 from .rope import apply_rope
 from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
                       init_decoder_block, self_attention)
-from .swap import swap  # a tool, not a concept: kept out of __all__
+from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
 
 if "cupy" in __import__("sys").modules:  # CuPy already loaded: let autograd differentiate it
-    from . import cupy_autograd
+    from .engine import cupy_autograd
 
     cupy_autograd.register()
 

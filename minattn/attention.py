@@ -8,8 +8,8 @@ import autograd.numpy as np
 from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
-from . import _validate
-from ._threads import one_blas_thread
+from .engine import checks
+from .engine.threads import one_blas_thread
 from .dropout import dropout as _dropout
 
 
@@ -23,7 +23,7 @@ def softmax(x, axis=-1, mask=None):
     or a mask that is not boolean or does not broadcast.
     """
     # [..., n] -> [..., n]
-    x, axis, mask = _validate.check_softmax(x, axis, mask)
+    x, axis, mask = checks.check_softmax(x, axis, mask)
     if x.dtype == np.float16:  # accumulate in float32, return float16
         return softmax(x.astype(np.float32), axis, mask).astype(np.float16)
     if x.shape[axis] == 0:
@@ -70,7 +70,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     and the shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
-    q, k, v, mask, scale = _validate.check_attention(q, k, v, mask, scale, dropout, rng)
+    q, k, v, mask, scale = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     if np.result_type(q.dtype, k.dtype, v.dtype) == np.float16:
         # As torch on the CPU: scores and softmax in float32 (q kᵀ overflows float16 at ~256²).
         f32 = lambda a: None if a is None else a.astype(np.float32) if a.dtype != bool else a
@@ -97,7 +97,7 @@ def _weights(q, k, scale, mask):
 @primitive
 def _attention(q, k, v, scale, mask):
     # The attention core, forward; its gradient is written by hand just below. Its many small
-    # products run on one BLAS thread (minattn/_threads.py says why).
+    # products run on one BLAS thread (minattn/engine/threads.py says why).
     with one_blas_thread():
         weights = _weights(q, k, scale, mask)
         return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]

@@ -5,7 +5,7 @@ matrix is never held: queries and keys are walked in blocks, and each query bloc
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
-on the CPU's cores, minattn/_threads.py) instead of O(L_q L_k); the weights are not returned.
+on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k); the weights are not returned.
 
 Gradients: FlashAttention's backward. The forward pass keeps only the output and each query's
 log-sum-exp; the backward pass recomputes every tile's weights from them, so the gradient too
@@ -21,8 +21,8 @@ import numpy
 from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
-from . import _validate
-from ._threads import in_threads, n_workers, one_blas_thread
+from .engine import checks
+from .engine.threads import in_threads, n_workers, one_blas_thread
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -52,7 +52,7 @@ def _flash(q, k, v, key_mask, scale, causal, block_size):
 
 def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # Query blocks are independent of one another: on the CPU they run on worker threads
-    # (minattn/_threads.py). Their outputs and log-sum-exps are then joined along the query axis.
+    # (minattn/engine/threads.py). Their outputs and log-sum-exps are then joined along the query axis.
     def block(q_start):
         q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
         return _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
@@ -154,8 +154,8 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
-    q, k, v, _, scale = _validate.check_attention(q, k, v, None, scale, 0.0, None)
-    batch = _validate.broadcast_or_raise(
+    q, k, v, _, scale = checks.check_attention(q, k, v, None, scale, 0.0, None)
+    batch = checks.broadcast_or_raise(
         [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
         "the leading (batch/head) dims of q, k, v")
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
@@ -169,7 +169,7 @@ def _check_key_mask(key_mask, keys_shape):
     if key_mask is None:
         return None
     if isinstance(key_mask, (list, tuple)) or hasattr(key_mask, "dtype"):
-        key_mask = _validate.as_array("key_mask", key_mask)
+        key_mask = checks.as_array("key_mask", key_mask)
     if not hasattr(key_mask, "dtype") or np.dtype(key_mask.dtype).kind != "b":
         got = getattr(key_mask, "dtype", type(key_mask).__name__)
         raise TypeError(f"key_mask must be a boolean array (True = may be attended), got {got}")

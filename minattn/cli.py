@@ -43,8 +43,8 @@ def _check_plot_available():
 def tour(args):
     from tqdm import tqdm
 
-    from . import train
-    from .display import heatmap_text
+    from .models import count_task as train
+    from .display.terminal import heatmap_text
 
     if args.plot:
         _check_plot_available()
@@ -71,7 +71,7 @@ def tour(args):
           "the head that puts the most weight on equal tokens; equal tokens get equal rows:")
     print(heatmap_text(heads[head], labels, labels))
     if args.plot:
-        from .plot import save_heatmaps
+        from .display.plot import save_heatmaps
 
         save_heatmaps(args.plot, heads, labels, labels, titles=[f"head {h}" for h in range(len(heads))],
                       suptitle="count task: attention per head, one held-out sequence")
@@ -84,7 +84,7 @@ def tour(args):
 def generate(args):
     from tqdm import tqdm
 
-    from . import train_lm
+    from .models import sorting_lm as train_lm
 
     prompts = [_digit_prompt(text) for text in args.digits]
     n = train_lm.N_DIGITS
@@ -115,7 +115,7 @@ def generate(args):
 
 
 def _digit_prompt(text):
-    from . import train_lm
+    from .models import sorting_lm as train_lm
 
     if len(text) != train_lm.N_DIGITS or not text.isdigit():
         raise ValueError(f"--digits takes exactly {train_lm.N_DIGITS} digits, got {text!r}")
@@ -143,14 +143,14 @@ def _device(name):
         raise SystemExit(f"--device gpu: CuPy sees no CUDA device ({error})") from None
     if n_devices == 0:
         raise SystemExit("--device gpu: CuPy sees no CUDA device")
-    from . import cupy_autograd
+    from .engine import cupy_autograd
 
     cupy_autograd.register(cupy.ndarray)
     return _tree(cupy.asarray), _tree(cupy.asnumpy)
 
 
 def similarity(args):
-    from .pretrained import load_sentence_encoder, similarity_matrix
+    from .models.pretrained import load_sentence_encoder, similarity_matrix
 
     encoder = load_sentence_encoder(args.model)
     sims = similarity_matrix(encoder, args.sentences)
@@ -164,8 +164,8 @@ def similarity(args):
 
 
 def attention(args):
-    from .display import heatmap_text
-    from .pretrained import load_sentence_encoder
+    from .display.terminal import heatmap_text
+    from .models.pretrained import load_sentence_encoder
 
     if args.plot:
         _check_plot_available()
@@ -179,7 +179,7 @@ def attention(args):
     print(heatmap_text(weights[args.layer][args.head], tokens, tokens,
                        title=f"layer {args.layer}, head {args.head} (rows: queries, columns: keys)"))
     if args.plot:
-        from .plot import save_heatmaps
+        from .display.plot import save_heatmaps
 
         save_heatmaps(args.plot, weights[args.layer], tokens, tokens,
                       titles=[f"head {h}" for h in range(n_heads)],
@@ -232,7 +232,7 @@ def build_parser():
     which.add_argument("file", nargs="?", metavar="FILE.py",
                        help="a file defining some of minattn's functions, by their names")
     which.add_argument("--pitfall", metavar="NAME",
-                       help="grade one of minattn.pitfalls instead: a bug being caught")
+                       help="grade one of minattn.course.pitfalls instead: a bug being caught")
     chk.add_argument("--examples", type=positive_int, default=20,
                      help="examples hypothesis tries per property (default 20)")
     chk.set_defaults(run=check)
@@ -245,7 +245,7 @@ def _grader():
     except ImportError:
         raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
                          "minattn clone, pip install '.[check]')") from None
-    from . import check as grader
+    from .course import grader
 
     return grader
 

@@ -15,7 +15,7 @@ import autograd.numpy as np
 import numpy
 from autograd.tracer import isbox
 
-from . import _validate
+from .engine import checks
 from .heads import merge_heads, split_heads
 from .masks import causal_mask
 from .multi_head import (_project, check_multi_head_params, grouped_attention,
@@ -55,11 +55,11 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_base, cache):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
-    _validate.check_n_heads(n_heads, d_model)
-    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    checks.check_n_heads(n_heads, d_model)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
     n_kv, d_k = (n_kv_heads or n_heads), d_model // n_heads
     params = check_multi_head_params(params, d_model, d_kv=n_kv * d_k)
     past = 0
@@ -72,8 +72,8 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
                              f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
-    mask = _validate.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
-    _validate.check_mask_has_head_axis(mask, scores)
+    mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
+    checks.check_mask_has_head_axis(mask, scores)
     return params, x, mask
 
 
@@ -158,23 +158,23 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
 
 
 def _check_config(n_heads, n_kv_heads, norm, activation):
-    _validate.check_choice("norm", norm, NORMS)
-    _validate.check_choice("activation", activation, DECODER_ACTIVATIONS)
-    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    checks.check_choice("norm", norm, NORMS)
+    checks.check_choice("activation", activation, DECODER_ACTIVATIONS)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
 
 
 def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activation, eps, cache,
                          where="params"):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
-    _validate.check_n_heads(n_heads, d_model)
+    checks.check_n_heads(n_heads, d_model)
     _check_config(n_heads, n_kv_heads, norm, activation)
-    _validate.check_positive_real("eps", eps, allow_zero=True)
-    params = _validate.check_params(params, {}, where)
+    checks.check_positive_real("eps", eps, allow_zero=True)
+    params = checks.check_params(params, {}, where)
     if memory is not None:
-        memory = _validate.as_float_array("memory", memory)
-        _validate.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+        memory = checks.as_float_array("memory", memory)
+        checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
     n_kv = n_heads if n_kv_heads is None else n_kv_heads
     d_k = d_model // n_heads
     needed = ["self_attention", "norm1", "feed_forward", "norm3"]
@@ -195,7 +195,7 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
     for key in ("norm1", "norm2", "norm3"):
         if key in needed:
-            checked[key] = _validate.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
+            checked[key] = checks.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
     if cache is not None:
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
     return {**params, **checked}, x, memory
@@ -203,7 +203,7 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
 
 def _check_layer_cache(cache, expected, where):
     # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
-    if not isinstance(cache, _validate.DICT_TYPES) or "k" not in cache or "v" not in cache:
+    if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
         raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
                         f"[..., H_kv, L_past, d_k], got {type(cache).__name__}")
     for key in ("k", "v"):
@@ -223,7 +223,7 @@ def _check_layer_cache(cache, expected, where):
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
     """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
     init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
-    n_layers = _validate.check_size("n_layers", n_layers)
+    n_layers = checks.check_size("n_layers", n_layers)
     params = {"layers": [init_decoder_block(rng, d_model, n_heads, d_ff, **block_config)
                          for _ in range(n_layers)]}
     if final_norm:
@@ -258,15 +258,15 @@ def _final_norm(p, x, config):
 
 
 def _check_decoder(params, cache):
-    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
-            params.get("layers"), _validate.LIST_TYPES):
+    if not isinstance(params, checks.DICT_TYPES) or not isinstance(
+            params.get("layers"), checks.LIST_TYPES):
         raise ValueError("params must be a dict with key 'layers' holding a list of block params")
     layers = [params["layers"][i] for i in range(len(params["layers"]))]
-    if cache is not None and (not isinstance(cache, _validate.LIST_TYPES)
+    if cache is not None and (not isinstance(cache, checks.LIST_TYPES)
                               or len(cache) != len(layers)):
         raise ValueError(f"cache must be a tuple with one {{'k', 'v'}} dict per layer "
                          f"({len(layers)} layers), got "
-                         f"{len(cache) if isinstance(cache, _validate.LIST_TYPES) else type(cache).__name__}")
+                         f"{len(cache) if isinstance(cache, checks.LIST_TYPES) else type(cache).__name__}")
     return layers
 
 
@@ -275,12 +275,12 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
     """-> {"token_embedding": [V, D], ("position_embedding": [n_positions, D],) "layers",
     "final_norm", ("lm_head": [D, V] unless tied)}: GPT-2 (position="learned", tied) or Llama
     (position="rope", norm="rms_norm", activation="swiglu", bias=False, tied=False) style."""
-    vocab_size = _validate.check_size("vocab_size", vocab_size)
-    dtype = _validate.check_init(rng, dtype)
-    _validate.check_choice("position", position, POSITIONS)
+    vocab_size = checks.check_size("vocab_size", vocab_size)
+    dtype = checks.check_init(rng, dtype)
+    checks.check_choice("position", position, POSITIONS)
     params = {"token_embedding": (0.02 * rng.normal(size=(vocab_size, d_model))).astype(dtype)}
     if position == "learned":
-        n_positions = _validate.check_size("n_positions", n_positions)
+        n_positions = checks.check_size("n_positions", n_positions)
         params["position_embedding"] = (0.01 * rng.normal(size=(n_positions, d_model))).astype(dtype)
     params.update(init_decoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=True,
                                dtype=dtype, **block_config))
@@ -326,13 +326,13 @@ def _empty_cache(x, n_heads, n_kv_heads):
 
 
 def _check_causal_lm(params, tokens, n_heads, n_kv_heads, position, cache):
-    _validate.check_choice("position", position, POSITIONS)
+    checks.check_choice("position", position, POSITIONS)
     needed = ["token_embedding", "layers", "final_norm"] + (
         ["position_embedding"] if position == "learned" else [])
-    if not isinstance(params, _validate.DICT_TYPES) or any(k not in params for k in needed):
+    if not isinstance(params, checks.DICT_TYPES) or any(k not in params for k in needed):
         raise ValueError(f"params must be a dict with keys {', '.join(map(repr, needed))} "
                          "(and 'lm_head' unless the embeddings are tied)")
-    embedding = _validate.check_shape("params['token_embedding']", params["token_embedding"],
+    embedding = checks.check_shape("params['token_embedding']", params["token_embedding"],
                                       ("V", "D"))
     vocab_size = embedding.shape[0]
     if not hasattr(tokens, "dtype") or np.dtype(tokens.dtype).kind not in "iu":
@@ -347,7 +347,7 @@ def _check_causal_lm(params, tokens, n_heads, n_kv_heads, position, cache):
     if cache is not None:
         layers = _check_decoder(params, cache)
         first = cache[0] if layers else {}
-        if not isinstance(first, _validate.DICT_TYPES) or "k" not in first:
+        if not isinstance(first, checks.DICT_TYPES) or "k" not in first:
             raise TypeError("cache must be a tuple of {'k', 'v'} dicts, one per layer")
         past = first["k"].shape[-2]
     if position == "learned":
@@ -357,7 +357,7 @@ def _check_causal_lm(params, tokens, n_heads, n_kv_heads, position, cache):
                              f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
                              f" has only {n_positions} positions")
     if "lm_head" in params:
-        _validate.check_shape("params['lm_head']", params["lm_head"],
+        checks.check_shape("params['lm_head']", params["lm_head"],
                               (embedding.shape[1], vocab_size))
     return tokens, past
 
@@ -414,7 +414,7 @@ def _check_generate(params, tokens, n_new, temperature, top_k, rng, config):
         raise TypeError(f"tokens must be an integer array [B, L], got "
                         f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
     if config.get("position", "learned") == "learned" and isinstance(
-            params, _validate.DICT_TYPES) and "position_embedding" in params and tokens.ndim == 2:
+            params, checks.DICT_TYPES) and "position_embedding" in params and tokens.ndim == 2:
         n_positions = params["position_embedding"].shape[0]
         if tokens.shape[1] + n_new - 1 > n_positions:
             raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "

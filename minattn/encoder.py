@@ -2,7 +2,7 @@
 and the encoder: a stack of blocks."""
 import numpy
 
-from . import _validate
+from .engine import checks
 from .dropout import dropout as _dropout
 from .multi_head import check_multi_head_params, init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm
@@ -21,7 +21,7 @@ def init_encoder_block(rng, d_model, n_heads, d_ff, *, dtype=numpy.float64):
 
 
 def _check_block_params(params, d_model, where="params"):
-    _validate.check_params(params, {}, where)  # a dict at all
+    checks.check_params(params, {}, where)  # a dict at all
     for key in ("attention", "norm1", "feed_forward", "norm2"):
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: 'attention', "
@@ -29,20 +29,20 @@ def _check_block_params(params, d_model, where="params"):
     norm = {"gamma": (d_model,), "beta": (d_model,)}
     return {
         "attention": check_multi_head_params(params["attention"], d_model, f"{where}['attention']"),
-        "norm1": _validate.check_params(params["norm1"], norm, f"{where}['norm1']"),
+        "norm1": checks.check_params(params["norm1"], norm, f"{where}['norm1']"),
         "feed_forward": check_feed_forward_params(params["feed_forward"], d_model,
                                                   f"{where}['feed_forward']"),
-        "norm2": _validate.check_params(params["norm2"], norm, f"{where}['norm2']"),
+        "norm2": checks.check_params(params["norm2"], norm, f"{where}['norm2']"),
     }
 
 
 def _check_block_config(x, n_heads, activation, eps, dropout, rng):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 2, "(..., L, d_model)")
-    _validate.check_n_heads(n_heads, x.shape[-1])
-    _validate.check_choice("activation", activation, ACTIVATIONS)
-    _validate.check_positive_real("eps", eps, allow_zero=True)
-    _validate.check_dropout(dropout, rng)
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    checks.check_n_heads(n_heads, x.shape[-1])
+    checks.check_choice("activation", activation, ACTIVATIONS)
+    checks.check_positive_real("eps", eps, allow_zero=True)
+    checks.check_dropout(dropout, rng)
     return x
 
 
@@ -89,7 +89,7 @@ def init_encoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=False, *, dty
     """-> {"layers": [block params] * n_layers} (+ {"final_norm": {...}} if final_norm), in
     `dtype`. n_layers must be a positive int."""
     # A final norm is what pre-norm stacks need, since their last block ends un-normalized.
-    n_layers = _validate.check_size("n_layers", n_layers)
+    n_layers = checks.check_size("n_layers", n_layers)
     if not isinstance(final_norm, bool):
         raise TypeError(f"final_norm must be True or False, got {final_norm!r}")
     layers = [init_encoder_block(rng, d_model, n_heads, d_ff, dtype=dtype) for _ in range(n_layers)]
@@ -101,14 +101,14 @@ def init_encoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=False, *, dty
 
 def _check_encoder(params, x, n_heads, activation, eps, dropout, rng):
     x = _check_block_config(x, n_heads, activation, eps, dropout, rng)
-    if not isinstance(params, _validate.DICT_TYPES) or not isinstance(
-            params.get("layers"), _validate.LIST_TYPES):
+    if not isinstance(params, checks.DICT_TYPES) or not isinstance(
+            params.get("layers"), checks.LIST_TYPES):
         raise ValueError("params must be a dict with key 'layers' holding a list of block params")
     layers = [_check_block_params(params["layers"][i], x.shape[-1], f"params['layers'][{i}]")
               for i in range(len(params["layers"]))]
     checked = {"layers": layers}
     if "final_norm" in params:
-        checked["final_norm"] = _validate.check_params(
+        checked["final_norm"] = checks.check_params(
             params["final_norm"], {"gamma": x.shape[-1:], "beta": x.shape[-1:]},
             "params['final_norm']")
     return checked, x

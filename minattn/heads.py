@@ -1,7 +1,7 @@
 """Splitting the model dimension into heads, and merging them back."""
 import autograd.numpy as np
 
-from . import _validate
+from .engine import checks
 
 
 def split_heads(x, n_heads):
@@ -9,7 +9,7 @@ def split_heads(x, n_heads):
     token. Raises ValueError if D is not divisible by n_heads."""
     # [..., L, D] -> [..., H, L, d_k]. The transpose matters: a bare reshape to [..., H, L, d_k]
     # would mix features of different tokens into one head.
-    x = _validate.check_split_heads(x, n_heads)
+    x = checks.check_split_heads(x, n_heads)
     *lead, length, d_model = x.shape
     x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
     return np.swapaxes(x, -3, -2)  # [..., H, L, d_k]
@@ -18,7 +18,7 @@ def split_heads(x, n_heads):
 def merge_heads(x):
     """[..., H, L, d_k] -> [..., L, H * d_k], the exact inverse of split_heads."""
     # [..., H, L, d_k] -> [..., L, H * d_k]
-    x = _validate.check_merge_heads(x)
+    x = checks.check_merge_heads(x)
     *lead, n_heads, length, d_k = x.shape
     x = np.swapaxes(x, -3, -2)  # [..., L, H, d_k]
     return np.reshape(x, (*lead, length, n_heads * d_k))

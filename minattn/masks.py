@@ -9,7 +9,7 @@ import numbers
 import autograd.numpy as np
 from autograd.tracer import getval
 
-from . import _validate
+from .engine import checks
 
 
 def _check_length(name, n):
@@ -52,7 +52,7 @@ def _check_padding_mask(lengths, n):
     _check_length("n", n)
     if not hasattr(lengths, "dtype") and not isinstance(lengths, (list, tuple)):
         raise TypeError(f"lengths must be an integer array, got {type(lengths).__name__}")
-    lengths = _validate.as_array("lengths", lengths)
+    lengths = checks.as_array("lengths", lengths)
     if np.dtype(lengths.dtype).kind not in "iu":
         raise TypeError(f"lengths must be an integer array, got {lengths.dtype}")
     if lengths.ndim != 1:

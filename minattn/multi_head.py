@@ -3,7 +3,7 @@ import math
 
 import autograd.numpy as np
 
-from . import _validate
+from .engine import checks
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .linear import linear
@@ -20,10 +20,10 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
     n_kv_heads (grouped-query attention): w_k, w_v are [D, n_kv_heads * d_k], b_k, b_v
     [n_kv_heads * d_k]. bias=False leaves out every b_* (Llama)."""
     # Weights are stored [d_in, d_out] so a projection reads x @ w (torch stores the transpose).
-    d_model = _validate.check_size("d_model", d_model)
-    _validate.check_n_heads(n_heads, d_model)
-    dtype = _validate.check_init(rng, dtype)
-    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    d_model = checks.check_size("d_model", d_model)
+    checks.check_n_heads(n_heads, d_model)
+    dtype = checks.check_init(rng, dtype)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
     d_kv = (n_kv_heads or n_heads) * (d_model // n_heads)
     bound = math.sqrt(6.0 / (d_model + 3 * d_model))  # fan_in D, fan_out 3D: the packed q, k, v
     d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
@@ -39,8 +39,8 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None):
     # each on its own (GPT-2 has them, Llama has none).
     d_kv = d_model if d_kv is None else d_kv
     d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
-    _validate.check_params(params, {}, where)
-    return _validate.check_params(
+    checks.check_params(params, {}, where)
+    return checks.check_params(
         params,
         {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
          **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params}},
@@ -82,12 +82,12 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
 
 def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropout, rng,
                                 n_kv_heads=None):
-    query = _validate.as_float_array("query", query)
-    key = _validate.as_float_array("key", key)
-    value = _validate.as_float_array("value", value)
-    _validate.check_min_ndim("query", query, 2, "(..., L_q, d_model)")
-    _validate.check_min_ndim("key", key, 2, "(..., L_k, d_model)")
-    _validate.check_min_ndim("value", value, 2, "(..., L_k, d_model)")
+    query = checks.as_float_array("query", query)
+    key = checks.as_float_array("key", key)
+    value = checks.as_float_array("value", value)
+    checks.check_min_ndim("query", query, 2, "(..., L_q, d_model)")
+    checks.check_min_ndim("key", key, 2, "(..., L_k, d_model)")
+    checks.check_min_ndim("value", value, 2, "(..., L_k, d_model)")
     d_model = query.shape[-1]
     if key.shape[-1] != d_model or value.shape[-1] != d_model:
         raise ValueError(
@@ -97,18 +97,18 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key and value must have the same length L_k: key {tuple(key.shape)}, "
                          f"value {tuple(value.shape)}")
-    _validate.check_n_heads(n_heads, d_model)
-    _validate.check_n_kv_heads(n_kv_heads, n_heads)
+    checks.check_n_heads(n_heads, d_model)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
     params = check_multi_head_params(params, d_model,
                                      d_kv=(n_kv_heads or n_heads) * (d_model // n_heads))
-    batch = _validate.broadcast_or_raise(
+    batch = checks.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
     )
     scores_shape = batch + (n_heads, query.shape[-2], key.shape[-2])
-    mask = _validate.check_mask(mask, scores_shape, "the per-head scores (..., H, L_q, L_k)")
-    _validate.check_mask_has_head_axis(mask, scores_shape)
-    _validate.check_dropout(dropout, rng)
+    mask = checks.check_mask(mask, scores_shape, "the per-head scores (..., H, L_q, L_k)")
+    checks.check_mask_has_head_axis(mask, scores_shape)
+    checks.check_dropout(dropout, rng)
     return params, query, key, value, mask
 
 

@@ -3,7 +3,7 @@ import autograd.numpy as np
 from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
-from . import _validate
+from .engine import checks
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
@@ -13,7 +13,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     # [..., D], [D], [D] -> [..., D]. Biased variance and eps inside the square root, exactly as
     # torch.nn.LayerNorm (not std + eps, which is a different function). sum / D rather than
     # np.mean (autograd's mean turns float32 gradients into float64); the gradient is by hand.
-    x, gamma, beta, eps = _validate.check_layer_norm(x, gamma, beta, eps)
+    x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
     if x.dtype == np.float16:  # (x - mean)² overflows float16 at |x| ~ 256: float32 inside
         f32 = lambda a: a.astype(np.float32)
         return _layer_norm(f32(x), f32(gamma), f32(beta), eps).astype(np.float16)
@@ -60,7 +60,7 @@ def rms_norm(x, gamma, eps=1e-6):
     gamma [D] -> x / sqrt(mean(x², -1) + eps) * gamma, computed in x's dtype. No centering and no
     beta. eps must be a non-negative float."""
     # [..., D], [D] -> [..., D]
-    x, gamma, _, eps = _validate.check_layer_norm(x, gamma, gamma, eps)
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps)
     if x.dtype == np.float16:  # x² overflows float16 at |x| ~ 256: float32 inside
         return _rms_norm(x.astype(np.float32), gamma.astype(np.float32), eps).astype(np.float16)
     return _rms_norm(x, gamma, eps)
@@ -96,7 +96,7 @@ defvjp_argnums(_rms_norm, _rms_norm_vjp)
 
 def init_layer_norm(d_model, *, dtype=np.float64):
     """-> {"gamma": ones [D], "beta": zeros [D]}: the identity map on normalized features."""
-    d_model = _validate.check_size("d_model", d_model)
-    dtype = _validate.check_init(None, dtype, need_rng=False)
+    d_model = checks.check_size("d_model", d_model)
+    dtype = checks.check_init(None, dtype, need_rng=False)
     return {"gamma": np.ones(d_model, dtype), "beta": np.zeros(d_model, dtype)}
 

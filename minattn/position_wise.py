@@ -5,7 +5,7 @@ import autograd.numpy as np
 import numpy
 from autograd.extend import defvjp, primitive
 
-from . import _validate
+from .engine import checks
 from .dropout import dropout as _dropout
 from .linear import linear
 
@@ -102,8 +102,8 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     """-> {"w_1": [D, F], "b_1": [F], "w_2": [F, D], "b_2": [D]}: torch's nn.Linear default
     init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases, drawn from the Generator
     `rng` in float64 and cast to `dtype`."""
-    d_model, d_ff = _validate.check_size("d_model", d_model), _validate.check_size("d_ff", d_ff)
-    dtype = _validate.check_init(rng, dtype)
+    d_model, d_ff = checks.check_size("d_model", d_model), checks.check_size("d_ff", d_ff)
+    dtype = checks.check_init(rng, dtype)
     b1, b2 = 1.0 / math.sqrt(d_model), 1.0 / math.sqrt(d_ff)
     params = {
         "w_1": rng.uniform(-b1, b1, size=(d_model, d_ff)), "b_1": rng.uniform(-b1, b1, size=d_ff),
@@ -113,17 +113,17 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
 
 
 def check_feed_forward_params(params, d_model, where="params"):
-    _validate.check_params(params, {"w_1": (d_model, "d_ff")}, where)
-    d_ff = _validate.as_array(f"{where}['w_1']", params["w_1"]).shape[1]
-    return _validate.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
+    checks.check_params(params, {"w_1": (d_model, "d_ff")}, where)
+    d_ff = checks.as_array(f"{where}['w_1']", params["w_1"]).shape[1]
+    return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
                                            "w_2": (d_ff, d_model), "b_2": (d_model,)}, where)
 
 
 def _check_feed_forward(params, x, activation, dropout, rng):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 1, "(..., D)")
-    _validate.check_choice("activation", activation, ACTIVATIONS)
-    _validate.check_dropout(dropout, rng)
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 1, "(..., D)")
+    checks.check_choice("activation", activation, ACTIVATIONS)
+    checks.check_dropout(dropout, rng)
     return check_feed_forward_params(params, x.shape[-1]), x
 
 
@@ -148,8 +148,8 @@ def silu(x):
 def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     """-> {"w_gate": [D, F], "w_up": [D, F], "w_down": [F, D]}, no biases (Llama), nn.Linear's
     default U(+-1/sqrt(fan_in)), drawn from the Generator `rng` in float64, cast to `dtype`."""
-    d_model, d_ff = _validate.check_size("d_model", d_model), _validate.check_size("d_ff", d_ff)
-    dtype = _validate.check_init(rng, dtype)
+    d_model, d_ff = checks.check_size("d_model", d_model), checks.check_size("d_ff", d_ff)
+    dtype = checks.check_init(rng, dtype)
     b1, b2 = 1.0 / math.sqrt(d_model), 1.0 / math.sqrt(d_ff)
     params = {"w_gate": rng.uniform(-b1, b1, size=(d_model, d_ff)),
               "w_up": rng.uniform(-b1, b1, size=(d_model, d_ff)),
@@ -168,13 +168,13 @@ def gated_feed_forward(params, x):
 
 
 def _check_gated_feed_forward(params, x):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 1, "(..., D)")
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 1, "(..., D)")
     return check_gated_feed_forward_params(params, x.shape[-1]), x
 
 
 def check_gated_feed_forward_params(params, d_model, where="params"):
-    _validate.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
+    checks.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
     d_ff = params["w_gate"].shape[1]
-    return _validate.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
+    return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                            "w_down": (d_ff, d_model)}, where)

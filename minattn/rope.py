@@ -8,7 +8,7 @@ import numbers
 
 import autograd.numpy as np
 
-from . import _validate
+from .engine import checks
 
 
 def apply_rope(x, positions, *, base=10000.0):
@@ -35,8 +35,8 @@ def apply_rope(x, positions, *, base=10000.0):
 
 
 def _check_apply_rope(x, positions, base):
-    x = _validate.as_float_array("x", x)
-    _validate.check_min_ndim("x", x, 2, "(..., L, d)")
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d)")
     if x.shape[-1] % 2:
         raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
                          f"got x of shape {tuple(x.shape)}")

@@ -98,8 +98,8 @@ def test_double_dispatches_functions_ufuncs_and_like():
                                                                  [False, False, False]])
 
 
-# --- gradients on the double: autograd registered for the device type (minattn.cupy_autograd) ---
-from minattn import cupy_autograd  # noqa: E402
+# --- gradients on the double: autograd registered for the device type (minattn.engine.cupy_autograd) ---
+from minattn.engine import cupy_autograd  # noqa: E402
 
 from .device_cases import GRAD_CASES, run_grad  # noqa: E402
 
@@ -124,7 +124,7 @@ def test_every_public_differentiable_function_has_gradient_cases():
 
 
 def test_a_training_step_of_the_count_model_runs_on_the_double():
-    from minattn import train
+    from minattn.models import count_task as train
 
     losses = {}
 

@@ -49,7 +49,7 @@ def test_host_arrays_are_refused():
         cupy.ones(3) + np.ones(3)
 
 
-from minattn import cupy_autograd  # noqa: E402
+from minattn.engine import cupy_autograd  # noqa: E402
 
 from .device_cases import GRAD_CASES, run_grad  # noqa: E402
 
@@ -74,7 +74,7 @@ def test_float32_gradients_stay_float32_on_cupy():
 
 
 def test_a_training_step_of_the_count_model_runs_on_cupy():
-    from minattn import train
+    from minattn.models import count_task as train
 
     losses = {"host": [], "gpu": []}
     train.train_count_model(seed=3, steps=2, batch_size=4,

@@ -1,4 +1,4 @@
-"""Each pitfall in minattn.pitfalls is caught by a named property of this suite: with the pitfall
+"""Each pitfall in minattn.course.pitfalls is caught by a named property of this suite: with the pitfall
 swapped in for the real function the property fails by its own assertion, and with the real
 function the same property passes."""
 import contextlib
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import Phase, settings
 
 import minattn
-from minattn import pitfalls
+from minattn.course import pitfalls
 
 from . import test_attention, test_decoder, test_encoder, test_heads, test_layer_norm, test_softmax
 

@@ -1,5 +1,5 @@
 """Work split into pieces gives the same results as the work done in one piece: blockwise
-attention's query blocks on worker threads (minattn/_threads.py), the float32 GELU in chunks.
+attention's query blocks on worker threads (minattn/engine/threads.py), the float32 GELU in chunks.
 Small inputs never reach the threads, so the tests force the split (2 to 4 workers, chunks of a
 few elements) and compare with independent references."""
 import contextlib
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import minattn as ma
 import minattn.blockwise as blockwise
 import minattn.position_wise as position_wise
-from minattn import _threads
+from minattn.engine import threads as _threads
 
 from . import reference
 from .array_double import DeviceArray

@@ -1,11 +1,11 @@
-"""The tiny causal LM learns to sort digit strings it has not seen (minattn.train_lm), and the
+"""The tiny causal LM learns to sort digit strings it has not seen (minattn.models.sorting_lm), and the
 causal mask is what makes it work."""
 import sys
 
 import numpy as np
 from autograd.test_util import check_grads
 
-from minattn import train_lm
+from minattn.models import sorting_lm as train_lm
 
 
 def test_sort_task_is_digits_separator_sorted_digits():

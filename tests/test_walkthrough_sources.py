@@ -63,7 +63,7 @@ def test_every_marker_is_followed_by_an_excerpt():
 
 
 def test_every_pitfall_is_an_exercise_with_its_answer():
-    from minattn import pitfalls
+    from minattn.course import pitfalls
 
     text = WALKTHROUGH.read_text(encoding="utf-8")
     for name, node in pitfalls.PITFALLS.items():

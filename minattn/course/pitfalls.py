@@ -8,16 +8,16 @@ Do not use these functions for anything else.
 """
 import autograd.numpy as np
 
-from .attention import scaled_dot_product_attention, softmax
-from .decoder import decoder
-from .heads import merge_heads, split_heads
-from .masks import causal_mask
-from .multi_head import _project, grouped_attention
-from .rope import apply_rope
-from .dropout import dropout as _dropout
-from .multi_head import multi_head_attention
-from .normalization import layer_norm
-from .position_wise import feed_forward
+from ..attention import scaled_dot_product_attention, softmax
+from ..decoder import decoder
+from ..heads import merge_heads, split_heads
+from ..masks import causal_mask
+from ..multi_head import _project, grouped_attention
+from ..rope import apply_rope
+from ..dropout import dropout as _dropout
+from ..multi_head import multi_head_attention
+from ..normalization import layer_norm
+from ..position_wise import feed_forward
 
 # Each pitfall -> the property test (a pytest node id) that catches it.
 PITFALLS = {

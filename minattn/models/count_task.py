@@ -9,9 +9,9 @@ import autograd.numpy as np
 from autograd import value_and_grad
 from autograd.tracer import getval
 
-from ._autograd import where
-from .encoder import encoder, init_encoder
-from .linear import linear
+from ..engine.autograd_rules import where
+from ..encoder import encoder, init_encoder
+from ..linear import linear
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The tour's task and model: sequences of 10 tokens over 5 letters; one block, 4 heads.

@@ -16,7 +16,7 @@ import sys
 def swap(**replacements):
     """Context manager: for each name=function, use `function` wherever minattn binds the
     public function `name` (minattn.__all__), until the block ends (also on an exception).
-    minattn.pitfalls keeps the originals. Raises ValueError for a name that is not public and
+    minattn.course.pitfalls keeps the originals. Raises ValueError for a name that is not public and
     TypeError for a replacement that is not callable."""
     import minattn
 
@@ -31,7 +31,7 @@ def swap(**replacements):
         for name, function in replacements.items():
             original = getattr(minattn, name)
             for module_name, module in list(sys.modules.items()):
-                if module_name.split(".")[0] != "minattn" or module_name == "minattn.pitfalls":
+                if module_name.split(".")[0] != "minattn" or module_name == "minattn.course.pitfalls":
                     continue
                 for attribute, value in list(vars(module).items()):
                     if value is original:

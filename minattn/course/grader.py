@@ -1,5 +1,5 @@
 """The grader: `python -m minattn check FILE.py` holds a student's functions to minattn's
-properties (minattn/properties.py).
+properties (minattn/course/properties.py).
 
 FILE may define any of minattn's public functions, by their minattn names and signatures (plain
 `import numpy as np` is fine). Each one it really implements (a body that is more than

@@ -1,5 +1,5 @@
 """A tiny causal language model that learns to sort digit strings: trained with autograd and
-Adam (minattn.train), tested on held-out strings by generating through the KV cache.
+Adam (minattn.models.count_task), tested on held-out strings by generating through the KV cache.
 
 A sequence is n digits, a separator, then the same digits sorted: 3 1 4 | 1 3 4. The model is
 trained on whole sequences at once (the causal mask lets position t see tokens 0..t only, so the
@@ -12,8 +12,8 @@ generation fails (tests/test_train_lm.py).
 import autograd.numpy as np
 from autograd import value_and_grad
 
-from .decoder import causal_lm, generate, init_causal_lm
-from .train import adam_init, adam_update, cross_entropy
+from ..decoder import causal_lm, generate, init_causal_lm
+from .count_task import adam_init, adam_update, cross_entropy
 
 N_DIGITS = 6
 SEPARATOR = 10  # tokens 0..9 are the digits

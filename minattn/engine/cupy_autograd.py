@@ -4,12 +4,12 @@ autograd knows numpy.ndarray only. Its ArrayVSpace starts with np.asarray(value)
 host, which CuPy refuses) and makes its zeros and ones with np.zeros(shape), on the host. This
 module registers an array type with autograd the same way autograd registers numpy.ndarray, but
 with a vector space that makes zeros and ones *like* the value, so with the value's own library,
-on its device. minattn's own VJPs (minattn/_autograd.py) likewise build nothing on the host.
+on its device. minattn's own VJPs (minattn/engine/autograd_rules.py) likewise build nothing on the host.
 
 Imported only for CuPy (never by `import minattn` unless cupy is already imported):
 
     import cupy, minattn              # cupy imported first: registered when minattn loads
-    minattn.cupy_autograd.register()  # or explicitly, at any time
+    minattn.engine.cupy_autograd.register()  # or explicitly, at any time
 
 `register(array_type)` takes any CuPy-like type; the tests use it on a CuPy test double.
 """

@@ -1,0 +1,11 @@
+"""The course: exercise stubs, the properties that grade them, the grader, the classic
+mistakes (pitfalls) and `swap`, which puts a student's function in place of minattn's.
+
+    exercises/      the stubs, copied by `python -m minattn exercises DIR`
+    properties.py   what attention must satisfy, each against a slow reference (needs hypothesis)
+    grader.py       `python -m minattn check FILE.py`
+    pitfalls.py     classic bugs as buggy variants, for the grader's worked examples
+    swap.py         minattn.swap(name=f): use your own function wherever minattn calls one
+
+Built on the concepts; the concepts never import it.
+"""

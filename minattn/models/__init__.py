@@ -1,0 +1,9 @@
+"""Whole models, trained here or loaded, and the bridges to PyTorch and Hugging Face.
+
+    count_task.py   a tiny encoder that learns to count (the tour; Adam, cross-entropy)
+    sorting_lm.py   a causal LM that learns to sort digit strings
+    pretrained.py   all-MiniLM-L6-v2 as minattn functions (load_sentence_encoder)
+    interop.py      from_torch, from_hf, mask_from_torch (needs torch)
+
+Built on the concepts; the concepts never import it.
+"""
