@@ -64,9 +64,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     (output [..., L_q, d_v], weights [..., L_q, L_k]).
     mask: boolean (True = may attend) or floating (added to the scores, e.g. 0 / -inf, ALiBi),
     broadcasting to [..., L_q, L_k]; a floating mask of only 0s and 1s is refused (pass it as
-    bool). A query with no key left gets zero weights and a zero output. scale defaults to
-    1/sqrt(d_k). dropout (in [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are
-    computed in float32 and returned as float16. Raises TypeError/ValueError, naming the argument
+    bool); a floating mask is first cast to q, k, v's dtype (a float64 -1e9 is -inf for float16
+    inputs). A query with no key left gets zero weights and a zero output. scale defaults to
+    1/sqrt(d_k); 0 gives uniform weights (the mean of the values), as torch. dropout (in
+    [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are computed in float32 and
+    returned as float16. Raises TypeError/ValueError, naming the argument
     and the shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]

@@ -30,7 +30,9 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
 
     causal: query i sees keys j <= i (top-left aligned, as causal_mask); key blocks wholly above
     the diagonal are skipped, not masked. key_mask: bool [..., L_k], True = a key that may be
-    attended. A query with no key left gets a zero output. Differentiable with autograd.
+    attended. A query with no key left gets a zero output. scale as in
+    scaled_dot_product_attention (1/sqrt(d_k) by default; 0 gives uniform weights).
+    Differentiable with autograd, to first order only (grad of grad raises NotImplementedError).
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v]
     q, k, v, key_mask, scale = _check_inputs(q, k, v, key_mask, scale, block_size)
@@ -72,6 +74,7 @@ def _flash_vjp(argnums, outputs, args, kwargs):
     @one_blas_thread()
     def vjp(g):
         d_out = g[0]
+        checks.check_first_order("blockwise_attention", d_out, out, q, k, v, scale)
         batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         grads = {0: np.zeros_like(np.broadcast_to(q, batch + q.shape[-2:])),
                  1: np.zeros_like(np.broadcast_to(k, batch + k.shape[-2:])),

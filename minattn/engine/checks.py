@@ -13,7 +13,7 @@ import types
 import autograd.numpy as np
 import numpy
 from autograd.builtins import DictBox, SequenceBox
-from autograd.tracer import getval
+from autograd.tracer import getval, isbox
 
 # Under autograd.grad, dicts and lists of params arrive boxed; they still count as dicts/lists.
 DICT_TYPES = (dict, DictBox)
@@ -104,15 +104,30 @@ def check_softmax(x, axis, mask):
 
 
 def check_attention(q, k, v, mask, scale, dropout, rng):
-    """scaled_dot_product_attention's arguments; returns q, k, v, mask, and scale as a float
-    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k)."""
+    """scaled_dot_product_attention's arguments; returns q, k, v, mask (a floating one cast to
+    q, k, v's dtype, see cast_additive_mask), and scale as a float (1/sqrt(d_k) by default: a
+    dot product of d_k unit-variance terms has variance d_k; 0 is allowed: uniform weights)."""
     q, k, v, batch = check_qkv(q, k, v)
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
+    mask = cast_additive_mask(mask, np.result_type(q.dtype, k.dtype, v.dtype))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
-    scale = default if scale is None else check_positive_real("scale", scale)
+    scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True)
     check_dropout(dropout, rng)
     return q, k, v, mask, scale
+
+
+def cast_additive_mask(mask, dtype):
+    """The one rule for an additive (floating) mask in another dtype than the inputs: it is cast
+    to the inputs' dtype first, then added, so it means what it would mean written in that
+    dtype (torch refuses such a mask instead). A float64 -1e9 is -inf in float16, so a fully
+    masked row of float16 inputs gets zero weights, even though float16 scores are added in
+    float32; read in float32, -1e9 would be a finite score and the row would come out uniform.
+    A boolean mask (or None) comes back as it is."""
+    if mask is None or np.dtype(mask.dtype).kind != "f" or mask.dtype == dtype:
+        return mask
+    with numpy.errstate(over="ignore"):  # overflowing to -inf (or inf) is the point
+        return mask.astype(dtype)
 
 
 def check_split_heads(x, n_heads):
@@ -179,9 +194,10 @@ def check_not_keep_mask(mask):
 
 
 def check_positive_real(name, value, allow_zero=False):
-    """A real, finite, positive number (scale, eps). A Python or NumPy number comes back as a
-    Python float (a NumPy float64 scalar would upcast float32 arrays); a 0-d floating array or
-    an autograd box (to differentiate with respect to it) comes back as it is."""
+    """A real, finite, positive number (scale, eps; 0 too with allow_zero). A Python or NumPy
+    number comes back as a Python float (a NumPy float64 scalar would upcast float32 arrays); a
+    0-d floating array or an autograd box (to differentiate with respect to it) comes back as
+    it is."""
     if hasattr(value, "dtype") and not isinstance(value, numbers.Number):
         if getattr(value, "ndim", None) != 0 or np.dtype(value.dtype).kind != "f":
             raise TypeError(f"{name} must be a positive float or a 0-d floating array, got "
@@ -195,6 +211,20 @@ def check_positive_real(name, value, allow_zero=False):
         kind = "non-negative" if allow_zero else "positive"
         raise ValueError(f"{name} must be a {kind}, finite float, got {number!r}")
     return value
+
+
+def check_first_order(function, *values):
+    """Called at the start of a hand-written VJP that is first-order only (it accumulates into
+    arrays in place): if autograd is differentiating it again (grad of grad), one of the values
+    it reads (the incoming gradient, the forward's inputs or outputs) arrives boxed. Say so by
+    name, rather than fail in NumPy with "operand type(s) all returned NotImplemented"."""
+    if any(isbox(value) for value in values):
+        raise NotImplementedError(
+            f"{function}'s gradient is first-order only: its hand-written backward accumulates "
+            "into arrays in place, so autograd cannot differentiate it again (grad of grad). "
+            "For second derivatives use scaled_dot_product_attention, which computes the same "
+            "output"
+        )
 
 
 def check_axis(axis, x, name="x"):
