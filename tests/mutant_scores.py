@@ -1,0 +1,32 @@
+"""Print mutmut's results per module (read from mutants/**/*.meta with mutmut's own names for
+its exit codes): killed, timeout, survived, no test, other, not run, and the score of those that
+ran, (killed + timeout) / ran, as mutmut counts it. Run by tests/run_mutants.sh; tests/MUTANTS.md
+quotes its table."""
+import glob
+import json
+import sys
+from collections import Counter
+
+from mutmut.stats import status_by_exit_code
+
+COLUMNS = ("killed", "timeout", "survived", "no tests", "other", "not checked")
+
+
+def main(paths=None):
+    rows, total = [], Counter()
+    for meta in sorted(paths or glob.glob("mutants/minattn/**/*.py.meta", recursive=True)):
+        statuses = Counter(status_by_exit_code[code]
+                           for code in json.load(open(meta))["exit_code_by_key"].values())
+        row = Counter({c: statuses[c] for c in COLUMNS[:-2] + COLUMNS[-1:]})
+        row["other"] = sum(statuses.values()) - sum(row.values())  # segfault, suspicious, ...
+        rows.append((meta[len("mutants/"):-len(".meta")], row))
+        total += row
+    print(f"{'module':32}" + "".join(f"{c:>12}" for c in COLUMNS) + f"{'score':>9}")
+    for name, row in rows + [("all", total)]:
+        ran = sum(row[c] for c in COLUMNS[:-1])
+        score = f"{100 * (row['killed'] + row['timeout']) / ran:8.1f}%" if ran else "        -"
+        print(f"{name:32}" + "".join(f"{row[c]:12}" for c in COLUMNS) + score)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,116 @@
+"""Properties of the argument checks (minattn/engine/checks.py) that the mutation test showed
+no test stated (tests/MUTANTS.md): which floating masks count as a 0/1 "keep" mask, which
+numbers pass as a scale or eps and what comes back, and the exact messages of the checks."""
+import numpy as np
+import pytest
+from autograd import grad
+from autograd.tracer import getval
+
+import minattn as ma
+from minattn.engine import checks
+
+X = np.random.default_rng(0).normal(size=(2, 3, 3))
+KEEP_MESSAGE = ("mask is a floating-point array of only 0s and 1s (dtype {}); a floating mask is "
+                "added to the scores, so this would mask nothing. For a keep/drop mask pass "
+                "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
+                "and -inf")
+
+
+# --- a floating mask of only 0s and 1s (with a 1) is refused; any other floating mask is added ---
+
+@pytest.mark.parametrize("values", [
+    [[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]],  # np.tril(np.ones((3, 3)))
+    [[1.0] * 3] * 3,  # all ones
+    [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]],  # a single 1
+])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_zero_one_float_mask_is_refused_with_the_exact_advice(values, dtype):
+    mask = np.array(values, dtype)
+    with pytest.raises(ValueError) as error:
+        ma.scaled_dot_product_attention(X, X, X, mask)
+    assert str(error.value) == KEEP_MESSAGE.format(np.dtype(dtype))
+
+
+@pytest.mark.parametrize("values", [
+    [[0.0] * 3] * 3,  # all zeros: masks nothing, and looks like it
+    [[0.0, -np.inf, -np.inf], [0.0, 0.0, -np.inf], [0.0, 0.0, 0.0]],  # 0 / -inf: the usual form
+    [[0.0, 1.0, 2.0]] * 3,  # biases that happen to include 0 and 1
+    [[1.0, -np.inf, 1.0]] * 3,  # 1s and -inf: a bias of 1 and a masked key
+    [[0.5, 0.0, 1.0]] * 3,
+    [[-1.0, 0.0, 1.0]] * 3,
+])
+def test_any_other_float_mask_is_added_to_the_scores(values):
+    mask = np.array(values)
+    out, weights = ma.scaled_dot_product_attention(X, X, X, mask)
+    scores = X @ X.swapaxes(-1, -2) / np.sqrt(3) + mask
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(weights, e / e.sum(axis=-1, keepdims=True), rtol=1e-12)
+
+
+def test_an_empty_float_mask_is_not_a_keep_mask():
+    q = np.zeros((0, 3))
+    out, weights = ma.scaled_dot_product_attention(q, q, q, np.zeros((0, 0)))
+    assert out.shape == (0, 3) and weights.shape == (0, 0)
+
+
+def test_a_zero_one_mask_is_refused_under_grad_too():
+    # The values are read through autograd's box: a learnable mask of 0s and 1s is refused too.
+    mask = np.tril(np.ones((3, 3)))
+    with pytest.raises(ValueError, match="only 0s and 1s"):
+        grad(lambda m: ma.scaled_dot_product_attention(X, X, X, m)[0].sum())(mask)
+
+
+# --- scale and eps: what passes, what comes back ---
+
+@pytest.mark.parametrize("value", [0.5, 2, np.float64(0.5), np.float32(0.5), np.int64(2)])
+def test_a_number_comes_back_as_a_python_float(value):
+    out = checks.check_positive_real("scale", value)
+    assert type(out) is float and out == float(value)
+
+
+def test_a_0d_array_and_an_autograd_box_come_back_as_they_are():
+    a = np.array(0.5, np.float32)
+    assert checks.check_positive_real("scale", a) is a
+    seen = []
+    grad(lambda s: seen.append(checks.check_positive_real("scale", s)) or s * 1.0)(0.5)
+    assert type(seen[0]).__name__ == "ArrayBox" and getval(seen[0]) == 0.5
+
+
+@pytest.mark.parametrize("value, message", [
+    (0.0, "eps must be a positive, finite float, got 0.0"),
+    (-0.0, "eps must be a positive, finite float, got -0.0"),
+    (-1.0, "eps must be a positive, finite float, got -1.0"),
+    (np.inf, "eps must be a positive, finite float, got inf"),
+    (np.nan, "eps must be a positive, finite float, got nan"),
+])
+def test_zero_is_refused_unless_allowed(value, message):
+    with pytest.raises(ValueError) as error:
+        checks.check_positive_real("eps", value)
+    assert str(error.value) == message
+    if value == 0:
+        assert checks.check_positive_real("eps", value, allow_zero=True) == 0.0
+
+
+@pytest.mark.parametrize("value, message", [
+    (-1e-3, "eps must be a non-negative, finite float, got -0.001"),
+    (np.array(-np.inf), "eps must be a non-negative, finite float, got -inf"),
+])
+def test_allowing_zero_still_refuses_negative_and_infinite(value, message):
+    with pytest.raises(ValueError) as error:
+        checks.check_positive_real("eps", value, allow_zero=True)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("value, message", [
+    (True, "scale must be a positive float, got True (bool)"),
+    ("1", "scale must be a positive float, got '1' (str)"),
+    (1j, "scale must be a positive float, got 1j (complex)"),
+    (np.array([1.0]), "scale must be a positive float or a 0-d floating array, got ndarray of "
+                      "shape (1,), dtype float64"),
+    (np.array(1), "scale must be a positive float or a 0-d floating array, got ndarray of "
+                  "shape (), dtype int64"),
+])
+def test_a_scale_that_is_not_a_real_number_is_a_type_error(value, message):
+    with pytest.raises(TypeError) as error:
+        checks.check_positive_real("scale", value)
+    assert str(error.value) == message
