@@ -114,3 +114,14 @@ def test_a_scale_that_is_not_a_real_number_is_a_type_error(value, message):
     with pytest.raises(TypeError) as error:
         checks.check_positive_real("scale", value)
     assert str(error.value) == message
+
+
+# --- init_*'s rng and dtype ---
+
+@pytest.mark.parametrize("rng, got", [(42, "int"), (np.random.RandomState(0), "RandomState"),
+                                      (None, "NoneType"), (np.random, "module")])
+def test_init_refuses_anything_but_a_generator_naming_its_type(rng, got):
+    with pytest.raises(TypeError) as error:
+        ma.init_feed_forward(rng, 4, 8)
+    assert str(error.value) == ("rng must be a np.random.Generator, e.g. "
+                                f"np.random.default_rng(0), got {got}")
