@@ -1,7 +1,10 @@
 """Print mutmut's results per module (read from mutants/**/*.meta with mutmut's own names for
 its exit codes): killed, timeout, survived, no test, other, not run, and the score of those that
 ran, (killed + timeout) / ran, as mutmut counts it. Run by tests/run_mutants.sh; tests/MUTANTS.md
-quotes its table."""
+quotes its table.
+    python tests/mutant_scores.py                     the table
+    python tests/mutant_scores.py --unchecked MODULE  the names of MODULE's mutants not run yet
+                                                      (MODULE as minattn.engine.checks)"""
 import glob
 import json
 import sys
@@ -28,5 +31,18 @@ def main(paths=None):
         print(f"{name:32}" + "".join(f"{row[c]:12}" for c in COLUMNS) + score)
 
 
+def unchecked(module):
+    meta = "mutants/" + module.replace(".", "/") + ".py.meta"
+    try:
+        codes = json.load(open(meta))["exit_code_by_key"]
+    except FileNotFoundError:  # no mutants generated yet: all of them
+        print(module + ".*")
+        return
+    print("\n".join(name for name, code in codes.items() if code is None))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--unchecked"]:
+        unchecked(sys.argv[2])
+    else:
+        main(sys.argv[1:])

@@ -5,19 +5,30 @@
 #   tests/run_mutants.sh                  every module of setup.cfg's [mutmut], in order
 #   tests/run_mutants.sh blockwise masks  only these (minattn.<name>, e.g. engine.checks)
 #   JOBS=2 tests/run_mutants.sh           mutmut's --max-children (default 1)
+#   FRESH=1 tests/run_mutants.sh masks    re-run every mutant of the module, not only the
+#                                         ones without a result (new, or in changed functions)
 #   tests/run_mutants.sh --score          only print the scores of what has run
 #
-# Naming modules re-runs their mutants; the scores count every mutant mutmut has a result for.
+# BLAS on one thread: each mutant runs in a process forked from mutmut's, and BLAS worker
+# threads (or blockwise_attention's, which follow the BLAS limit) inherited across a fork can
+# deadlock it, and a deadlocked mutant uses no CPU, so mutmut's CPU-time limit never stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
      attention multi_head positional rope decoder engine.threads engine.autograd_rules)
 if [ "${1:-}" != "--score" ]; then
     modules=("$@")
     [ ${#modules[@]} -gt 0 ] || modules=("${ALL[@]}")
     for module in "${modules[@]}"; do
-        echo "== minattn.$module"
-        mutmut run --max-children "${JOBS:-1}" "minattn.$module.*" | tail -n 3
+        if [ -n "${FRESH:-}" ]; then
+            names=("minattn.$module.*")
+        else
+            mapfile -t names < <(python tests/mutant_scores.py --unchecked "minattn.$module")
+        fi
+        echo "== minattn.$module: ${#names[@]} to run"
+        [ ${#names[@]} -gt 0 ] || continue
+        mutmut run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
     done
 fi
 python tests/mutant_scores.py
