@@ -4,7 +4,8 @@ ran, (killed + timeout) / ran, as mutmut counts it. Run by tests/run_mutants.sh;
 quotes its table.
     python tests/mutant_scores.py                     the table
     python tests/mutant_scores.py --unchecked MODULE  the names of MODULE's mutants not run yet
-                                                      (MODULE as minattn.engine.checks)"""
+                                                      (MODULE as minattn.engine.checks)
+    python tests/mutant_scores.py --survivors MODULE  the names of MODULE's survivors"""
 import glob
 import json
 import sys
@@ -31,18 +32,21 @@ def main(paths=None):
         print(f"{name:32}" + "".join(f"{row[c]:12}" for c in COLUMNS) + score)
 
 
-def unchecked(module):
+def names(module, wanted):
     meta = "mutants/" + module.replace(".", "/") + ".py.meta"
     try:
         codes = json.load(open(meta))["exit_code_by_key"]
-    except FileNotFoundError:  # no mutants generated yet: all of them
-        print(module + ".*")
-        return
-    print("\n".join(name for name, code in codes.items() if code is None))
+    except FileNotFoundError:  # no mutants generated yet: all of them are unchecked
+        codes = {module + ".*": None}
+    for name, code in codes.items():
+        if code == wanted:
+            print(name)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--unchecked"]:
-        unchecked(sys.argv[2])
+        names(sys.argv[2], None)
+    elif sys.argv[1:2] == ["--survivors"]:
+        names(sys.argv[2], 0)  # exit code 0: the tests passed
     else:
         main(sys.argv[1:])

@@ -7,6 +7,7 @@
 #   JOBS=2 tests/run_mutants.sh           mutmut's --max-children (default 1)
 #   FRESH=1 tests/run_mutants.sh masks    re-run every mutant of the module, not only the
 #                                         ones without a result (new, or in changed functions)
+#   SURVIVORS=1 tests/run_mutants.sh      re-run only the survivors (after adding tests)
 #   tests/run_mutants.sh --score          only print the scores of what has run
 #
 # BLAS on one thread: each mutant runs in a process forked from mutmut's, and BLAS worker
@@ -23,6 +24,8 @@ if [ "${1:-}" != "--score" ]; then
     for module in "${modules[@]}"; do
         if [ -n "${FRESH:-}" ]; then
             names=("minattn.$module.*")
+        elif [ -n "${SURVIVORS:-}" ]; then
+            mapfile -t names < <(python tests/mutant_scores.py --survivors "minattn.$module")
         else
             mapfile -t names < <(python tests/mutant_scores.py --unchecked "minattn.$module")
         fi
