@@ -57,3 +57,14 @@ def test_any_positive_int_block_size_gives_the_same_output(block_size):
     out = ma.blockwise_attention(Q, Q, V, causal=True, block_size=block_size)
     np.testing.assert_allclose(out, ma.scaled_dot_product_attention(
         Q, Q, V, ma.causal_mask(5))[0], rtol=1e-12, atol=1e-14)
+
+
+def test_a_torch_key_mask_is_refused_naming_key_mask():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"^key_mask is a torch tensor; minattn computes on NumPy"):
+        ma.blockwise_attention(Q, Q, V, key_mask=torch.ones(5, dtype=torch.bool))
+
+
+def test_a_ragged_key_mask_list_is_refused_naming_key_mask():
+    with pytest.raises(ValueError, match=r"^key_mask is a list that does not form an array: "):
+        ma.blockwise_attention(Q, Q, V, key_mask=[[True, False], [True]])
