@@ -278,7 +278,7 @@ def check_files(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
         return 1
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
           + (f" (not attempted yet: {', '.join(stubs)})" if stubs else "")
-          + f"; what {PART_NAMES[1] if part == 1 else 'parts 1 to ' + str(part)} teaches", file=out)
+          + ("; what Part I teaches" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
     for name, parameters in left_out.items():
         if parameters:
             print(f"your {name} leaves out {', '.join(parameters)}: the properties that need them "

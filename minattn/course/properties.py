@@ -567,6 +567,17 @@ def _(data):
     check_seeds(lambda rng: run(rng)[:8], "the output")
 
 
+@prop("feed_forward_keeps_float32", "feed_forward", "the feed-forward network on float32 inputs "
+      "and params returns float32, for every activation", {"feed_forward"},
+      "np.vectorize(math.erf) and NumPy float64 scalars return float64: cast back to x.dtype")
+def _(data):
+    p = as_dtype(random_params(data.draw(seeds, "params seed"), 3)["feed_forward"], np.float32)
+    x = data.draw(floats((1, data.draw(sizes, "L"), 3), dtype=np.float32), "x")
+    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
+    out = np.asarray(minattn.feed_forward(p, x, activation=activation))
+    assert out.dtype == np.float32, f"float32 in, {out.dtype} out"
+
+
 @prop("encoder_block_matches_the_paper", "encoder_block", "encoder_block is x = norm1(x + "
       "attention(x)), then norm2(x + feed_forward(x)) (post-norm); with norm_first=True x + "
       "attention(norm1(x)), then x + feed_forward(norm2(x)) (pre-norm); the mask reaches the "
