@@ -213,9 +213,9 @@ def order(chosen, functions):
     return own + [p for p in chosen if p.of not in functions]
 
 
-def grade(functions, max_examples=20, out=sys.stdout, shrink=True, part=1):
-    """Swap `functions` in, run every property of parts 1..`part` that exercises one;
-    -> (failures, properties checked)."""
+def grade(functions, max_examples=20, out=sys.stdout, shrink=True, part=1, first_failure=False):
+    """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
+    first failure with first_failure=True); -> (failures, properties checked)."""
     from . import properties
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
@@ -232,7 +232,8 @@ def grade(functions, max_examples=20, out=sys.stdout, shrink=True, part=1):
                       f"(check it with --part {prop.part})", file=out)
                 continue
             checked += 1
-            result = run_property(prop, max_examples, shrink)
+            # only the first failure is shrunk to its smallest example: the rest follow from it
+            result = run_property(prop, max_examples, shrink and not failures)
             print(f"{'PASS' if result is None else 'FAIL'}  {label}: {prop.statement}", file=out)
             if result is None:
                 continue
@@ -252,6 +253,8 @@ def grade(functions, max_examples=20, out=sys.stdout, shrink=True, part=1):
                 print(f"      caused by your {', '.join(yours)}: it passes its own properties "
                       f"but not inside minattn's {prop.of}, which calls it with more leading axes "
                       "or broadcasting masks; try your function on such inputs", file=out)
+            if first_failure:
+                break
     waiting = len(chosen) - checked
     print(f"{plural(checked, 'property')} checked: {checked - failures} passed, {failures} failed"
           + (f"; {waiting} waiting for a later part" if waiting else ""), file=out)
@@ -260,6 +263,15 @@ def grade(functions, max_examples=20, out=sys.stdout, shrink=True, part=1):
 
 def check_files(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
     """The `check` command on one or several FILEs graded together -> exit code."""
+    return EXIT[grade_files(paths, max_examples, out, shrink, part)]
+
+
+EXIT = {"passes": 0, "fails": 1, "not started": 1, "waits for a later part": 1,
+        "cannot be checked": 2}
+
+
+def grade_files(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
+    """-> one of EXIT's verdicts, after printing the report."""
     functions, stubs, left_out = {}, [], {}
     try:
         for path in paths:
@@ -269,13 +281,13 @@ def check_files(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
             left_out.update(skipped)
     except CannotCheck as error:
         print(f"cannot check: {error}", file=out)
-        return 2
+        return "cannot be checked"
     shown = " ".join(str(p) for p in paths)
     if not functions:
         print(f"{shown} implements no exercise function yet "
               f"({', '.join(stubs) + ' still raise NotImplementedError' if stubs else 'none defined'}): "
               "nothing to check", file=out)
-        return 1
+        return "not started"
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
           + (f" (not attempted yet: {', '.join(stubs)})" if stubs else "")
           + ("; what Part I teaches" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
@@ -288,8 +300,8 @@ def check_files(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
         later = min(p.part for p in _properties_of(functions))
         print(f"nothing here is taught by {PART_NAMES[part] if part == 1 else f'parts 1 to {part}'}: "
               f"run python -m minattn check {shown} --part {later}", file=out)
-        return 1
-    return 1 if failures else 0
+        return "waits for a later part"
+    return "fails" if failures else "passes"
 
 
 def _properties_of(functions):
@@ -306,11 +318,10 @@ def check_path(path, max_examples=20, out=sys.stdout, shrink=True, part=1):
 def check_paths(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
     """The `check` command: files are graded together; a folder grades each of its exercise
     files (NN_name.py) alone, in order, then prints a summary -> exit code (the worst)."""
-    paths = [Path(p) for p in paths]
-    empty = [p for p in paths if not str(p).strip()]
-    if empty or not paths:
+    if not paths or any(not str(p).strip() for p in paths):  # Path("") would be "."
         print("cannot check: give a FILE.py or a folder of exercise files", file=out)
         return 2
+    paths = [Path(p) for p in paths]
     folders = [p for p in paths if p.is_dir()]
     if not folders:
         return check_files(paths, max_examples, out, shrink, part)
@@ -322,16 +333,18 @@ def check_paths(paths, max_examples=20, out=sys.stdout, shrink=True, part=1):
         print(f"cannot check: {folders[0]} holds no exercise files (NN_name.py); copy them with "
               f"python -m minattn exercises {folders[0]}", file=out)
         return 2
-    results = []
+    verdicts = []
     for file in files:
         print(f"=== {file.name}", file=out)
-        results.append(check_files([file], max_examples, out, shrink, part))
+        verdicts.append(grade_files([file], max_examples, out, shrink, part))
         print(file=out)
-    words = {0: "passes", 1: "fails, or has nothing to check", 2: "cannot be checked"}
     print("summary:", file=out)
-    for file, code in zip(files, results):
-        print(f"  {file.name}: {words[code]}", file=out)
-    return max(results)
+    for file, verdict in zip(files, verdicts):
+        print(f"  {file.name}: {verdict}", file=out)
+    # exit 0: every file started so far passes what the part teaches
+    if "cannot be checked" in verdicts:
+        return 2
+    return 1 if "fails" in verdicts or "passes" not in verdicts else 0
 
 
 def check_file(path, max_examples=20, out=sys.stdout, shrink=True, part=1):

@@ -29,9 +29,9 @@ class Property:
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
-    width = np.dtype(dtype).itemsize * 8
-    return hnp.arrays(dtype, shape, elements=st.floats(-bound, bound, width=width,
-                                                       allow_subnormal=False))
+    # multiples of bound / 12 (0.25 for the default bound): exact in every float dtype, and short
+    # to read in a counterexample
+    return hnp.arrays(dtype, shape, elements=st.integers(-12, 12).map(lambda i: i * bound / 12))
 
 
 def show(a):
@@ -44,12 +44,12 @@ def close(got, expected, tol=1e-8, what="the result"):
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.shape == expected.shape, f"{what} has shape {got.shape}, expected {expected.shape}"
     assert np.all(np.isfinite(got) == np.isfinite(expected)), (
-        f"{what} has NaN or inf where it should not:\n{show(got)}")
+        f"{what} has NaN or inf where it should not\ngot:\n{show(got)}\nexpected:\n{show(expected)}")
     bad = ~np.isclose(got, expected, rtol=tol, atol=tol)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise AssertionError(f"{what} differs in {bad.sum()} of {bad.size} entries (first at index "
-                             f"{where}: {got[where]!r}, expected {expected[where]!r})\n"
+                             f"{where}: {float(got[where]):.6g}, expected {float(expected[where]):.6g})\n"
                              f"got:\n{show(got)}\nexpected:\n{show(expected)}")
 
 
@@ -404,8 +404,7 @@ def _(data):
       "[:, None, None, :]")
 def _(data):
     n = data.draw(st.integers(1, 6), "n")
-    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4)))
-    data.show("lengths", lengths)
+    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
     got = np.asarray(minattn.padding_mask(lengths, n))
     expected = np.array([[j < length for j in range(n)] for length in lengths])[:, None, None, :]
     assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
@@ -515,7 +514,7 @@ def _(data):
     x = data.draw(floats((data.draw(sizes, "rows"), d)), "x")
     x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
-    eps = data.draw(st.sampled_from([None, 1e-5, 0.1]), "eps")
+    eps = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
     got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
     close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
           f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
@@ -606,7 +605,8 @@ def _(data):
 
 @prop("encoder_block_passes_dropout_on", "encoder_block", "with dropout=p and an rng, the "
       "attention weights (return_weights=True) are 0 or their value without dropout / (1 - p), "
-      "and the rng's seed alone decides the output", BLOCK,
+      "the rng's seed alone decides the output, and dropout and rng reach multi_head_attention "
+      "and feed_forward (when the block calls them)", BLOCK,
       "pass dropout and rng on to multi_head_attention and feed_forward")
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
@@ -617,7 +617,23 @@ def _(data):
     rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
     block = lambda rng: minattn.encoder_block(p, x[None], n_heads=n_heads, norm_first=norm_first,
                                               dropout=rate, rng=rng, return_weights=True)
-    _, weights = block(np.random.default_rng(0))
+    calls = []  # what the block passes to the parts it calls through minattn (if it does)
+
+    def spy(name):
+        inner = getattr(minattn, name)
+
+        def spying(*args, **kwargs):
+            calls.append((name, kwargs.get("dropout", 0.0), kwargs.get("rng")))
+            return inner(*args, **kwargs)
+        return spying
+    rng = np.random.default_rng(0)
+    with minattn.swap(multi_head_attention=spy("multi_head_attention"),
+                      feed_forward=spy("feed_forward")):
+        _, weights = block(rng)
+    for name, rate_given, rng_given in calls:
+        assert rate_given == rate and rng_given is rng, (
+            f"encoder_block(..., dropout={rate}, rng=rng) called {name} with dropout={rate_given}, "
+            f"rng={'the rng given' if rng_given is rng else rng_given!r}")
     check_dropout(np.asarray(weights)[0], ref_encoder_block(p, x, n_heads, None, norm_first)[1],
                   rate, "the attention weights")
     check_seeds(lambda rng: np.asarray(block(rng)[0]), "the output")
@@ -674,8 +690,8 @@ def _(data):
 def _(data):
     d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(sizes, "L")
     x = data.draw(floats((2, length, d)), "x")
-    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length)))
-    data.show("positions", positions)
+    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length),
+                                   "positions"))
     base = data.draw(st.sampled_from([None, 10000.0, 100.0, 500000.0]), "base")
     got = minattn.apply_rope(x, positions) if base is None else \
         minattn.apply_rope(x, positions, base=base)
@@ -752,6 +768,20 @@ def _(data):
           f"the outputs of a prompt of {prompt} then one token at a time")
 
 
+@prop("self_attention_keeps_float32", "self_attention", "self-attention on float32 inputs and "
+      "params returns a float32 output and cache, with RoPE or without", SELF_ATTENTION,
+      "cast RoPE's cos and sin to x.dtype; a float64 scalar or array created inside upcasts",
+      part=2)
+def _(data):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
+    x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
+    out, cache = minattn.self_attention(as_dtype(p, np.float32), x, n_heads=n_heads,
+                                        n_kv_heads=n_kv_heads, rope_base=base,
+                                        positions=np.arange(x.shape[1]) if rope else None)
+    dtypes = {np.asarray(out).dtype, np.asarray(cache["k"]).dtype, np.asarray(cache["v"]).dtype}
+    assert dtypes == {np.dtype(np.float32)}, f"float32 in, {dtypes} out"
+
+
 @prop("rope_attention_depends_on_offsets_only", "self_attention", "self_attention with RoPE "
       "positions p and with p + c (the same tokens, numbered from c) gives the same output",
       {"self_attention", "apply_rope"},
@@ -796,15 +826,17 @@ def _(data):
 def _(data):
     shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
-    axis = data.draw(st.sampled_from([-1, 0]), "axis")
-    soft = lambda z: np.apply_along_axis(ref_softmax, axis, z)
+    axis = data.draw(st.sampled_from([0, None, -1]), "axis")
+    along = -1 if axis is None else axis
+    soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
     h, expected = 1e-6, np.zeros(shape)
     for index in np.ndindex(shape):
         step = np.zeros(shape)
         step[index] = h
         expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
-    got = _CURRENT["softmax_vjp"](soft(x), g, axis=axis)
-    close(got, expected, 1e-6, f"softmax_vjp(y, g, axis={axis})")
+    axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
+    got = _CURRENT["softmax_vjp"](soft(x), g, **call)
+    close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
 
 
 @prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",
@@ -827,7 +859,7 @@ def _(data):
     q, k, v = data.draw(qkv(), "q, k, v")
     causal = data.draw(st.booleans(), "causal")
     key_mask = data.draw(st.one_of(st.none(), hnp.arrays(bool, k.shape[:-1])), "key_mask")
-    scale = data.draw(st.sampled_from([None, 0.7]), "scale")
+    scale = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
     got = minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, scale=scale,
                                       block_size=block_size)

@@ -13,7 +13,8 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
 
     params: {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}; weights are
     stored [d_in, d_out], so a projection reads x @ w + b (torch stores the transpose).
-    query [..., L_q, D], key and value [..., L_k, D].
+    query [..., L_q, D], key and value [..., L_k, D]. n_heads: the number of heads H; each head
+    attends over d_k = D / H features.
     Returns (output [..., L_q, D], weights [..., H, L_q, L_k]); with average_weights=True the
     weights are averaged over the heads, [..., L_q, L_k].
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].

@@ -7,7 +7,8 @@ import minattn
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
                          rng=None, average_weights=False, n_kv_heads=None):
-    """Exercise 5's multi-head attention, extended with n_kv_heads (copy your answer to 5 here).
+    """Exercise 5's multi-head attention, extended with n_kv_heads (copy your answer to 5 here):
+    params, query, key, value, mask, n_heads, dropout, rng and average_weights as there.
 
     n_kv_heads: None means n_heads (ordinary multi-head attention). Otherwise w_k, w_v are
     [D, n_kv_heads * d_k] (b_k, b_v [n_kv_heads * d_k]), K and V are split into n_kv_heads

@@ -9,7 +9,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
                    rope_base=10000.0, cache=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own.
 
-    params: as multi_head_attention's (w_k, w_v [D, n_kv_heads * d_k] with grouped-query heads).
+    params: as multi_head_attention's; n_heads query heads and n_kv_heads key/value heads
+    (None: n_heads), w_k, w_v [D, n_kv_heads * d_k], as in exercise 10. float32 stays float32.
     Returns (output [..., L, D], new cache {"k": [..., H_kv, L_past + L, d_k], "v": same}).
     positions: None, or int positions broadcasting to [..., L]: rotate q and k (never v) with
     RoPE, apply_rope(..., base=rope_base), before the keys go into the cache.
