@@ -68,11 +68,12 @@ def course_functions():
 
 def load(path):
     """FILE -> its module; raises CannotCheck naming the reason. FILE's folder is on sys.path
-    while it loads, so it may import its neighbours (a module name cannot start with a digit:
-    see minattn.course.exercise for the exercise files)."""
+    while it loads, so it may import a helper module beside it (not an exercise file: a module
+    name cannot start with a digit; give the grader several files instead)."""
     path = Path(path)
     if not path.exists():
-        raise CannotCheck(f"{path}: no such file")
+        nearby = sorted(Path.cwd().glob(f"*/{path.name}")) if len(path.parts) == 1 else []
+        raise CannotCheck(f"{path}: no such file" + (f" here; did you mean {Path(nearby[0].parent.name) / path.name}?" if nearby else ""))
     if not path.is_file():
         raise CannotCheck(f"{path}: not a file")
     if path.suffix.lower() != ".py":
@@ -155,6 +156,11 @@ class Named:
         return value
 
     def show(self, label, value):
+        names = label.split(", ")
+        if isinstance(value, tuple) and len(names) == len(value) > 1:  # "q, k, v" -> three
+            for name, part in zip(names, value):
+                self.show(name, part)
+            return
         self.drawn = [(n, v) for n, v in self.drawn if n != label] + [(label, value)]
 
 
