@@ -241,6 +241,20 @@ MISTAKES = {
                            "self_attention_matches_a_loop"),
     "cache appended on the wrong side": ("11_kv_cache.py", '[cache["k"], k]', '[k, cache["k"]]',
                                          "kv_cache_decoding_matches_the_full_pass"),
+    "rope_base not passed on for q": ("11_kv_cache.py", "q = minattn.apply_rope(q, positions, base=rope_base)",
+                                      "q = minattn.apply_rope(q, positions)", "self_attention_matches_a_loop"),
+    "eps not passed to the second norm": ("08_encoder_block.py", 'x = norm(x + feed(x), "norm2")',
+                                          'x = minattn.layer_norm(x + feed(x), params["norm2"]["gamma"], '
+                                          'params["norm2"]["beta"])', "encoder_block_matches_the_paper"),
+    "weights averaged over axis 1": ("10_grouped_query_attention.py", "weights.mean(axis=-3)",
+                                     "weights.mean(axis=1)",
+                                     "multi_head_attention_averages_weights_over_heads"),
+    "dropout from a fresh generator": ("07_feed_forward.py", "keep = rng.random(h.shape)",
+                                       "keep = np.random.default_rng().random(h.shape)",
+                                       "feed_forward_dropout_is_unbiased"),
+    "the key mask ignored when causal": ("13_blockwise_attention.py", "if key_mask is not None:",
+                                         "if key_mask is not None and not causal:",
+                                         "blockwise_attention_matches_attention"),
     "softmax VJP without the sum": ("12_softmax_backward.py", "g - np.sum(g * y, axis=axis, keepdims=True)",
                                     "g", "softmax_vjp_matches_finite_differences"),
     "online softmax without rescaling": ("13_blockwise_attention.py", "c * acc", "acc",
@@ -318,11 +332,11 @@ def test_several_files_are_graded_together_and_a_folder_file_by_file(tmp_path):
     code, out = grade_paths(SOLUTIONS / "01_softmax.py", SOLUTIONS / "02_attention.py")
     assert code == 0 and "checking softmax, scaled_dot_product_attention" in out, out
     assert grader.copy_exercises(tmp_path, io.StringIO()) == 0
-    (tmp_path / "01_softmax.py").write_text((SOLUTIONS / "01_softmax.py").read_text())
+    (tmp_path / "04_heads.py").write_text((SOLUTIONS / "04_heads.py").read_text())
     code, out = grade_paths(tmp_path)
     assert code == 0, out
     summary = out.split("summary:")[1]
-    assert summary.index("01_softmax.py: passes") < summary.index("02_attention.py: not started")
+    assert summary.index("03_masks.py: not started") < summary.index("04_heads.py: passes")
     (tmp_path / "06_layer_norm.py").write_text("def layer_norm(x, gamma, beta, eps=1e-5):\n    return x\n")
     assert grade_paths(tmp_path)[0] == 1
 
