@@ -5,6 +5,7 @@
     python -m minattn attention "a sentence" --layer 0 --head 0
     python -m minattn exercises DIR        copy the exercise stubs into DIR
     python -m minattn check FILE.py        grade your functions by minattn's properties
+                                           (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
 """
 import argparse

@@ -1,5 +1,6 @@
 """What attention must satisfy, stated once: the properties `python -m minattn check` grades a
-student's functions by (tests/test_properties.py holds minattn itself to them too).
+student's functions by (tests/test_grader.py holds minattn itself to them too). Each belongs to
+the part of walkthrough.md that teaches it, and names the function it is about (`of`).
 
 Each property calls the PUBLIC minattn function through the package (`minattn.softmax`, ...),
 so that under `minattn.swap` it exercises a student's version, and every composite that calls
