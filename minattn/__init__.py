@@ -11,7 +11,6 @@ Read the modules in the order the math builds (walkthrough.md follows the same p
     encoder.py        encoder_block, encoder
     positional.py     positional_encoding
     blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
-    swap.py           swap: use your own function wherever minattn calls one (exercises)
 
 The decoder (walkthrough.md, Part II):
     masks.py          causal_mask(n_q, n_k, align="bottom_right", window=w)  (a KV cache)
@@ -20,14 +19,20 @@ The decoder (walkthrough.md, Part II):
     normalization.py  rms_norm;  position_wise.py  gated_feed_forward (SwiGLU)
     decoder.py        self_attention (KV cache), decoder_block, decoder, causal_lm, generate
 
-Built on the core, imported only when used:
-    train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
-    pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
-    interop.py        from_torch, mask_from_torch             (needs torch)
-    pretrained.py     load_sentence_encoder, similarity_matrix (needs the extra '.[pretrained]')
+Around the concepts, each in a sub-package named for what it holds. The engine room is what the
+concepts import; the course, the models and the display import the concepts, never the other way
+round, and are imported only when used (but for minattn.swap, which is light):
+    engine/           the engine room: argument checks (checks.py) and the policies a concept
+                      function carries as labels: float16_in_float32 (dtypes.py),
+                      gradient_by_hand (autograd_rules.py), one_blas_thread (threads.py),
+                      arrays on another array's device (devices.py), autograd on CuPy
+    course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
+                      swap.py (minattn.swap: use your own function wherever minattn calls one)
+    models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
+                      interop.py (from_torch, from_hf, mask_from_torch; needs torch)
+    display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli.py            python -m minattn
-    check.py, properties.py, exercises/   the grader and the exercise stubs (needs hypothesis)
-    cupy_autograd.py  autograd on CuPy arrays (loaded only with CuPy)
+minattn.interop and minattn.pretrained are the modules in models/, under their documented names.
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
@@ -38,7 +43,8 @@ Shape letters, used in every shape comment:
 Conventions: params are nested dicts of arrays (weights stored [d_in, d_out], so y = x @ w + b);
 configuration is keyword arguments; init_* functions take an explicit np.random.Generator.
 Everything is written with autograd.numpy, so autograd.grad differentiates it, and NumPy's
-dispatch protocols let CuPy arrays run through the same code (gradients too: cupy_autograd.py).
+dispatch protocols let CuPy arrays run through the same code (gradients too:
+engine/cupy_autograd.py).
 """
 from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention
