@@ -52,6 +52,7 @@ from .positional import positional_encoding
 from .rope import apply_rope
 from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
                       init_decoder_block, self_attention)
+from .loss import cross_entropy
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -74,4 +75,5 @@ __all__ = [
     "apply_rope", "init_gated_feed_forward", "gated_feed_forward",
     "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
     "init_causal_lm", "causal_lm", "generate",
+    "cross_entropy",
 ]
