@@ -83,7 +83,7 @@ PART_ONE = ("softmax", "scaled_dot_product_attention", "causal_mask", "padding_m
 
 def _before_gradients():
     text = WALKTHROUGH.read_text(encoding="utf-8")
-    heading = re.search(r"^## (Part II|(\d+\. )?Gradients)", text, re.M)
+    heading = re.search(r"^#+ (Part II\b|(\d+\. )?Gradients)", text, re.M)
     assert heading, "walkthrough.md has no Gradients section"
     return EXCERPT.findall(text[:heading.start()])
 

@@ -171,13 +171,15 @@ def check_mask(mask, target_shape, target_name="the scores"):
 
 def check_not_keep_mask(mask):
     # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
-    # as np.tril(np.ones((L, L))) would mask nothing while looking right. Refuse it rather than
+    # as np.tril(np.ones((L, L))) would remove nothing while looking right: it adds 1 to the
+    # allowed scores, so a masked key keeps its weight divided by only e. Refuse it rather than
     # guess: a keep/drop mask is boolean.
     values = getval(mask)
     if values.size and bool(np.all((values == 0) | (values == 1))) and bool(np.any(values == 1)):
         raise ValueError(
             f"mask is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
-            "mask is added to the scores, so this would mask nothing. For a keep/drop mask pass "
+            "mask is added to the scores, so this would remove no key (it adds 1 to the kept "
+            "scores). For a keep/drop mask pass "
             "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
             "and -inf"
         )
