@@ -21,13 +21,13 @@ SOLUTIONS = Path(__file__).parent / "solutions"
 # each correct answer -> the part its exercise box checks it with (`--part N`; 1 = no option)
 ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks_part2.py": 2,
            "04_heads.py": 1, "05_multi_head_attention.py": 1, "06_layer_norm.py": 1,
-           "07_feed_forward.py": 1, "08_encoder_block.py": 1, "09_rope.py": 2,
-           "10_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
-           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 3}
+           "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
+           "09_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
+           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4}
 # the most complete answer for each exercise function: the one the mutants are made from
 MUTATED = {"01_softmax.py", "02_attention.py", "03_masks_part2.py", "04_heads.py",
-           "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "09_rope.py",
-           "10_grouped_query_attention.py", "11_kv_cache.py", "12_softmax_backward.py",
+           "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
+           "09_grouped_query_attention.py", "11_kv_cache.py", "12_softmax_backward.py",
            "13_blockwise_attention.py"}
 # documented arguments no output can show, and why
 EXEMPT = {("causal_mask", "like"): "the array whose device the mask follows; NumPy has one",
@@ -40,7 +40,7 @@ def grade_paths(*paths, part=1):
     return code, out.getvalue()
 
 
-def first_failure(functions, part=3):
+def first_failure(functions, part=4):
     # -> the name of the first property that fails with `functions` swapped in (parts 1..part)
     out = io.StringIO()
     failures, _ = grader.grade(functions, 10, out, shrink=False, part=part, first_failure=True)
@@ -84,7 +84,7 @@ def test_a_part_one_answer_leaves_out_part_two_parameters_and_their_properties_w
 
 
 def test_a_part_two_exercise_checked_at_part_one_says_the_command():
-    code, out = grade_paths(SOLUTIONS / "09_rope.py")
+    code, out = grade_paths(SOLUTIONS / "10_rope.py")
     assert code == 1 and "--part 2" in out and "FAIL" not in out, out
 
 
@@ -221,18 +221,18 @@ MISTAKES = {
                                 "split_heads_takes_feature_slices"),
     "merge without swapping back": ("04_heads.py", "np.swapaxes(x, -2, -3).reshape", "x.reshape",
                                     "merge_heads_inverts_split_heads"),
-    "no output projection": ("10_grouped_query_attention.py",
+    "no output projection": ("09_grouped_query_attention.py",
                              'merge_heads(heads) @ p["w_o"] + p["b_o"]', "merge_heads(heads)",
                              "multi_head_attention_matches_a_loop_over_heads"),
-    "key used as value": ("10_grouped_query_attention.py", 'split_heads(value @', 'split_heads(key @',
+    "key used as value": ("09_grouped_query_attention.py", 'split_heads(value @', 'split_heads(key @',
                           "multi_head_attention_matches_a_loop_over_heads"),
-    "GQA groups interleaved": ("10_grouped_query_attention.py",
+    "GQA groups interleaved": ("09_grouped_query_attention.py",
                                'np.repeat(minattn.split_heads(key @ p["w_k"] + p["b_k"], n_kv), n_heads // n_kv, axis=-3)',
                                'np.concatenate([minattn.split_heads(key @ p["w_k"] + p["b_k"], n_kv)] * (n_heads // n_kv), axis=-3)',
                                "grouped_query_attention_shares_kv_heads"),
     "no activation": ("07_feed_forward.py", "h = np.maximum(h, 0)", "h = h",
                       "feed_forward_matches_the_formula"),
-    "interleaved RoPE pairs": ("09_rope.py", "x[..., :d // 2], x[..., d // 2:]",
+    "interleaved RoPE pairs": ("10_rope.py", "x[..., :d // 2], x[..., d // 2:]",
                                "x[..., 0::2], x[..., 1::2]", "apply_rope_rotates_feature_pairs"),
     "no residual in post-norm": ("08_encoder_block.py", 'norm(x + out, "norm1")', 'norm(out, "norm1")',
                                  "encoder_block_matches_the_paper"),
@@ -246,7 +246,7 @@ MISTAKES = {
     "eps not passed to the second norm": ("08_encoder_block.py", 'x = norm(x + feed(x), "norm2")',
                                           'x = minattn.layer_norm(x + feed(x), params["norm2"]["gamma"], '
                                           'params["norm2"]["beta"])', "encoder_block_matches_the_paper"),
-    "weights averaged over axis 1": ("10_grouped_query_attention.py", "weights.mean(axis=-3)",
+    "weights averaged over axis 1": ("09_grouped_query_attention.py", "weights.mean(axis=-3)",
                                      "weights.mean(axis=1)",
                                      "multi_head_attention_averages_weights_over_heads"),
     "dropout from a fresh generator": ("07_feed_forward.py", "keep = rng.random(h.shape)",

@@ -8,8 +8,8 @@ implements (a body that is more than `raise NotImplementedError`) is swapped in 
 attention, multi-head attention and the encoder block. Several files (or a folder) may be given.
 
 Grading goes by part of the walkthrough: each property belongs to the part that teaches it
-(1: sections 1-12, 2: Part II, the decoder, 3: sections 13-15). `--part N` checks what parts
-1..N teach (default 1); the others are listed as waiting. A Part I answer may leave out the
+(walkthrough.md's Parts I to IV: attention and the encoder, the decoder and the language model,
+learning, cost and long sequences). `--part N` checks what parts 1..N teach (default 1); the others are listed as waiting. A Part I answer may leave out the
 parameters Part II adds (`align`, `window`, `n_kv_heads`): they wait for Part II too.
 
 The report lists the properties of the student's own functions first, then those of minattn's
@@ -37,7 +37,7 @@ import numpy
 import minattn
 
 EXERCISES = Path(__file__).parent / "exercises"
-PART_NAMES = {1: "Part I", 2: "Part II", 3: "sections 13-15"}
+PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "Part IV"}
 # Parameters a student's function may leave out, and the part that teaches each: a call that
 # uses one (a value other than the default) fails with a sentence saying so. `like` (the array
 # whose device the mask follows) is never graded.
@@ -373,7 +373,7 @@ def pitfall_target(name):
     raise CannotCheck(f"pitfall {name!r} has no public counterpart")  # pragma: no cover
 
 
-def check_pitfall(name, max_examples=20, out=None, shrink=True, part=3):
+def check_pitfall(name, max_examples=20, out=None, shrink=True, part=4):
     """The worked example: grade a pitfall as if a student had written it -> exit code."""
     out = sys.stdout if out is None else out  # looked up now: a test may capture it
     try:
@@ -438,9 +438,9 @@ def add_commands(commands):
                      help="files defining exercise functions by their names, or a folder")
     chk.add_argument("--pitfall", metavar="NAME",
                      help="grade one of minattn.course.pitfalls instead: a bug being caught")
-    chk.add_argument("--part", type=int, choices=[1, 2, 3], default=1,
-                     help="check what parts 1..N teach: 1 sections 1-12 (default), 2 Part II "
-                          "(the decoder), 3 sections 13-15")
+    chk.add_argument("--part", type=int, choices=sorted(PART_NAMES), default=1,
+                     help="check what walkthrough.md's parts 1..N teach: 1 Part I (default), "
+                          "2 Part II (the decoder), 3 Part III (gradients), 4 Part IV (blockwise)")
     chk.add_argument("--examples", type=_positive_int, default=20,
                      help="examples hypothesis tries per property (default 20)")
     chk.set_defaults(run=_check_command)
@@ -466,5 +466,5 @@ def _check_command(args):
         if args.files:
             print("cannot check: give FILE.py or --pitfall NAME, not both")
             return 2
-        return check_pitfall(args.pitfall, args.examples, part=3)
+        return check_pitfall(args.pitfall, args.examples, part=4)
     return check_paths(args.files, args.examples, part=args.part)

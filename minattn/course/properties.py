@@ -26,7 +26,7 @@ class Property:
     hint: str  # what usually breaks it (in the function the property is about)
     check: object  # a function of hypothesis-drawn data: asserts the property
     of: str  # the function the property is about (the others in `uses` run inside it)
-    part: int  # the part of walkthrough.md that teaches it: 1 sections 1-12, 2 Part II, 3 13-15
+    part: int  # the part of walkthrough.md that teaches it: 1 Part I, 2 Part II, ... (I-IV)
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
@@ -823,7 +823,7 @@ def _(data):
     close(np.concatenate(steps, axis=1), full, 1e-9, "the step-by-step logits")
 
 
-# --- sections 13-15: gradients, blockwise attention ---
+# --- Part III: gradients; Part IV: blockwise attention ---
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
@@ -861,7 +861,7 @@ def _(data):
       {"blockwise_attention"},
       "keep per query a running max m, sum l and output acc; for each block of keys: m_new = "
       "max(m, block max), rescale l and acc by exp(m - m_new), add the block's; divide at the end",
-      part=3)
+      part=4)
 def _(data):
     q, k, v = data.draw(qkv(), "q, k, v")
     causal = data.draw(st.sampled_from([True, False]), "causal")
@@ -883,7 +883,7 @@ def _(data):
 @prop("blockwise_attention_keeps_float32", "blockwise_attention", "blockwise_attention of "
       "float32 q, k, v is float32", {"blockwise_attention"},
       "a float64 scalar (np.sqrt(d_k)) or an accumulator created as float64 upcasts float32",
-      part=3)
+      part=4)
 def _(data):
     q, k, v = data.draw(qkv(dtype=np.float32), "q, k, v")
     got = np.asarray(minattn.blockwise_attention(q, k, v, block_size=2))

@@ -20,7 +20,7 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
     dropout, rng: passed on to the attention of the heads (the weights returned are dropped).
     average_weights: the weights averaged over the head axis. float32 stays float32.
-    n_kv_heads: grouped-query attention, exercise 10 (Part II); leave it out (or ignore it)
+    n_kv_heads: grouped-query attention, exercise 9 (Part II); leave it out (or ignore it)
     until then: the grader's property for it waits for --part 2.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do

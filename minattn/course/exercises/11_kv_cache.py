@@ -1,5 +1,5 @@
 """Exercise 11: self-attention with a KV cache, RoPE and grouped-query heads (walkthrough.md,
-Part II). Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
+section 15, Part II). Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
 import numpy as np
 
 import minattn
@@ -10,7 +10,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     """Self-attention of x [..., L, D] over the cached keys and values and its own.
 
     params: as multi_head_attention's; n_heads query heads and n_kv_heads key/value heads
-    (None: n_heads), w_k, w_v [D, n_kv_heads * d_k], as in exercise 10. float32 stays float32.
+    (None: n_heads), w_k, w_v [D, n_kv_heads * d_k], as in exercise 9. float32 stays float32.
     Returns (output [..., L, D], new cache {"k": [..., H_kv, L_past + L, d_k], "v": same}).
     positions: None, or int positions broadcasting to [..., L]: rotate q and k (never v) with
     RoPE, apply_rope(..., base=rope_base), before the keys go into the cache.

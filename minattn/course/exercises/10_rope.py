@@ -1,5 +1,5 @@
-"""Exercise 9: rotary position embedding (walkthrough.md, Part II).
-Grade it: python -m minattn check my_attention/09_rope.py --part 2"""
+"""Exercise 10: rotary position embedding (walkthrough.md, section 14, Part II).
+Grade it: python -m minattn check my_attention/10_rope.py --part 2"""
 import numpy as np
 
 

@@ -1,5 +1,5 @@
-"""Exercise 10: grouped-query attention (walkthrough.md, Part II).
-Grade it: python -m minattn check my_attention/10_grouped_query_attention.py --part 2"""
+"""Exercise 9: grouped-query attention (walkthrough.md, section 13, Part II).
+Grade it: python -m minattn check my_attention/09_grouped_query_attention.py --part 2"""
 import numpy as np
 
 import minattn
