@@ -28,8 +28,10 @@ ROPES = {
                     "beta_fast": 8.0, "original_max_position_embeddings": ORIGINAL},
     "yarn_attention_factor": {"rope_type": "yarn", "factor": 3.0, "attention_factor": 1.3,
                               "original_max_position_embeddings": ORIGINAL},
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": ORIGINAL},
+    # with rope_theta 100 and d_k 8, the pairs turn 1.27, 0.40, 0.13, 0.04 times over the
+    # original context: one kept, two smoothly interpolated, one divided by factor
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.1,
+               "high_freq_factor": 1.0, "original_max_position_embeddings": ORIGINAL},
 }
 
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
@@ -59,8 +61,9 @@ FAMILIES = {
     "qwen3_head_dim": ("qwen3", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
     **{f"llama_{name}": ("llama", {"rope_parameters": {"rope_theta": 100.0, **rope}})
        for name, rope in ROPES.items()},
-    "qwen3_yarn": ("qwen3", {"head_dim": 12, "rope_parameters": {"rope_theta": 50.0,
-                                                                 **ROPES["yarn"]}}),
+    # 6 pairs, beta_fast 2 and beta_slow 0.05: YaRN's ramp runs from pair 0 to pair 5
+    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": {
+        "rope_theta": 50.0, **ROPES["yarn"], "beta_fast": 2.0, "beta_slow": 0.05}}),
 }
 
 
@@ -164,16 +167,16 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
         return model.generate(t, attention_mask=mask, max_new_tokens=n, do_sample=False).numpy()
 
 
-@pytest.mark.parametrize("name", ["mistral_window", "qwen2_windows", "qwen3_head_dim",
-                                  "llama_dynamic", "llama_yarn", "llama_llama3"])
+@pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
+                                  "llama_llama3"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
     tokens = _tokens(2, 5, seed=3)
-    ours = ma.generate(params, tokens, 14, **config)
-    np.testing.assert_array_equal(ours, _hf_generate(model, tokens, 14))
+    ours = ma.generate(params, tokens, 10, **config)
+    np.testing.assert_array_equal(ours, _hf_generate(model, tokens, 10))
     if name != "llama_dynamic":  # dynamic NTK: the cache keeps keys rotated at shorter lengths
-        np.testing.assert_array_equal(ma.generate(params, tokens, 14, use_cache=False, **config),
+        np.testing.assert_array_equal(ma.generate(params, tokens, 10, use_cache=False, **config),
                                       ours)
 
 
@@ -202,8 +205,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                    rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen2_biases", "llama_yarn"])
-@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("name, use_cache", [("mistral_window", True), ("qwen2_biases", False),
+                                             ("llama_yarn", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
