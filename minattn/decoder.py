@@ -23,24 +23,39 @@ from .multi_head import (PROJECTIONS, _project, check_multi_head_params, grouped
 from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import (ACTIVATIONS, check_feed_forward_params,
                             check_gated_feed_forward_params, feed_forward, gated_feed_forward,
+                            gelu_tanh,
                             init_feed_forward, init_gated_feed_forward)
 from .rope import apply_rope, as_int_array, check_positions
 from .rope_scaling import check_rope_scaling
+from .softcap import capped_attention, soft_cap
 
 NORMS = ("layer_norm", "rms_norm")
-DECODER_ACTIVATIONS = ACTIVATIONS + ("swiglu",)
+
+
+def geglu_tanh(params, x):
+    """GEGLU with the tanh GELU (Gemma's MLP): down(gelu_tanh(gate(x)) * up(x)), [..., D] ->
+    [..., D]; params as gated_feed_forward's."""
+    # [..., D] -> [..., F] -> [..., D]
+    hidden = gelu_tanh(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    return hidden @ params["w_down"]
+
+
+GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}  # their params: w_gate, w_up, w_down
+DECODER_ACTIVATIONS = ACTIVATIONS + tuple(GATED)
 POSITIONS = ("learned", "rope")
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
-                   rope_base=10000.0, rope_scaling=None, eps=1e-6, cache=None):
+                   rope_base=10000.0, rope_scaling=None, eps=1e-6, query_pre_attn_scalar=None,
+                   attn_logit_softcapping=None, cache=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
     width (default D / H; Qwen3 and Gemma set their own). positions (int, broadcasting to
     [..., L]): apply RoPE (rope_base, rope_scaling: minattn.rope_scaling) to q and k, never v.
     QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}): each head of q and k
-    RMS-normalised (with eps) before RoPE. mask covers all L_past + L keys (for a causal model,
-    causal_mask(L, L_past + L, align="bottom_right"))."""
+    RMS-normalised (with eps) before RoPE. Gemma: scores scaled by query_pre_attn_scalar^-1/2
+    (not d_k^-1/2) and soft-capped at attn_logit_softcapping (minattn.softcap). mask covers all
+    L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right"))."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, d_k = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling, cache)
@@ -57,8 +72,16 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     if cache is not None:  # the past's keys and values, computed once, reused every step
         k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
         v = _append(cache["v"], v)
-    heads, _ = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
-    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
+    heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping)
+    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}  # heads: [..., H, L, d_k]
+
+
+def _attend(q, k, v, mask, query_pre_attn_scalar, softcap):
+    # Gemma's scale and cap need their own core; every other model, the shared one.
+    if query_pre_attn_scalar is None and softcap is None:
+        return grouped_attention(q, k, v, mask)
+    scalar = q.shape[-1] if query_pre_attn_scalar is None else query_pre_attn_scalar
+    return capped_attention(q, k, v, mask, scale=scalar ** -0.5, cap=softcap)
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
@@ -146,7 +169,7 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
                                                               dtype=dtype)
         params["norm2"] = _init_norm(d_model, norm, dtype)
     params["feed_forward"] = (init_gated_feed_forward(rng, d_model, d_ff, dtype=dtype)
-                              if activation == "swiglu" else
+                              if activation in GATED else
                               init_feed_forward(rng, d_model, d_ff, dtype=dtype))
     params["norm3"] = _init_norm(d_model, norm, dtype)
     return params
@@ -172,14 +195,17 @@ def _init_norm(d_model, norm, dtype):
 def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
                   n_kv_heads=None, d_k=None, norm_first=False, norm="layer_norm",
                   activation="relu", eps=1e-5, positions=None, rope_base=10000.0,
-                  rope_scaling=None, cache=None, attention=self_attention):
+                  rope_scaling=None, cache=None, attention=self_attention, **attention_config):
     """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
     Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
     x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
     cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when params has it, the
     feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
-    schedule. attention: the self-attention sublayer, a function with self_attention's
-    signature (an attention variant plugs in here)."""
+    schedule. Sandwich norms (Gemma 2, 3) where params has "post_norm1"/"post_norm3": the
+    sublayer's output normalised too, x = x + post_norm(sublayer(norm(x))). activation
+    "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
+    sublayer, a function with self_attention's signature (an attention variant plugs in here);
+    attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm,
                                              activation, eps, cache)
@@ -188,8 +214,11 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
 
     def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
         if norm_first:
-            return x + f(normalize(x, params[name]))
+            return x + sandwich(f(normalize(x, params[name])), f"post_{name}")
         return normalize(x + f(x), params[name])
+
+    def sandwich(h, name):  # Gemma's second norm, on the sublayer's output
+        return normalize(h, params[name]) if name in params else h
 
     new_cache = []  # filled by the self-attention sublayer
 
@@ -197,7 +226,7 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
         out, layer_cache = attention(params["self_attention"], h, mask, n_heads=n_heads,
                                      n_kv_heads=n_kv_heads, d_k=d_k, positions=positions,
                                      rope_base=rope_base, rope_scaling=rope_scaling, eps=eps,
-                                     cache=cache)
+                                     cache=cache, **attention_config)
         new_cache.append(layer_cache)
         return out
 
@@ -206,8 +235,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
                                     n_heads=n_heads)[0]
 
     def feed(h):
-        if activation == "swiglu":
-            return gated_feed_forward(params["feed_forward"], h)
+        if activation in GATED:
+            return GATED[activation](params["feed_forward"], h)
         return feed_forward(params["feed_forward"], h, activation=activation)
 
     x = sublayer(x, "norm1", attend_self)
@@ -246,13 +275,13 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     if memory is not None:
         checked["cross_attention"] = check_multi_head_params(
             params["cross_attention"], d_model, f"{where}['cross_attention']")
-    check_ff = (check_gated_feed_forward_params if activation == "swiglu"
+    check_ff = (check_gated_feed_forward_params if activation in GATED
                 else check_feed_forward_params)
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
                                        f"{where}['feed_forward']")
     norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
-    for key in ("norm1", "norm2", "norm3"):
-        if key in needed:
+    for key in ("norm1", "norm2", "norm3", "post_norm1", "post_norm3"):
+        if key in needed or key.startswith("post") and key in params:
             checked[key] = checks.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
     return {**params, **checked}, x, memory
 
@@ -354,8 +383,9 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
 
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
               norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
-              rope_base=10000.0, rope_scaling=None, window=None, cache=None,
-              return_cache=False):
+              rope_base=10000.0, rope_scaling=None, window=None, embedding_scale=None,
+              query_pre_attn_scalar=None, attn_logit_softcapping=None,
+              final_logit_softcapping=None, cache=None, return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied). With a cache (or
@@ -367,12 +397,16 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     width), norm ("layer_norm", "rms_norm"), activation ("relu", "gelu", "gelu_tanh",
     "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
     minattn.rope_scaling), window (a sliding window of that many keys; a list: one per layer,
-    None for a global layer); rope_base and rope_scaling may be lists too."""
+    None for a global layer); rope_base and rope_scaling may be lists too. Gemma:
+    embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
+    attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits)."""
     # int [B, L] -> [B, L, V]
     tokens, attention_mask, past = _check_causal_lm(params, tokens, attention_mask, n_heads,
                                                     n_kv_heads, position, cache)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
+    if embedding_scale is not None:
+        x = x * embedding_scale
     positions = _positions(attention_mask, past, length, tokens)  # [L], or [B, L] with padding
     if position == "learned":
         x = x + params["position_embedding"][positions]
@@ -391,10 +425,13 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
-                  rope_scaling=rope_scaling)
+                  rope_scaling=rope_scaling, query_pre_attn_scalar=query_pre_attn_scalar,
+                  attn_logit_softcapping=attn_logit_softcapping)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]
+    if final_logit_softcapping is not None:
+        logits = soft_cap(logits, final_logit_softcapping)
     return logits if cache is None else (logits, new_cache)
 
 

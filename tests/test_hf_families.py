@@ -45,9 +45,11 @@ def _build(family, dtype, **overrides):
         "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
         "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
         "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
+        "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
     }[family]
-    settings = {**COMMON, "max_position_embeddings": ORIGINAL if "rope_parameters" in overrides
-                else 64, **overrides}
+    scaled = "rope_parameters" in overrides and family != "gemma3"
+    settings = {**COMMON, "max_position_embeddings": ORIGINAL if scaled else 64, **overrides}
     torch.manual_seed(0)
     return _randomized(model_class(config_class(**settings)), dtype)
 
@@ -64,6 +66,24 @@ FAMILIES = {
     # 6 pairs, beta_fast 2 and beta_slow 0.05: YaRN's ramp runs from pair 0 to pair 5
     "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": {
         "rope_theta": 50.0, **ROPES["yarn"], "beta_fast": 2.0, "beta_slow": 0.05}}),
+    # Gemma 2: local (window 3) and global layers, caps small enough to bite (the scores and
+    # logits here reach several units), query_pre_attn_scalar != d_k, head_dim 12 != 32 / 4
+    "gemma2": ("gemma2", {"head_dim": 12, "sliding_window": 3, "attn_logit_softcapping": 1.5,
+                          "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20,
+                          "attn_implementation": "eager"}),
+    # Gemma 3: QK-norm, local layers with base 10000 and window 4, a global layer with base 1e6
+    # and linear scaling
+    "gemma3": ("gemma3", {"head_dim": 12, "sliding_window": 4, "query_pre_attn_scalar": 12,
+                          "layer_types": ["sliding_attention", "full_attention",
+                                          "sliding_attention"], "num_hidden_layers": 3,
+                          "rope_parameters": {
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                              "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                 "rope_theta": 1e6}}}),
+    # (transformers' Gemma 3 caps the final logits only: its attention ignores the config's cap)
+    "gemma3_capped": ("gemma3", {"head_dim": 8, "sliding_window": 5,
+                                 "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
+                                 "attn_implementation": "eager"}),
 }
 
 
@@ -104,13 +124,31 @@ def float64_islands(monkeypatch):
         return ((emb.cos() * self.attention_scaling).to(x.dtype),
                 (emb.sin() * self.attention_scaling).to(x.dtype))
 
-    for family in ("llama", "mistral", "qwen2", "qwen3"):
+    def gemma_rms_norm_forward(self, x):  # Gemma: (1 + w)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
+
+    @rope_utils.dynamic_rope_update
+    def gemma3_rotary_forward(self, x, position_ids, layer_type):
+        inv_freq = getattr(self, f"{layer_type}_inv_freq").to(torch.float64)
+        scaling = getattr(self, f"{layer_type}_attention_scaling")
+        freqs = position_ids[..., None].to(torch.float64) * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
+
+    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
-        prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3"}[family]
+        prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
+                  "gemma2": "Gemma2", "gemma3": "Gemma3"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
-        monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward", rms_norm_forward)
-        monkeypatch.setattr(rotary, "forward", rotary_forward)
+        gemma = family.startswith("gemma")
+        monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
+                            gemma_rms_norm_forward if gemma else rms_norm_forward)
+        monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward if family == "gemma3"
+                            else rotary_forward)
+        if gemma:  # the eager attention (soft-capping) computes its softmax in float32
+            monkeypatch.setattr(modeling, "eager_attention_forward",
+                                _float64_source(modeling.eager_attention_forward))
         monkeypatch.setattr(rotary, "compute_default_rope_parameters", staticmethod(
             _float64_source(rotary.compute_default_rope_parameters)))
     yield
@@ -148,7 +186,7 @@ def test_logits_near_the_stock_float64_model(name):
 
 
 @pytest.mark.parametrize("name", ["mistral_window", "qwen3_head_dim", "llama_llama3",
-                                  "llama_yarn"])
+                                  "llama_yarn", "gemma2", "gemma3"])
 def test_logits_equal_hf_float32(name):
     model = _build(FAMILIES[name][0], torch.float32, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -168,7 +206,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
-                                  "llama_llama3"])
+                                  "llama_llama3", "gemma2", "gemma3"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -206,7 +244,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
 
 
 @pytest.mark.parametrize("name, use_cache", [("mistral_window", True), ("qwen2_biases", False),
-                                             ("llama_yarn", True)])
+                                             ("llama_yarn", True), ("gemma2", True),
+                                             ("gemma3", False)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

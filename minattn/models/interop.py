@@ -330,13 +330,20 @@ def _unembedding(model, embedding):
     return {} if head.data_ptr() == embedding.data_ptr() else {"lm_head": _weight(head)}
 
 
-def rope_settings(config, rope=None):
+def rope_settings(config, layer_type=None):
     """(rope_base, rope_scaling) from a transformers config: transformers 5's
     config.rope_parameters, else 4.x's config.rope_theta and config.rope_scaling; refused when
-    neither is there (never a silent default). rope: one layer type's dict of rope_parameters."""
-    if rope is None and isinstance(getattr(config, "rope_parameters", None), dict):
-        rope = config.rope_parameters  # transformers 5
-    elif rope is None and getattr(config, "rope_theta", None) is not None:  # transformers 4.x
+    neither is there (never a silent default). layer_type: "sliding_attention" or
+    "full_attention", for models whose layer types have their own RoPE (Gemma 3: 5's
+    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers)."""
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and layer_type in rope:  # transformers 5, per layer type
+        rope = rope[layer_type]
+    elif isinstance(rope, dict):  # transformers 5
+        pass
+    elif layer_type == "sliding_attention" and getattr(config, "rope_local_base_freq", None):
+        rope = {"rope_theta": config.rope_local_base_freq}  # 4.x Gemma 3: local layers unscaled
+    elif getattr(config, "rope_theta", None) is not None:  # transformers 4.x
         rope = {"rope_theta": config.rope_theta, **(getattr(config, "rope_scaling", None) or {})}
     if not isinstance(rope, dict) or "rope_theta" not in rope:
         raise ValueError(f"cannot read the RoPE settings of {type(config).__name__}: it has "
@@ -460,6 +467,48 @@ def _gpt2_from_hf(model):
     return params, kwargs
 
 
+def _gemma_from_hf(model):
+    # Gemma 2 and 3 (text): Llama's layout plus sandwich norms, RMSNorm with (1 + w) (stored
+    # here as gamma = 1 + w), embeddings scaled by sqrt(D), the tanh-GELU gated feed-forward,
+    # query_pre_attn_scalar, soft-capping, local (sliding) and global layers with their own
+    # windows and RoPE bases.
+    config, inner = model.config, model.model
+    if config.hidden_activation not in ("gelu_pytorch_tanh", "gelu_new"):
+        raise ValueError(f"hidden_activation={config.hidden_activation!r} is not supported "
+                         "(minattn's GEGLU uses the tanh GELU)")
+    one_plus = lambda norm: {"gamma": 1.0 + _array(norm.weight)}
+    layers = []
+    for layer in inner.layers:
+        block = _llama_layer_from_hf(layer)
+        for key in ("q_norm", "k_norm"):
+            if key in block["self_attention"]:
+                block["self_attention"][key] = one_plus(getattr(layer.self_attn, key))
+        block.update({"norm1": one_plus(layer.input_layernorm),
+                      "post_norm1": one_plus(layer.post_attention_layernorm),
+                      "norm3": one_plus(layer.pre_feedforward_layernorm),
+                      "post_norm3": one_plus(layer.post_feedforward_layernorm)})
+        layers.append(block)
+    types = list(getattr(config, "layer_types", None) or ["full_attention"] * len(layers))
+    bases, scalings = zip(*(rope_settings(config, t) for t in types[:len(layers)]))
+    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": one_plus(inner.norm), **_unembedding(model, inner.embed_tokens.weight)}
+    scale = getattr(inner.embed_tokens, "embed_scale", None)  # the model's own (float32) value
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "d_k": config.head_dim, "norm": "rms_norm", "activation": "geglu_tanh",
+              "eps": config.rms_norm_eps, "position": "rope", "rope_base": same(bases),
+              "rope_scaling": same(scalings), "window": _windows(config, len(layers)),
+              "embedding_scale": float(scale) if scale is not None else config.hidden_size ** 0.5,
+              "query_pre_attn_scalar": config.query_pre_attn_scalar,
+              # transformers' Gemma3Attention does not apply attn_logit_softcapping (Gemma 3
+              # checkpoints set it None): neither does minattn for gemma3_text
+              "attn_logit_softcapping": None if config.model_type == "gemma3_text" else
+              getattr(config, "attn_logit_softcapping", None),
+              "final_logit_softcapping": getattr(config, "final_logit_softcapping", None)}
+    return params, kwargs
+
+
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
-           "qwen3": _llama_from_hf, "gpt2": _gpt2_from_hf}
+           "qwen3": _llama_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
+           "gpt2": _gpt2_from_hf}
