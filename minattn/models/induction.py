@@ -139,3 +139,66 @@ def evaluate(params, seed=0, n_sequences=200, block=EVAL_BLOCK, *, n_heads):
             "previous_token_scores": [previous_token_scores(w).tolist() for w in weights],
             "loss_first_half": first, "loss_second_half": second}, tokens[0], \
         [w[0] for w in weights]
+
+
+def ablation_report(params, seed=0, n_sequences=200, block=EVAL_BLOCK, *, n_heads,
+                    threshold=0.4):
+    """What each head does, by removing it: the last layer's induction heads (score >=
+    threshold) zeroed together, and each first-layer head zeroed alone (which heads do the
+    induction heads read?) -> a dict of losses and induction scores."""
+    tokens = make_repeated_blocks(np.random.default_rng([seed, 1]), n_sequences, block)
+    last = len(params["layers"]) - 1
+
+    def measure(p):
+        _, weights = induction_model(p, tokens, n_heads=n_heads, return_weights=True)
+        first, second = half_losses(p, tokens, n_heads=n_heads)
+        return {"loss_first_half": first, "loss_second_half": second,
+                "induction_scores": induction_scores(weights[last]).tolist()}
+
+    intact = measure(params)
+    heads = [h for h, s in enumerate(intact["induction_scores"]) if s >= threshold]
+    ablated = params
+    for head in heads:
+        ablated = ablate_head(ablated, last, head, n_heads=n_heads)
+    report = {"induction_heads": heads, "intact": intact, "induction_heads_ablated": measure(ablated)}
+    if last > 0:
+        report["first_layer_head_ablated"] = [measure(ablate_head(params, 0, h, n_heads=n_heads))
+                                              for h in range(n_heads)]
+    return report
+
+
+def ablation_text(report):
+    """ablation_report's dict -> a few lines for the terminal."""
+    intact, heads = report["intact"], report["induction_heads"]
+    if not heads:
+        return "no head of the last layer has an induction score >= 0.4: nothing to ablate"
+    off = report["induction_heads_ablated"]
+    lines = [f"ablation: zeroing the output of the last layer's induction heads {heads}:",
+             f"  loss on the repeat {intact['loss_second_half']:.3f} -> "
+             f"{off['loss_second_half']:.3f} (first block {off['loss_first_half']:.3f})"]
+    for h, r in enumerate(report.get("first_layer_head_ablated", [])):
+        best = max(r["induction_scores"][i] for i in heads)
+        lines.append(f"  zeroing layer 0 head {h} alone: loss on the repeat "
+                     f"{r['loss_second_half']:.3f}, best induction score {best:.3f}")
+    return "\n".join(lines)
+
+
+def curve_text(losses, rows=12, width=40):
+    """The training loss as a bar per stretch of steps, and where it fell fastest (the phase
+    change) -> a string."""
+    losses = np.asarray(losses, dtype=float)
+    chunks = np.array_split(np.arange(len(losses)), min(rows, len(losses)))
+    means = [float(np.mean(losses[c])) for c in chunks]
+    top = max(means)
+    lines = ["training loss (mean over each stretch of steps):"]
+    for c, m in zip(chunks, means):
+        lines.append(f"  steps {c[0]:>5}-{c[-1]:<5} {m:6.3f} " + "█" * int(round(width * m / top)))
+    window = max(1, len(losses) // 20)
+    if len(losses) > 2 * window:
+        smooth = np.convolve(losses, np.ones(window) / window, mode="valid")  # [n - window + 1]
+        drops = smooth[:-window] - smooth[window:]  # fall over the next `window` steps
+        at = int(np.argmax(drops))
+        lines.append(f"fastest fall (the phase change): steps {at + window // 2} to "
+                     f"{at + window + window // 2}, mean loss {smooth[at]:.2f} -> "
+                     f"{smooth[at + window]:.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,88 @@
+"""The induction model: its data, its scores (against hand-built attention), its ablation, and a
+short training run that grows an induction head (a smaller config than the CLI's default, so
+that the test stays cheap; the default is measured in the walkthrough)."""
+import numpy as np
+import pytest
+
+from minattn.models import induction as ind
+from minattn.attention import softmax
+
+
+def test_repeated_blocks_are_distinct_tokens_then_the_same_again():
+    tokens = ind.make_repeated_blocks(np.random.default_rng(0), 5, 7, vocab_size=20)
+    assert tokens.shape == (5, 14)
+    np.testing.assert_array_equal(tokens[:, :7], tokens[:, 7:])
+    assert all(len(set(row[:7])) == 7 for row in tokens)
+
+
+def test_induction_score_is_one_for_attention_to_the_token_after_the_previous_occurrence():
+    block = 5
+    weights = np.zeros((2, 3, 2 * block, 2 * block))  # [N, H, L, L]
+    for i in range(2 * block):
+        weights[:, 0, i, i] = 1.0  # head 0: attends to itself
+        weights[:, 1, i, max(i - 1, 0)] = 1.0  # head 1: previous token
+        weights[:, 2, i, i - block + 1 if i >= block else 0] = 1.0  # head 2: induction
+    np.testing.assert_allclose(ind.induction_scores(weights), [0.0, 0.0, 1.0])
+    np.testing.assert_allclose(ind.previous_token_scores(weights), [0.0, 1.0, 0.0])
+
+
+def test_induction_score_of_uniform_causal_attention_is_the_mean_of_one_over_i_plus_one():
+    block = 4
+    weights = np.tril(np.ones((2 * block, 2 * block)))
+    weights = (weights / weights.sum(-1, keepdims=True))[None, None]  # [1, 1, L, L]
+    expected = np.mean([1.0 / (i + 1) for i in range(block, 2 * block)])
+    np.testing.assert_allclose(ind.induction_scores(weights), [expected])
+
+
+def test_ablating_a_head_removes_exactly_its_share_of_the_layer_output():
+    rng = np.random.default_rng(1)
+    params = ind.init_induction_model(rng, vocab_size=10, n_positions=8, d_model=8, n_heads=2,
+                                      n_layers=1)
+    tokens = rng.integers(0, 10, size=(2, 8))
+    ablated = ind.ablate_head(params, 0, 1, n_heads=2)
+    # Reference, written out: the head's output is its weights @ v, read by its rows of w_o.
+    layer = params["layers"][0]
+    x = params["embedding"][tokens] + params["positions"][:8]
+    q, k, v = (x @ layer[f"w_{p}"][:, 4:] for p in "qkv")  # head 1: columns 4..7
+    weights = softmax(q @ np.swapaxes(k, -1, -2) / 2.0, mask=np.tril(np.ones((8, 8), bool)))
+    head_out = weights @ v @ layer["w_o"][4:]  # [N, L, D]
+    difference = (ind.induction_model(params, tokens, n_heads=2)
+                  - ind.induction_model(ablated, tokens, n_heads=2))
+    np.testing.assert_allclose(difference, head_out @ params["unembedding"], atol=1e-10)
+    assert np.all(params["layers"][0]["w_o"][4:] != 0)  # the input params are not changed
+
+
+def test_half_losses_split_the_first_block_from_the_repeat():
+    params = ind.init_induction_model(np.random.default_rng(2), vocab_size=10, n_positions=8,
+                                      d_model=8, n_heads=2, n_layers=1)
+    tokens = ind.make_repeated_blocks(np.random.default_rng(3), 4, 4, vocab_size=10)
+    losses = ind.loss_per_position(params, tokens, n_heads=2)  # [7]
+    first, second = ind.half_losses(params, tokens, n_heads=2)
+    assert first == pytest.approx(np.mean(losses[:3])) and second == pytest.approx(np.mean(losses[3:]))
+    assert np.mean(losses) == pytest.approx(float(ind.next_token_loss(params, tokens, n_heads=2)))
+
+
+@pytest.fixture(scope="module")
+def trained():
+    # The CI-sized run: the default model (d_model 64, 4 heads), trained for SHORT_STEPS.
+    params = ind.train_induction_model(seed=ind.TEST_SEED, steps=ind.SHORT_STEPS)
+    report, _, _ = ind.evaluate(params, n_heads=ind.CONFIG["n_heads"])
+    return params, report
+
+
+def test_training_grows_an_induction_head_in_the_last_layer(trained):
+    _, report = trained
+    assert max(report["induction_scores"][-1]) >= 0.4
+
+
+def test_the_repeat_costs_less_than_half_the_first_block(trained):
+    _, report = trained
+    assert report["loss_second_half"] < 0.5 * report["loss_first_half"]
+
+
+def test_ablating_the_induction_heads_destroys_the_in_context_gain(trained):
+    params, _ = trained
+    report = ind.ablation_report(params, n_heads=ind.CONFIG["n_heads"])
+    off = report["induction_heads_ablated"]
+    assert report["induction_heads"]
+    assert off["loss_second_half"] > 0.8 * off["loss_first_half"]
