@@ -510,10 +510,13 @@ def model_choice(text):
 
 
 def _with_suffix(text, suffixes, what):
+    # The suffix says the format: refused, not silently appended ("out/noext" would become
+    # "out/noext.png" behind the user's back).
+    writable_file(text)
     if not text.lower().endswith(suffixes):
         raise argparse.ArgumentTypeError(f"{what} must end in {' or '.join(suffixes)}, got "
                                          f"{text!r}")
-    return writable_file(text)
+    return text
 
 
 def image_file(text):

@@ -12,10 +12,6 @@ from minattn import cli
 from minattn.display.terminal import heatmap_text
 
 
-def _run(*args):
-    return subprocess.run([sys.executable, "-m", "minattn", *args], capture_output=True, text=True)
-
-
 @pytest.mark.parametrize("args, message", [
     (["--plot", "x.txt"], "argument --plot: an image file name must end in .png or .svg or .pdf, "
                           "got 'x.txt'"),
@@ -35,11 +31,21 @@ def _run(*args):
                                             "induction or a model directory, got 'gpt5'"),
     (["attention", "a", "--seed", "-2"], "argument --seed: must be an integer >= 0, got -2"),
 ])
-def test_bad_arguments_are_refused_at_once_naming_the_argument(args, message):
-    result = _run(*args)
-    assert result.returncode == 2
-    assert message in " ".join(result.stderr.split())
-    assert result.stdout == "" and "Traceback" not in result.stderr
+def test_bad_arguments_are_refused_at_once_naming_the_argument(args, message, capsys):
+    with pytest.raises(SystemExit) as error:
+        cli.main(args)
+    assert error.value.code == 2  # argparse's usage error, before any command runs
+    out, err = capsys.readouterr()
+    assert message in " ".join(err.split())
+    assert out == "" and "Traceback" not in err
+
+
+def test_a_usage_error_in_a_fresh_process_is_one_line_and_no_work():
+    result = subprocess.run([sys.executable, "-m", "minattn", "induction", "--plot", "x.txt"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines()[-1].startswith("python -m minattn induction: error: "
+                                                             "argument --plot")
 
 
 @pytest.mark.parametrize("model, text, message", [

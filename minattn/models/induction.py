@@ -24,6 +24,8 @@ VOCAB_SIZE = 64
 BLOCK_LENGTHS = (16, 32)  # each batch draws its block length T from this range, inclusive
 EVAL_BLOCK = 24  # the held-out sequences: 24 tokens, then the same 24 again
 CONFIG = {"d_model": 64, "n_heads": 4, "n_layers": 2}
+STEPS = 1000  # the CLI's default
+TEST_SEED, SHORT_STEPS = 0, 1000  # tests/test_induction.py's run
 
 
 def make_repeated_blocks(rng, n_sequences, block, vocab_size=VOCAB_SIZE):
@@ -67,19 +69,22 @@ def next_token_loss(params, tokens, *, n_heads):
     return cross_entropy(logits, tokens[:, 1:])
 
 
-def train_induction_model(seed=0, steps=1500, batch_size=32, lr=3e-3, callback=None, **config):
-    """Train with autograd and Adam -> params; deterministic for a seed. config: d_model,
-    n_heads, n_layers (CONFIG's by default). callback(step, loss) after every step."""
+def train_induction_model(seed=0, steps=STEPS, batch_size=32, lr=3e-3, callback=None, *,
+                          vocab_size=VOCAB_SIZE, block_lengths=BLOCK_LENGTHS, **config):
+    """Train with autograd and Adam -> params; deterministic for a seed. Each batch's block
+    length T is drawn from block_lengths (inclusive). config: d_model, n_heads, n_layers
+    (CONFIG's by default). callback(step, loss) after every step."""
     config = {**CONFIG, **config}
     rng = np.random.default_rng(seed)
-    params = init_induction_model(rng, **config)
+    params = init_induction_model(rng, vocab_size, 2 * block_lengths[1], **config)
     state = adam_init(params)
     loss_and_grad = value_and_grad(
         lambda p, tokens: next_token_loss(p, tokens, n_heads=config["n_heads"]))
     with one_blas_thread():  # small products: a second BLAS thread costs more than it gives
         for step in range(steps):
-            block = int(rng.integers(BLOCK_LENGTHS[0], BLOCK_LENGTHS[1] + 1))
-            loss, grads = loss_and_grad(params, make_repeated_blocks(rng, batch_size, block))
+            block = int(rng.integers(block_lengths[0], block_lengths[1] + 1))
+            tokens = make_repeated_blocks(rng, batch_size, block, vocab_size)
+            loss, grads = loss_and_grad(params, tokens)
             params, state = adam_update(params, grads, state, lr=lr)
             if callback is not None:
                 callback(step, float(loss))
