@@ -346,8 +346,8 @@ def induction(args):
     report, tokens, weights = task.evaluate(params, seed=args.seed, n_heads=n_heads)
     first, second = report["loss_first_half"], report["loss_second_half"]
     print(f"\nheld-out sequences ({task.EVAL_BLOCK} tokens, then the same {task.EVAL_BLOCK}):")
-    print(f"  loss on the first block  {first:.3f}   (log {task.VOCAB_SIZE} = "
-          f"{np.log(task.VOCAB_SIZE):.3f}: a guess)")
+    print(f"  loss on the first block  {first:.3f}   (a uniform guess: log {task.VOCAB_SIZE} = "
+          f"{np.log(task.VOCAB_SIZE):.3f})")
     print(f"  loss on the repeat       {second:.3f}   ({second / first:.2f} of the first block)")
     print("\nper head: induction score (attention from a repeated token to the token after its "
           "previous occurrence) and previous-token score (attention to position i - 1):")
@@ -359,7 +359,15 @@ def induction(args):
     ablation = task.ablation_report(params, seed=args.seed, n_heads=n_heads)
     report["ablation"] = ablation
     print("\n" + task.ablation_text(ablation))
-    report.update(steps=args.steps, seconds=seconds, training_loss=losses)
+    if args.layers == 2:
+        report["composition_scores"] = task.composition_scores(params, n_heads=n_heads)
+        print("\nK-composition (how much a layer-1 head's keys read a layer-0 head's output; "
+              f"random: about {task.CONFIG['d_model'] ** -0.5:.2f}):")
+        print("              " + " ".join(f"L0 head {a}" for a in range(n_heads)))
+        for b, row in enumerate(report["composition_scores"]["k"]):
+            print(f"  L1 head {b}  " + " ".join(f"{x:9.3f}" for x in row))
+    report.update(steps=args.steps, seconds=seconds,
+                  training_loss=[round(loss, 4) for loss in losses])
     print(f"\ntrained {args.steps} steps in {seconds:.1f} s")
     if args.json:
         import json

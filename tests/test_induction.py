@@ -23,7 +23,8 @@ def test_induction_score_is_one_for_attention_to_the_token_after_the_previous_oc
         weights[:, 1, i, max(i - 1, 0)] = 1.0  # head 1: previous token
         weights[:, 2, i, i - block + 1 if i >= block else 0] = 1.0  # head 2: induction
     np.testing.assert_allclose(ind.induction_scores(weights), [0.0, 0.0, 1.0])
-    np.testing.assert_allclose(ind.previous_token_scores(weights), [0.0, 1.0, 0.0])
+    # head 2 looks back at position 0 from the first block: previous-token only from i = 1
+    np.testing.assert_allclose(ind.previous_token_scores(weights), [0.0, 1.0, 1 / 9])
 
 
 def test_induction_score_of_uniform_causal_attention_is_the_mean_of_one_over_i_plus_one():
@@ -62,27 +63,32 @@ def test_half_losses_split_the_first_block_from_the_repeat():
     assert np.mean(losses) == pytest.approx(float(ind.next_token_loss(params, tokens, n_heads=2)))
 
 
+# The CI-sized run: a smaller model on shorter blocks over a smaller vocabulary, trained for 600
+# steps (about 20 s; the CLI's default run takes minutes, its numbers are in walkthrough.md).
+SMALL = {"vocab_size": 16, "block_lengths": (4, 8), "d_model": 32, "n_heads": 2}
+
+
 @pytest.fixture(scope="module")
 def trained():
-    # The CI-sized run: the default model (d_model 64, 4 heads), trained for SHORT_STEPS.
-    params = ind.train_induction_model(seed=ind.TEST_SEED, steps=ind.SHORT_STEPS)
-    report, _, _ = ind.evaluate(params, n_heads=ind.CONFIG["n_heads"])
-    return params, report
+    params = ind.train_induction_model(seed=0, steps=600, **SMALL)
+    data = {"block": 6, "vocab_size": SMALL["vocab_size"], "n_heads": SMALL["n_heads"]}
+    report, _, _ = ind.evaluate(params, **data)
+    return params, report, ind.ablation_report(params, **data)
 
 
 def test_training_grows_an_induction_head_in_the_last_layer(trained):
-    _, report = trained
+    _, report, _ = trained
     assert max(report["induction_scores"][-1]) >= 0.4
 
 
 def test_the_repeat_costs_less_than_half_the_first_block(trained):
-    _, report = trained
+    _, report, _ = trained
     assert report["loss_second_half"] < 0.5 * report["loss_first_half"]
 
 
 def test_ablating_the_induction_heads_destroys_the_in_context_gain(trained):
-    params, _ = trained
-    report = ind.ablation_report(params, n_heads=ind.CONFIG["n_heads"])
-    off = report["induction_heads_ablated"]
-    assert report["induction_heads"]
-    assert off["loss_second_half"] > 0.8 * off["loss_first_half"]
+    _, report, ablation = trained
+    off = ablation["induction_heads_ablated"]
+    assert ablation["induction_heads"]
+    assert off["loss_second_half"] > 0.6 * off["loss_first_half"]
+    assert off["loss_second_half"] > 4 * report["loss_second_half"]

@@ -20,12 +20,11 @@ from ..masks import causal_mask
 from ..multi_head import init_multi_head_attention, multi_head_attention
 from .count_task import adam_init, adam_update, cross_entropy
 
-VOCAB_SIZE = 64
-BLOCK_LENGTHS = (16, 32)  # each batch draws its block length T from this range, inclusive
-EVAL_BLOCK = 24  # the held-out sequences: 24 tokens, then the same 24 again
+VOCAB_SIZE = 32
+BLOCK_LENGTHS = (8, 16)  # each batch draws its block length T from this range, inclusive
+EVAL_BLOCK = 12  # the held-out sequences: 12 tokens, then the same 12 again
 CONFIG = {"d_model": 64, "n_heads": 4, "n_layers": 2}
 STEPS = 1000  # the CLI's default
-TEST_SEED, SHORT_STEPS = 0, 1000  # tests/test_induction.py's run
 
 
 def make_repeated_blocks(rng, n_sequences, block, vocab_size=VOCAB_SIZE):
@@ -134,10 +133,11 @@ def ablate_head(params, layer, head, *, n_heads):
     return {**params, "layers": layers}
 
 
-def evaluate(params, seed=0, n_sequences=200, block=EVAL_BLOCK, *, n_heads):
+def evaluate(params, seed=0, n_sequences=200, block=EVAL_BLOCK, vocab_size=VOCAB_SIZE, *,
+             n_heads):
     """Held-out sequences -> {"induction_scores", "previous_token_scores": [layer][head],
     "loss_first_half", "loss_second_half"} and the weights of the first sequence."""
-    tokens = make_repeated_blocks(np.random.default_rng([seed, 1]), n_sequences, block)
+    tokens = make_repeated_blocks(np.random.default_rng([seed, 1]), n_sequences, block, vocab_size)
     _, weights = induction_model(params, tokens, n_heads=n_heads, return_weights=True)
     first, second = half_losses(params, tokens, n_heads=n_heads)
     return {"induction_scores": [induction_scores(w).tolist() for w in weights],
@@ -146,12 +146,12 @@ def evaluate(params, seed=0, n_sequences=200, block=EVAL_BLOCK, *, n_heads):
         [w[0] for w in weights]
 
 
-def ablation_report(params, seed=0, n_sequences=200, block=EVAL_BLOCK, *, n_heads,
-                    threshold=0.4):
+def ablation_report(params, seed=0, n_sequences=200, block=EVAL_BLOCK, vocab_size=VOCAB_SIZE,
+                    *, n_heads, threshold=0.4):
     """What each head does, by removing it: the last layer's induction heads (score >=
     threshold) zeroed together, and each first-layer head zeroed alone (which heads do the
     induction heads read?) -> a dict of losses and induction scores."""
-    tokens = make_repeated_blocks(np.random.default_rng([seed, 1]), n_sequences, block)
+    tokens = make_repeated_blocks(np.random.default_rng([seed, 1]), n_sequences, block, vocab_size)
     last = len(params["layers"]) - 1
 
     def measure(p):
@@ -207,3 +207,31 @@ def curve_text(losses, rows=12, width=40):
                      f"{at + window + window // 2}, mean loss {smooth[at]:.2f} -> "
                      f"{smooth[at + window]:.2f}")
     return "\n".join(lines)
+
+
+def composition_scores(params, *, n_heads):
+    """How much each layer-1 head reads layer-0 head outputs, through its queries, keys or
+    values (Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"):
+    {"q", "k", "v": [H_1, H_0]}, each ||W_1 · W_OV^a|| / (||W_1|| ||W_OV^a||) (Frobenius), where
+    W_OV^a = W_V^a W_O^a is what head a writes, and W_1 the layer-1 head's W_Q W_K^T (Q and K)
+    or W_OV (V). Random matrices of width D score about 1 / sqrt(D)."""
+    def per_head(layer):
+        p, d_k = layer, layer["w_q"].shape[1] // n_heads
+        cols = [slice(h * d_k, (h + 1) * d_k) for h in range(n_heads)]
+        qk = [p["w_q"][:, c] @ p["w_k"][:, c].T for c in cols]  # [D, D]: x_i qk x_j^T
+        ov = [p["w_v"][:, c] @ p["w_o"][c, :] for c in cols]  # [D, D]: x ov is what it writes
+        return qk, ov
+
+    qk0, ov0 = per_head(params["layers"][0])
+    qk1, ov1 = per_head(params["layers"][1])
+    norm = np.linalg.norm
+
+    def score(product, a, b):
+        return float(norm(product) / (norm(a) * norm(b)))
+
+    return {"q": [[score(ov0[a] @ qk1[b], ov0[a], qk1[b]) for a in range(n_heads)]
+                  for b in range(n_heads)],  # a's output in the query: (x ov_a) qk x_j^T
+            "k": [[score(qk1[b] @ ov0[a].T, ov0[a], qk1[b]) for a in range(n_heads)]
+                  for b in range(n_heads)],  # in the key: x_i qk (x_j ov_a)^T
+            "v": [[score(ov0[a] @ ov1[b], ov0[a], ov1[b]) for a in range(n_heads)]
+                  for b in range(n_heads)]}  # in the value: (x ov_a) ov_b
