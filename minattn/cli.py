@@ -211,10 +211,10 @@ def _attention_of(args):
     # layer, the head and the size are checked before the model runs (or trains).
     model = args.model or "minilm"
     if model in ("count", "sort", "induction"):
-        tokens, run, sizes = _trained_model(model, args.sentence, args)
-        _check_layer_head_size(args, sizes, len(tokens))
-        return tokens, run(), {"count": "count model", "sort": "sorting LM",
-                               "induction": "induction model"}[model]
+        n_tokens, run, sizes = _trained_model(model, args.sentence, args)
+        _check_layer_head_size(args, sizes, n_tokens)
+        return (*run(), {"count": "count model", "sort": "sorting LM",
+                               "induction": "induction model"}[model])
     from .models.pretrained import load_sentence_encoder
 
     encoder = load_sentence_encoder(None if model == "minilm" else model)
@@ -242,8 +242,9 @@ def _check_layer_head_size(args, sizes, n_tokens):
 
 
 def _trained_model(model, text, args):
-    # -> (tokens as labels, a function that trains the model and returns its weights, (n_layers,
-    # n_heads)). The text is read first: a wrong text is refused before any training.
+    # -> (the number of tokens, a function that trains the model and returns (tokens as labels,
+    # its weights), (n_layers, n_heads)). The text is read first: a wrong text is refused before
+    # any training.
     steps = args.steps
     if model == "count":
         from .models import count_task as task
@@ -257,9 +258,10 @@ def _trained_model(model, text, args):
         def run():
             params = _with_bar(steps or 1000, lambda **kw: task.train_count_model(
                 seed=args.seed, **kw))
-            return [w[0] for w in task.count_model(params, ids, return_weights=True)[1]]
+            return list(letters), [w[0] for w in task.count_model(params, ids,
+                                                                  return_weights=True)[1]]
 
-        return list(letters), run, (1, task.N_HEADS)
+        return len(letters), run, (1, task.N_HEADS)
     if model == "sort":
         from .models import sorting_lm as task
 
@@ -269,10 +271,10 @@ def _trained_model(model, text, args):
             params = _with_bar(steps or 300, lambda **kw: task.train_sort_model(
                 seed=args.seed, **kw))
             out = task.generate(params, np.array([digits]), task.N_DIGITS, **task.CONFIG)
-            return _sorting_lm_weights(params, out)
+            labels = ["|" if t == task.SEPARATOR else str(t) for t in out[0]]  # its own answer
+            return labels, _sorting_lm_weights(params, out)
 
-        labels = [str(d) for d in digits[:-1]] + ["|"] + ["?"] * task.N_DIGITS
-        return labels, run, (2, task.CONFIG["n_heads"])
+        return 2 * task.N_DIGITS + 1, run, (2, task.CONFIG["n_heads"])
     from .models import induction as task
 
     words = text.split()
@@ -288,9 +290,9 @@ def _trained_model(model, text, args):
             seed=args.seed, **kw))
         _, weights = task.induction_model(params, tokens, n_heads=task.CONFIG["n_heads"],
                                           return_weights=True)
-        return [w[0] for w in weights]
+        return words, [w[0] for w in weights]
 
-    return words, run, (task.CONFIG["n_layers"], task.CONFIG["n_heads"])
+    return len(words), run, (task.CONFIG["n_layers"], task.CONFIG["n_heads"])
 
 
 def _with_bar(steps, train):
