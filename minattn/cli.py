@@ -355,8 +355,10 @@ def induction(args):
           "previous occurrence) and previous-token score (attention to position i - 1):")
     for layer in range(args.layers):
         for head in range(n_heads):
-            print(f"  layer {layer} head {head}:  induction {report['induction_scores'][layer][head]:.3f}"
-                  f"   previous-token {report['previous_token_scores'][layer][head]:.3f}")
+            scores = (report["induction_scores"][layer][head],
+                      report["previous_token_scores"][layer][head])
+            print(f"  layer {layer} head {head}:  induction {scores[0]:.3f}   previous-token "
+                  f"{scores[1]:.3f}")
     print("\n" + task.curve_text(losses))
     ablation = task.ablation_report(params, seed=args.seed, n_heads=n_heads)
     report["ablation"] = ablation
@@ -416,12 +418,13 @@ def build_parser():
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
     sim.add_argument("sentences", nargs="+", metavar="SENTENCE")
-    sim.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
+    sim.add_argument("--model", metavar="DIR", type=model_directory,
+                     help="model directory (default: the packaged model)")
     sim.set_defaults(run=similarity)
     att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
     att.add_argument("sentence", metavar="TEXT",
                      help="minilm: any text (cut at 256 word pieces, said when it is); count: up "
-                          "to 32 letters A-E; sort: 6 digits; induction: up to 64 words")
+                          "to 32 letters A-E; sort: 6 digits; induction: up to 32 words")
     att.add_argument("--layer", type=non_negative_int, default=0,
                      help="which layer's attention, from 0 (all-MiniLM-L6-v2: 0 to 5; default 0)")
     att.add_argument("--head", type=non_negative_int, default=0,
@@ -510,6 +513,12 @@ def positive_int(text, least=1, what="a positive integer"):
 
 def non_negative_int(text):
     return positive_int(text, least=0, what="an integer >= 0")
+
+
+def model_directory(text):
+    if Path(text).is_dir():
+        return text
+    raise argparse.ArgumentTypeError(f"model directory {text!r} does not exist")
 
 
 def model_choice(text):

@@ -30,6 +30,8 @@ from minattn.display.terminal import heatmap_text
     (["attention", "a", "--model", "gpt5"], "argument --model: must be one of minilm, count, sort, "
                                             "induction or a model directory, got 'gpt5'"),
     (["attention", "a", "--seed", "-2"], "argument --seed: must be an integer >= 0, got -2"),
+    (["similarity", "a", "--model", "/no/such/dir"], "argument --model: model directory "
+                                                     "'/no/such/dir' does not exist"),
 ])
 def test_bad_arguments_are_refused_at_once_naming_the_argument(args, message, capsys):
     with pytest.raises(SystemExit) as error:
@@ -52,11 +54,12 @@ def test_a_usage_error_in_a_fresh_process_is_one_line_and_no_work():
     ("count", "ABCZ", "--model count reads 1 to 32 letters from ABCDE, got 'ABCZ'"),
     ("count", "A" * 33, "--model count reads 1 to 32 letters"),
     ("sort", "12345", "--model sort takes exactly 6 digits, got '12345'"),
-    ("induction", " ".join(["w"] * 65), "--model induction reads 1 to 64 words (its positions), "
-                                        "got 65"),
+    ("induction", " ".join(["w"] * 33), "--model induction reads 1 to 32 words (its positions), "
+                                        "got 33"),
 ])
 def test_a_text_the_model_cannot_read_is_refused_before_training(model, text, message, capsys):
-    with pytest.raises((SystemExit, ValueError), match=message.replace("(", r"\(").replace(")", r"\)")):
+    pattern = message.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises((SystemExit, ValueError), match=pattern):
         cli._trained_model(model, text, cli.build_parser().parse_args(["attention", text]))
     assert "training" not in capsys.readouterr().out
 

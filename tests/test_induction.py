@@ -59,7 +59,8 @@ def test_half_losses_split_the_first_block_from_the_repeat():
     tokens = ind.make_repeated_blocks(np.random.default_rng(3), 4, 4, vocab_size=10)
     losses = ind.loss_per_position(params, tokens, n_heads=2)  # [7]
     first, second = ind.half_losses(params, tokens, n_heads=2)
-    assert first == pytest.approx(np.mean(losses[:3])) and second == pytest.approx(np.mean(losses[3:]))
+    assert first == pytest.approx(np.mean(losses[:3]))
+    assert second == pytest.approx(np.mean(losses[3:]))
     assert np.mean(losses) == pytest.approx(float(ind.next_token_loss(params, tokens, n_heads=2)))
 
 
@@ -92,3 +93,24 @@ def test_ablating_the_induction_heads_destroys_the_in_context_gain(trained):
     assert ablation["induction_heads"]
     assert off["loss_second_half"] > 0.6 * off["loss_first_half"]
     assert off["loss_second_half"] > 4 * report["loss_second_half"]
+
+
+def test_the_induction_command_writes_the_promised_json_and_both_figures(tmp_path, capsys):
+    import json
+
+    from minattn import cli
+
+    assert cli.INDUCTION_STEPS == ind.STEPS  # --help's default is the model's
+    path, figure = tmp_path / "run.json", tmp_path / "heads.png"
+    assert cli.main(["induction", "--steps", "3", "--json", str(path), "--plot", str(figure)]) == 0
+    out = capsys.readouterr().out
+    run = json.loads(path.read_text())
+    assert {"induction_scores", "previous_token_scores", "loss_first_half", "loss_second_half",
+            "steps", "seconds"} <= set(run)
+    assert np.shape(run["induction_scores"]) == np.shape(run["previous_token_scores"]) == (2, 4)
+    assert run["steps"] == 3 and run["seconds"] > 0
+    if figure.exists():  # matplotlib installed
+        curve = tmp_path / "heads-curve.png"
+        assert curve.read_bytes()[:4] == b"\x89PNG"
+        assert f"to {figure} and the training curve to {curve}" in out
+    assert "loss on the repeat" in out and "fastest fall" in out and "K-composition" in out

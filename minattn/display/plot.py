@@ -37,8 +37,8 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
     columns = min(n, COLUMNS)
     grid_rows = math.ceil(n / columns)
     inches = min(0.2 * size + 1.5, 6.0)  # one map; the grid stays under 4 x 6 inches wide
-    fig, axes = plt.subplots(grid_rows, columns, figsize=(inches * columns + 1.5, inches * grid_rows),
-                             squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(grid_rows, columns, squeeze=False, constrained_layout=True,
+                             figsize=(inches * columns + 1.5, inches * grid_rows))
     font = max(4.0, min(9.0, 72 * inches / (size + 4) * 0.55))
     for i, ax in enumerate(axes.flat):
         if i >= n:

@@ -49,7 +49,8 @@ def init_induction_model(rng, vocab_size=VOCAB_SIZE, n_positions=2 * BLOCK_LENGT
 
 def induction_model(params, tokens, *, n_heads, return_weights=False):
     """int tokens [N, L] -> next-token logits [N, L, V] (and per layer the weights [N, H, L, L]
-    with return_weights=True). Each layer adds its attention to the residual stream; nothing else."""
+    with return_weights=True). Each layer adds its attention to the residual stream; nothing
+    else."""
     length = tokens.shape[-1]
     x = params["embedding"][tokens] + params["positions"][:length]  # [N, L, D]
     mask = causal_mask(length)  # [L, L]: position t sees 0..t
@@ -165,7 +166,8 @@ def ablation_report(params, seed=0, n_sequences=200, block=EVAL_BLOCK, vocab_siz
     ablated = params
     for head in heads:
         ablated = ablate_head(ablated, last, head, n_heads=n_heads)
-    report = {"induction_heads": heads, "intact": intact, "induction_heads_ablated": measure(ablated)}
+    report = {"induction_heads": heads, "intact": intact,
+              "induction_heads_ablated": measure(ablated)}
     if last > 0:
         report["first_layer_head_ablated"] = [measure(ablate_head(params, 0, h, n_heads=n_heads))
                                               for h in range(n_heads)]
@@ -197,7 +199,8 @@ def curve_text(losses, rows=12, width=40):
     top = max(means)
     lines = ["training loss (mean over each stretch of steps):"]
     for c, m in zip(chunks, means):
-        lines.append(f"  steps {c[0]:>5}-{c[-1]:<5} {m:6.3f} " + "█" * int(round(width * m / top)))
+        bar = "█" * int(round(width * m / top))
+        lines.append(f"  steps {c[0]:>5}-{c[-1]:<5} {m:6.3f} {bar}")
     window = max(1, len(losses) // 20)
     if len(losses) > 2 * window:
         smooth = np.convolve(losses, np.ones(window) / window, mode="valid")  # [n - window + 1]
