@@ -195,7 +195,8 @@ def attention(args):
     if args.html:
         from .display.html import save_attention_html
 
-        save_attention_html(args.html, tokens, weights, title=f"{name}: {' '.join(tokens)}")
+        save_attention_html(args.html, tokens, weights, title=f"{name}: {' '.join(tokens)}",
+                            layer=args.layer, head=args.head)
         print(f"saved the attention page ({n_layers} layers x {n_heads} heads) to {args.html}")
     return 0
 

@@ -102,3 +102,25 @@ def test_the_minilm_page_draws_in_headless_chromium(tmp_path, capsys):
     assert cli.main(["attention", "The cat sat.", "--html", str(page)]) == 0
     capsys.readouterr()
     _check_drawn(tmp_path, page, ["[CLS]", "the", "cat", "sat", ".", "[SEP]"], n_heads_shown=4)
+
+
+@needs_chromium
+def test_the_save_buttons_export_the_matrix_as_png_and_svg(tmp_path):
+    # The page as written, plus a script that presses both buttons and keeps what each would
+    # download (a link's click is replaced by recording its href into the DOM).
+    page = tmp_path / "export.html"
+    save_attention_html(page, ["a", "b", "c"], _weights(1, 2, 3))
+    record = """<script>
+HTMLAnchorElement.prototype.click = function () {
+  var p = document.createElement("pre"); p.className = "exported"; p.textContent = this.download + " " + this.href;
+  document.body.appendChild(p);
+};
+document.querySelector(".minattn-view .png").click();
+document.querySelector(".minattn-view .svg").click();
+</script></body>"""
+    page.write_text(page.read_text().replace("</body>", record))
+    dom = _chromium(tmp_path, page, "--dump-dom").stdout
+    exported = re.findall(r'<pre class="exported">(\S+) (\S+)</pre>', dom)
+    assert [name for name, _ in exported] == ["attention.png", "attention.svg"]
+    assert exported[0][1].startswith("data:image/png;base64,iVBORw0KGgo")  # a PNG's signature
+    assert exported[1][1].startswith("data:image/svg+xml") and "rect" in exported[1][1]

@@ -3,7 +3,8 @@ lines of inline JavaScript written here. No network, no CDN, no require.js: the 
 opened from disk, in Jupyter (AttentionView's _repr_html_), and in a slide (an iframe).
 
     head view    tokens on two sides (left: queries, right: keys), a line per (query, key, head)
-                 whose opacity is the weight, a colour per head; hover a token to isolate it;
+                 whose opacity is the weight, a colour per head (8 colours, then again);
+                 hover a token to isolate it;
                  choose the layer and the heads
     matrix view  one head's weights as coloured cells (viridis, colour-blind safe), the value
                  on hover; "PNG" and "SVG" buttons save it
@@ -39,8 +40,8 @@ function minattnView(root, data) {
   var VIRIDIS = [[68,1,84],[59,82,139],[33,145,140],[94,201,98],[253,231,37]];
   var q = function (sel) { return root.querySelector(sel); };
   var tokens = data.tokens, n = tokens.length, nHeads = data.weights[0].length;
-  var state = {layer: 0, heads: [], head: 0, focus: null};
-  for (var h = 0; h < nHeads; h++) state.heads.push(h < 4);
+  var state = {layer: data.start[0], heads: [], head: data.start[1], focus: null};
+  for (var h = 0; h < nHeads; h++) state.heads.push(h < 4 || h === state.head);
   function w(layer, head, i, j) { return data.weights[layer][head][i * n + j] / 1000; }
   function colour(h) { return PALETTE[h % PALETTE.length]; }
   function viridis(x) {
@@ -59,6 +60,7 @@ function minattnView(root, data) {
     data.layer_names.forEach(function (name, i) {
       var o = document.createElement("option"); o.value = i; o.textContent = name; layer.appendChild(o);
     });
+    layer.value = state.layer;
     layer.onchange = function () { state.layer = +layer.value; draw(); };
     var heads = q(".heads"), single = q(".head");
     for (var h = 0; h < nHeads; h++) (function (h) {
@@ -73,6 +75,7 @@ function minattnView(root, data) {
       var o = document.createElement("option"); o.value = h; o.textContent = data.head_names[h];
       single.appendChild(o);
     })(h);
+    single.value = state.head;
     single.onchange = function () { state.head = +single.value; drawMatrix(); };
     q(".png").onclick = savePng;
     q(".svg").onclick = saveSvg;
@@ -100,8 +103,14 @@ function minattnView(root, data) {
   }
   function matrixSvg() {
     var cell = Math.max(6, Math.min(28, Math.floor(560 / n))), pad = 8 * Math.max.apply(null, tokens.map(function (t) { return t.length; })) + 10;
-    var svg = el("svg", {xmlns: SVG, width: pad + cell * n + 10, height: pad + cell * n + 10, "class": "matrix-view"});
-    el("rect", {x: 0, y: 0, width: pad + cell * n + 10, height: pad + cell * n + 10, fill: "#fff"}, svg);
+    var width = pad + cell * n + 10, height = pad + cell * n + 40;
+    var svg = el("svg", {xmlns: SVG, width: width, height: height, "class": "matrix-view"});
+    el("rect", {x: 0, y: 0, width: width, height: height, fill: "#fff"}, svg);
+    for (var s = 0; s <= 20; s++)  // the colour scale, 0 to 1, under the matrix
+      el("rect", {x: pad + s * 8, y: pad + cell * n + 12, width: 8, height: 10, fill: viridis(s / 20)}, svg);
+    [0, 0.5, 1].forEach(function (v) {
+      el("text", {x: pad + v * 160, y: pad + cell * n + 36, "text-anchor": "middle"}, svg).textContent = v;
+    });
     var head = state.head, layer = state.layer, tip = q(".tip");
     tokens.forEach(function (t, i) {
       el("text", {x: pad - 4, y: pad + cell * i + cell / 2 + 4, "text-anchor": "end"}, svg).textContent = t;
@@ -110,6 +119,9 @@ function minattnView(root, data) {
         var x = w(layer, head, i, j);
         var r = el("rect", {x: pad + cell * j, y: pad + cell * i, width: cell, height: cell, fill: viridis(x), "class": "cell"}, svg);
         var text = tokens[i] + " \u2192 " + tokens[j] + ": " + x.toFixed(3);
+        if (cell >= 26)  // room for the value in the cell
+          el("text", {x: pad + cell * j + cell / 2, y: pad + cell * i + cell / 2 + 4, "text-anchor": "middle",
+                      "font-size": 9, fill: x > 0.55 ? "#000" : "#fff", "pointer-events": "none"}, svg).textContent = x.toFixed(2).replace(/^0/, "");
         el("title", {}, r).textContent = text;
         r.onmouseenter = function () { tip.textContent = "query " + text.replace(" \u2192 ", " \u2192 key "); };
       })(i, j);
@@ -179,30 +191,36 @@ _BODY = """<div class="minattn-view" id="{uid}">
 </script>"""
 
 
-def attention_fragment(tokens, weights, *, title="attention", layer_names=None):
+def attention_fragment(tokens, weights, *, title="attention", layer_names=None, layer=0, head=0):
     """tokens [L] (str), weights [n_layers][H, L, L] in [0, 1] (rows: queries) -> an HTML
-    fragment (a <div>, its <style> and <script>) that draws the head and matrix views."""
+    fragment (a <div>, its <style> and <script>) that draws the head and matrix views, opened
+    at `layer` and `head`."""
     tokens, weights = _check_view(tokens, weights)
     n_layers, n_heads = weights.shape[:2]
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise ValueError(f"layer must be in [0, {n_layers - 1}] and head in [0, {n_heads - 1}], "
+                         f"got layer={layer}, head={head}")
     data = {"tokens": tokens,
             "weights": numpy.rint(weights * 1000).astype(int).reshape(n_layers, n_heads, -1).tolist(),
             "layer_names": list(layer_names or (f"layer {i}" for i in range(n_layers))),
-            "head_names": [f"head {h}" for h in range(n_heads)]}
+            "head_names": [f"head {h}" for h in range(n_heads)], "start": [layer, head]}
     body = _BODY.format(uid=f"minattn-{uuid.uuid4().hex[:12]}", title=html.escape(title),
                         js=_JS, data=json.dumps(data, separators=(",", ":")).replace("</", "<\\/"))
     return f"<style>{_CSS}</style>\n{body}"
 
 
-def attention_page(tokens, weights, *, title="attention", layer_names=None):
-    """-> a whole HTML document (str) holding attention_fragment: one file, nothing fetched."""
-    fragment = attention_fragment(tokens, weights, title=title, layer_names=layer_names)
+def attention_page(tokens, weights, **options):
+    """-> a whole HTML document (str) holding attention_fragment(tokens, weights, **options): one
+    file, nothing fetched."""
+    title = options.get("title", "attention")
+    fragment = attention_fragment(tokens, weights, **options)
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
             f"</title></head>\n<body>\n{fragment}\n</body></html>\n")
 
 
-def save_attention_html(path, tokens, weights, *, title="attention", layer_names=None):
-    """Write attention_page(...) to path (UTF-8) -> path."""
-    page = attention_page(tokens, weights, title=title, layer_names=layer_names)
+def save_attention_html(path, tokens, weights, **options):
+    """Write attention_page(tokens, weights, **options) to path (UTF-8) -> path."""
+    page = attention_page(tokens, weights, **options)
     with open(path, "w", encoding="utf-8") as file:
         file.write(page)
     return path
@@ -212,17 +230,15 @@ class AttentionView:
     """AttentionView(tokens, weights) shows itself in Jupyter (_repr_html_); .save(path) writes
     the page."""
 
-    def __init__(self, tokens, weights, *, title="attention", layer_names=None):
+    def __init__(self, tokens, weights, **options):
         self.tokens, self.weights = _check_view(tokens, weights)
-        self.title, self.layer_names = title, layer_names
+        self.options = options  # title, layer_names, layer, head: as attention_fragment's
 
     def _repr_html_(self):
-        return attention_fragment(self.tokens, self.weights, title=self.title,
-                                  layer_names=self.layer_names)
+        return attention_fragment(self.tokens, self.weights, **self.options)
 
     def save(self, path):
-        return save_attention_html(path, self.tokens, self.weights, title=self.title,
-                                   layer_names=self.layer_names)
+        return save_attention_html(path, self.tokens, self.weights, **self.options)
 
 
 def _check_view(tokens, weights):

@@ -20,7 +20,8 @@ def heatmap_text(weights, row_labels, col_labels, title=None, width=100):
     numbered = max([len(c) for c in cols] + [0]) > 2  # long labels: columns show indices
     if numbered:
         cols = [str(j) for j in range(len(cols))]
-    rows = [_cut(f"{i} {r}" if numbered else str(r)) for i, r in enumerate(row_labels)]
+    digits = len(str(len(row_labels) - 1))
+    rows = [_cut(f"{i:>{digits}} {r}" if numbered else str(r)) for i, r in enumerate(row_labels)]
     label = max([len(r) for r in rows] + [1])
     cell = max([len(c) for c in cols] + [2])
     per_page = max(1, (width - label - 1) // (cell + 1))
@@ -32,7 +33,7 @@ def heatmap_text(weights, row_labels, col_labels, title=None, width=100):
             lines.append(f"keys {start} to {stop - 1} of {len(cols)}:")
         lines.append(" " * (label + 1) + " ".join(c.rjust(cell) for c in cols[start:stop]))
         for name, row in zip(rows, levels):
-            lines.append(name.rjust(label) + " " + " ".join(SHADES[i] * cell
+            lines.append(name.ljust(label) + " " + " ".join(SHADES[i] * cell
                                                             for i in row[start:stop]))
     lines.append(f"{'':>{min(label, 4)}} shading: " + "  ".join(
         f"{SHADES[i]}={i / (len(SHADES) - 1):.2f}" for i in range(len(SHADES))))
