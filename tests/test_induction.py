@@ -114,3 +114,34 @@ def test_the_induction_command_writes_the_promised_json_and_both_figures(tmp_pat
         assert curve.read_bytes()[:4] == b"\x89PNG"
         assert f"to {figure} and the training curve to {curve}" in out
     assert "loss on the repeat" in out and "fastest fall" in out and "K-composition" in out
+
+
+def _committed(name):
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "figures" / name
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_the_committed_default_run_shows_what_the_walkthrough_says():
+    # docs/figures/induction.json: `python -m minattn induction` with the defaults, seed 0.
+    run = _committed("induction.json")
+    assert run["steps"] == ind.STEPS
+    assert max(run["induction_scores"][-1]) >= 0.4
+    assert run["loss_second_half"] < 0.5 * run["loss_first_half"]
+    off = run["ablation"]["induction_heads_ablated"]
+    assert off["loss_second_half"] > 0.6 * off["loss_first_half"]
+    one_layer = _committed("induction_one_layer.json")
+    assert max(one_layer["induction_scores"][-1]) < 0.4
+    assert one_layer["loss_second_half"] > 0.5 * one_layer["loss_first_half"]
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("MINATTN_SLOW"),
+                    reason="the default run takes minutes: set MINATTN_SLOW=1 to run it")
+def test_the_default_run_reproduces_the_committed_numbers():
+    params = ind.train_induction_model(seed=0)
+    report, _, _ = ind.evaluate(params, n_heads=ind.CONFIG["n_heads"])
+    run = _committed("induction.json")
+    np.testing.assert_allclose(report["induction_scores"], run["induction_scores"], atol=0.02)
+    assert report["loss_second_half"] == pytest.approx(run["loss_second_half"], abs=0.02)
