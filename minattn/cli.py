@@ -211,11 +211,15 @@ def _attention_of(args):
     # -> (tokens [L] str, weights [n_layers] of [H, L, L], the model's name). The text, the
     # layer, the head and the size are checked before the model runs (or trains).
     model = args.model or "minilm"
-    if model in ("count", "sort", "induction"):
+    trained_here = {"count": "count model", "sort": "sorting LM", "induction": "induction model"}
+    if model in trained_here:
         n_tokens, run, sizes = _trained_model(model, args.sentence, args)
         _check_layer_head_size(args, sizes, n_tokens)
-        return (*run(), {"count": "count model", "sort": "sorting LM",
-                               "induction": "induction model"}[model])
+        tokens, weights = run()
+        return tokens, weights, trained_here[model]
+    if args.steps is not None:
+        raise SystemExit(f"--steps is for the models trained here (count, sort, induction); "
+                         f"{model} is pretrained")
     from .models.pretrained import load_sentence_encoder
 
     encoder = load_sentence_encoder(None if model == "minilm" else model)

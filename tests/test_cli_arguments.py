@@ -70,6 +70,11 @@ def test_a_trained_models_layer_and_head_are_checked_before_training(capsys):
     assert "training" not in capsys.readouterr().out
 
 
+def test_steps_for_a_pretrained_model_is_refused_not_ignored():
+    with pytest.raises(SystemExit, match="--steps is for the models trained here"):
+        cli.main(["attention", "a", "--steps", "5"])
+
+
 def test_a_page_past_its_token_limit_is_refused_before_the_model_runs(capsys, tmp_path):
     words = " ".join(["w"] * 64)
     args = cli.build_parser().parse_args(["attention", words, "--html", str(tmp_path / "p.html")])
