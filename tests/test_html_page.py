@@ -46,6 +46,8 @@ def test_weights_that_are_not_attention_are_refused():
         attention_page(["a", "b", "c"], np.ones((1, 2, 3, 2)))
     with pytest.raises(ValueError, match="finite and in"):
         attention_page(["a"], np.full((1, 1, 1, 1), np.nan))
+    with pytest.raises(ValueError, match="at least one token"):
+        attention_page([], np.zeros((1, 1, 0, 0)))
     with pytest.raises(ValueError, match=f"at most {MAX_TOKENS} tokens"):
         attention_page(["a"] * (MAX_TOKENS + 1), np.zeros((1, 1, MAX_TOKENS + 1, MAX_TOKENS + 1)))
 

@@ -245,6 +245,8 @@ def _check_view(tokens, weights):
     if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
         raise TypeError("tokens must be a list of str")
     tokens = list(tokens)
+    if not tokens:
+        raise ValueError("an attention page needs at least one token, got none")
     if len(tokens) > MAX_TOKENS:
         raise ValueError(f"an attention page draws at most {MAX_TOKENS} tokens, got "
                          f"{len(tokens)}: shorten the text")
