@@ -14,10 +14,11 @@ SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
-                  label="attention weight", annotate=None):
+                  label="attention weight", annotate=None, vmax=1.0):
     """weights [n_maps, n_rows, n_cols] -> one image (PNG, SVG or PDF, by path's suffix) with a
     heatmap per map (e.g. per head) in a grid; annotate=None prints the values when there are at
-    most 16 rows and columns (True: always, False: never)."""
+    most 16 rows and columns (True: always, False: never). The colour scale runs from 0 to vmax
+    (1 by default; smaller weights are easier to tell apart on a shorter scale)."""
     try:
         import matplotlib
 
@@ -44,11 +45,11 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
         if i >= n:
             ax.axis("off")
             continue
-        image = ax.imshow(weights[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        image = ax.imshow(weights[i], vmin=0.0, vmax=vmax, cmap="viridis")
         if annotate:
             for (r, c), value in numpy.ndenumerate(weights[i]):
                 ax.text(c, r, f"{value:.2f}"[1:] if value < 1 else "1", ha="center", va="center",
-                        fontsize=font * 0.8, color="black" if value > 0.55 else "white")
+                        fontsize=font * 0.8, color="black" if value > 0.55 * vmax else "white")
         ax.set_xticks(range(len(col_labels)), [_cut(c, 12) for c in col_labels], rotation=90,
                       fontsize=font)
         ax.set_yticks(range(len(row_labels)), [_cut(r, 12) for r in row_labels], fontsize=font)

@@ -16,9 +16,10 @@ import autograd.numpy as np
 from autograd import value_and_grad
 
 from ..engine.threads import one_blas_thread
+from ..loss import cross_entropy
 from ..masks import causal_mask
 from ..multi_head import init_multi_head_attention, multi_head_attention
-from .count_task import adam_init, adam_update, cross_entropy
+from .count_task import adam_init, adam_update
 
 VOCAB_SIZE = 32
 BLOCK_LENGTHS = (8, 16)  # each batch draws its block length T from this range, inclusive
