@@ -37,14 +37,26 @@ import numpy
 import minattn
 
 EXERCISES = Path(__file__).parent / "exercises"
-PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "Part IV"}
-# Parameters a student's function may leave out, and the part that teaches each: a call that
-# uses one (a value other than the default) fails with a sentence saying so. `like` (the array
-# whose device the mask follows) is never graded.
+PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "Part IV",
+              None: "the model families, which no exercise asks for"}
+# Parameters a student's function may leave out, and the part that teaches each (None: no
+# exercise asks for it): a call that uses one (a value other than the default) fails with a
+# sentence saying so. `like` (the array whose device the mask follows) is never graded.
 LATER_PARAMETERS = {
-    "causal_mask": {"align": 2, "window": 2, "like": 1},
+    "causal_mask": {"align": 2, "window": 2, "like": None},
     "multi_head_attention": {"n_kv_heads": 2},
+    "apply_rope": {"scaling": None},
+    "self_attention": {"d_k": None, "rope_scaling": None, "eps": None,
+                       "query_pre_attn_scalar": None, "attn_logit_softcapping": None},
 }
+
+
+def exercise_signature(name):
+    """minattn's signature of `name` without the parameters no exercise asks for."""
+    signature = inspect.signature(course_functions()[name])
+    never = {p for p, part in LATER_PARAMETERS.get(name, {}).items() if part is None}
+    return signature.replace(parameters=[p for p in signature.parameters.values()
+                                         if p.name not in never])
 
 
 class CannotCheck(Exception):
@@ -121,10 +133,10 @@ def attempted(module):
         wrong = [p for p in missing if p not in LATER_PARAMETERS.get(name, {})]
         if wrong:
             raise CannotCheck(f"{name}{inspect.signature(function)} does not take "
-                              f"{', '.join(wrong)}; the exercise's is {name}{reference}")
+                              f"{', '.join(wrong)}; the exercise's is {name}{exercise_signature(name)}")
         if missing:
             functions[name] = adapt(name, function, reference, missing)
-            left_out[name] = [p for p in missing if p != "like"]
+            left_out[name] = [p for p in missing if LATER_PARAMETERS[name][p] is not None]
     return functions, stubs, left_out
 
 
@@ -439,7 +451,7 @@ def add_commands(commands):
                      help="files defining exercise functions by their names, or a folder")
     chk.add_argument("--pitfall", metavar="NAME",
                      help="grade one of minattn.course.pitfalls instead: a bug being caught")
-    chk.add_argument("--part", type=int, choices=sorted(PART_NAMES), default=1,
+    chk.add_argument("--part", type=int, choices=[1, 2, 3, 4], default=1,
                      help="check what walkthrough.md's parts 1..N teach: 1 Part I (default), "
                           "2 Part II (the decoder), 3 Part III (gradients), 4 Part IV (blockwise)")
     chk.add_argument("--examples", type=_positive_int, default=20,
