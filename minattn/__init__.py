@@ -23,15 +23,20 @@ Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [19]
     blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]
 
-Sub-packages, built on the concepts and imported only when used:
-    engine/    argument checks, BLAS threads, autograd rules, CuPy support (walkthrough.md,
-               Appendix A)
-    course/    exercises/ stubs, the grader (python -m minattn check), properties, pitfalls,
-               swap (use your own function wherever minattn calls one)
-    models/    count_task (the tour's model) [20], sorting_lm, pretrained (load_sentence_encoder,
-               needs the extra '.[pretrained]'), interop (from_torch, from_hf; needs torch)
-    display/   heatmaps in the terminal and with matplotlib
-    cli.py     python -m minattn
+Around the concepts, each in a sub-package named for what it holds. The engine room is what the
+concepts import; the course, the models and the display import the concepts, never the other way
+round, and are imported only when used (but for minattn.swap, which is light):
+    engine/           the engine room: argument checks (checks.py) and the policies a concept
+                      function carries as labels: float16_in_float32 (dtypes.py),
+                      gradient_by_hand (autograd_rules.py), one_blas_thread (threads.py),
+                      arrays on another array's device (devices.py), autograd on CuPy
+    course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
+                      swap.py (minattn.swap: use your own function wherever minattn calls one)
+    models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
+                      interop.py (from_torch, from_hf, mask_from_torch; needs torch)
+    display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
+    cli.py            python -m minattn
+minattn.interop and minattn.pretrained are the modules in models/, under their documented names.
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)

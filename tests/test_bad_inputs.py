@@ -120,7 +120,8 @@ DBLOCK = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8, cross_attentio
 DEC = ma.init_decoder(np.random.default_rng(0), 1, 4, 2, 8)
 LM = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 4, 2, 8, n_positions=8)
 _, LM_CACHE = ma.causal_lm(LM, TOKENS, n_heads=2, return_cache=True)
-POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0, 1, 2]]
+# (an int list is converted, the README rule for lists: [0.5, 1, 2] is the bad list)
+POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0.5, 1, 2]]
 TOKEN_VALUES = ["text", TOKENS.astype(float), np.array([1, 2]), np.array([[1, 11]]),
                 np.array([[-1, 0]]), np.zeros((2, 0), int)]
 CASES.update({

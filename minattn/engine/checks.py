@@ -104,15 +104,20 @@ def check_softmax(x, axis, mask):
 
 
 def check_attention(q, k, v, mask, scale, dropout, rng):
-    """scaled_dot_product_attention's arguments; returns q, k, v, mask, and scale as a float
-    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k)."""
+    """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias and scale: the mask
+    split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the scores,
+    in the scores' dtype; 0.0 without one), and scale as a float (1/sqrt(d_k) by default: a dot
+    product of d_k unit-variance terms has variance d_k)."""
     q, k, v, batch = check_qkv(q, k, v)
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
     scale = default if scale is None else check_positive_real("scale", scale)
     check_dropout(dropout, rng)
-    return q, k, v, mask, scale
+    if mask is None or np.dtype(mask.dtype).kind == "b":
+        return q, k, v, mask, 0.0, scale
+    # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
+    return q, k, v, None, mask.astype(np.result_type(q.dtype, k.dtype)), scale
 
 
 def check_split_heads(x, n_heads):
