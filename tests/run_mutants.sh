@@ -17,7 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
-     attention multi_head positional rope decoder engine.threads engine.autograd_rules)
+     attention multi_head positional rope rope_scaling softcap decoder loss engine.threads
+     engine.autograd_rules engine.dtypes engine.signatures engine.devices)
 if [ "${1:-}" != "--score" ]; then
     modules=("$@")
     [ ${#modules[@]} -gt 0 ] || modules=("${ALL[@]}")

@@ -134,9 +134,13 @@ MEMORY_MASKED = {
         _cast(DECODER, dt), X.astype(dt), memory=MEMORY.astype(dt), memory_mask=m, n_heads=H,
         norm="rms_norm", activation="swiglu"),
 }
-BOOLEAN_ONLY = {  # masks that are boolean by definition: a floating one is refused
+LM_MASK = ma.init_causal_lm(np.random.default_rng(9), 7, 1, 4, 2, 6)
+BOOLEAN_ONLY = {  # masks that are boolean (or 0/1 ints) by definition: a floating one is refused
     "softmax": lambda m: ma.softmax(X[..., :L], mask=m),
     "blockwise_attention": lambda m: ma.blockwise_attention(X, X, X, key_mask=m[0]),
+    "causal_lm": lambda m: ma.causal_lm(LM_MASK, np.array([[1, 2, 3]]), m[:1], n_heads=2),
+    "generate": lambda m: ma.generate(LM_MASK, np.array([[1, 2, 3]]), 1, attention_mask=m[:1],
+                                      n_heads=2),
 }
 
 
@@ -214,20 +218,20 @@ def test_a_fully_masked_float16_query_gets_zero_weights():
 
 
 def test_the_mask_cast_is_differentiable_with_respect_to_a_float64_mask():
-    # A learnable bias in float64 next to float32 inputs: the gradient reaches it, in float64.
+    # A learnable bias in float64 next to float32 inputs: the gradient reaches it through the cast.
     q = X.astype(np.float32)
     r = np.random.default_rng(9).normal(size=(2, L, D)).astype(np.float32)
     bias = np.random.default_rng(10).normal(size=(L, L))
     g = grad(lambda b: anp.sum(ma.scaled_dot_product_attention(q, q, q, b)[0] * r))(bias)
     g32 = grad(lambda b: anp.sum(ma.scaled_dot_product_attention(q, q, q, b)[0] * r))(
         bias.astype(np.float32))
-    assert g.dtype == np.float64
     np.testing.assert_allclose(g, g32, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", BOOLEAN_ONLY)
 def test_a_floating_mask_is_refused_where_masks_are_boolean(name):
-    with pytest.raises(TypeError, match="mask must be boolean|key_mask must be a boolean"):
+    with pytest.raises(TypeError, match="mask must be boolean|key_mask must be a boolean|"
+                                        "attention_mask must be int or bool"):
         BOOLEAN_ONLY[name](_mask(L))
 
 
@@ -271,6 +275,7 @@ DIFFERENTIABLE = {
     "decoder_block": lambda x: ma.decoder_block(DEC, x, CAUSAL, memory=KV3, n_heads=2),
     "decoder": lambda x: ma.decoder(DECODER, x, CAUSAL, memory=KV3, n_heads=2, norm="rms_norm",
                                     activation="swiglu"),
+    "cross_entropy": lambda x: ma.cross_entropy(x, np.array([[0, 3, 1], [2, 2, 0]])),
     "causal_lm": lambda x: ma.causal_lm(  # through the first 6 of the 7 token embeddings
         {**LM, "token_embedding": anp.concatenate([anp.reshape(x, (6, 4)),
                                                    LM["token_embedding"][6:]])},

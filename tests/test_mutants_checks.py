@@ -11,9 +11,9 @@ from minattn.engine import checks
 
 X = np.random.default_rng(0).normal(size=(2, 3, 3))
 KEEP_MESSAGE = ("mask is a floating-point array of only 0s and 1s (dtype {}); a floating mask is "
-                "added to the scores, so this would mask nothing. For a keep/drop mask pass "
-                "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
-                "and -inf")
+                "added to the scores, so this would remove no key (it adds 1 to the kept scores). "
+                "For a keep/drop mask pass booleans (True = may attend), e.g. mask.astype(bool); "
+                "for an additive mask use 0 and -inf")
 
 
 # --- a floating mask of only 0s and 1s (with a 1) is refused; any other floating mask is added ---
