@@ -125,3 +125,33 @@ def test_init_refuses_anything_but_a_generator_naming_its_type(rng, got):
         ma.init_feed_forward(rng, 4, 8)
     assert str(error.value) == ("rng must be a np.random.Generator, e.g. "
                                 f"np.random.default_rng(0), got {got}")
+
+
+# --- messages that name their argument exactly ---
+
+MHA = ma.init_multi_head_attention(np.random.default_rng(0), 4, 2)
+INT_X = ("x must be a floating-point array, got dtype int64 (convert it with "
+         "x.astype(np.float32) or np.float64)")
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: ma.split_heads(np.ones((2, 4), np.int64), 2), TypeError, INT_X),
+    (lambda: ma.merge_heads(np.ones((2, 2, 4), np.int64)), TypeError, INT_X),
+    (lambda: ma.layer_norm(np.ones(3), np.ones(3), np.ones(3), -1.0), ValueError,
+     "eps must be a non-negative, finite float, got -1.0"),
+    (lambda: ma.multi_head_attention(MHA, np.ones((2, 4)), np.ones((2, 4)), np.ones((2, 4)),
+                                     n_heads=2, n_kv_heads=3), ValueError,
+     "n_kv_heads=3 must divide n_heads=2 (each kv head serves a group of n_heads // n_kv_heads "
+     "query heads)"),
+])
+def test_the_message_names_the_argument_exactly(call, error, message):
+    with pytest.raises(error) as caught:
+        call()
+    assert str(caught.value) == message
+
+
+def test_an_array_like_scale_without_ndim_is_a_type_error():
+    class ArrayLike:  # a dtype and a shape, but no ndim: not a 0-d array
+        dtype, shape = np.dtype(np.float64), (1,)
+    with pytest.raises(TypeError, match=r"^scale must be a positive float or a 0-d floating"):
+        checks.check_positive_real("scale", ArrayLike())

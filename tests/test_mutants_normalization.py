@@ -1,6 +1,6 @@
 """Properties of the normalizations that the mutation test showed no test stated
-(tests/MUTANTS.md): float16 LayerNorm and RMSNorm are float32 inside (not float64), and init_layer_norm names
-d_model when it refuses it."""
+(tests/MUTANTS.md): float16 LayerNorm and RMSNorm are float32 inside (not float64), and
+init_layer_norm names d_model when it refuses it."""
 import numpy as np
 import pytest
 
