@@ -57,7 +57,8 @@ def _softmax_vjp(p, x, axis, mask):
 defvjp(_softmax, _softmax_vjp)
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                                 sinks=None):
     """softmax(q kᵀ · scale) v, and the weights.
 
     q [..., L_q, d_k], k [..., L_k, d_k], v [..., L_k, d_v] (leading dims broadcast) ->
@@ -66,27 +67,31 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     broadcasting to [..., L_q, L_k]; a floating mask of only 0s and 1s is refused (pass it as
     bool). A query with no key left gets zero weights and a zero output. scale defaults to
     1/sqrt(d_k). dropout (in [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are
-    computed in float32 and returned as float16. Raises TypeError/ValueError, naming the argument
-    and the shapes, before computing.
+    computed in float32 and returned as float16. sinks (attention sinks, gpt-oss): one more logit
+    per query row, broadcasting to [..., L_q] (one per head: [H, 1]), that joins the softmax's
+    denominator and holds no value, so the weights of a row may sum to less than 1. Raises
+    TypeError/ValueError, naming the argument and the shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
-    q, k, v, mask, scale = checks.check_attention(q, k, v, mask, scale, dropout, rng)
+    q, k, v, mask, scale, sinks = checks.check_attention(q, k, v, mask, scale, dropout, rng, sinks)
     if np.result_type(q.dtype, k.dtype, v.dtype) == np.float16:
         # As torch on the CPU: scores and softmax in float32 (q kᵀ overflows float16 at ~256²).
         f32 = lambda a: None if a is None else a.astype(np.float32) if a.dtype != bool else a
         out, weights = scaled_dot_product_attention(f32(q), f32(k), f32(v), f32(mask), scale=scale,
-                                                    dropout=dropout, rng=rng)
+                                                    dropout=dropout, rng=rng, sinks=f32(sinks))
         return out.astype(np.float16), weights.astype(np.float16)
     if dropout:  # dropout sits between the softmax and V: autograd differentiates this path
-        weights = _dropout(_weights(q, k, scale, mask), dropout, rng)
+        weights = _dropout(_weights(q, k, scale, mask, sinks), dropout, rng)
         return weights @ v, weights
-    out, weights = _attention(q, k, v, scale, mask)
+    out, weights = _attention(q, k, v, scale, mask, sinks)
     return out, weights  # [..., L_q, d_v], [..., L_q, L_k]
 
 
-def _weights(q, k, scale, mask):
+def _weights(q, k, scale, mask, sinks=None):
     # [..., L_q, d_k], [..., L_k, d_k] -> [..., L_q, L_k]: softmax(q kᵀ · scale), masked.
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # scaling q is the cheaper side
+    if sinks is not None:
+        return _softmax_with_sinks(scores, mask, sinks)
     if mask is not None and np.dtype(mask.dtype).kind == "f":
         # An additive mask (-inf, or biases such as ALiBi) in the scores' dtype: no upcast.
         return softmax(scores + mask.astype(scores.dtype))
@@ -94,20 +99,35 @@ def _weights(q, k, scale, mask):
     return softmax(scores, mask=mask)
 
 
+def _softmax_with_sinks(scores, mask, sinks):
+    # [..., L_q, L_k], [..., L_q] -> [..., L_q, L_k]: the sink is one more column of logits, a
+    # key with no value; it takes its share of the softmax, then is dropped (as gpt-oss does).
+    if mask is not None and np.dtype(mask.dtype).kind == "f":  # an additive mask
+        scores, mask = scores + mask.astype(scores.dtype), None
+    rows = scores.shape[:-1] + (1,)  # [..., L_q, 1]
+    scores = np.concatenate([scores, np.broadcast_to(sinks[..., None], rows).astype(scores.dtype)],
+                            axis=-1)  # [..., L_q, L_k + 1]
+    if mask is not None:  # the sink's column is never masked
+        mask = np.concatenate([np.broadcast_to(mask, scores.shape[:-1] + (scores.shape[-1] - 1,)),
+                               np.ones_like(mask, shape=rows)], axis=-1)
+    return softmax(scores, mask=mask)[..., :-1]
+
+
 @primitive
-def _attention(q, k, v, scale, mask):
+def _attention(q, k, v, scale, mask, sinks=None):
     # The attention core, forward; its gradient is written by hand just below. Its many small
     # products run on one BLAS thread (minattn/engine/threads.py says why).
     with one_blas_thread():
-        weights = _weights(q, k, scale, mask)
+        weights = _weights(q, k, scale, mask, sinks)
         return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
 
 
 def _attention_vjp(argnums, outputs, args, kwargs):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ (+ an additive mask),
     # given dO and dP (the gradient reaching the returned weights, often zero). See
-    # walkthrough.md, "Backpropagation by hand".
-    (_, p), (q, k, v, scale, _) = outputs, args
+    # walkthrough.md, "Backpropagation by hand". With sinks, P is the weights without the sink's
+    # column, whose dP is 0 (it holds no value): dS keeps its form, and d sink = -p_sink Σ dP ⊙ P.
+    (_, p), (q, k, v, scale, *_) = outputs, args
 
     @one_blas_thread()
     def vjp(g):
@@ -120,6 +140,7 @@ def _attention_vjp(argnums, outputs, args, kwargs):
             2: lambda: np.swapaxes(p, -1, -2) @ d_out,  # dV = Pᵀ dO
             3: lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # d scale = Σ dS ⊙ Q Kᵀ
             4: lambda: d_s,  # an additive mask's gradient is dS itself
+            5: lambda: -(1 - np.sum(p, axis=-1)) * np.sum(d_p * p, axis=-1),  # d sinks, p_sink = 1 - ΣP
         }
         # Leading (batch, head) dims broadcast in the forward pass: sum them back out.
         return tuple(unbroadcast_f(args[i], lambda _, i=i: grads[i]())(None) for i in argnums)

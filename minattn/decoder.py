@@ -36,7 +36,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). positions (int,
     broadcasting to [..., L]): apply RoPE to q and k (never to v). mask covers all L_past + L keys
-    (for a causal model, causal_mask(L, L_past + L, align="bottom_right"))."""
+    (for a causal model, causal_mask(L, L_past + L, align="bottom_right")). params["sinks"] [H]
+    (optional): one attention-sink logit per head."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask = _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions,
                                             rope_base, cache)
@@ -50,7 +51,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     if cache is not None:  # the past's keys and values, computed once, reused every step
         k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
         v = _append(cache["v"], v)
-    heads, _ = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
+    heads, _ = grouped_attention(q, k, v, mask, sinks=params.get("sinks"))  # [..., H, L, d_k]
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
 
 
@@ -61,7 +62,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_
     checks.check_n_heads(n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
     n_kv, d_k = (n_kv_heads or n_heads), d_model // n_heads
-    params = check_multi_head_params(params, d_model, d_kv=n_kv * d_k)
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d_k, n_heads=n_heads)
     past = 0
     if cache is not None:
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")

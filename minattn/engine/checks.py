@@ -103,16 +103,31 @@ def check_softmax(x, axis, mask):
     return x, axis, mask
 
 
-def check_attention(q, k, v, mask, scale, dropout, rng):
-    """scaled_dot_product_attention's arguments; returns q, k, v, mask, and scale as a float
-    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k)."""
+def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
+    """scaled_dot_product_attention's arguments; returns q, k, v, mask, scale as a float
+    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k), sinks."""
     q, k, v, batch = check_qkv(q, k, v)
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
     scale = default if scale is None else check_positive_real("scale", scale)
     check_dropout(dropout, rng)
-    return q, k, v, mask, scale
+    return q, k, v, mask, scale, check_sinks(sinks, batch + (q.shape[-2],))
+
+
+def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis (..., L_q)"):
+    """Attention sinks: None, or a floating array broadcasting to rows_shape (one logit a row)."""
+    if sinks is None:
+        return None
+    sinks = as_float_array("sinks", sinks)
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(sinks.shape), tuple(rows_shape))) == tuple(rows_shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"sinks of shape {tuple(sinks.shape)} does not broadcast to {rows_name} "
+                         f"of shape {tuple(rows_shape)} (one logit per query row; per head: [H, 1])")
+    return sinks
 
 
 def check_split_heads(x, n_heads):
