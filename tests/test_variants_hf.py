@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch", reason="parity with transformers needs torc
 transformers = pytest.importorskip("transformers", reason="parity tests need transformers")
 
 import minattn as ma  # noqa: E402
-from minattn.models.hf_variants import deepseek_v3_from_hf  # noqa: E402
+from minattn.models.hf_variants import deepseek_v3_from_hf, diffllama_from_hf  # noqa: E402
 
 from .test_hf_parity import _hf_generate, _hf_logits, _randomized, _tokens  # noqa: E402
 
@@ -56,7 +56,7 @@ def _lm(params, tokens, kwargs, cache=None):
     # composed by hand (rms_norm, the attention variant, gated_feed_forward).
     config = dict(kwargs)
     attention, eps = config.pop("attention"), config["eps"]
-    past = 0 if cache is None else cache[0]["c_kv"].shape[-2]
+    past = 0 if cache is None else next(iter(cache[0].values())).shape[-2]
     length = tokens.shape[1]
     positions = np.arange(past, past + length)
     mask = ma.causal_mask(length, past + length, align="bottom_right")
@@ -64,9 +64,10 @@ def _lm(params, tokens, kwargs, cache=None):
     new_cache = []
     for i, layer in enumerate(params["layers"]):
         out, layer_cache = attention(layer["self_attention"], ma.rms_norm(x, layer["norm1"]["gamma"], eps),
-                                     mask, n_heads=config["n_heads"], positions=positions,
-                                     rope_base=config["rope_base"],
-                                     cache=None if cache is None else cache[i])
+                                     mask, positions=positions,
+                                     cache=None if cache is None else cache[i],
+                                     **{key: config[key] for key in
+                                        ("n_heads", "n_kv_heads", "eps", "rope_base") if key in config})
         x = x + out
         new_cache.append(layer_cache)
         x = x + ma.gated_feed_forward(layer["feed_forward"], ma.rms_norm(x, layer["norm3"]["gamma"], eps))
@@ -129,3 +130,83 @@ def test_deepseek_v3_greedy_generation_equals_hf_generate(q_lora_rank, float64_d
 def test_deepseek_v3_with_experts_is_refused():
     with pytest.raises(ValueError, match="mixture of experts .* not supported"):
         deepseek_v3_from_hf(_deepseek(torch.float32, dense=False))
+
+
+def _diffllama(dtype, n_heads=4, n_kv_heads=2, n_layers=2, bias=False):
+    config = transformers.DiffLlamaConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=40, num_hidden_layers=n_layers,
+        num_attention_heads=n_heads, num_key_value_heads=n_kv_heads, attention_bias=bias,
+        rms_norm_eps=1e-5, max_position_embeddings=64, tie_word_embeddings=False,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return _randomized(transformers.DiffLlamaForCausalLM(config), dtype)
+
+
+class _SumInDtype:
+    """transformers' DiffLlamaAttention sums λ_q · λ_k with dtype=torch.float32; this stand-in
+    for the module's `torch` drops that argument, so a float64 model sums in float64."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def sum(*args, dtype=None, **kwargs):
+        return torch.sum(*args, **kwargs)
+
+
+@pytest.fixture
+def float64_diffllama(monkeypatch):
+    """DiffLlama's float32 islands (its RMSNorm, RoPE's angles, the λ dot products) re-run in
+    the input's dtype, as float64_deepseek."""
+    diffllama = transformers.models.diffllama.modeling_diffllama
+
+    def rms_norm_forward(self, hidden_states):
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+    def rotary_forward(self, x, position_ids):
+        dim = self.inv_freq.shape[0] * 2
+        base = self.config.rope_parameters["rope_theta"]
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+        freqs = position_ids[..., None].to(torch.float64) * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    monkeypatch.setattr(diffllama.DiffLlamaRMSNorm, "forward", rms_norm_forward)
+    monkeypatch.setattr(diffllama.DiffLlamaRotaryEmbedding, "forward", rotary_forward)
+    monkeypatch.setattr(diffllama, "torch", _SumInDtype())
+
+
+DIFFLLAMAS = {"gqa": {}, "mha": {"n_kv_heads": 4}, "bias": {"bias": True},
+              "eight_heads": {"n_heads": 8, "n_kv_heads": 4, "n_layers": 3}}
+
+
+@pytest.mark.parametrize("variant", DIFFLLAMAS)
+def test_diffllama_logits_float64(variant, float64_diffllama):
+    model = _diffllama(torch.float64, **DIFFLLAMAS[variant])
+    params, kwargs = diffllama_from_hf(model)
+    tokens = _tokens()
+    np.testing.assert_allclose(_lm(params, tokens, kwargs)[0], _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+
+
+def test_diffllama_logits_float32_and_stock_float64():
+    tokens = _tokens()
+    model = _diffllama(torch.float64)
+    params, kwargs = diffllama_from_hf(model)
+    np.testing.assert_allclose(_lm(params, tokens, kwargs)[0], _hf_logits(model, tokens),
+                               rtol=0, atol=1e-5)
+    model = _diffllama(torch.float32)
+    params, kwargs = diffllama_from_hf(model)
+    logits = _lm(params, tokens, kwargs)[0]
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, _hf_logits(model, tokens), rtol=0, atol=1e-4)
+
+
+def test_diffllama_greedy_generation_equals_hf_generate(float64_diffllama):
+    model = _diffllama(torch.float64)
+    params, kwargs = diffllama_from_hf(model)
+    tokens = _tokens(2, 5, seed=3)
+    empty = lambda t: {key: np.zeros((t.shape[0], 2, 0, 8)) for key in ("k", "v")}
+    np.testing.assert_array_equal(_greedy(params, kwargs, tokens, 12, empty),
+                                  _hf_generate(model, tokens, 12))

@@ -10,6 +10,7 @@ import functools
 
 import autograd.numpy as np
 
+from ..differential import differential_attention
 from ..mla import latent_attention
 from .interop import _array, _unembedding, _weight
 
@@ -90,4 +91,32 @@ def deepseek_v3_from_hf(model):
     kwargs["attention"] = functools.partial(
         latent_attention, qk_nope_head_dim=d_nope, qk_rope_head_dim=d_rope,
         v_head_dim=config.v_head_dim, latent_eps=eps.pop())
+    return params, kwargs
+
+
+def diffllama_from_hf(model):
+    """DiffLlamaForCausalLM -> (params, kwargs); each layer's λ_init (transformers' lambda_init_fn
+    of its layer_idx) travels in its params as "lambda_init"."""
+    config = model.config
+    d = config.hidden_size // config.num_attention_heads
+    if getattr(config, "head_dim", d) != d:
+        raise ValueError(f"head_dim={config.head_dim} != hidden_size / num_attention_heads = {d} "
+                         "is not supported")
+
+    def attention(a):
+        params = {}
+        for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
+            params[f"w_{p}"] = _weight(proj.weight)
+            if proj.bias is not None:  # attention_bias=True
+                params[f"b_{p}"] = _array(proj.bias)
+        params.update({name: _array(getattr(a, name))
+                       for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")})
+        params["lambda_init"] = np.array(a.lambda_init, dtype=params["w_q"].dtype)
+        if a.groupnorm.eps != config.rms_norm_eps:
+            raise ValueError(f"the per-head norm's eps={a.groupnorm.eps} differs from "
+                             f"rms_norm_eps={config.rms_norm_eps}: minattn's block takes one eps")
+        return params
+
+    params, kwargs = _model(model, config, model.model.layers, attention)
+    kwargs.update({"n_kv_heads": config.num_key_value_heads, "attention": differential_attention})
     return params, kwargs
