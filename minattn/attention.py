@@ -140,7 +140,7 @@ def _attention_vjp(argnums, outputs, args, kwargs):
             2: lambda: np.swapaxes(p, -1, -2) @ d_out,  # dV = Pᵀ dO
             3: lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # d scale = Σ dS ⊙ Q Kᵀ
             4: lambda: d_s,  # an additive mask's gradient is dS itself
-            5: lambda: -(1 - np.sum(p, axis=-1)) * np.sum(d_p * p, axis=-1),  # d sinks, p_sink = 1 - ΣP
+            5: lambda: -(1 - np.sum(p, axis=-1)) * np.sum(d_p * p, axis=-1),  # d sinks
         }
         # Leading (batch, head) dims broadcast in the forward pass: sum them back out.
         return tuple(unbroadcast_f(args[i], lambda _, i=i: grads[i]())(None) for i in argnums)

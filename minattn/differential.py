@@ -50,12 +50,13 @@ def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, po
     if cache is not None:
         k, v = _append(cache["k"], k), _append(cache["v"], v)  # [..., H_kv, L_past + L, d]
     half = n_kv_heads // 2
-    v2 = np.concatenate([v[..., :half, :, :], v[..., half:, :, :]], axis=-1)  # [..., H_kv/2, L_k, 2d]
+    v2 = np.concatenate([v[..., :half, :, :], v[..., half:, :, :]], axis=-1)  # [.., H_kv/2, L, 2d]
     # Every query head reads the 2d-wide values of its pair: both halves of the heads see the same.
     heads, _ = grouped_attention(q, k, np.concatenate([v2, v2], axis=-3), mask)  # [..., H, L, 2d]
     lam = (np.exp(np.sum(params["lambda_q1"] * params["lambda_k1"]))
            - np.exp(np.sum(params["lambda_q2"] * params["lambda_k2"])) + params["lambda_init"])
-    diff = heads[..., :n_heads // 2, :, :] - lam * heads[..., n_heads // 2:, :, :]  # [..., H/2, L, 2d]
+    first, second = heads[..., :n_heads // 2, :, :], heads[..., n_heads // 2:, :, :]
+    diff = first - lam * second  # [..., H/2, L, 2d]
     diff = rms_norm(diff, np.ones_like(diff[(0,) * (diff.ndim - 1)]), eps)
     out = merge_heads((1 - params["lambda_init"]) * diff)  # [..., L, H d]
     return _project(params, out, "o"), {"k": k, "v": v}

@@ -76,7 +76,8 @@ def _absorbed(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mask):
     # q_nope · (c_kv W_UK)ᵀ = (q_nope W_UKᵀ) · c_kv: attend over the latent (one key and value
     # head shared by all: multi-query), then decompress the output with W_UV.
     d_qk = q_nope.shape[-1] + q_rope.shape[-1]
-    q = np.concatenate([q_nope @ np.swapaxes(w_uk, -1, -2), q_rope], axis=-1)  # [..., H, L, r + d_rope]
+    q_latent = q_nope @ np.swapaxes(w_uk, -1, -2)  # [..., H, L, r]
+    q = np.concatenate([q_latent, q_rope], axis=-1)  # [..., H, L, r + d_rope]
     k = np.concatenate([c_kv, k_rope], axis=-1)[..., None, :, :]  # [..., 1, L_k, r + d_rope]
     heads = scaled_dot_product_attention(q, k, c_kv[..., None, :, :], mask,
                                          scale=d_qk ** -0.5)[0]  # [..., H, L, r]
@@ -149,7 +150,8 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
         raise ValueError(f"rope_base must be a number > 1, got {rope_base!r}")
     checks.check_params(params, {}, "params")
     if "gamma_kv_a" not in params:
-        raise ValueError("params is missing key 'gamma_kv_a' (the latent's RMSNorm, [kv_lora_rank])")
+        raise ValueError("params is missing key 'gamma_kv_a' (the latent's RMSNorm, "
+                         "[kv_lora_rank])")
     r = checks.check_shape("params['gamma_kv_a']", params["gamma_kv_a"], ("kv_lora_rank",)).shape[0]
     d_q = n_heads * (d_nope + d_rope)
     shapes = {"w_kv_a": (d_model, r + d_rope), "gamma_kv_a": (r,),
@@ -169,13 +171,15 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     if cache is not None:
         if not isinstance(cache, checks.DICT_TYPES) or "c_kv" not in cache or "k_rope" not in cache:
             raise TypeError("cache must be a dict {'c_kv': [..., L_past, kv_lora_rank], "
-                            f"'k_rope': [..., L_past, qk_rope_head_dim]}}, got {type(cache).__name__}")
+                            f"'k_rope': [..., L_past, qk_rope_head_dim]}}, got "
+                            f"{type(cache).__name__}")
         lead = tuple(x.shape[:-2])
         for key, width in (("c_kv", r), ("k_rope", d_rope)):
             shape = tuple(cache[key].shape)
             if shape[:-2] != lead or shape[-1] != width or shape[-2] != cache["c_kv"].shape[-2]:
-                raise ValueError(f"cache[{key!r}] has shape {shape}, expected {lead + ('L_past', width)}"
-                                 ": a cache from another model or batch?")
+                raise ValueError(f"cache[{key!r}] has shape {shape}, expected "
+                                 f"{lead + ('L_past', width)}: a cache from another model or "
+                                 "batch?")
         past = cache["c_kv"].shape[-2]
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")

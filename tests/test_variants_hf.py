@@ -128,8 +128,17 @@ def test_deepseek_v3_greedy_generation_equals_hf_generate(q_lora_rank, float64_d
 
 
 def test_deepseek_v3_with_experts_is_refused():
+    from minattn.interop import from_hf
+
     with pytest.raises(ValueError, match="mixture of experts .* not supported"):
-        deepseek_v3_from_hf(_deepseek(torch.float32, dense=False))
+        from_hf(_deepseek(torch.float32, dense=False))
+
+
+def test_from_hf_dispatches_to_the_variants():
+    from minattn.interop import from_hf
+
+    assert from_hf(_deepseek(torch.float32))[1]["attention"].func.__name__ == "latent_attention"
+    assert from_hf(_diffllama(torch.float32))[1]["attention"].__name__ == "differential_attention"
 
 
 def _diffllama(dtype, n_heads=4, n_kv_heads=2, n_layers=2, bias=False):

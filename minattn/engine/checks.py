@@ -126,7 +126,8 @@ def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis 
         ok = False
     if not ok:
         raise ValueError(f"sinks of shape {tuple(sinks.shape)} does not broadcast to {rows_name} "
-                         f"of shape {tuple(rows_shape)} (one logit per query row; per head: [H, 1])")
+                         f"of shape {tuple(rows_shape)} (one logit per query row; per head: "
+                         "[H, 1])")
     return sinks
 
 

@@ -57,7 +57,8 @@ def deepseek_v3_from_hf(model):
     if config.first_k_dense_replace is None or config.first_k_dense_replace < n_layers:
         raise ValueError(f"mixture of experts layers (first_k_dense_replace="
                          f"{config.first_k_dense_replace} < num_hidden_layers={n_layers}) are not "
-                         "supported: minattn converts DeepSeek-V3 models whose layers are all dense")
+                         "supported: minattn converts DeepSeek-V3 models whose layers are all "
+                         "dense")
     d_nope, d_rope = config.qk_nope_head_dim, config.qk_rope_head_dim
     n_heads, r = config.num_attention_heads, config.kv_lora_rank
     order = np.arange(d_rope)
@@ -86,7 +87,8 @@ def deepseek_v3_from_hf(model):
                 params[f"b_{name}"] = rope_columns(bias, r, r + d_rope) if name == "kv_a" else bias
         return params
 
-    eps = {a.kv_a_layernorm.variance_epsilon for a in (layer.self_attn for layer in model.model.layers)}
+    # The latents' RMSNorms keep DeepseekV3RMSNorm's default eps (1e-6), not rms_norm_eps.
+    eps = {layer.self_attn.kv_a_layernorm.variance_epsilon for layer in model.model.layers}
     params, kwargs = _model(model, config, model.model.layers, attention)
     kwargs["attention"] = functools.partial(
         latent_attention, qk_nope_head_dim=d_nope, qk_rope_head_dim=d_rope,
@@ -120,3 +122,7 @@ def diffllama_from_hf(model):
     params, kwargs = _model(model, config, model.model.layers, attention)
     kwargs.update({"n_kv_heads": config.num_key_value_heads, "attention": differential_attention})
     return params, kwargs
+
+
+CONVERTERS = {"DeepseekV3ForCausalLM": deepseek_v3_from_hf,
+              "DiffLlamaForCausalLM": diffllama_from_hf}

@@ -306,7 +306,12 @@ def from_hf(model):
         return _llama_from_hf(model)
     if name == "GPT2LMHeadModel":
         return _gpt2_from_hf(model)
-    raise TypeError(f"from_hf supports LlamaForCausalLM and GPT2LMHeadModel, got {name}")
+    if name in ("DeepseekV3ForCausalLM", "DiffLlamaForCausalLM"):  # attention variants
+        from . import hf_variants
+
+        return hf_variants.CONVERTERS[name](model)
+    raise TypeError(f"from_hf supports LlamaForCausalLM, GPT2LMHeadModel, DeepseekV3ForCausalLM "
+                    f"and DiffLlamaForCausalLM, got {name}")
 
 
 def _unembedding(model, embedding):
