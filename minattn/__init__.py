@@ -20,6 +20,11 @@ The decoder (walkthrough.md, Part II):
     normalization.py  rms_norm;  position_wise.py  gated_feed_forward (SwiGLU)
     decoder.py        self_attention (KV cache), decoder_block, decoder, causal_lm, generate
 
+Attention after Llama (walkthrough.md, end of Part II; imported when used):
+    mla.py            latent_attention           (DeepSeek's multi-head latent attention)
+    attention.py      sinks=;  sinks.py  streaming_cache   (attention sinks, StreamingLLM)
+    differential.py   differential_attention     (Differential Transformer, DiffLlama)
+
 Built on the core, imported only when used:
     train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
     pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md

@@ -33,14 +33,14 @@ def lambda_init(layer_index):
 
 
 def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=None,
-                           rope_base=10000.0, eps=1e-5, cache=None, **_):
+                           rope_base=10000.0, eps=1e-5, cache=None, **others):
     """Differential self-attention of x [..., L, D] over its cached keys and values and its own
     -> (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d]}), d = D / H.
     positions: RoPE on q and k; eps: the per-head RMSNorm's. n_heads and n_kv_heads even. Other
-    keywords (a decoder block's d_k, rope_scaling...) are ignored."""
+    keywords a decoder block passes (d_k, rope_scaling, ...) must be None."""
     # [..., L, D] -> [..., L, D]
     params, x, mask, n_kv_heads = _check_differential_attention(
-        params, x, mask, n_heads, n_kv_heads, positions, eps, cache)
+        params, x, mask, n_heads, n_kv_heads, positions, eps, cache, others)
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d]
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d]
@@ -78,7 +78,9 @@ def init_differential_attention(rng, d_model, n_heads, *, layer_index, n_kv_head
     return {name: a.astype(dtype) for name, a in params.items()}
 
 
-def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, positions, eps, cache):
+def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, positions, eps, cache,
+                                  others):
+    checks.check_unused_keywords("differential_attention", others)
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]

@@ -35,16 +35,18 @@ from .rope import apply_rope, check_positions
 
 def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope_head_dim,
                      v_head_dim, positions, rope_base=10000.0, latent_eps=1e-6, cache=None,
-                     absorb=False, **_):
+                     absorb=False, eps=None, **others):
     """Multi-head latent attention of x [..., L, D] over its cached latents and its own:
     -> (output [..., L, D], new cache {"c_kv": [..., L_past + L, r], "k_rope": [..., L_past + L,
     d_rope]}). positions: int RoPE positions broadcasting to [..., L]; mask covers all
     L_past + L keys. absorb=True computes the absorbed form. Scores are scaled by
-    1/sqrt(d_nope + d_rope). Other keywords (a decoder block's n_kv_heads, eps...) are ignored."""
+    1/sqrt(d_nope + d_rope). eps (a decoder block's, for its own norms) is not used: the latents'
+    norms take latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, rope_scaling,
+    ...) must be None: MLA has none of them."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its token axis.
     params, x, mask, positions = _check_latent_attention(
         params, x, mask, n_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, positions,
-        rope_base, latent_eps, cache)
+        rope_base, latent_eps, cache, others)
     d_nope, r = qk_nope_head_dim, params["gamma_kv_a"].shape[0]
     head_positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
     q = split_heads(_queries(params, x, latent_eps), n_heads)  # [..., H, L, d_nope + d_rope]
@@ -135,7 +137,8 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
 
 
 def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, rope_base,
-                            eps, cache):
+                            eps, cache, others):
+    checks.check_unused_keywords("latent_attention", others)
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]

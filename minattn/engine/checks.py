@@ -332,3 +332,12 @@ def check_params(params, expected, where="params"):
 def check_choice(name, value, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def check_unused_keywords(name, others):
+    """An attention variant's keywords meant for other variants (a decoder block passes them all)
+    must be None: refused by name, never ignored."""
+    given = sorted(key for key, value in others.items() if value is not None)
+    if given:
+        raise ValueError(f"{name} does not support {', '.join(given)} (got "
+                         f"{', '.join(f'{key}={others[key]!r}' for key in given)})")
