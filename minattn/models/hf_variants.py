@@ -124,5 +124,5 @@ def diffllama_from_hf(model):
     return params, kwargs
 
 
-CONVERTERS = {"DeepseekV3ForCausalLM": deepseek_v3_from_hf,
-              "DiffLlamaForCausalLM": diffllama_from_hf}
+# By config.model_type, as from_hf's table.
+CONVERTERS = {"deepseek_v3": deepseek_v3_from_hf, "diffllama": diffllama_from_hf}

@@ -309,7 +309,7 @@ def from_hf(model):
     if name in ("DeepseekV3ForCausalLM", "DiffLlamaForCausalLM"):  # attention variants
         from . import hf_variants
 
-        return hf_variants.CONVERTERS[name](model)
+        return hf_variants.CONVERTERS[model.config.model_type](model)
     raise TypeError(f"from_hf supports LlamaForCausalLM, GPT2LMHeadModel, DeepseekV3ForCausalLM "
                     f"and DiffLlamaForCausalLM, got {name}")
 
