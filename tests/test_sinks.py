@@ -154,3 +154,34 @@ def test_streaming_cache_leaves_a_short_cache_alone():
     assert streaming_cache(cache, n_sink=1, window=4)[0]["k"] is cache[0]["k"]
     with pytest.raises(ValueError, match="window must be an int >= 0"):
         streaming_cache(cache, n_sink=1, window=-1)
+
+
+@pytest.mark.parametrize("window", [None, 4])
+def test_self_attention_with_sinks_equals_gpt_oss_attention(window):
+    # transformers' GptOssAttention (eager, float64): projections with biases, rotate-half RoPE,
+    # GQA, a learned sink per head; cos and sin computed here in float64 at the default base.
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GptOssConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                       head_dim=8, attention_bias=True, sliding_window=window,
+                                       attn_implementation="eager")
+    torch.manual_seed(0)
+    module = transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention(config, 0).double()
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn_like(p) * 0.3)
+    rng = np.random.default_rng(11)
+    x, length = rng.normal(size=(2, 7, 32)), 7
+    positions = np.arange(length)
+    angles = positions[:, None] * 10000.0 ** -(np.arange(0, 8, 2) / 8)  # [L, d/2]
+    keep = _window_mask(length, window)
+    with torch.no_grad():
+        expected, _ = module(torch.from_numpy(x), (torch.from_numpy(np.cos(angles))[None],
+                                                   torch.from_numpy(np.sin(angles))[None]),
+                             torch.from_numpy(np.where(keep, 0.0, -np.inf))[None, None])
+    params = {f"w_{p}": getattr(module, f"{p}_proj").weight.detach().numpy().T for p in "qkvo"}
+    params.update({f"b_{p}": getattr(module, f"{p}_proj").bias.detach().numpy() for p in "qkvo"})
+    params["sinks"] = module.sinks.detach().numpy()
+    out, _ = ma.self_attention(params, x, ma.causal_mask(length, window=window), n_heads=4,
+                               n_kv_heads=2, positions=positions)
+    np.testing.assert_allclose(out, expected.numpy(), rtol=0, atol=1e-12)
