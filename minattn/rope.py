@@ -9,33 +9,39 @@ import numbers
 import autograd.numpy as np
 
 from .engine import checks
+from .engine.devices import arange
+from .rope_scaling import check_rope_scaling, rope_frequencies
 
 
-def apply_rope(x, positions, *, base=10000.0):
+def apply_rope(x, positions, *, base=10000.0, scaling=None):
     """Rotary position embedding: rotate each feature pair (x[i], x[i + d/2]) of x [..., L, d]
     (d even) by the angle positions * base^(-2i/d), positions an int array broadcasting to
-    [..., L]. Scores of rotated queries and keys depend on positions only through m - n."""
+    [..., L]. Scores of rotated queries and keys depend on positions only through m - n.
+    scaling: a frequency schedule of minattn.rope_scaling (a dict such as {"rope_type":
+    "llama3", ...}), which may also scale the result by its attention factor (YaRN)."""
     # [..., L, d], int [..., L] -> [..., L, d], in x's dtype.
     # "Rotate half" convention (Llama, GPT-NeoX, Hugging Face): feature i pairs with i + d/2.
     # GPT-J and the RoPE paper pair neighbours (2i, 2i + 1) instead ("interleaved"): the same
     # rotation on a permuted feature order, so weights trained with one do not fit the other.
-    x = _check_apply_rope(x, positions, base)
+    x, positions = _check_apply_rope(x, positions, base, scaling)
     *lead, d = x.shape
-    # Angles in float64 from the integer positions (like=positions: x may be an autograd box),
-    # then cos and sin in x's dtype: large positions keep their precision.
-    exponents = np.arange(0, d, 2, like=positions) / d  # [d/2]
-    angles = (positions[..., None] * float(base) ** -exponents)[..., None, :]  # [..., L, 1, d/2]
-    cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    # Angles in float64 from the integer positions, then cos and sin in x's dtype: large
+    # positions keep their precision.
+    inv_freq, attention_factor = rope_frequencies(d, positions, base=base, scaling=scaling)
+    angles = (positions[..., None] * inv_freq)[..., None, :]  # [..., L, 1, d/2]
+    cos = (np.cos(angles) * attention_factor).astype(x.dtype)
+    sin = (np.sin(angles) * attention_factor).astype(x.dtype)
     pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
-    e = np.arange(2, like=positions)
+    e = arange(2, positions)
     quarter_turn = (e[:, None] - e[None, :]).astype(x.dtype)  # [[0, -1], [1, 0]]: (x1, x2) -> (-x2, x1)
     # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin.
     rotated = pairs * cos + (quarter_turn @ pairs) * sin
     return np.reshape(rotated, x.shape)
 
 
-def _check_apply_rope(x, positions, base):
+def _check_apply_rope(x, positions, base, scaling):
     x = checks.as_float_array("x", x)
+    positions = as_int_array("positions", positions)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
     if x.shape[-1] % 2:
         raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
@@ -43,6 +49,16 @@ def _check_apply_rope(x, positions, base):
     check_positions(positions, x.shape[:-1], "x's (..., L)")
     if isinstance(base, bool) or not isinstance(base, numbers.Real) or not base > 1:
         raise ValueError(f"base must be a number > 1, got {base!r}")
+    check_rope_scaling(scaling, "scaling")
+    return x, positions
+
+
+def as_int_array(name, x):
+    """checks.as_array (lists converted, torch tensors refused with the .numpy() hint), then
+    require an integer dtype."""
+    x = checks.as_array(name, x)
+    if np.dtype(x.dtype).kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {x.dtype}")
     return x
 
 

@@ -120,7 +120,8 @@ DBLOCK = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8, cross_attentio
 DEC = ma.init_decoder(np.random.default_rng(0), 1, 4, 2, 8)
 LM = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 4, 2, 8, n_positions=8)
 _, LM_CACHE = ma.causal_lm(LM, TOKENS, n_heads=2, return_cache=True)
-POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0, 1, 2]]
+# (an int list is converted, the README rule for lists: [0.5, 1, 2] is the bad list)
+POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0.5, 1, 2]]
 TOKEN_VALUES = ["text", TOKENS.astype(float), np.array([1, 2]), np.array([[1, 11]]),
                 np.array([[-1, 0]]), np.zeros((2, 0), int)]
 CASES.update({
@@ -181,6 +182,12 @@ CASES.update({
         "temperature": [-1.0, "1", None, True], "top_k": [0, 1.5, "3", True]}),
     "generate rng": (lambda **a: ma.generate(LM, TOKENS, 2, n_heads=2, temperature=1.0,
                                              rng=a.get("rng")), {"rng": [42, "rng", None]}),
+    "cross_entropy": (lambda **a: ma.cross_entropy(
+        a.get("logits", np.zeros((2, 3, 11))), a.get("targets", TOKENS)), {
+        "logits": ["text", np.zeros((2, 3, 11), int), np.zeros((2, 4, 11)), np.zeros((2, 3, 0)),
+                   np.zeros((2, 3, 5))],
+        "targets": ["text", TOKENS.astype(float), TOKENS[:, :2], np.array([[1, 2, 11], [0, 0, 0]]),
+                    np.array([[-1, 0, 0], [0, 0, 0]])]}),
 })
 
 
@@ -259,7 +266,7 @@ def test_a_torch_tensor_gets_advice_not_a_dtype_error():
 
 
 def test_a_float_zero_one_mask_is_refused_with_advice():
-    keep = np.tril(np.ones((3, 3)))  # the seeds' habit: 1 = keep
+    keep = np.tril(np.ones((3, 3)))  # a common habit: 1 = keep
     with pytest.raises(ValueError, match=r"only 0s and 1s.*mask\.astype\(bool\)"):
         ma.scaled_dot_product_attention(X, X, X, keep)
     # an additive float mask (0 and -inf), or all zeros, is still added

@@ -80,7 +80,7 @@ def test_gradient_matches_finite_differences():
 @pytest.mark.parametrize("x, positions, error, match", [
     (np.ones((3, 5)), np.arange(3), ValueError, "even"),
     (np.ones((3, 4)), np.arange(3.0), TypeError, "positions"),
-    (np.ones((3, 4)), [0, 1, 2], TypeError, "positions"),
+    (np.ones((3, 4)), [0.0, 1.0, 2.0], TypeError, "positions"),
     (np.ones((3, 4)), np.arange(4), ValueError, "positions"),
     (np.ones((3, 4)), np.zeros((2, 3), dtype=int), ValueError, "positions"),
     (np.ones(4), np.arange(1), ValueError, "x"),
@@ -88,3 +88,9 @@ def test_gradient_matches_finite_differences():
 def test_bad_input_names_the_argument(x, positions, error, match):
     with pytest.raises(error, match=match):
         apply_rope(x, positions)
+
+
+def test_positions_as_a_list_are_converted_like_an_array():
+    # The README's rule for lists (checks.as_array) holds for integer arguments too.
+    x = np.random.default_rng(0).normal(size=(3, 4))
+    np.testing.assert_array_equal(apply_rope(x, [0, 1, 2]), apply_rope(x, np.arange(3)))

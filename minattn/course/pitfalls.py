@@ -95,8 +95,10 @@ def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0,
 def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
     """scaled_dot_product_attention masking by adding -1e9 to the scores instead of -inf.
 
-    A query whose keys are all masked then sees equal scores everywhere, so it gets uniform
-    weights over keys it must not see (the mean of the padding leaks out) instead of zeros.
+    A query whose keys are all masked then gets weights over keys it must not see instead of
+    zeros: uniform in float32, where s - 1e9 rounds to the same number for every modest score s
+    (the mean of the padding leaks out), and in float64, where the shift cancels, the unmasked
+    softmax.
     In float16 -1e9 does not exist: the cast overflows to -inf (with a RuntimeWarning), and a
     softmax without minattn's guard for empty rows then computes -inf - (-inf) = NaN there.
     """
@@ -189,7 +191,8 @@ def causal_mask_off_by_one(n_q, n_k=None, *, align="top_left", window=None, like
 
 
 def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_heads=None,
-                                       positions=None, rope_base=10000.0, cache=None):
+                                       d_k=None, positions=None, rope_base=10000.0,
+                                       rope_scaling=None, eps=1e-6, cache=None):
     """self_attention that rotates the values with RoPE too, not just the queries and keys.
 
     RoPE belongs in the scores: rotating q and k makes q . k depend on the positions' offset only.
@@ -211,10 +214,11 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
 
 
-def causal_lm_without_advancing_positions(params, tokens, *, n_heads, n_kv_heads=None,
-                                          norm="layer_norm", activation="gelu_tanh", eps=1e-5,
-                                          position="learned", rope_base=10000.0, cache=None,
-                                          return_cache=False):
+def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *, n_heads,
+                                          n_kv_heads=None, d_k=None, norm="layer_norm",
+                                          activation="gelu_tanh", eps=1e-5, position="learned",
+                                          rope_base=10000.0, rope_scaling=None, window=None,
+                                          cache=None, return_cache=False):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
     The full forward pass is right, so are the first tokens of a generation; but each token fed

@@ -21,6 +21,8 @@ import numbers
 
 import autograd.numpy as np
 
+from ..rope_scaling import SCHEDULES, check_rope_scaling
+
 _INSTALL_HINT = ("pip install torch (the CPU build: pip install torch --index-url "
                  "https://download.pytorch.org/whl/cpu)")
 
@@ -296,22 +298,30 @@ def _decoder_from_torch(stack):
 
 
 def from_hf(model):
-    """Copy a Hugging Face transformers causal LM into minattn: -> (params, kwargs) such that
-    minattn.causal_lm(params, tokens, **kwargs) returns model(tokens).logits (eval mode) and
-    minattn.generate(params, tokens, n, **kwargs) model.generate(tokens, max_new_tokens=n,
-    do_sample=False). Takes LlamaForCausalLM and GPT2LMHeadModel; nothing is downloaded."""
-    # transformers model -> (params, kwargs) for minattn.causal_lm
-    name = type(model).__name__
-    if name == "LlamaForCausalLM":
-        return _llama_from_hf(model)
-    if name == "GPT2LMHeadModel":
-        return _gpt2_from_hf(model)
-    if name in ("DeepseekV3ForCausalLM", "DiffLlamaForCausalLM"):  # attention variants
-        from . import hf_variants
+    """Copy a Hugging Face transformers causal LM into minattn: -> (params, config) such that
+    minattn.causal_lm(params, tokens, attention_mask, **config) returns model(tokens,
+    attention_mask).logits (eval mode; left padding with generate's positions) and
+    minattn.generate(params, tokens, n, **config) model.generate(tokens, max_new_tokens=n,
+    do_sample=False). Chosen by architecture (config.model_type, so a subclass works): see
+    FROM_HF; anything else, mixture-of-experts included, is refused naming what is missing.
+    Reads the RoPE settings of transformers 5 (rope_parameters) and 4.x (rope_theta,
+    rope_scaling). Nothing is downloaded."""
+    # transformers model -> (params, config) for minattn.causal_lm
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    experts = [k for k in _EXPERT_KEYS if getattr(config, k, None)]
+    if experts and model_type != "deepseek_v3":  # its converter checks which layers are dense
+        raise ValueError(f"{type(model).__name__} ({model_type}) has a mixture-of-experts "
+                         f"feed-forward ({', '.join(f'{k}={getattr(config, k)}' for k in experts)}"
+                         "): minattn has no experts layer")
+    if model_type not in FROM_HF or not hasattr(model, "lm_head"):
+        raise TypeError(f"from_hf supports causal LMs (with an lm_head) of model_type "
+                        f"{', '.join(map(repr, FROM_HF))}; got {type(model).__name__} "
+                        f"(model_type={model_type!r})")
+    return FROM_HF[model_type](model)
 
-        return hf_variants.CONVERTERS[model.config.model_type](model)
-    raise TypeError(f"from_hf supports LlamaForCausalLM, GPT2LMHeadModel, DeepseekV3ForCausalLM "
-                    f"and DiffLlamaForCausalLM, got {name}")
+
+_EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 
 
 def _unembedding(model, embedding):
@@ -320,49 +330,111 @@ def _unembedding(model, embedding):
     return {} if head.data_ptr() == embedding.data_ptr() else {"lm_head": _weight(head)}
 
 
+def rope_settings(config, layer_type=None):
+    """(rope_base, rope_scaling) from a transformers config: transformers 5's
+    config.rope_parameters, else 4.x's config.rope_theta and config.rope_scaling; refused when
+    neither is there (never a silent default). layer_type: "sliding_attention" or
+    "full_attention", for models whose layer types have their own RoPE (Gemma 3: 5's
+    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers)."""
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and layer_type in rope:  # transformers 5, per layer type
+        rope = rope[layer_type]
+    elif isinstance(rope, dict):  # transformers 5
+        pass
+    elif layer_type == "sliding_attention" and getattr(config, "rope_local_base_freq", None):
+        rope = {"rope_theta": config.rope_local_base_freq}  # 4.x Gemma 3: local layers unscaled
+    elif getattr(config, "rope_theta", None) is not None:  # transformers 4.x
+        rope = {"rope_theta": config.rope_theta, **(getattr(config, "rope_scaling", None) or {})}
+    if not isinstance(rope, dict) or "rope_theta" not in rope:
+        raise ValueError(f"cannot read the RoPE settings of {type(config).__name__}: it has "
+                         "neither rope_parameters (transformers 5) nor rope_theta (4.x)")
+    rope = {k: v for k, v in rope.items() if v is not None}
+    rope_type = rope.pop("rope_type", rope.pop("type", "default"))  # 4.x's older key: "type"
+    base = float(rope.pop("rope_theta"))
+    if rope.pop("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("partial_rotary_factor != 1 (RoPE on part of each head) is not supported")
+    if rope_type == "default":
+        return base, None
+    if rope_type == "dynamic":  # transformers scales from max_position_embeddings
+        rope = {"factor": rope["factor"],
+                "max_position_embeddings": config.max_position_embeddings}
+    if rope_type not in SCHEDULES:
+        raise ValueError(f"RoPE type {rope_type!r} is not supported (minattn has "
+                         f"'default', {', '.join(map(repr, SCHEDULES))})")
+    scaling = {"rope_type": rope_type, **rope}
+    check_rope_scaling(scaling, f"{type(config).__name__}'s RoPE scaling")
+    return base, scaling
+
+
 def _llama_from_hf(model):
+    # Llama and the models built like it (Mistral, Qwen2, Qwen3): RMSNorm, RoPE, SwiGLU, GQA.
     config = model.config
-    rope = getattr(config, "rope_parameters", None) or {"rope_type": "default",
-                                                         "rope_theta": config.rope_theta}
-    if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"RoPE scaling {rope['rope_type']!r} is not supported (default RoPE only)")
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    if head_dim * config.num_attention_heads != config.hidden_size:
-        raise ValueError(f"head_dim={head_dim} * num_attention_heads != hidden_size: minattn's "
-                         "heads split d_model exactly")
+    rope_base, rope_scaling = rope_settings(config)
+    n_heads = config.num_attention_heads
+    d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
     if config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
     inner = model.model
-    layers = []
-    for layer in inner.layers:
-        a, m = layer.self_attn, layer.mlp
-        attention = {}
-        for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
-            attention[f"w_{p}"] = _weight(proj.weight)
-            if proj.bias is not None:  # attention_bias=True
-                attention[f"b_{p}"] = _array(proj.bias)
-        if m.gate_proj.bias is not None:
-            raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
-        layers.append({"self_attention": attention,
-                       "norm1": {"gamma": _array(layer.input_layernorm.weight)},
-                       "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
-                                        "w_up": _weight(m.up_proj.weight),
-                                        "w_down": _weight(m.down_proj.weight)},
-                       "norm3": {"gamma": _array(layer.post_attention_layernorm.weight)}})
+    layers = [_llama_layer_from_hf(layer) for layer in inner.layers]
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}
-    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+    kwargs = {"n_heads": n_heads, "n_kv_heads": config.num_key_value_heads, "d_k": d_k,
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
-              "position": "rope", "rope_base": float(rope["rope_theta"])}
+              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+              "window": _windows(config, len(layers))}
     return params, kwargs
+
+
+def _llama_layer_from_hf(layer):
+    a, m = layer.self_attn, layer.mlp
+    attention = {}
+    for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
+        attention[f"w_{p}"] = _weight(proj.weight)
+        if proj.bias is not None:  # attention_bias=True; Qwen2: q, k, v only
+            attention[f"b_{p}"] = _array(proj.bias)
+    for key in ("q_norm", "k_norm"):  # QK-norm (Qwen3)
+        if getattr(a, key, None) is not None:
+            attention[key] = {"gamma": _array(getattr(a, key).weight)}
+    if getattr(m.gate_proj, "bias", None) is not None:
+        raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
+    return {"self_attention": attention,
+            "norm1": {"gamma": _array(layer.input_layernorm.weight)},
+            "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
+                             "w_up": _weight(m.up_proj.weight),
+                             "w_down": _weight(m.down_proj.weight)},
+            "norm3": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+
+
+def _windows(config, n_layers):
+    # -> None (every layer global), an int (every layer a sliding window: Mistral), or a list
+    # with one entry per layer (None: global; transformers 5's layer_types, Qwen2's
+    # max_window_layers).
+    window = getattr(config, "sliding_window", None)
+    if getattr(config, "use_sliding_window", True) is False:  # Qwen2: off unless asked
+        window = None
+    types = getattr(config, "layer_types", None)
+    if window is None:
+        if types and "sliding_attention" in types:
+            raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
+        return None
+    if not types:
+        return int(window)
+    unknown = set(types) - {"full_attention", "sliding_attention"}
+    if unknown:
+        raise ValueError(f"layer_types {sorted(unknown)} are not supported (minattn has "
+                         "'full_attention' and 'sliding_attention')")
+    windows = [int(window) if t == "sliding_attention" else None for t in types[:n_layers]]
+    return windows if len(set(windows)) > 1 else windows[0]
 
 
 def _gpt2_from_hf(model):
     config = model.config
-    if config.activation_function not in ("gelu_new", "gelu_pytorch_tanh"):
+    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
+                   "gelu": "gelu"}
+    if config.activation_function not in activations:
         raise ValueError(f"activation_function={config.activation_function!r} is not supported "
-                         "(GPT-2's is 'gelu_new', the tanh approximation)")
+                         f"(minattn has {', '.join(map(repr, activations))})")
     if getattr(config, "scale_attn_by_inverse_layer_idx", False) or \
             getattr(config, "reorder_and_upcast_attn", False) or not config.scale_attn_weights:
         raise ValueError("GPT-2 attention variants (scale_attn_by_inverse_layer_idx, "
@@ -389,6 +461,63 @@ def _gpt2_from_hf(model):
               "position_embedding": _array(inner.wpe.weight), "layers": layers,
               "final_norm": _layer_norm_from_torch(inner.ln_f)[0],
               **_unembedding(model, inner.wte.weight)}
-    kwargs = {"n_heads": config.n_head, "norm": "layer_norm", "activation": "gelu_tanh",
+    kwargs = {"n_heads": config.n_head, "norm": "layer_norm",
+              "activation": activations[config.activation_function],
               "eps": config.layer_norm_epsilon, "position": "learned"}
     return params, kwargs
+
+
+def _gemma_from_hf(model):
+    # Gemma 2 and 3 (text): Llama's layout plus sandwich norms, RMSNorm with (1 + w) (stored
+    # here as gamma = 1 + w), embeddings scaled by sqrt(D), the tanh-GELU gated feed-forward,
+    # query_pre_attn_scalar, soft-capping, local (sliding) and global layers with their own
+    # windows and RoPE bases.
+    config, inner = model.config, model.model
+    if config.hidden_activation not in ("gelu_pytorch_tanh", "gelu_new"):
+        raise ValueError(f"hidden_activation={config.hidden_activation!r} is not supported "
+                         "(minattn's GEGLU uses the tanh GELU)")
+    one_plus = lambda norm: {"gamma": 1.0 + _array(norm.weight)}
+    layers = []
+    for layer in inner.layers:
+        block = _llama_layer_from_hf(layer)
+        for key in ("q_norm", "k_norm"):
+            if key in block["self_attention"]:
+                block["self_attention"][key] = one_plus(getattr(layer.self_attn, key))
+        block.update({"norm1": one_plus(layer.input_layernorm),
+                      "post_norm1": one_plus(layer.post_attention_layernorm),
+                      "norm3": one_plus(layer.pre_feedforward_layernorm),
+                      "post_norm3": one_plus(layer.post_feedforward_layernorm)})
+        layers.append(block)
+    types = list(getattr(config, "layer_types", None) or ["full_attention"] * len(layers))
+    bases, scalings = zip(*(rope_settings(config, t) for t in types[:len(layers)]))
+    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": one_plus(inner.norm), **_unembedding(model, inner.embed_tokens.weight)}
+    scale = getattr(inner.embed_tokens, "embed_scale", None)  # the model's own (float32) value
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "d_k": config.head_dim, "norm": "rms_norm", "activation": "geglu_tanh",
+              "eps": config.rms_norm_eps, "position": "rope", "rope_base": same(bases),
+              "rope_scaling": same(scalings), "window": _windows(config, len(layers)),
+              "embedding_scale": float(scale) if scale is not None else config.hidden_size ** 0.5,
+              "query_pre_attn_scalar": config.query_pre_attn_scalar,
+              # transformers' Gemma3Attention does not apply attn_logit_softcapping (Gemma 3
+              # checkpoints set it None): neither does minattn for gemma3_text
+              "attn_logit_softcapping": None if config.model_type == "gemma3_text" else
+              getattr(config, "attn_logit_softcapping", None),
+              "final_logit_softcapping": getattr(config, "final_logit_softcapping", None)}
+    return params, kwargs
+
+
+# model_type -> converter: a new architecture is one line here.
+FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
+           "qwen3": _llama_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
+           "gpt2": _gpt2_from_hf,
+           # attention variants: minattn/models/hf_variants.py (imported when used)
+           "deepseek_v3": lambda model: _variant_from_hf(model),
+           "diffllama": lambda model: _variant_from_hf(model)}
+
+
+def _variant_from_hf(model):
+    from . import hf_variants
+
+    return hf_variants.CONVERTERS[model.config.model_type](model)

@@ -1,0 +1,106 @@
+"""RoPE frequency schedules: how long-context models change RoPE's frequencies.
+
+Default RoPE rotates feature pair i at the inverse frequency base^(-2i/d). A model trained on
+sequences of length N has seen every pair turn through angles up to N * base^(-2i/d) only; the
+schedules below stretch the slow pairs' wavelengths so that longer sequences stay within the
+angles seen in training (walkthrough.md, "Model families"). Each is a function
+(exponents 2i/d [d/2], base, positions) -> (inverse frequencies [d/2], attention_factor), with
+the keyword names transformers uses in `rope_parameters` (4.x: `rope_scaling`), so a config's
+dict passes through unchanged:
+
+    {"rope_type": "linear", "factor": 4.0}
+    {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 2048}
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, ...}
+    {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+     "original_max_position_embeddings": 8192}
+"""
+import inspect
+import math
+
+import autograd.numpy as np
+
+
+def linear(exponents, base, positions, *, factor):
+    """Position interpolation (Chen et al. 2023): every frequency divided by factor."""
+    return base ** -exponents / factor, 1.0
+
+
+def dynamic(exponents, base, positions, *, factor, max_position_embeddings):
+    """Dynamic NTK scaling: beyond max_position_embeddings, a larger base, growing with the
+    sequence length L = max(positions) + 1 (transformers' "dynamic"; default RoPE up to there)."""
+    length = max(int(np.max(positions)) + 1, max_position_embeddings)
+    d = 2 * exponents.shape[0]
+    base = base * (factor * length / max_position_embeddings - (factor - 1)) ** (d / (d - 2))
+    return base ** -exponents, 1.0
+
+
+def yarn(exponents, base, positions, *, factor, original_max_position_embeddings,
+         attention_factor=None, beta_fast=32, beta_slow=1, mscale=None, mscale_all_dim=None,
+         truncate=True):
+    """YaRN (Peng et al. 2023): pairs turning more than beta_fast times over the original
+    context keep their frequency, pairs turning less than beta_slow times are interpolated
+    (divided by factor), a linear ramp in between; q and k are scaled by attention_factor
+    (default 0.1 ln(factor) + 1)."""
+    d = 2 * exponents.shape[0]
+
+    def pair_turning(turns):  # the (fractional) pair index i that turns `turns` times
+        return d * math.log(original_max_position_embeddings / (turns * 2 * math.pi)) / (
+            2 * math.log(base))
+
+    low, high = pair_turning(beta_fast), pair_turning(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    high = high + 0.001 if low == high else high  # transformers' guard against 0 / 0
+    i = np.arange(d // 2, like=exponents)
+    interpolated = np.clip((i - low) / (high - low), 0, 1)  # 0: keep, 1: divide by factor
+    inv_freq = base ** -exponents * (1 - interpolated + interpolated / factor)
+    if attention_factor is None:
+        m = lambda scale: 1.0 if factor <= 1 else 0.1 * scale * math.log(factor) + 1.0
+        attention_factor = m(mscale) / m(mscale_all_dim) if mscale and mscale_all_dim else m(1)
+    return inv_freq, attention_factor
+
+
+def llama3(exponents, base, positions, *, factor, low_freq_factor, high_freq_factor,
+           original_max_position_embeddings):
+    """Llama 3.1's schedule: wavelengths shorter than N / high_freq_factor are kept, longer than
+    N / low_freq_factor divided by factor, smoothly interpolated in between (N: the original
+    context)."""
+    inv_freq = base ** -exponents
+    turns = original_max_position_embeddings * inv_freq / (2 * math.pi)  # N / wavelength
+    smooth = np.clip((turns - low_freq_factor) / (high_freq_factor - low_freq_factor), 0, 1)
+    return inv_freq * (smooth + (1 - smooth) / factor), 1.0
+
+
+SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3}
+
+
+def rope_frequencies(d, positions, *, base=10000.0, scaling=None):
+    """-> (inverse frequencies [d/2], attention_factor) of RoPE on d features: default RoPE's
+    base^(-2i/d) when scaling is None, else the schedule named by scaling["rope_type"] with the
+    rest of the dict as its keywords."""
+    exponents = np.arange(0, d, 2, like=positions) / d  # [d/2]
+    if scaling is None:
+        return float(base) ** -exponents, 1.0
+    check_rope_scaling(scaling)
+    keywords = {k: v for k, v in scaling.items() if k != "rope_type"}
+    return SCHEDULES[scaling["rope_type"]](exponents, float(base), positions, **keywords)
+
+
+def check_rope_scaling(scaling, name="rope_scaling"):
+    """scaling: None or a dict {"rope_type": one of SCHEDULES, its keywords}; anything else is
+    refused naming the type or the keyword (never approximated by default RoPE)."""
+    if scaling is None:
+        return
+    if not isinstance(scaling, dict) or scaling.get("rope_type") not in SCHEDULES:
+        got = scaling.get("rope_type") if isinstance(scaling, dict) else type(scaling).__name__
+        raise ValueError(f"{name} must be None or a dict with 'rope_type' one of "
+                         f"{', '.join(map(repr, SCHEDULES))}, got {got!r}")
+    signature = inspect.signature(SCHEDULES[scaling["rope_type"]])
+    known = list(signature.parameters)[3:]
+    needed = [k for k in known if signature.parameters[k].default is inspect.Parameter.empty]
+    unknown = [k for k in scaling if k != "rope_type" and k not in known]
+    missing = [k for k in needed if k not in scaling]
+    if unknown or missing:
+        raise ValueError(f"{name} of rope_type {scaling['rope_type']!r} takes {known}; "
+                         f"unknown: {unknown}, missing: {missing}")

@@ -1,0 +1,327 @@
+"""from_hf beyond default-RoPE Llama: every RoPE scaling type, Qwen2 (q/k/v biases), Qwen3
+(QK-norm, its own head width), Mistral (sliding window), GPT-2's relu/gelu, left-padded batches
+and end-of-sequence tokens, each against the stock transformers model built from a config with
+random weights (nothing is downloaded). Each configuration makes its feature matter: scaled RoPE
+reaches beyond the original context, the window is shorter than the sequence."""
+import inspect
+import textwrap
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="parity with transformers needs torch")
+transformers = pytest.importorskip("transformers", reason="parity tests need transformers")
+
+import minattn as ma  # noqa: E402
+from minattn.interop import from_hf  # noqa: E402
+from minattn.models.interop import rope_settings  # noqa: E402
+
+from .test_hf_parity import V, _randomized  # noqa: E402
+
+ORIGINAL = 8  # the "original context" of the scaled RoPE configs; the tests run 20 positions
+ROPES = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIGINAL},
+    "yarn_mscale": {"rope_type": "yarn", "factor": 4.0, "mscale": 0.8, "mscale_all_dim": 0.5,
+                    "beta_fast": 8.0, "original_max_position_embeddings": ORIGINAL},
+    "yarn_attention_factor": {"rope_type": "yarn", "factor": 3.0, "attention_factor": 1.3,
+                              "original_max_position_embeddings": ORIGINAL},
+    # with rope_theta 100 and d_k 8, the pairs turn 1.27, 0.40, 0.13, 0.04 times over the
+    # original context: one kept, two smoothly interpolated, one divided by factor
+    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 0.1,
+               "high_freq_factor": 1.0, "original_max_position_embeddings": ORIGINAL},
+}
+
+COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+              pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="sdpa")
+
+
+def _build(family, dtype, **overrides):
+    config_class, model_class = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+        "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
+        "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+    }[family]
+    scaled = "rope_parameters" in overrides and family != "gemma3"
+    settings = {**COMMON, "max_position_embeddings": ORIGINAL if scaled else 64, **overrides}
+    torch.manual_seed(0)
+    return _randomized(model_class(config_class(**settings)), dtype)
+
+
+FAMILIES = {
+    "llama_gqa": ("llama", {}),
+    "mistral_window": ("mistral", {"sliding_window": 4}),
+    "qwen2_biases": ("qwen2", {}),
+    "qwen2_windows": ("qwen2", {"use_sliding_window": True, "sliding_window": 3,
+                                "max_window_layers": 1}),
+    "qwen3_head_dim": ("qwen3", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
+    **{f"llama_{name}": ("llama", {"rope_parameters": {"rope_theta": 100.0, **rope}})
+       for name, rope in ROPES.items()},
+    # 6 pairs, beta_fast 2 and beta_slow 0.05: YaRN's ramp runs from pair 0 to pair 5
+    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": {
+        "rope_theta": 50.0, **ROPES["yarn"], "beta_fast": 2.0, "beta_slow": 0.05}}),
+    # Gemma 2: local (window 3) and global layers, caps small enough to bite (the scores and
+    # logits here reach several units), query_pre_attn_scalar != d_k, head_dim 12 != 32 / 4
+    "gemma2": ("gemma2", {"head_dim": 12, "sliding_window": 3, "attn_logit_softcapping": 1.5,
+                          "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20,
+                          "attn_implementation": "eager"}),
+    # Gemma 3: QK-norm, local layers with base 10000 and window 4, a global layer with base 1e6
+    # and linear scaling
+    "gemma3": ("gemma3", {"head_dim": 12, "sliding_window": 4, "query_pre_attn_scalar": 12,
+                          "layer_types": ["sliding_attention", "full_attention",
+                                          "sliding_attention"], "num_hidden_layers": 3,
+                          "rope_parameters": {
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                              "full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                 "rope_theta": 1e6}}}),
+    # (transformers' Gemma 3 caps the final logits only: its attention ignores the config's cap)
+    "gemma3_capped": ("gemma3", {"head_dim": 8, "sliding_window": 5,
+                                 "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
+                                 "attn_implementation": "eager"}),
+}
+
+
+def _float64_source(fn):
+    # transformers' own function, re-run with its float32 tensors (torch.float) in float64.
+    source = textwrap.dedent(inspect.getsource(fn)).replace("dtype=torch.float)",
+                                                            "dtype=torch.float64)")
+    source = source.replace("dtype=torch.float32", "dtype=torch.float64")
+    source = source.replace("device=device, dtype=torch.float)", "device=device, dtype=torch.float64)")
+    source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
+    namespace = dict(vars(inspect.getmodule(fn)))
+    exec(source, namespace)
+    return namespace[fn.__name__]
+
+
+@pytest.fixture
+def float64_islands(monkeypatch):
+    """transformers computes RMSNorm, the RoPE frequencies (inv_freq, in float32 by its rope
+    init functions) and cos/sin in float32 even in a float64 model: ~1e-7 from an exact float64
+    computation. For the 1e-10 comparisons those islands run in float64 here: RMSNorm and the
+    rotary forward rewritten in the input's dtype, the rope init functions re-run from their
+    own source with float64 in place of float32, and torch's default dtype float64 (dynamic
+    NTK's length ratio is a tensor of the default dtype)."""
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    rope_utils = transformers.modeling_rope_utils
+    for name, fn in list(rope_utils.ROPE_INIT_FUNCTIONS.items()):
+        monkeypatch.setitem(rope_utils.ROPE_INIT_FUNCTIONS, name, _float64_source(fn))
+
+    def rms_norm_forward(self, hidden_states):
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+    @rope_utils.dynamic_rope_update
+    def rotary_forward(self, x, position_ids):
+        freqs = position_ids[..., None].to(torch.float64) * self.inv_freq.to(torch.float64)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return ((emb.cos() * self.attention_scaling).to(x.dtype),
+                (emb.sin() * self.attention_scaling).to(x.dtype))
+
+    def gemma_rms_norm_forward(self, x):  # Gemma: (1 + w)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
+
+    @rope_utils.dynamic_rope_update
+    def gemma3_rotary_forward(self, x, position_ids, layer_type):
+        inv_freq = getattr(self, f"{layer_type}_inv_freq").to(torch.float64)
+        scaling = getattr(self, f"{layer_type}_attention_scaling")
+        freqs = position_ids[..., None].to(torch.float64) * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
+
+    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
+        module = getattr(transformers.models, family)
+        modeling = getattr(module, f"modeling_{family}")
+        prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
+                  "gemma2": "Gemma2", "gemma3": "Gemma3"}[family]
+        rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
+        gemma = family.startswith("gemma")
+        monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
+                            gemma_rms_norm_forward if gemma else rms_norm_forward)
+        monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward if family == "gemma3"
+                            else rotary_forward)
+        if gemma:  # the eager attention (soft-capping) computes its softmax in float32
+            monkeypatch.setattr(modeling, "eager_attention_forward",
+                                _float64_source(modeling.eager_attention_forward))
+        monkeypatch.setattr(rotary, "compute_default_rope_parameters", staticmethod(
+            _float64_source(rotary.compute_default_rope_parameters)))
+    yield
+    torch.set_default_dtype(default_dtype)
+
+
+def _tokens(b=2, length=20, seed=0):
+    return np.random.default_rng(seed).integers(3, V, size=(b, length))
+
+
+def _hf_logits(model, tokens, attention_mask=None, position_ids=None):
+    t = torch.from_numpy(tokens)
+    mask = torch.ones_like(t) if attention_mask is None else torch.from_numpy(attention_mask)
+    with torch.no_grad():
+        return model(t, attention_mask=mask, position_ids=position_ids).logits.numpy()
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logits_equal_hf_float64(name, float64_islands):
+    model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens = _tokens()
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_logits_near_the_stock_float64_model(name):
+    # transformers' float32 islands left in: within ~1e-5.
+    model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens = _tokens()
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["mistral_window", "qwen3_head_dim", "llama_llama3",
+                                  "llama_yarn", "gemma2", "gemma3"])
+def test_logits_equal_hf_float32(name):
+    model = _build(FAMILIES[name][0], torch.float32, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens = _tokens()
+    logits = ma.causal_lm(params, tokens, **config)
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, _hf_logits(model, tokens), rtol=0, atol=1e-4)
+
+
+def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
+    model.generation_config.eos_token_id = eos_token_id
+    model.generation_config.pad_token_id = 0
+    t = torch.from_numpy(tokens)
+    mask = torch.ones_like(t) if attention_mask is None else torch.from_numpy(attention_mask)
+    with torch.no_grad():
+        return model.generate(t, attention_mask=mask, max_new_tokens=n, do_sample=False).numpy()
+
+
+@pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
+                                  "llama_llama3", "gemma2", "gemma3"])
+def test_greedy_generation_equals_hf_generate(name, float64_islands):
+    model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens = _tokens(2, 5, seed=3)
+    ours = ma.generate(params, tokens, 10, **config)
+    np.testing.assert_array_equal(ours, _hf_generate(model, tokens, 10))
+    if name != "llama_dynamic":  # dynamic NTK: the cache keeps keys rotated at shorter lengths
+        np.testing.assert_array_equal(ma.generate(params, tokens, 10, use_cache=False, **config),
+                                      ours)
+
+
+def _left_padded(seed=5):
+    # Three prompts of 6, 3 and 1 real tokens, padded on the left with token 0.
+    tokens = np.random.default_rng(seed).integers(3, V, size=(3, 6))
+    attention_mask = (np.arange(6) >= np.array([[0], [3], [5]])).astype(np.int64)
+    return np.where(attention_mask == 1, tokens, 0), attention_mask
+
+
+@pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
+                                  "llama_llama3"])
+def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
+    model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens, attention_mask = _left_padded()
+    positions = np.where(attention_mask == 1, np.cumsum(attention_mask, -1) - 1, 0)
+    ours = ma.causal_lm(params, tokens, attention_mask, **config)
+    hf = _hf_logits(model, tokens, attention_mask, torch.from_numpy(positions))
+    real = attention_mask == 1  # padded positions' logits are nobody's prediction
+    np.testing.assert_allclose(ours[real], hf[real], rtol=0, atol=1e-10)
+    # each row alone, unpadded, gives the same logits at its real tokens
+    for row in range(3):
+        alone = tokens[row:row + 1, real[row]]
+        np.testing.assert_allclose(ma.causal_lm(params, alone, **config)[0], ours[row][real[row]],
+                                   rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name, use_cache", [("mistral_window", True), ("qwen2_biases", False),
+                                             ("llama_yarn", True), ("gemma2", True),
+                                             ("gemma3", False)])
+def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
+    model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens, attention_mask = _left_padded()
+    plain = ma.generate(params, tokens, 12, attention_mask, **config)
+    eos = int(plain[0, 8])  # a token row 0 produces on its way: some rows end early
+    hf = _hf_generate(model, tokens, 12, attention_mask, eos_token_id=eos)
+    ours = ma.generate(params, tokens, 12, attention_mask, eos_token_id=eos, pad_token_id=0,
+                       use_cache=use_cache, **config)
+    np.testing.assert_array_equal(ours, hf)
+    assert (ours[0, 9:] == 0).all()
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_new"])
+def test_gpt2_activations_equal_hf(activation):
+    config = transformers.GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=2, n_head=4,
+                                     activation_function=activation, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    model = _randomized(transformers.GPT2LMHeadModel(config), torch.float64)
+    params, kwargs = from_hf(model)
+    tokens, attention_mask = _left_padded()
+    positions = np.where(attention_mask == 1, np.cumsum(attention_mask, -1) - 1, 0)
+    real = attention_mask == 1
+    np.testing.assert_allclose(
+        ma.causal_lm(params, tokens, attention_mask, **kwargs)[real],
+        _hf_logits(model, tokens, attention_mask, torch.from_numpy(positions))[real],
+        rtol=0, atol=1e-10)
+
+
+def test_a_subclass_is_converted_by_its_architecture():
+    subclass = type("MyLlama", (transformers.LlamaForCausalLM,), {})
+    torch.manual_seed(0)
+    model = _randomized(subclass(transformers.LlamaConfig(**COMMON)), torch.float64)
+    params, config = from_hf(model)
+    tokens = _tokens()
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-5)
+
+
+def test_mixture_of_experts_is_refused_by_name():
+    config = transformers.MixtralConfig(**{**COMMON, "num_local_experts": 2})
+    model = transformers.MixtralForCausalLM(config)
+    with pytest.raises(ValueError, match="mixture-of-experts.*num_local_experts"):
+        from_hf(model)
+
+
+def test_other_architectures_are_refused_naming_the_supported_ones():
+    model = transformers.OPTForCausalLM(transformers.OPTConfig(
+        vocab_size=V, hidden_size=16, num_hidden_layers=1, ffn_dim=16, num_attention_heads=2))
+    with pytest.raises(TypeError, match="model_type='opt'.*|'llama'"):
+        from_hf(model)
+
+
+def _config_4x(**attributes):
+    # A transformers 4.x config as from_hf sees it: rope_theta and rope_scaling, no
+    # rope_parameters (4.x is not installed here; the attributes are what 4.x configs have).
+    return types.SimpleNamespace(max_position_embeddings=ORIGINAL, **attributes)
+
+
+@pytest.mark.parametrize("name", ROPES)
+def test_rope_settings_of_4x_and_5_configs_agree(name):
+    rope = {k: v for k, v in ROPES[name].items()}
+    model = _build("llama", torch.float64, rope_parameters={"rope_theta": 100.0, **rope})
+    four = _config_4x(rope_theta=100.0, rope_scaling=dict(rope))
+    assert rope_settings(four) == rope_settings(model.config)
+    legacy = {"type" if k == "rope_type" else k: v for k, v in rope.items()}  # 4.x's older key
+    assert rope_settings(_config_4x(rope_theta=100.0, rope_scaling=legacy)) == rope_settings(four)
+
+
+def test_rope_settings_refuse_what_they_cannot_read():
+    with pytest.raises(ValueError, match="neither rope_parameters.*nor rope_theta"):
+        rope_settings(types.SimpleNamespace())
+    with pytest.raises(ValueError, match="'longrope' is not supported"):
+        rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
+            "rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}))
+    with pytest.raises(ValueError, match="unknown: \\['low_freq_factr'\\]"):
+        rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
+            **ROPES["llama3"], "low_freq_factr": 1.0}))
+    assert rope_settings(_config_4x(rope_theta=1e4, rope_scaling=None)) == (1e4, None)
