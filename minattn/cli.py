@@ -7,6 +7,7 @@
     python -m minattn induction            grow an induction head, with its scores
     python -m minattn exercises DIR        copy the exercise stubs into DIR
     python -m minattn check FILE.py        grade your functions by minattn's properties
+                                           (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
 """
 import argparse
@@ -475,37 +476,10 @@ def build_parser():
                      help="save every head's attention on a held-out sequence (and the training "
                           "curve next to it, FILE-curve.png)")
     ind.set_defaults(run=induction)
-    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder")
-    ex.add_argument("folder", metavar="DIR")
-    ex.set_defaults(run=lambda args: _grader().copy_exercises(args.folder))
-    chk = commands.add_parser("check", help="grade your functions (FILE.py) by minattn's properties")
-    which = chk.add_mutually_exclusive_group(required=True)
-    which.add_argument("file", nargs="?", metavar="FILE.py",
-                       help="a file defining some of minattn's functions, by their names")
-    which.add_argument("--pitfall", metavar="NAME",
-                       help="grade one of minattn.course.pitfalls instead: a bug being caught")
-    chk.add_argument("--examples", type=positive_int, default=20,
-                     help="examples hypothesis tries per property (default 20)")
-    chk.set_defaults(run=check)
+    from .course import grader  # the `exercises` and `check` commands (hypothesis: when run)
+
+    grader.add_commands(commands)
     return parser
-
-
-def _grader():
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
-                         "minattn clone, pip install '.[check]')") from None
-    from .course import grader
-
-    return grader
-
-
-def check(args):
-    grader = _grader()
-    if args.pitfall:
-        return grader.check_pitfall(args.pitfall, args.examples)
-    return grader.check_file(args.file, args.examples)
 
 
 # argparse types. Each raises ArgumentTypeError with a sentence, so a user reads "must be a
