@@ -19,7 +19,7 @@ LLAMA = dict(n_heads=4, n_kv_heads=2, norm="rms_norm", activation="swiglu", posi
 
 
 def _llama(seed=0, **init):
-    params = ma.init_causal_lm(np.random.default_rng(seed), V, 2, 16, 4, 24, position="rope",
+    params, _ = ma.init_causal_lm(np.random.default_rng(seed), V, 2, 16, 4, 24, position="rope",
                                tied=False, bias=False, n_kv_heads=2, norm="rms_norm",
                                activation="swiglu", **init)
     return perturbed(params, seed)
@@ -187,3 +187,29 @@ def test_token_lists_are_converted_and_torch_tensors_refused():
     for call in (ma.causal_lm, lambda p, t, **c: ma.generate(p, t, 2, **c)):
         with pytest.raises(TypeError, match="tokens is a torch tensor.*numpy"):
             call(params, torch.tensor(tokens), **LLAMA)
+
+
+def test_init_causal_lm_returns_the_model_as_from_hf_does():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                       n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    assert config == {"n_heads": 4, "n_kv_heads": 2, "d_k": None, "norm": "rms_norm",
+                      "activation": "swiglu", "position": "rope"}
+    assert ma.causal_lm(params, [[1, 2, 3]], **config).shape == (1, 3, V)
+
+
+@pytest.mark.parametrize("keyword, value", [
+    ("position", "learned"), ("norm", "layer_norm"), ("activation", "relu"),
+    ("n_kv_heads", None), ("n_kv_heads", 1), ("d_k", 2)])
+def test_a_config_keyword_contradicting_params_is_refused_by_name(keyword, value):
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                       n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    with pytest.raises(ValueError, match=keyword):
+        ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})
+
+
+@pytest.mark.parametrize("keyword, value", [
+    ("position", "rope"), ("norm", "rms_norm"), ("activation", "swiglu")])
+def test_a_gpt2_style_model_refuses_llama_keywords(keyword, value):
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, n_positions=8)
+    with pytest.raises(ValueError, match=keyword):
+        ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})

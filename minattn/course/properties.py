@@ -443,7 +443,7 @@ def _(data):
       "bottom-right aligned")
 def _(data):
     length, seed = data.draw(st.integers(2, 5)), data.draw(st.integers(0, 99))
-    lm = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
+    lm, _ = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
     tokens = np.random.default_rng(seed).integers(0, 7, size=(1, length))
     full = np.asarray(minattn.causal_lm(lm, tokens, n_heads=2))
     cache, steps = None, []
