@@ -3,7 +3,9 @@
 worked_example.png  the worked example's attention weights, with their values
 saturation.png      how peaked softmax gets as d_k grows, with and without the 1/sqrt(d_k)
 masks.png           causal, padding and combined masks (True = may attend)
-count_heads.png     the trained count model's four heads on one held-out sequence
+count_heads.png     the trained count model's four heads on one held-out sequence, with values
+attention_head.png  one attention head: x -> q, k, v -> scores -> weights -> output (section 1)
+attention_block.png one Transformer block: attention and feed-forward, residuals and norms
 """
 import argparse
 import os
@@ -31,6 +33,8 @@ def main(argv=None):
     save_heatmaps(os.path.join(args.out, "worked_example.png"), weights[None], tokens, tokens,
                   titles=["softmax(Q K^T / sqrt(2))"], annotate=True)
     saturation(os.path.join(args.out, "saturation.png"))
+    attention_head(os.path.join(args.out, "attention_head.png"))
+    attention_block(os.path.join(args.out, "attention_block.png"))
 
     causal = ma.causal_mask(6)
     padding = ma.padding_mask(np.array([4]), 6)[0, 0]  # [1, 6]
@@ -43,10 +47,15 @@ def main(argv=None):
     seq, _ = train.make_count_task(np.random.default_rng([0, 1]), 1, train.LENGTH, train.VOCAB_SIZE)
     _, w = train.count_model(params, seq, return_weights=True)
     labels = [train.ALPHABET[t] for t in seq[0]]
-    save_heatmaps(os.path.join(args.out, "count_heads.png"), w[0][0], labels, labels,
-                  titles=[f"head {h}" for h in range(train.N_HEADS)],
+    heads = w[0][0]  # [H, L, L]
+    # The weights are small (a row of 10 sums to 1): each cell prints its value, and the colour
+    # scale stops at 0.5 rather than 1 (the few larger weights, up to 0.92, share its top colour).
+    save_heatmaps(os.path.join(args.out, "count_heads.png"), heads, labels, labels,
+                  titles=[f"head {h}" for h in range(train.N_HEADS)], annotate=True,
+                  vmax=0.5, label="attention weight (colours stop at 0.5)",
                   suptitle="count task: who attends to whom (one held-out sequence)")
-    print(f"wrote worked_example.png, saturation.png, masks.png, count_heads.png to {args.out}")
+    print(f"wrote worked_example.png, saturation.png, masks.png, count_heads.png, "
+          f"attention_head.png, attention_block.png to {args.out}")
     return 0
 
 
@@ -73,6 +82,87 @@ def saturation(path):
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=8)
     ax.set_title("softmax saturates as d_k grows, unless the scores are scaled")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _box(ax, x, y, text, color="#dde8f6", width=None):
+    ax.text(x, y, text, ha="center", va="center", fontsize=9, family="monospace",
+            bbox=dict(boxstyle="round,pad=0.4", facecolor=color, edgecolor="#555555"))
+
+
+def _arrow(ax, start, end, shrink=0):
+    ax.annotate("", xy=end, xytext=start, arrowprops=dict(
+        arrowstyle="-|>", color="#333333", lw=1.2, shrinkA=shrink, shrinkB=shrink))
+
+
+def _matrix(a):
+    return "\n".join("[" + " ".join(f"{v:5.2f}" for v in row) + "]" for row in a)
+
+
+def attention_head(path):
+    # One head on the worked example's three tokens. In a model Q = x W^Q, K = x W^K, V = x W^V;
+    # the example takes Q = K = x (W^Q = W^K = identity) and V as given.
+    import matplotlib.pyplot as plt
+
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    v = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 2.0]])
+    scores = x @ x.T / np.sqrt(2)
+    out, weights = ma.scaled_dot_product_attention(x, x, v)
+    fig, ax = plt.subplots(figsize=(14, 5.6))
+    ax.set_xlim(0, 14)
+    ax.set_ylim(0, 5.6)
+    ax.axis("off")
+    _box(ax, 1.1, 2.8, "x: 3 tokens,\n2 features each\n\n" + _matrix(x), "#f3f3f3")
+    _box(ax, 4.1, 4.7, "Q = x W^Q\n(what each token\nlooks for)\n" + _matrix(x))
+    _box(ax, 4.1, 2.8, "K = x W^K\n(what each token\noffers)\n" + _matrix(x))
+    _box(ax, 4.1, 0.9, "V (in a model, x W^V)\n(what each token\npasses on)\n" + _matrix(v))
+    _box(ax, 7.4, 3.75, "scores = Q K^T / sqrt(d_k)\nrow i: query i . each key\n"
+         + _matrix(scores), "#fdf0d5")
+    _box(ax, 10.5, 3.75, "weights = softmax(scores)\neach row >= 0, sums to 1\n"
+         + _matrix(weights), "#fdf0d5")
+    _box(ax, 12.7, 0.9, "output = weights V\nrow i: a weighted\naverage of V's rows\n"
+         + _matrix(out), "#dff3e0")
+    for end in ((3.0, 4.7), (3.0, 2.8), (3.0, 0.9)):
+        _arrow(ax, (2.1, 2.8), end)
+    _arrow(ax, (5.2, 4.6), (5.8, 4.0))
+    _arrow(ax, (5.2, 2.9), (5.8, 3.5))
+    _arrow(ax, (8.85, 3.75), (9.15, 3.75))
+    _arrow(ax, (11.5, 3.0), (12.3, 1.8))
+    _arrow(ax, (5.2, 0.9), (11.6, 0.9))
+    ax.set_title("one attention head, on the worked example of section 3 (Q = K = x, V given)")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def attention_block(path):
+    # A post-norm encoder block (the 2017 paper): two sublayers, each wrapped in a residual
+    # connection and a normalization; a model stacks N such blocks.
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 7.5))
+    ax.set_xlim(0, 6.5)
+    ax.set_ylim(0, 7.5)
+    ax.axis("off")
+    _box(ax, 2.5, 0.4, "x: L tokens, D features each  [L, D]", "#f3f3f3")
+    _box(ax, 2.5, 1.7, "multi-head attention\nH heads side by side, concatenated, W^O\n"
+                       "(tokens exchange information)")
+    _box(ax, 2.5, 3.0, "add & norm:  norm(x + attention(x))", "#fdf0d5")
+    _box(ax, 2.5, 4.3, "feed-forward network\na small two-layer network,\napplied to every token\n"
+                       "(each token on its own)")
+    _box(ax, 2.5, 5.6, "add & norm:  norm(h + ffn(h))", "#fdf0d5")
+    _box(ax, 2.5, 6.9, "output  [L, D]: the next block's input", "#dff3e0")
+    for y0, y1 in ((0.4, 1.7), (1.7, 3.0), (3.0, 4.3), (4.3, 5.6), (5.6, 6.9)):
+        _arrow(ax, (2.5, y0), (2.5, y1), shrink=16)
+    # The residual paths: the sublayer's input goes around it and is added back.
+    for y0, y1 in ((0.4, 3.0), (3.0, 5.6)):
+        ax.annotate("", xy=(4.45, y1), xytext=(4.05, y0),
+                    arrowprops=dict(arrowstyle="-|>", color="#b03a2e", lw=1.2,
+                                    connectionstyle="arc3,rad=-0.3"))
+        ax.text(5.0, (y0 + y1) / 2, "residual:\nadd the\ninput back", fontsize=8, color="#b03a2e",
+                va="center")
+    ax.text(0.0, 3.6, "x N blocks", fontsize=10, rotation=90, va="center")
+    ax.set_title("one Transformer (encoder) block, post-norm as in the 2017 paper")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 

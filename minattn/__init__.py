@@ -1,33 +1,42 @@
 """minattn: Transformer attention as small, exact, pure NumPy functions.
 
-Read the modules in the order the math builds (walkthrough.md follows the same path):
+Read the modules in the order the math builds; walkthrough.md follows the same path (its
+section numbers in brackets):
 
-    attention.py      softmax, scaled_dot_product_attention
-    masks.py          causal_mask, padding_mask            (True = may attend)
-    heads.py          split_heads, merge_heads
-    multi_head.py     init_multi_head_attention, multi_head_attention
-    normalization.py  layer_norm, rms_norm
-    position_wise.py  feed_forward
-    encoder.py        encoder_block, encoder
-    positional.py     positional_encoding
-    blockwise.py      blockwise_attention        (FlashAttention's online softmax, same output)
-    swap.py           swap: use your own function wherever minattn calls one (exercises)
+Part I, attention and the encoder:
+    attention.py      softmax, scaled_dot_product_attention                    [2, 3]
+    masks.py          causal_mask, padding_mask   (True = may attend)          [5]
+    heads.py          split_heads, merge_heads                                 [7]
+    linear.py         linear (x @ w + b);  multi_head.py  multi_head_attention [8]
+    normalization.py  layer_norm, rms_norm                                     [9]
+    position_wise.py  feed_forward;  dropout.py  dropout                       [10, 11]
+    encoder.py        encoder_block, encoder                                   [11, 12]
+    positional.py     positional_encoding                                      [12]
+Part II, the decoder and the language model:
+    multi_head.py     grouped_attention, n_kv_heads=  (grouped-query attention) [13]
+    rope.py           apply_rope  (rotary position embedding, rotate-half)     [14]
+    decoder.py        self_attention (a KV cache; causal_mask(align=, window=)) [15]
+    position_wise.py  gated_feed_forward (SwiGLU);  decoder.py  decoder_block, decoder  [16]
+    decoder.py        causal_lm;  loss.py  cross_entropy                       [17]
+    decoder.py        generate  (greedy, temperature, top-k)                   [18]
+Parts III and IV, learning and cost:
+    the hand-written gradients sit beside their forwards                       [19]
+    blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]
 
-The decoder (walkthrough.md, Part II):
-    masks.py          causal_mask(n_q, n_k, align="bottom_right", window=w)  (a KV cache)
-    rope.py           apply_rope                 (rotary position embedding, rotate-half)
-    multi_head.py     n_kv_heads=                (grouped-query / multi-query attention)
-    normalization.py  rms_norm;  position_wise.py  gated_feed_forward (SwiGLU)
-    decoder.py        self_attention (KV cache), decoder_block, decoder, causal_lm, generate
-
-Built on the core, imported only when used:
-    train.py          a tiny encoder that learns (Adam, cross-entropy, the count task)
-    pitfalls.py       classic mistakes as buggy variants, for the exercises in walkthrough.md
-    interop.py        from_torch, mask_from_torch             (needs torch)
-    pretrained.py     load_sentence_encoder, similarity_matrix (needs the extra '.[pretrained]')
+Around the concepts, each in a sub-package named for what it holds. The engine room is what the
+concepts import; the course, the models and the display import the concepts, never the other way
+round, and are imported only when used (but for minattn.swap, which is light):
+    engine/           the engine room: argument checks (checks.py) and the policies a concept
+                      function carries as labels: float16_in_float32 (dtypes.py),
+                      gradient_by_hand (autograd_rules.py), one_blas_thread (threads.py),
+                      arrays on another array's device (devices.py), autograd on CuPy
+    course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
+                      swap.py (minattn.swap: use your own function wherever minattn calls one)
+    models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
+                      interop.py (from_torch, from_hf, mask_from_torch; needs torch)
+    display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli.py            python -m minattn
-    check.py, properties.py, exercises/   the grader and the exercise stubs (needs hypothesis)
-    cupy_autograd.py  autograd on CuPy arrays (loaded only with CuPy)
+minattn.interop and minattn.pretrained are the modules in models/, under their documented names.
 
 Shape letters, used in every shape comment:
     B  batch size                 L  sequence length (L_q queries, L_k keys)
@@ -38,7 +47,8 @@ Shape letters, used in every shape comment:
 Conventions: params are nested dicts of arrays (weights stored [d_in, d_out], so y = x @ w + b);
 configuration is keyword arguments; init_* functions take an explicit np.random.Generator.
 Everything is written with autograd.numpy, so autograd.grad differentiates it, and NumPy's
-dispatch protocols let CuPy arrays run through the same code (gradients too: cupy_autograd.py).
+dispatch protocols let CuPy arrays run through the same code (gradients too:
+engine/cupy_autograd.py).
 """
 from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention
@@ -52,6 +62,7 @@ from .positional import positional_encoding
 from .rope import apply_rope
 from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
                       init_decoder_block, self_attention)
+from .loss import cross_entropy
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -74,4 +85,5 @@ __all__ = [
     "apply_rope", "init_gated_feed_forward", "gated_feed_forward",
     "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
     "init_causal_lm", "causal_lm", "generate",
+    "cross_entropy",
 ]

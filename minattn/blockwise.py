@@ -7,9 +7,10 @@ max m, a running denominator l and an un-normalized output acc, rescaled wheneve
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
 on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k); the weights are not returned.
 
-Gradients: FlashAttention's backward. The forward pass keeps only the output and each query's
-log-sum-exp; the backward pass recomputes every tile's weights from them, so the gradient too
-needs memory that grows with L·block, not L². This hand-written VJP is first-order only (it
+Gradients: FlashAttention-2's backward (Dao 2023, algorithm 2). The forward pass keeps only the
+output and each query's log-sum-exp; the backward pass recomputes every tile's weights from
+them, so the gradient needs O(L·d) memory for q, k, v, the output and their gradients, plus
+O(H·block_size²) for the tile at hand, not O(L²). This hand-written VJP is first-order only (it
 accumulates into arrays in place): autograd cannot differentiate it again. Like the rest of the
 core it runs on CuPy arrays: nothing is created on the host.
 """
@@ -64,7 +65,7 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
 
 
 def _flash_vjp(argnums, outputs, args, kwargs):
-    # FlashAttention's backward (Dao et al. 2022, algorithm 2), tile by tile: with
+    # FlashAttention-2's backward (Dao 2023, algorithm 2), tile by tile: with
     # P = exp(S - lse) recomputed, dV += Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP - D) where
     # D = rowsum(dO ⊙ O), dQ += scale · dS K, dK += scale · dSᵀ Q.
     (out, lse), (q, k, v, key_mask, scale, causal, block_size) = outputs, args
@@ -154,7 +155,7 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
-    q, k, v, _, scale = checks.check_attention(q, k, v, None, scale, 0.0, None)
+    q, k, v, _, _, scale = checks.check_attention(q, k, v, None, scale, 0.0, None)
     batch = checks.broadcast_or_raise(
         [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
         "the leading (batch/head) dims of q, k, v")

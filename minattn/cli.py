@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-EXAMPLE_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # Q = K: three tokens attending to each other
+EXAMPLE_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # used as both Q and K (W^Q = W^K = identity)
 EXAMPLE_V = [[2.0, 1.0], [1.0, 3.0], [0.0, 2.0]]
 
 
@@ -25,7 +25,7 @@ def worked_example():
     out, weights = scaled_dot_product_attention(q, q, v)
     scores = q @ q.T / 2.0 ** 0.5
     with np.printoptions(precision=4, suppress=True):
-        print("1. The worked example: three tokens, Q = K =")
+        print("1. The worked example: three tokens, queries and keys both =")
         print(q, "\n   V =", v.tolist())
         print("scores = Q K^T / sqrt(d_k), d_k = 2:\n", scores, sep="")
         print("weights = softmax(scores), each row sums to 1:\n", weights, sep="")
@@ -68,7 +68,8 @@ def tour(args):
     head = train.most_readable_head(heads, tokens[0])
     labels = [train.ALPHABET[t] for t in tokens[0]]
     print(f"\n3. Attention of head {head} on a held-out sequence (rows: queries, columns: keys); "
-          "the head that puts the most weight on equal tokens; equal tokens get equal rows:")
+          "of the heads, the one whose weights on equal tokens add up highest; equal tokens get "
+          "equal rows:")
     print(heatmap_text(heads[head], labels, labels))
     if args.plot:
         from .display.plot import save_heatmaps
@@ -193,6 +194,9 @@ def build_parser():
         prog="python -m minattn",
         description="minattn: attention in NumPy. With no command, runs the tour: the worked "
                     "example, training a tiny encoder, and its attention map.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"minattn {__version__}")
     parser.add_argument("--seed", type=int, default=0, help="seed of the tour's training (default 0)")
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps in the tour (default 1000)")

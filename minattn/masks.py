@@ -7,9 +7,9 @@ torch.nn.MultiheadAttention's masks mean the opposite (True = ignore). Masks com
 import numbers
 
 import autograd.numpy as np
-from autograd.tracer import getval
 
 from .engine import checks
+from .engine.devices import arange
 
 
 def _check_length(name, n):
@@ -26,14 +26,10 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
     # -> bool [n_q, n_k]. causal_mask(1, 5) is [[T, F, F, F, F]]: right for the first token of a
     # sequence, wrong for a 6th token continuing a cache of 5 (walkthrough.md, "The KV cache").
     n_q, n_k = _check_causal_mask(n_q, n_k, align, window)
-    like = getval(like)  # an autograd box (like=x inside a loss) stands for its array
-    if like is None:
-        rows, cols = np.arange(n_q), np.arange(n_k)
-    else:
-        rows, cols = np.arange(n_q, like=like), np.arange(n_k, like=like)
-    position = rows[:, None] + (n_k - n_q if align == "bottom_right" else 0)  # [n_q, 1]
-    mask = position >= cols[None, :]
-    return mask if window is None else mask & (cols[None, :] > position - window)
+    query = arange(n_q, like)[:, None] + (n_k - n_q if align == "bottom_right" else 0)  # [n_q, 1]
+    key = arange(n_k, like)[None, :]  # [1, n_k]
+    mask = query >= key  # [n_q, n_k]: no key from the future
+    return mask if window is None else mask & (key > query - window)
 
 
 def _check_causal_mask(n_q, n_k, align="top_left", window=None):
@@ -68,5 +64,5 @@ def padding_mask(lengths, n):
     and queries; combine with causal_mask by `&`."""
     # int [B] -> bool [B, 1, 1, n]. The two singleton axes broadcast over heads and queries.
     lengths = _check_padding_mask(lengths, n)
-    positions = np.arange(n, like=lengths)
+    positions = arange(n, lengths)  # [n]
     return (positions[None, :] < lengths[:, None])[:, None, None, :]

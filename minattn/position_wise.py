@@ -3,32 +3,42 @@ import math
 
 import autograd.numpy as np
 import numpy
-from autograd.extend import defvjp, primitive
 
 from .engine import checks
+from .engine.autograd_rules import gradient_by_hand
+from .engine.dtypes import float16_in_float32
 from .dropout import dropout as _dropout
 from .linear import linear
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
-@primitive
+def relu_vjp(wrt, g, y, x):
+    return {"x": g * (x > 0)}  # the gradient at 0 is 0, as in torch
+
+
+@gradient_by_hand(relu_vjp)
 def relu(x):
     # max(x, 0), in x's dtype; NaN stays NaN, as in torch.
     return np.maximum(x, 0)
 
 
-defvjp(relu, lambda y, x: lambda g: g * (x > 0))  # the gradient at 0 is 0, as in torch
-
-
+@float16_in_float32("x")  # scipy's erf has no float16 loop
 def gelu(x):
-    # Exact GELU, x * Phi(x) with the Gaussian CDF written through erf (torch's default).
-    if x.dtype == np.float16:  # scipy's erf has no float16 loop: it would return float64
-        return gelu(x.astype(np.float32)).astype(np.float16)
+    # Exact GELU, x Φ(x) with Φ the Gaussian CDF, written through erf (torch's default):
+    # Φ(x) = (1 + erf(x / √2)) / 2. How _gelu computes it fast: walkthrough.md's appendix.
     return _gelu(x)
 
 
-@primitive
+def gelu_vjp(wrt, g, y, x):
+    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density.
+    from autograd.scipy.special import erf
+
+    return {"x": g * (0.5 * (1.0 + erf(x / math.sqrt(2.0)))
+                      + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))}
+
+
+@gradient_by_hand(gelu_vjp)
 def _gelu(x):
     if x.dtype != np.float32:
         from scipy.special import erf  # exact; scipy is imported only when GELU is used
@@ -79,17 +89,6 @@ def _in_chunks(f, x):
     for start in range(0, flat.size, chunk):
         f(flat[start:start + chunk], out[start:start + chunk])
     return np.reshape(out, np.shape(x))
-
-
-def _gelu_vjp(y, x):
-    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density.
-    from autograd.scipy.special import erf
-
-    return lambda g: g * (0.5 * (1.0 + erf(x / math.sqrt(2.0)))
-                          + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))
-
-
-defvjp(_gelu, _gelu_vjp)
 
 
 def gelu_tanh(x):

@@ -418,3 +418,14 @@ def grad_causal_lm(put, dtype):
     tokens = _tokens(put)
     return (lambda p: ma.causal_lm(p, tokens, **LLAMA)), \
         [_lm(put, dtype, position="rope", tied=False, **LLAMA_INIT)]
+
+
+@case("cross_entropy")
+def cross_entropy(put, dtype):
+    return ma.cross_entropy(put(_normal(B, L, 7, dtype=dtype)), put(np.arange(B * L).reshape(B, L) % 7))
+
+
+@grad_case("cross_entropy", (0, "logits"))
+def grad_cross_entropy(put, dtype):
+    targets = put(np.arange(B * L).reshape(B, L) % 7)
+    return (lambda logits: ma.cross_entropy(logits, targets)), [put(_normal(B, L, 7, dtype=dtype))]

@@ -182,6 +182,12 @@ CASES.update({
         "temperature": [-1.0, "1", None, True], "top_k": [0, 1.5, "3", True]}),
     "generate rng": (lambda **a: ma.generate(LM, TOKENS, 2, n_heads=2, temperature=1.0,
                                              rng=a.get("rng")), {"rng": [42, "rng", None]}),
+    "cross_entropy": (lambda **a: ma.cross_entropy(
+        a.get("logits", np.zeros((2, 3, 11))), a.get("targets", TOKENS)), {
+        "logits": ["text", np.zeros((2, 3, 11), int), np.zeros((2, 4, 11)), np.zeros((2, 3, 0)),
+                   np.zeros((2, 3, 5))],
+        "targets": ["text", TOKENS.astype(float), TOKENS[:, :2], np.array([[1, 2, 11], [0, 0, 0]]),
+                    np.array([[-1, 0, 0], [0, 0, 0]])]}),
 })
 
 

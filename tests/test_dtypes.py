@@ -139,6 +139,8 @@ def _decoder_cases():
 
 CASES = dict(_cases())
 CASES.update(_decoder_cases())
+CASES["cross_entropy dlogits"] = lambda: (
+    _x(2, 5, 7), lambda a: ma.cross_entropy(a, np.arange(10).reshape(2, 5) % 7))
 
 
 def _scalar(out):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import minattn
-from minattn.course import check, pitfalls, properties
+from minattn.course import grader as check, pitfalls, properties
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 CORRECT = (SOLUTIONS / "correct.py").read_text()

@@ -95,8 +95,10 @@ def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0,
 def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
     """scaled_dot_product_attention masking by adding -1e9 to the scores instead of -inf.
 
-    A query whose keys are all masked then sees equal scores everywhere, so it gets uniform
-    weights over keys it must not see (the mean of the padding leaks out) instead of zeros.
+    A query whose keys are all masked then gets weights over keys it must not see instead of
+    zeros: uniform in float32, where s - 1e9 rounds to the same number for every modest score s
+    (the mean of the padding leaks out), and in float64, where the shift cancels, the unmasked
+    softmax.
     In float16 -1e9 does not exist: the cast overflows to -inf (with a RuntimeWarning), and a
     softmax without minattn's guard for empty rows then computes -inf - (-inf) = NaN there.
     """

@@ -2,9 +2,10 @@
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
-                  label="attention weight", annotate=False):
+                  label="attention weight", annotate=False, vmax=1.0):
     """weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head);
-    annotate=True writes each cell's value (2 decimals) in it."""
+    annotate=True writes each cell's value (2 decimals) in it; the colour scale runs from 0 to
+    vmax (1 by default; smaller weights are easier to tell apart on a shorter scale)."""
     try:
         import matplotlib
 
@@ -22,11 +23,12 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
     size = 0.35 * max(weights.shape[1:]) + 1.5
     fig, axes = plt.subplots(1, n, figsize=(size * n + 1, size + 0.5), squeeze=False)
     for i, ax in enumerate(axes[0]):
-        image = ax.imshow(weights[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        image = ax.imshow(weights[i], vmin=0.0, vmax=vmax, cmap="viridis")
         if annotate:
             for (r, c), value in numpy.ndenumerate(weights[i]):
-                ax.text(c, r, f"{value:.2f}", ha="center", va="center",
-                        color="black" if value > 0.5 else "white")
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7 if
+                        max(weights.shape[1:]) > 5 else 10,
+                        color="black" if value > 0.5 * vmax else "white")
         ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], rotation=90)
         ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels])
         ax.set_xlabel("key")

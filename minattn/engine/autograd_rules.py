@@ -1,12 +1,72 @@
-"""Autograd rules that minattn owns, where autograd's own would change a dtype or a device.
+"""Autograd rules that minattn owns: gradients written by hand, and a `where` that keeps dtypes.
+
+`@gradient_by_hand(vjp)` makes a function an autograd primitive: autograd no longer traces the
+operations inside it; on the way back it calls `vjp` instead, the vector-Jacobian product
+written by hand beside the forward pass (walkthrough.md, "Backpropagation by hand"). The forward
+then runs on plain arrays (no autograd boxes, no tape: faster, and free to use in-place `out=`
+arithmetic on arrays it made itself), and the backward is one formula per argument instead of
+one per NumPy call. A VJP is written with autograd.numpy, so it can be differentiated again
+(second derivatives).
+
+    def softmax_vjp(wrt, g, p, x, axis, mask):     # wrt: names of the arguments wanted
+        return {"x": p * (g - np.sum(g * p, axis=axis, keepdims=True))}
+
+The VJP gets the names of the arguments autograd wants (`wrt`), the output's gradient `g`, the
+forward's output(s), and the forward's arguments by name, as they were passed (so a VJP re-reads
+defaults, e.g. scale=None, through the same check the forward used). It returns {name: gradient}
+for the names in `wrt`; the decorator sums each gradient over the dims its argument was
+broadcast along. `unless="dropout"`: when that argument is truthy, the function is left to
+autograd to differentiate as written (the hand VJP has no dropout).
 
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
 """
+import functools
+
 import autograd.numpy as np
-from autograd.extend import defvjp, primitive
+from autograd.builtins import SequenceBox
+from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
+
+from .signatures import binder, call_by_name
+
+
+def gradient_by_hand(vjp, *, unless=None):
+    """Decorator: see the module docstring."""
+    def decorate(f):
+        names, bind = binder(f)
+
+        @primitive
+        def forward(*values):  # every argument positional, so autograd sees keyword ones too
+            return call_by_name(f, names, values)
+
+        def vjp_maker(argnums, outputs, values, kwargs):
+            wrt = [names[i] for i in argnums]
+
+            def backward(g):
+                grads = vjp(wrt, g, outputs, **dict(zip(names, values)))
+                return tuple(unbroadcast_f(values[i], lambda _, n=n: grads[n])(None)
+                             for i, n in zip(argnums, wrt))
+
+            return backward
+
+        defvjp_argnums(forward, vjp_maker)
+        skip = None if unless is None else names.index(unless)
+
+        @functools.wraps(f)
+        def with_gradient_by_hand(*args, **kwargs):
+            values = bind(args, kwargs)
+            if skip is not None and values[skip]:
+                return f(*args, **kwargs)
+            out = forward(*values)
+            # Several outputs come back from autograd as one boxed tuple: hand back a tuple.
+            return tuple(out) if isinstance(out, SequenceBox) else out
+
+        with_gradient_by_hand.vjp = vjp
+        return with_gradient_by_hand
+
+    return decorate
 
 
 @primitive

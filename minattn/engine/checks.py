@@ -104,15 +104,20 @@ def check_softmax(x, axis, mask):
 
 
 def check_attention(q, k, v, mask, scale, dropout, rng):
-    """scaled_dot_product_attention's arguments; returns q, k, v, mask, and scale as a float
-    (1/sqrt(d_k) by default: a dot product of d_k unit-variance terms has variance d_k)."""
+    """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias and scale: the mask
+    split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the scores,
+    in the scores' dtype; 0.0 without one), and scale as a float (1/sqrt(d_k) by default: a dot
+    product of d_k unit-variance terms has variance d_k)."""
     q, k, v, batch = check_qkv(q, k, v)
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
     scale = default if scale is None else check_positive_real("scale", scale)
     check_dropout(dropout, rng)
-    return q, k, v, mask, scale
+    if mask is None or np.dtype(mask.dtype).kind == "b":
+        return q, k, v, mask, 0.0, scale
+    # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
+    return q, k, v, None, mask.astype(np.result_type(q.dtype, k.dtype)), scale
 
 
 def check_split_heads(x, n_heads):
@@ -166,13 +171,15 @@ def check_mask(mask, target_shape, target_name="the scores"):
 
 def check_not_keep_mask(mask):
     # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
-    # as np.tril(np.ones((L, L))) would mask nothing while looking right. Refuse it rather than
+    # as np.tril(np.ones((L, L))) would remove nothing while looking right: it adds 1 to the
+    # allowed scores, so a masked key keeps its weight divided by only e. Refuse it rather than
     # guess: a keep/drop mask is boolean.
     values = getval(mask)
     if values.size and bool(np.all((values == 0) | (values == 1))) and bool(np.any(values == 1)):
         raise ValueError(
             f"mask is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
-            "mask is added to the scores, so this would mask nothing. For a keep/drop mask pass "
+            "mask is added to the scores, so this would remove no key (it adds 1 to the kept "
+            "scores). For a keep/drop mask pass "
             "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
             "and -inf"
         )

@@ -3,15 +3,14 @@
 The task, "count": for every token, output how many times it occurs in its sequence.
 Attention is the only sublayer that moves information between tokens, so it must gather it.
 The task is permutation equivariant, so no positional encoding is needed; without positions,
-equal tokens get equal attention rows (walkthrough.md, section 14).
+equal tokens get equal attention rows (walkthrough.md, section 20).
 """
 import autograd.numpy as np
 from autograd import value_and_grad
-from autograd.tracer import getval
 
-from ..engine.autograd_rules import where
 from ..encoder import encoder, init_encoder
 from ..linear import linear
+from ..loss import cross_entropy
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The tour's task and model: sequences of 10 tokens over 5 letters; one block, 4 heads.
@@ -47,16 +46,6 @@ def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
     x, weights = encoder(params["encoder"], x, n_heads=n_heads, return_weights=True)
     logits = linear(x, params["head"]["w"], params["head"]["b"])  # [N, L, C]
     return (logits, weights) if return_weights else logits
-
-
-def cross_entropy(logits, targets):
-    """logits [N, L, C], int targets [N, L] -> the mean negative log-likelihood of the targets
-    (log-softmax with the max shift)."""
-    # [N, L, C], int [N, L] -> mean negative log-likelihood of the targets.
-    shifted = logits - np.max(getval(logits), axis=-1, keepdims=True)  # a constant shift
-    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-    one_hot = targets[..., None] == np.arange(logits.shape[-1], like=targets)  # [N, L, C]
-    return -np.sum(where(one_hot, log_probs, 0.0)) / targets.size
 
 
 def accuracy(params, tokens, targets, *, n_heads=N_HEADS):

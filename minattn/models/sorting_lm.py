@@ -13,7 +13,8 @@ import autograd.numpy as np
 from autograd import value_and_grad
 
 from ..decoder import causal_lm, generate, init_causal_lm
-from .count_task import adam_init, adam_update, cross_entropy
+from ..loss import cross_entropy
+from .count_task import adam_init, adam_update
 
 N_DIGITS = 6
 SEPARATOR = 10  # tokens 0..9 are the digits

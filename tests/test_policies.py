@@ -1,0 +1,143 @@
+"""The engine room's policies (minattn/engine/), each stated on a toy function, so that what a
+label above a concept function promises is checked apart from any one concept."""
+import autograd.numpy as anp
+import numpy as np
+import pytest
+from autograd import grad
+from autograd.test_util import check_grads
+
+import minattn as ma
+from minattn.engine.autograd_rules import gradient_by_hand
+from minattn.engine.dtypes import float16_in_float32
+from minattn.engine.signatures import binder
+
+
+def test_binder_fills_defaults_and_keywords_in_signature_order():
+    def f(a, b=2, *, c=3, d=None):
+        pass
+
+    names, bind = binder(f)
+    assert names == ("a", "b", "c", "d")
+    assert bind((1,), {}) == [1, 2, 3, None]
+    assert bind((1, 5), {"d": 7}) == [1, 5, 3, 7]
+    assert bind((), {"a": 0, "c": 9}) == [0, 2, 9, None]
+
+
+@pytest.mark.parametrize("args, kwargs", [((), {}), ((1, 2, 3), {}), ((1,), {"e": 1}),
+                                          ((1,), {"a": 1})])
+def test_binder_leaves_a_wrong_call_to_pythons_own_type_error(args, kwargs):
+    def f(a, b=2, *, c=3):
+        pass
+
+    with pytest.raises(TypeError):
+        f(*args, **kwargs)  # the reference: Python refuses this call
+    with pytest.raises(TypeError):
+        binder(f)[1](args, kwargs)
+
+
+seen = []
+
+
+@float16_in_float32("x", "y")
+def toy(x, y, bias=None, *, scale=1.0):
+    seen.append((x.dtype, y.dtype, None if bias is None else bias.dtype))
+    out = scale * x * y
+    return out if bias is None else (out + bias, bias)
+
+
+def test_float16_inputs_are_computed_in_float32_and_returned_as_float16():
+    x, y = np.float16([1.0, 2.0]), np.float16([3.0, 4.0])
+    seen.clear()
+    out = toy(x, y)
+    assert seen == [(np.float32, np.float32, None)]
+    assert out.dtype == np.float16 and np.array_equal(out, np.float16([3.0, 8.0]))
+
+
+def test_other_floating_arguments_are_taken_in_float16_first():
+    # A float64 -1e9 given with float16 inputs means -inf, as it would in float16.
+    x, y = np.float16([1.0]), np.float16([1.0])
+    out, bias = toy(x, y, np.array([-1e9]))
+    assert bias.dtype == np.float16 and np.isneginf(bias[0]) and np.isneginf(out[0])
+    out, bias = toy(x, y, np.array([0.1]))  # rounded to float16's 0.1
+    assert float(bias[0]) == float(np.float16(0.1))
+
+
+@pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float16, np.float32),
+                                    (np.float64, np.float16)])
+def test_other_dtypes_pass_through_untouched(dtypes):
+    x, y = np.ones(2, dtypes[0]), np.ones(2, dtypes[1])
+    seen.clear()
+    out = toy(x, y)
+    assert seen == [(np.dtype(dtypes[0]), np.dtype(dtypes[1]), None)]
+    assert out.dtype == np.result_type(*dtypes)
+
+
+def test_float16_policy_keeps_gradients_flowing():
+    x = np.float16([0.5, -1.5])
+    g = grad(lambda x: anp.sum(toy(x, x)))(x)
+    assert g.dtype == np.float16 and np.allclose(g.astype(float), 2 * x.astype(float))
+
+
+def square_vjp(wrt, g, y, x, b, *, scale, dropout):
+    grads = {"x": lambda: g * 2 * scale * x, "b": lambda: g,
+             "scale": lambda: anp.sum(g * x * x)}
+    return {name: grads[name]() for name in wrt}
+
+
+calls = []
+
+
+@gradient_by_hand(square_vjp, unless="dropout")
+def square(x, b, *, scale=1.0, dropout=0.0):
+    calls.append(type(x).__name__)
+    return scale * x * x + b
+
+
+def test_gradient_by_hand_is_used_for_every_argument_keyword_ones_too():
+    x, b = np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([0.25, -1.0])  # b broadcasts over rows
+    f = lambda x, b, s: anp.sum(anp.sin(square(x, b, scale=s)))
+    plain = lambda x, b, s: anp.sum(anp.sin(s * x * x + b))
+    for i in range(3):
+        got, expected = grad(f, i)(x, b, 1.5), grad(plain, i)(x, b, 1.5)
+        assert np.shape(got) == np.shape(expected) and np.allclose(got, expected, atol=1e-12)
+    check_grads(lambda x: f(x, b, 1.5), modes=["rev"], order=2)(x)  # the VJP is differentiable
+
+
+def test_forward_runs_on_plain_arrays_unless_told_otherwise():
+    x, b = np.array([1.0, 2.0]), np.array(0.5)
+    calls.clear()
+    grad(lambda x: anp.sum(square(x, b)))(x)
+    assert calls == ["ndarray"]  # a primitive: autograd did not trace the inside
+    calls.clear()
+    g = grad(lambda x: anp.sum(square(x, b, dropout=0.1)))(x)
+    assert calls == ["ArrayBox"] and np.allclose(g, 2 * x)  # traced by autograd instead
+
+
+def test_a_wrong_call_to_a_policy_wrapped_function_is_pythons_type_error():
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ma.softmax(np.ones(3), axes=0)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        ma.scaled_dot_product_attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)),
+                                        scael=1.0)
+
+
+# The rule for additive masks, across the API: a floating mask is taken in the inputs' dtype.
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_an_additive_mask_is_taken_in_the_inputs_dtype(dtype):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 3, 4)).astype(dtype) for _ in range(3))
+    mask = np.where(rng.random((3, 3)) < 0.4, -1e9, rng.normal(size=(3, 3)))
+    mask[1] = -1e9  # a fully masked row
+    for call in (lambda m: ma.scaled_dot_product_attention(q, k, v, m),
+                 lambda m: ma.multi_head_attention(
+                     ma.init_multi_head_attention(np.random.default_rng(1), 4, 2, dtype=dtype),
+                     q, k, v, m, n_heads=2)):
+        out, weights = call(mask)  # float64
+        with np.errstate(over="ignore"):  # -1e9 is -inf in float16
+            in_dtype = mask.astype(dtype)
+        out_ref, weights_ref = call(in_dtype)
+        assert out.dtype == dtype and weights.dtype == dtype
+        np.testing.assert_array_equal(out, out_ref)
+        np.testing.assert_array_equal(weights, weights_ref)
+    if dtype == np.float16:  # -1e9 is -inf in float16: the fully masked row gets zero weights
+        assert not np.any(weights[..., 1, :])
