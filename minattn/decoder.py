@@ -40,7 +40,8 @@ def geglu_tanh(params, x):
     return hidden @ params["w_down"]
 
 
-GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}  # their params: w_gate, w_up, w_down
+# The gated feed-forwards; their params: w_gate, w_up, w_down.
+GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}
 DECODER_ACTIVATIONS = ACTIVATIONS + tuple(GATED)
 POSITIONS = ("learned", "rope")
 
@@ -64,7 +65,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
     if "q_norm" in params:  # QK-norm: bounded q and k, so the scores cannot blow up
-        q, k = rms_norm(q, params["q_norm"]["gamma"], eps), rms_norm(k, params["k_norm"]["gamma"], eps)
+        q = rms_norm(q, params["q_norm"]["gamma"], eps)  # [..., H, L, d_k], per head
+        k = rms_norm(k, params["k_norm"]["gamma"], eps)
     if positions is not None:  # RoPE: q and k rotate by their absolute positions
         positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
         rotate = lambda t: apply_rope(t, positions, base=rope_base, scaling=rope_scaling)
@@ -161,7 +163,8 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
                  if d_k * n_heads == d_model else
                  _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype))
     if qk_norm:
-        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)} for key in ("q_norm", "k_norm")})
+        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
+                          for key in ("q_norm", "k_norm")})
     params = {"self_attention": attention,
               "norm1": _init_norm(d_model, norm, dtype)}
     if cross_attention:
@@ -488,7 +491,8 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
             raise TypeError("cache must be a tuple of {'k', 'v'} dicts, one per layer")
         past = first["k"].shape[-2]
     if attention_mask is not None:
-        attention_mask = check_attention_mask(attention_mask, (tokens.shape[0], past + tokens.shape[1]))
+        attention_mask = check_attention_mask(attention_mask,
+                                              (tokens.shape[0], past + tokens.shape[1]))
     if position == "learned":
         n_positions = params["position_embedding"].shape[0]
         if past + tokens.shape[1] > n_positions:

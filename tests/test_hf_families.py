@@ -92,7 +92,8 @@ def _float64_source(fn):
     source = textwrap.dedent(inspect.getsource(fn)).replace("dtype=torch.float)",
                                                             "dtype=torch.float64)")
     source = source.replace("dtype=torch.float32", "dtype=torch.float64")
-    source = source.replace("device=device, dtype=torch.float)", "device=device, dtype=torch.float64)")
+    source = source.replace("device=device, dtype=torch.float)",
+                            "device=device, dtype=torch.float64)")
     source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
     namespace = dict(vars(inspect.getmodule(fn)))
     exec(source, namespace)

@@ -75,7 +75,8 @@ def test_yarn_attention_factor_scales_queries_and_keys():
 
 @pytest.mark.parametrize("scaling, match", [
     ({"rope_type": "longrope"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
-    ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"), ("linear", "dict")])
+    ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"),
+    ("linear", "dict")])
 def test_unknown_rope_scaling_is_refused_by_name(scaling, match):
     with pytest.raises(ValueError, match=match):
         ma.apply_rope(np.ones((3, 4)), np.arange(3), scaling=scaling)
@@ -151,7 +152,8 @@ def test_generate_pads_ended_rows_and_stops_when_all_have_ended():
     for row in range(3):  # each row: the free run up to its first eos, then padding
         new = free[row, 4:4 + out.shape[1] - 4]
         ends = np.flatnonzero(new == eos)
-        expected = new if not ends.size else np.r_[new[:ends[0] + 1], [0] * (len(new) - ends[0] - 1)]
+        stop = ends[0] + 1 if ends.size else len(new)
+        expected = np.r_[new[:stop], [0] * (len(new) - stop)]
         np.testing.assert_array_equal(out[row, 4:], expected)
     assert out.shape[1] == 12 or (out[:, 4:] == eos).any(axis=1).all()
     with pytest.raises(ValueError, match="pad_token_id"):
