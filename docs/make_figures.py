@@ -154,12 +154,13 @@ def attention_block(path):
     _box(ax, 2.5, 6.9, "output  [L, D]: the next block's input", "#dff3e0")
     for y0, y1 in ((0.4, 1.7), (1.7, 3.0), (3.0, 4.3), (4.3, 5.6), (5.6, 6.9)):
         _arrow(ax, (2.5, y0), (2.5, y1), shrink=16)
-    # The residual paths: the sublayer's input goes around it and is added back.
-    for y0, y1 in ((0.4, 3.0), (3.0, 5.6)):
-        ax.annotate("", xy=(4.45, y1), xytext=(4.05, y0),
-                    arrowprops=dict(arrowstyle="-|>", color="#b03a2e", lw=1.2,
-                                    connectionstyle="arc3,rad=-0.3"))
-        ax.text(5.0, (y0 + y1) / 2, "residual:\nadd the\ninput back", fontsize=8, color="#b03a2e",
+    # The residual paths: the sublayer's input goes around it (right of the boxes) and is added
+    # back in the add & norm box.
+    for y0, y1 in ((1.0, 3.0), (3.55, 5.6)):  # branch off the main path between two boxes
+        ax.plot([2.5, 5.0, 5.0], [y0, y0, y1], color="#b03a2e", lw=1.2)
+        ax.annotate("", xy=(4.35, y1), xytext=(5.0, y1),
+                    arrowprops=dict(arrowstyle="-|>", color="#b03a2e", lw=1.2))
+        ax.text(5.1, (y0 + y1) / 2, "residual:\nadd the\ninput back", fontsize=8, color="#b03a2e",
                 va="center")
     ax.text(0.0, 3.6, "x N blocks", fontsize=10, rotation=90, va="center")
     ax.set_title("one Transformer (encoder) block, post-norm as in the 2017 paper")

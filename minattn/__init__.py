@@ -18,7 +18,9 @@ Part II, the decoder and the language model:
     decoder.py        self_attention (a KV cache; causal_mask(align=, window=)) [15]
     position_wise.py  gated_feed_forward (SwiGLU);  decoder.py  decoder_block, decoder  [16]
     decoder.py        causal_lm;  loss.py  cross_entropy                       [17]
-    decoder.py        generate  (greedy, temperature, top-k)                   [18]
+    decoder.py        generate  (greedy, temperature, top-k, top-p)            [18]
+    rope_scaling.py   rope_frequencies (long-context RoPE schedules);  softcap.py  soft_cap,
+                      capped_attention (Gemma 2)        ["Model families", after 18]
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [19]
     blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]

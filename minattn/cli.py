@@ -2,14 +2,18 @@
 
     python -m minattn                      the tour: worked example, training, attention map
     python -m minattn similarity S1 S2 ... cosine similarities from a real pretrained encoder
-    python -m minattn attention "a sentence" --layer 0 --head 0
+    python -m minattn attention "a sentence" --layer 0 --head 0 [--html FILE.html]
+    python -m minattn attention "A B A C" --model count   (or sort, induction: trained first)
+    python -m minattn induction            grow an induction head, with its scores
     python -m minattn exercises DIR        copy the exercise stubs into DIR
     python -m minattn check FILE.py        grade your functions by minattn's properties
+                                           (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
 """
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -115,11 +119,11 @@ def generate(args):
     return 0
 
 
-def _digit_prompt(text):
+def _digit_prompt(text, option="--digits"):
     from .models import sorting_lm as train_lm
 
     if len(text) != train_lm.N_DIGITS or not text.isdigit():
-        raise ValueError(f"--digits takes exactly {train_lm.N_DIGITS} digits, got {text!r}")
+        raise ValueError(f"{option} takes exactly {train_lm.N_DIGITS} digits, got {text!r}")
     return [int(c) for c in text] + [train_lm.SEPARATOR]
 
 
@@ -164,29 +168,243 @@ def similarity(args):
     return 0
 
 
+TERMINAL_TOKENS = 48  # the terminal heatmap shows at most this many tokens (say so beyond)
+MODELS = ("minilm", "count", "sort", "induction")
+INDUCTION_STEPS = 1000  # minattn.models.induction.STEPS; here so that --help imports no model
+
+
 def attention(args):
     from .display.terminal import heatmap_text
-    from .models.pretrained import load_sentence_encoder
 
     if args.plot:
         _check_plot_available()
-    encoder = load_sentence_encoder(args.model)
-    tokens, weights = encoder.attention(args.sentence)
+    tokens, weights, name = _attention_of(args)
     n_layers, n_heads = len(weights), weights[0].shape[0]
-    if not 0 <= args.layer < n_layers:
-        raise SystemExit(f"--layer must be in [0, {n_layers - 1}], got {args.layer}")
-    if not 0 <= args.head < n_heads:
-        raise SystemExit(f"--head must be in [0, {n_heads - 1}], got {args.head}")
-    print(heatmap_text(weights[args.layer][args.head], tokens, tokens,
-                       title=f"layer {args.layer}, head {args.head} (rows: queries, columns: keys)"))
+    shown = min(len(tokens), TERMINAL_TOKENS)
+    if shown < len(tokens):
+        print(f"the terminal view shows the first {shown} of {len(tokens)} tokens (its limit); "
+              f"--html or --plot draw up to {_page_limit()}")
+    print(heatmap_text(weights[args.layer][args.head][:shown, :shown], tokens[:shown],
+                       tokens[:shown], title=f"{name}: layer {args.layer}, head {args.head} "
+                       "(rows: queries, columns: keys)"))
     if args.plot:
         from .display.plot import save_heatmaps
 
         save_heatmaps(args.plot, weights[args.layer], tokens, tokens,
                       titles=[f"head {h}" for h in range(n_heads)],
-                      suptitle=f"layer {args.layer}: {args.sentence}")
+                      suptitle=f"{name}, layer {args.layer}: {' '.join(tokens)}")
         print(f"saved the layer's {n_heads} heads to {args.plot}")
+    if args.html:
+        from .display.html import save_attention_html
+
+        save_attention_html(args.html, tokens, weights, title=f"{name}: {' '.join(tokens)}",
+                            layer=args.layer, head=args.head)
+        print(f"saved the attention page ({n_layers} layers x {n_heads} heads) to {args.html}")
     return 0
+
+
+def _page_limit():
+    from .display.html import MAX_TOKENS
+
+    return MAX_TOKENS
+
+
+def _attention_of(args):
+    # -> (tokens [L] str, weights [n_layers] of [H, L, L], the model's name). The text, the
+    # layer, the head and the size are checked before the model runs (or trains).
+    model = args.model or "minilm"
+    trained_here = {"count": "count model", "sort": "sorting LM", "induction": "induction model"}
+    if model in trained_here:
+        n_tokens, run, sizes = _trained_model(model, args.sentence, args)
+        _check_layer_head_size(args, sizes, n_tokens)
+        tokens, weights = run()
+        return tokens, weights, trained_here[model]
+    if args.steps is not None:
+        raise SystemExit(f"--steps is for the models trained here (count, sort, induction); "
+                         f"{model} is pretrained")
+    from .models.pretrained import load_sentence_encoder
+
+    encoder = load_sentence_encoder(None if model == "minilm" else model)
+    encoding = encoder.tokenizer.encode_batch([args.sentence])[0]
+    if encoding.overflowing:
+        print(f"the text is longer than the model reads: cut to its first "
+              f"{encoder.config['max_seq_length']} word pieces (max_seq_length)")
+    config = encoder.config
+    _check_layer_head_size(args, (config["num_hidden_layers"], config["num_attention_heads"]),
+                           len(encoding.tokens))
+    tokens, weights = encoder.attention(args.sentence)
+    return tokens, weights, "all-MiniLM-L6-v2" if model == "minilm" else model
+
+
+def _check_layer_head_size(args, sizes, n_tokens):
+    n_layers, n_heads = sizes
+    if not 0 <= args.layer < n_layers:
+        raise SystemExit(f"--layer must be in [0, {n_layers - 1}], got {args.layer}")
+    if not 0 <= args.head < n_heads:
+        raise SystemExit(f"--head must be in [0, {n_heads - 1}], got {args.head}")
+    for option in ("html", "plot"):
+        if getattr(args, option) and n_tokens > _page_limit():
+            raise SystemExit(f"--{option} draws at most {_page_limit()} tokens; the text has "
+                             f"{n_tokens}: shorten it")
+
+
+def _trained_model(model, text, args):
+    # -> (the number of tokens, a function that trains the model and returns (tokens as labels,
+    # its weights), (n_layers, n_heads)). The text is read first: a wrong text is refused before
+    # any training.
+    steps = args.steps
+    if model == "count":
+        from .models import count_task as task
+
+        letters = text.replace(" ", "").upper()
+        if not 1 <= len(letters) <= 32 or set(letters) - set(task.ALPHABET[:task.VOCAB_SIZE]):
+            raise SystemExit(f"--model count reads 1 to 32 letters from "
+                             f"{task.ALPHABET[:task.VOCAB_SIZE]}, got {text!r}")
+        ids = np.array([[task.ALPHABET.index(c) for c in letters]])
+
+        def run():
+            params = _with_bar(steps or 1000, lambda **kw: task.train_count_model(
+                seed=args.seed, **kw))
+            return list(letters), [w[0] for w in task.count_model(params, ids,
+                                                                  return_weights=True)[1]]
+
+        return len(letters), run, (1, task.N_HEADS)
+    if model == "sort":
+        from .models import sorting_lm as task
+
+        digits = _digit_prompt(text.replace(" ", ""), "--model sort")
+
+        def run():
+            params = _with_bar(steps or 300, lambda **kw: task.train_sort_model(
+                seed=args.seed, **kw))
+            out = task.generate(params, np.array([digits]), task.N_DIGITS, **task.CONFIG)
+            labels = ["|" if t == task.SEPARATOR else str(t) for t in out[0]]  # its own answer
+            return labels, _sorting_lm_weights(params, out)
+
+        return 2 * task.N_DIGITS + 1, run, (2, task.CONFIG["n_heads"])
+    from .models import induction as task
+
+    words = text.split()
+    limit = task.BLOCK_LENGTHS[1] * 2
+    if not 1 <= len(words) <= limit:
+        raise SystemExit(f"--model induction reads 1 to {limit} words (its positions), got "
+                         f"{len(words)}")
+    ids = {}
+    tokens = np.array([[ids.setdefault(w, len(ids)) for w in words]])  # ids by first appearance
+
+    def run():
+        params = _with_bar(steps or task.STEPS, lambda **kw: task.train_induction_model(
+            seed=args.seed, **kw))
+        _, weights = task.induction_model(params, tokens, n_heads=task.CONFIG["n_heads"],
+                                          return_weights=True)
+        return words, [w[0] for w in weights]
+
+    return len(words), run, (task.CONFIG["n_layers"], task.CONFIG["n_heads"])
+
+
+def _with_bar(steps, train):
+    from tqdm import tqdm
+
+    print(f"training the model first ({steps} steps; --steps to change):")
+    with tqdm(total=steps, unit="step", ncols=80, mininterval=0.5, file=sys.stdout) as bar:
+        def progress(step, loss):
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+
+        return train(steps=steps, callback=progress)
+
+
+def _sorting_lm_weights(params, tokens):
+    # The sorting LM's attention, layer by layer: each block's weights are those of its
+    # self-attention on the pre-normed input (decoder.causal_lm does not return them).
+    from .decoder import decoder_block
+    from .masks import causal_mask
+    from .models.sorting_lm import CONFIG
+    from .multi_head import multi_head_attention
+    from .normalization import layer_norm
+
+    length = tokens.shape[-1]
+    x = params["token_embedding"][tokens] + params["position_embedding"][:length]  # [1, L, D]
+    mask = causal_mask(length)
+    weights = []
+    for layer in params["layers"]:
+        h = layer_norm(x, layer["norm1"]["gamma"], layer["norm1"]["beta"])
+        weights.append(multi_head_attention(layer["self_attention"], h, h, h, mask,
+                                            n_heads=CONFIG["n_heads"])[1][0])
+        x = decoder_block(layer, x, mask, n_heads=CONFIG["n_heads"], norm_first=True,
+                          activation=CONFIG["activation"])
+    return weights
+
+
+def induction(args):
+    from .models import induction as task
+
+    if args.plot:
+        _check_plot_available()
+    config = {**task.CONFIG, "n_layers": args.layers}
+    n_heads = config["n_heads"]
+    print(f"Training a {args.layers}-layer, attention-only causal transformer ({n_heads} heads a "
+          f"layer, no feed-forward) on random blocks of {task.BLOCK_LENGTHS[0]} to "
+          f"{task.BLOCK_LENGTHS[1]} distinct tokens repeated twice (seed {args.seed}):")
+    losses = []
+    start = time.perf_counter()
+    params = _with_bar(args.steps, lambda callback, **kw: task.train_induction_model(
+        seed=args.seed, callback=lambda step, loss: (losses.append(loss), callback(step, loss)),
+        **config, **kw))
+    seconds = time.perf_counter() - start
+    report, tokens, weights = task.evaluate(params, seed=args.seed, n_heads=n_heads)
+    first, second = report["loss_first_half"], report["loss_second_half"]
+    print(f"\nheld-out sequences ({task.EVAL_BLOCK} tokens, then the same {task.EVAL_BLOCK}):")
+    print(f"  loss on the first block  {first:.3f}   (a uniform guess: log {task.VOCAB_SIZE} = "
+          f"{np.log(task.VOCAB_SIZE):.3f})")
+    print(f"  loss on the repeat       {second:.3f}   ({second / first:.2f} of the first block)")
+    print("\nper head: induction score (attention from a repeated token to the token after its "
+          "previous occurrence) and previous-token score (attention to position i - 1):")
+    for layer in range(args.layers):
+        for head in range(n_heads):
+            scores = (report["induction_scores"][layer][head],
+                      report["previous_token_scores"][layer][head])
+            print(f"  layer {layer} head {head}:  induction {scores[0]:.3f}   previous-token "
+                  f"{scores[1]:.3f}")
+    print("\n" + task.curve_text(losses))
+    ablation = task.ablation_report(params, seed=args.seed, n_heads=n_heads)
+    report["ablation"] = ablation
+    print("\n" + task.ablation_text(ablation))
+    if args.layers == 2:
+        report["composition_scores"] = task.composition_scores(params, n_heads=n_heads)
+        print("\nK-composition (how much a layer-1 head's keys read a layer-0 head's output; "
+              f"random: about {task.CONFIG['d_model'] ** -0.5:.2f}):")
+        print("              " + " ".join(f"L0 head {a}" for a in range(n_heads)))
+        for b, row in enumerate(report["composition_scores"]["k"]):
+            print(f"  L1 head {b}  " + " ".join(f"{x:9.3f}" for x in row))
+    report.update(steps=args.steps, seconds=seconds,
+                  training_loss=[round(loss, 4) for loss in losses])
+    print(f"\ntrained {args.steps} steps in {seconds:.1f} s")
+    if args.json:
+        import json
+
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(report, file, indent=1)
+        print(f"saved the numbers to {args.json}")
+    if args.plot:
+        from .display.plot import save_heatmaps, save_curve
+
+        labels = [str(t) for t in tokens]
+        maps = np.concatenate([np.asarray(w) for w in weights])  # [n_layers * H, L, L]
+        titles = [f"layer {l} head {h}: ind {report['induction_scores'][l][h]:.2f}, "
+                  f"prev {report['previous_token_scores'][l][h]:.2f}"
+                  for l in range(args.layers) for h in range(n_heads)]
+        save_heatmaps(args.plot, maps, labels, labels, titles=titles,
+                      suptitle="attention on a held-out repeated block (token ids)")
+        curve = _sibling(args.plot, "-curve")
+        save_curve(curve, losses, title=f"training loss, {args.layers}-layer attention-only model")
+        print(f"saved the heads to {args.plot} and the training curve to {curve}")
+    return 0
+
+
+def _sibling(path, tag):
+    path = Path(path)
+    return str(path.with_name(path.stem + tag + path.suffix))
 
 
 def build_parser():
@@ -197,68 +415,71 @@ def build_parser():
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"minattn {__version__}")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the tour's training (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of the tour's training (default 0)")
     parser.add_argument("--steps", type=positive_int, default=1000,
                         help="training steps in the tour (default 1000)")
-    parser.add_argument("--plot", metavar="FILE.png", type=writable_file,
-                        help="also save per-head heatmaps (matplotlib); checked before training")
+    parser.add_argument("--plot", metavar="FILE.png", type=image_file,
+                        help="also save per-head heatmaps (matplotlib; .png, .svg or .pdf); "
+                             "checked before training")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="train on the CPU (NumPy, the default) or on a GPU (CuPy)")
     parser.set_defaults(run=tour)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
     sim.add_argument("sentences", nargs="+", metavar="SENTENCE")
-    sim.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
+    sim.add_argument("--model", metavar="DIR", type=model_directory,
+                     help="model directory (default: the packaged model)")
     sim.set_defaults(run=similarity)
     att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
-    att.add_argument("sentence")
+    att.add_argument("sentence", metavar="TEXT",
+                     help="minilm: any text (cut at 256 word pieces, said when it is); count: up "
+                          "to 32 letters A-E; sort: 6 digits; induction: up to 32 words")
     att.add_argument("--layer", type=non_negative_int, default=0,
                      help="which layer's attention, from 0 (all-MiniLM-L6-v2: 0 to 5; default 0)")
     att.add_argument("--head", type=non_negative_int, default=0,
                      help="which head of that layer, from 0 (all-MiniLM-L6-v2: 0 to 11; default 0)")
-    att.add_argument("--plot", metavar="FILE.png", type=writable_file,
-                     help="save the layer's heads as heatmaps (matplotlib)")
-    att.add_argument("--model", metavar="DIR", help="model directory (default: the packaged model)")
+    att.add_argument("--plot", metavar="FILE.png", type=image_file,
+                     help="save the layer's heads as heatmaps (matplotlib; at most 128 tokens)")
+    att.add_argument("--html", metavar="FILE.html", type=html_file,
+                     help="save every layer and head as one self-contained HTML page (head view, "
+                          "matrix view; at most 128 tokens)")
+    att.add_argument("--model", metavar="MODEL", type=model_choice, default="minilm",
+                     help="minilm (all-MiniLM-L6-v2, the default), count, sort or induction "
+                          "(trained first, in seconds to minutes), or a sentence-encoder "
+                          "directory")
+    att.add_argument("--steps", type=positive_int,
+                     help="training steps for count, sort, induction (default: their own)")
+    att.add_argument("--seed", type=non_negative_int, default=0,
+                     help="seed of that training (default 0)")
     att.set_defaults(run=attention)
     gen = commands.add_parser("generate", help="train a tiny causal LM to sort digit strings, "
                                                "then generate through the KV cache")
     gen.add_argument("--train-steps", type=positive_int, default=300,
                      help="Adam steps (default 300)")
-    gen.add_argument("--seed", type=int, default=0, help="seed of the training (default 0)")
+    gen.add_argument("--seed", type=non_negative_int, default=0,
+                     help="seed of the training (default 0)")
     gen.add_argument("--digits", action="append", default=[], metavar="DIGITS",
                      help="a 6-digit string to sort (repeatable)")
     gen.set_defaults(run=generate)
-    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder")
-    ex.add_argument("folder", metavar="DIR")
-    ex.set_defaults(run=lambda args: _grader().copy_exercises(args.folder))
-    chk = commands.add_parser("check", help="grade your functions (FILE.py) by minattn's properties")
-    which = chk.add_mutually_exclusive_group(required=True)
-    which.add_argument("file", nargs="?", metavar="FILE.py",
-                       help="a file defining some of minattn's functions, by their names")
-    which.add_argument("--pitfall", metavar="NAME",
-                       help="grade one of minattn.course.pitfalls instead: a bug being caught")
-    chk.add_argument("--examples", type=positive_int, default=20,
-                     help="examples hypothesis tries per property (default 20)")
-    chk.set_defaults(run=check)
+    ind = commands.add_parser("induction", help="grow an induction head: train a two-layer "
+                                                "attention-only model on repeated random blocks")
+    ind.add_argument("--steps", type=positive_int, default=INDUCTION_STEPS,
+                     help=f"Adam steps (default {INDUCTION_STEPS})")
+    ind.add_argument("--seed", type=non_negative_int, default=0,
+                     help="seed of the training and the held-out data (default 0)")
+    ind.add_argument("--layers", type=int, choices=(1, 2), default=2,
+                     help="2 (default) grows an induction head; 1 shows that one layer does not")
+    ind.add_argument("--json", metavar="FILE.json", type=json_file,
+                     help="write the scores and losses as JSON")
+    ind.add_argument("--plot", metavar="FILE.png", type=image_file,
+                     help="save every head's attention on a held-out sequence (and the training "
+                          "curve next to it, FILE-curve.png)")
+    ind.set_defaults(run=induction)
+    from .course import grader  # the `exercises` and `check` commands (hypothesis: when run)
+
+    grader.add_commands(commands)
     return parser
-
-
-def _grader():
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
-                         "minattn clone, pip install '.[check]')") from None
-    from .course import grader
-
-    return grader
-
-
-def check(args):
-    grader = _grader()
-    if args.pitfall:
-        return grader.check_pitfall(args.pitfall, args.examples)
-    return grader.check_file(args.file, args.examples)
 
 
 # argparse types. Each raises ArgumentTypeError with a sentence, so a user reads "must be a
@@ -275,6 +496,41 @@ def positive_int(text, least=1, what="a positive integer"):
 
 def non_negative_int(text):
     return positive_int(text, least=0, what="an integer >= 0")
+
+
+def model_directory(text):
+    if Path(text).is_dir():
+        return text
+    raise argparse.ArgumentTypeError(f"model directory {text!r} does not exist")
+
+
+def model_choice(text):
+    if text in MODELS or Path(text).is_dir():
+        return text
+    raise argparse.ArgumentTypeError(f"must be one of {', '.join(MODELS)} or a model directory, "
+                                     f"got {text!r}")
+
+
+def _with_suffix(text, suffixes, what):
+    # The suffix says the format: refused, not silently appended ("out/noext" would become
+    # "out/noext.png" behind the user's back).
+    writable_file(text)
+    if not text.lower().endswith(suffixes):
+        raise argparse.ArgumentTypeError(f"{what} must end in {' or '.join(suffixes)}, got "
+                                         f"{text!r}")
+    return text
+
+
+def image_file(text):
+    return _with_suffix(text, (".png", ".svg", ".pdf"), "an image file name")
+
+
+def html_file(text):
+    return _with_suffix(text, (".html", ".htm"), "a page's file name")
+
+
+def json_file(text):
+    return _with_suffix(text, (".json",), "a JSON file name")
 
 
 def writable_file(text):

@@ -576,7 +576,7 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
             new = np.where(ended, pad_token_id, new)
             ended = ended | np.isin(new, eos)
         new = new[:, None]  # [B, 1]
-        tokens = numpy.concatenate([tokens, new], axis=1)  # NumPy's: dispatches to CuPy
+        tokens = numpy.concatenate([tokens, new], axis=1)  # numpy's own: the arrays' library
         if attention_mask is not None:
             attention_mask = numpy.concatenate([attention_mask, np.ones_like(new, dtype=bool)], 1)
         if eos is not None and bool(np.all(ended)):

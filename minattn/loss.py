@@ -8,18 +8,18 @@ language model end to end"). The target's log-probability is picked with a one-h
 """
 import autograd.numpy as np
 import numpy
-from autograd.tracer import getval
 
 from .engine import checks
-from .engine.autograd_rules import where
+from .engine.autograd_rules import constant, where
+from .engine.devices import arange
 
 
 def cross_entropy(logits, targets):
     # [..., V], int [...] -> a scalar: the mean negative log-likelihood of the targets.
     logits, targets = _check_cross_entropy(logits, targets)
-    shifted = logits - np.max(getval(logits), axis=-1, keepdims=True)  # a constant, as in softmax
+    shifted = logits - constant(np.max(logits, axis=-1, keepdims=True))  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
-    one_hot = targets[..., None] == np.arange(logits.shape[-1], like=targets)  # [..., V]
+    one_hot = targets[..., None] == arange(logits.shape[-1], targets)  # [..., V]
     return -np.sum(where(one_hot, log_probs, 0.0)) / targets.size
 
 

@@ -9,6 +9,7 @@ import numbers
 import autograd.numpy as np
 
 from .engine import checks
+from .engine.devices import arange
 from .rope_scaling import check_rope_scaling, rope_frequencies
 
 
@@ -24,14 +25,14 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
     # rotation on a permuted feature order, so weights trained with one do not fit the other.
     x, positions = _check_apply_rope(x, positions, base, scaling)
     *lead, d = x.shape
-    # Angles in float64 from the integer positions (like=positions: x may be an autograd box),
-    # then cos and sin in x's dtype: large positions keep their precision.
+    # Angles in float64 from the integer positions, then cos and sin in x's dtype: large
+    # positions keep their precision.
     inv_freq, attention_factor = rope_frequencies(d, positions, base=base, scaling=scaling)
     angles = (positions[..., None] * inv_freq)[..., None, :]  # [..., L, 1, d/2]
     cos = (np.cos(angles) * attention_factor).astype(x.dtype)
     sin = (np.sin(angles) * attention_factor).astype(x.dtype)
     pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
-    e = np.arange(2, like=positions)
+    e = arange(2, positions)
     quarter_turn = (e[:, None] - e[None, :]).astype(x.dtype)  # [[0, -1], [1, 0]]: (x1, x2) -> (-x2, x1)
     # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin.
     rotated = pairs * cos + (quarter_turn @ pairs) * sin

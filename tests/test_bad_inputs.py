@@ -266,7 +266,7 @@ def test_a_torch_tensor_gets_advice_not_a_dtype_error():
 
 
 def test_a_float_zero_one_mask_is_refused_with_advice():
-    keep = np.tril(np.ones((3, 3)))  # the seeds' habit: 1 = keep
+    keep = np.tril(np.ones((3, 3)))  # a common habit: 1 = keep
     with pytest.raises(ValueError, match=r"only 0s and 1s.*mask\.astype\(bool\)"):
         ma.scaled_dot_product_attention(X, X, X, keep)
     # an additive float mask (0 and -inf), or all zeros, is still added

@@ -21,3 +21,16 @@ def test_walkthrough_figures_are_committed():
     for name in ("worked_example.png", "masks.png", "count_heads.png"):
         assert f"docs/figures/{name}" in text
         assert (ROOT / "docs" / "figures" / name).is_file()
+
+
+def test_the_induction_sections_figures_and_numbers_are_committed():
+    import json
+
+    text = (ROOT / "walkthrough.md").read_text(encoding="utf-8")
+    for name in ("induction_heads.png", "induction_heads-curve.png"):
+        assert f"docs/figures/{name}" in text
+        assert (ROOT / "docs" / "figures" / name).read_bytes()[:4] == b"\x89PNG"
+    for name in ("induction.json", "induction_one_layer.json"):
+        run = json.loads((ROOT / "docs" / "figures" / name).read_text(encoding="utf-8"))
+        assert {"induction_scores", "previous_token_scores", "loss_first_half",
+                "loss_second_half", "steps", "seconds"} <= set(run)

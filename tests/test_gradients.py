@@ -1,5 +1,6 @@
 """Gradients from autograd against central finite differences (autograd.test_util.check_grads),
-in float64, for every public function; hypothesis picks the shapes."""
+in float64, for the encoder side (softmax to encoder, blockwise attention); hypothesis picks
+the shapes. tests/test_gradients_decoder.py checks the decoder side."""
 import numpy as np
 import pytest
 from autograd import grad

@@ -3,7 +3,7 @@ mistakes (pitfalls) and `swap`, which puts a student's function in place of mina
 
     exercises/      the stubs, copied by `python -m minattn exercises DIR`
     properties.py   what attention must satisfy, each against a slow reference (needs hypothesis)
-    grader.py       `python -m minattn check FILE.py`
+    grader.py       `python -m minattn check FILE.py [FILE.py ...] [--part N]`, or a folder
     pitfalls.py     classic bugs as buggy variants, for the grader's worked examples
     swap.py         minattn.swap(name=f): use your own function wherever minattn calls one
 

@@ -1,11 +1,13 @@
 """What attention must satisfy, stated once: the properties `python -m minattn check` grades a
-student's functions by (tests/test_properties.py holds minattn itself to them too).
+student's functions by (tests/test_grader.py holds minattn itself to them too). Each belongs to
+the part of walkthrough.md that teaches it, and names the function it is about (`of`).
 
 Each property calls the PUBLIC minattn function through the package (`minattn.softmax`, ...),
 so that under `minattn.swap` it exercises a student's version, and every composite that calls
 it. Each compares with an independent reference written here: slow loops in plain NumPy, in
 float64, that share no code with minattn. Optional: needs hypothesis; the core never imports it.
 """
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -20,22 +22,38 @@ import minattn
 class Property:
     name: str  # short, for the report and the tests
     statement: str  # the property, in plain language
-    uses: frozenset  # the public functions it exercises (composites include their parts)
-    hint: str  # what usually breaks it
+    uses: frozenset  # the functions it exercises (composites include their parts)
+    hint: str  # what usually breaks it (in the function the property is about)
     check: object  # a function of hypothesis-drawn data: asserts the property
+    of: str  # the function the property is about (the others in `uses` run inside it)
+    part: int  # the part of walkthrough.md that teaches it: 1 Part I, 2 Part II, ... (I-IV)
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
-    width = np.dtype(dtype).itemsize * 8
-    return hnp.arrays(dtype, shape, elements=st.floats(-bound, bound, width=width,
-                                                       allow_subnormal=False))
+    # multiples of bound / 12 (0.25 for the default bound): exact in every float dtype, and short
+    # to read in a counterexample
+    # every element drawn (no fill value): arrays of one repeated value hide most bugs
+    return hnp.arrays(dtype, shape, elements=st.integers(-12, 12).map(lambda i: i * bound / 12),
+                      fill=st.nothing())
+
+
+def show(a):
+    return np.array2string(np.asarray(a), precision=5, separator=", ", threshold=120,
+                           max_line_width=96)
 
 
 def close(got, expected, tol=1e-8, what="the result"):
-    got = np.asarray(got)
-    assert got.shape == np.shape(expected), f"{what} has shape {got.shape}, expected {np.shape(expected)}"
-    assert np.all(np.isfinite(got) == np.isfinite(expected)), f"{what} has NaN or inf where it should not"
-    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol, err_msg=what)
+    # a report a student can read: both arrays whole (they are small), and where they differ
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, f"{what} has shape {got.shape}, expected {expected.shape}"
+    assert np.all(np.isfinite(got) == np.isfinite(expected)), (
+        f"{what} has NaN or inf where it should not\ngot:\n{show(got)}\nexpected:\n{show(expected)}")
+    bad = ~np.isclose(got, expected, rtol=tol, atol=tol)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise AssertionError(f"{what}: {bad.sum()} of {bad.size} entries differ (the first at index "
+                             f"{where}: {float(got[where]):.6g}, expected {float(expected[where]):.6g})\n"
+                             f"got:\n{show(got)}\nexpected:\n{show(expected)}")
 
 
 # --- references: slow, obvious, float64, independent of minattn -----------------------------
@@ -51,12 +69,13 @@ def ref_softmax(row, keep=None):
     return e / e.sum()
 
 
-def ref_attention(q, k, v, keep=None):
+def ref_attention(q, k, v, keep=None, scale=None):
     # q [L_q, d], k [L_k, d], v [L_k, d_v], keep bool [L_q, L_k] -> out [L_q, d_v], w [L_q, L_k]
     d_k = q.shape[-1]
+    scale = 1 / math.sqrt(d_k) if scale is None else scale
     weights = np.zeros((q.shape[0], k.shape[0]))
     for i in range(q.shape[0]):
-        scores = [sum(q[i, c] * k[j, c] for c in range(d_k)) / math.sqrt(d_k) for j in range(k.shape[0])]
+        scores = [sum(q[i, c] * k[j, c] for c in range(d_k)) * scale for j in range(k.shape[0])]
         weights[i] = ref_softmax(scores, None if keep is None else keep[i])
     return weights @ v, weights
 
@@ -91,311 +110,18 @@ def ref_feed_forward(p, x, activation="relu"):
     return act[activation](x @ p["w_1"] + p["b_1"]) @ p["w_2"] + p["b_2"]
 
 
-def ref_encoder_block(p, x, n_heads, keep=None, norm_first=False, eps=1e-5):
-    # one sequence x [L, D]
+def ref_encoder_block(p, x, n_heads, keep=None, norm_first=False, eps=1e-5, activation="relu"):
+    # one sequence x [L, D] -> (out [L, D], the attention weights [H, L, L])
     ln = lambda h, n: ref_layer_norm(h, p[n]["gamma"], p[n]["beta"], eps)
-    attend = lambda h: ref_multi_head(p["attention"], h, h, h, n_heads, keep)[0]
-    feed = lambda h: ref_feed_forward(p["feed_forward"], h)
+    attend = lambda h: ref_multi_head(p["attention"], h, h, h, n_heads, keep)
+    feed = lambda h: ref_feed_forward(p["feed_forward"], h, activation)
     if norm_first:
-        x = x + attend(ln(x, "norm1"))
-        return x + feed(ln(x, "norm2"))
-    x = ln(x + attend(x), "norm1")
-    return ln(x + feed(x), "norm2")
-
-
-def random_params(seed, d_model, d_ff=None):
-    # params of an encoder block with non-trivial biases, gammas and betas
-    rng = np.random.default_rng(seed)
-    w = lambda *shape: rng.normal(0.0, 0.5, size=shape)
-    attention = {**{f"w_{c}": w(d_model, d_model) for c in "qkvo"},
-                 **{f"b_{c}": w(d_model) for c in "qkvo"}}
-    d_ff = d_ff or 2 * d_model
-    norm = lambda: {"gamma": 1.0 + w(d_model), "beta": w(d_model)}
-    return {"attention": attention, "norm1": norm(), "norm2": norm(),
-            "feed_forward": {"w_1": w(d_model, d_ff), "b_1": w(d_ff), "w_2": w(d_ff, d_model),
-                             "b_2": w(d_model)}}
-
-
-# --- the properties --------------------------------------------------------------------------
-
-ATTENTION = {"scaled_dot_product_attention", "softmax"}
-MULTI_HEAD = {"multi_head_attention", "split_heads", "merge_heads"} | ATTENTION
-BLOCK = {"encoder_block", "layer_norm", "feed_forward"} | MULTI_HEAD
-PROPERTIES = []
-
-
-def prop(name, statement, uses, hint):
-    def register(check):
-        PROPERTIES.append(Property(name, statement, frozenset(uses), hint, check))
-        return check
-    return register
-
-
-sizes = st.integers(1, 5)
-
-
-@prop("softmax_rows_sum_to_one", "softmax(x) is non-negative and each row (the last axis) sums to one",
-      {"softmax"}, "normalise over the last axis: divide exp(x) by its sum over axis=-1, keepdims=True")
-def _(data):
-    x = data.draw(floats((data.draw(sizes), data.draw(sizes))))
-    w = np.asarray(minattn.softmax(x))
-    assert w.shape == x.shape, f"shape {w.shape}, expected {x.shape}"
-    assert (w >= 0).all(), "negative weights"
-    close(w.sum(axis=-1), np.ones(x.shape[0]), 1e-9, "the row sums")
-
-
-@prop("softmax_matches_the_formula", "softmax(x) equals exp(x_i) / sum_j exp(x_j), row by row, "
-      "also for huge logits (|x| up to 1e4)", {"softmax"},
-      "subtract each row's max before exp(): softmax is unchanged by it, and exp() cannot overflow")
-def _(data):
-    bound = data.draw(st.sampled_from([3.0, 1e4]))
-    x = data.draw(floats((data.draw(sizes), data.draw(sizes)), bound))
-    close(minattn.softmax(x), np.array([ref_softmax(r) for r in x]), 1e-9, "softmax(x)")
-
-
-@prop("softmax_along_any_axis", "softmax(x, axis=a) normalises along axis a", {"softmax"},
-      "use the axis argument in the max and the sum, not a fixed -1")
-def _(data):
-    x = data.draw(floats((data.draw(sizes), data.draw(sizes), data.draw(sizes))))
-    axis = data.draw(st.sampled_from([0, 1, -1]))
-    expected = np.apply_along_axis(ref_softmax, axis, x)
-    close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
-
-
-@prop("softmax_masked_entries_are_zero", "with a boolean mask (True = keep), masked entries get "
-      "weight exactly 0, the kept ones are the softmax of the kept scores, and a row with nothing "
-      "kept is all zeros (not NaN)", {"softmax"},
-      "np.where(mask, x, -np.inf) before the softmax, and guard rows whose every entry is masked")
-def _(data):
-    shape = (data.draw(sizes), data.draw(sizes))
-    x = data.draw(floats(shape))
-    keep = data.draw(hnp.arrays(bool, shape))
-    expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
-    close(minattn.softmax(x, mask=keep), expected, 1e-9, "softmax(x, mask=mask)")
-
-
-@prop("softmax_keeps_float32", "softmax of a float32 array is float32", {"softmax"},
-      "a NumPy float64 scalar (np.float64, np.sqrt of a Python int) upcasts float32 arrays")
-def _(data):
-    x = data.draw(floats((2, data.draw(sizes)), dtype=np.float32))
-    assert np.asarray(minattn.softmax(x)).dtype == np.float32, "float32 in, not float32 out"
-
-
-@st.composite
-def qkv(draw, batch=True):
-    b = (draw(st.integers(1, 2)),) if batch else ()
-    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
-    return (draw(floats(b + (l_q, d_k))), draw(floats(b + (l_k, d_k))), draw(floats(b + (l_k, d_v))))
-
-
-@prop("attention_matches_the_formula", "scaled_dot_product_attention(q, k, v) returns "
-      "softmax(q kᵀ / √d_k) v and those weights, for any L_q, L_k, d_k, d_v (a slow loop computes "
-      "the reference)", ATTENTION,
-      "scores = q @ swapaxes(k, -1, -2) / sqrt(d_k); softmax over the keys (the last axis); then @ v")
-def _(data):
-    q, k, v = data.draw(qkv())
-    out, weights = minattn.scaled_dot_product_attention(q, k, v)
-    for b in range(q.shape[0]):
-        ref_out, ref_w = ref_attention(q[b], k[b], v[b])
-        close(np.asarray(weights)[b], ref_w, 1e-9, "the weights")
-        close(np.asarray(out)[b], ref_out, 1e-9, "the output")
-
-
-@prop("attention_mask_hides_keys", "a key the boolean mask hides (False) gets weight 0 and its "
-      "value does not change the output; True means may attend", ATTENTION,
-      "True = may attend: np.where(mask, scores, -np.inf), not the other way round, and not -1e9")
-def _(data):
-    q, k, v = data.draw(qkv(batch=False))
-    keep = data.draw(hnp.arrays(bool, (q.shape[0], k.shape[0])))
-    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
-    ref_out, ref_w = ref_attention(q, k, v, keep)
-    close(weights, ref_w, 1e-9, "the weights")
-    close(out, ref_out, 1e-9, "the output")
-
-
-@prop("attention_fully_masked_query_is_zero", "a query whose keys are all masked gets all-zero "
-      "weights and a zero output, with no NaN", ATTENTION,
-      "softmax of an all -inf row is 0/0: give such rows zeros (divide by 1 where the sum is 0)")
-def _(data):
-    q, k, v = data.draw(qkv(batch=False))
-    keep = np.ones((q.shape[0], k.shape[0]), bool)
-    keep[0] = False
-    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
-    close(np.asarray(weights)[0], np.zeros(k.shape[0]), 0, "the fully masked query's weights")
-    close(np.asarray(out)[0], np.zeros(v.shape[-1]), 0, "the fully masked query's output")
-
-
-@prop("attention_keeps_float32", "attention on float32 q, k, v returns float32 output and weights",
-      ATTENTION, "scale by a Python float (d_k ** -0.5 or 1 / math.sqrt(d_k)), not np.sqrt(d_k)")
-def _(data):
-    q, k, v = (a.astype(np.float32) for a in data.draw(qkv()))
-    out, weights = minattn.scaled_dot_product_attention(q, k, v)
-    assert out.dtype == weights.dtype == np.float32, f"got {out.dtype}, {weights.dtype}"
-
-
-@prop("causal_mask_hides_the_future", "causal_mask(n_q, n_k)[i, j] is True exactly when j <= i "
-      "(top-left aligned when n_q != n_k)", {"causal_mask"},
-      "query i may see keys 0..i: rows[:, None] >= cols[None, :] (>=, not >)")
-def _(data):
-    n_q, n_k = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 6))
-    expected = np.array([[j <= i for j in range(n_k)] for i in range(n_q)], bool).reshape(n_q, n_k)
-    got = np.asarray(minattn.causal_mask(n_q, n_k))
-    assert got.dtype == bool and got.shape == (n_q, n_k), f"got {got.dtype} {got.shape}"
-    assert (got == expected).all(), f"causal_mask({n_q}, {n_k}) =\n{got.astype(int)}"
-
-
-@prop("causal_mask_aligns_and_windows", "causal_mask(n_q, n_k, align='bottom_right')[i, j] is True "
-      "exactly when j <= i + n_k - n_q; with window=w also j > (that position) - w",
-      {"causal_mask"}, "bottom-right: query i sits at position i + n_k - n_q; a window of w keeps "
-      "keys position - w + 1 .. position")
-def _(data):
-    n_q, n_k = data.draw(st.integers(0, 6)), data.draw(st.integers(0, 6))
-    align = data.draw(st.sampled_from(["top_left", "bottom_right"]))
-    window = data.draw(st.one_of(st.none(), st.integers(1, 7)))
-    offset = n_k - n_q if align == "bottom_right" else 0
-    expected = np.array([[j <= i + offset and (window is None or j > i + offset - window)
-                          for j in range(n_k)] for i in range(n_q)], bool).reshape(n_q, n_k)
-    got = np.asarray(minattn.causal_mask(n_q, n_k, align=align, window=window))
-    assert got.shape == (n_q, n_k), f"shape {got.shape}"
-    assert (got == expected).all(), (f"causal_mask({n_q}, {n_k}, align={align!r}, "
-                                     f"window={window}) =\n{got.astype(int)}")
-
-
-@prop("padding_mask_keeps_real_tokens", "padding_mask(lengths, n) has shape (B, 1, 1, n) and is "
-      "True exactly at the first lengths[b] positions of sequence b", {"padding_mask"},
-      "positions < lengths[:, None], then add the two singleton axes: [:, None, None, :]")
-def _(data):
-    n = data.draw(st.integers(1, 6))
-    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4)))
-    got = np.asarray(minattn.padding_mask(lengths, n))
-    expected = np.array([[j < length for j in range(n)] for length in lengths])[:, None, None, :]
-    assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
-    assert (got == expected).all()
-
-
-@prop("split_heads_takes_feature_slices", "split_heads(x, H)[..., h, i, :] is token i's features "
-      "h*d_k .. (h+1)*d_k - 1", {"split_heads"},
-      "reshape to [..., L, H, d_k] THEN swap the L and H axes: a bare reshape mixes tokens")
-def _(data):
-    n_heads, d_k, length = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(sizes)
-    x = data.draw(floats((2, length, n_heads * d_k)))
-    got = np.asarray(minattn.split_heads(x, n_heads))
-    assert got.shape == (2, n_heads, length, d_k), f"shape {got.shape}"
-    for h in range(n_heads):
-        close(got[:, h], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
-
-
-@prop("merge_heads_inverts_split_heads", "merge_heads(split_heads(x, H)) == x", {"merge_heads"},
-      "swap the H and L axes back, then reshape to [..., L, H * d_k]")
-def _(data):
-    n_heads, d_k, length = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(sizes)
-    x = data.draw(floats((2, length, n_heads * d_k)))
-    heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=1)
-    close(minattn.merge_heads(heads), x, 0, "merge_heads(heads)")
-
-
-@prop("multi_head_attention_matches_a_loop_over_heads", "multi_head_attention projects q, k, v, "
-      "attends in each head separately, concatenates the heads and projects back (self- and "
-      "cross-attention, with a causal mask)", MULTI_HEAD,
-      "each head attends over its own d_k features; merge the heads before the output projection")
-def _(data):
-    n_heads = data.draw(st.integers(1, 3))
-    d_model = n_heads * data.draw(st.integers(1, 3))
-    l_q, l_k = data.draw(sizes), data.draw(sizes)
-    p = random_params(data.draw(st.integers(0, 99)), d_model)["attention"]
-    query, key = data.draw(floats((l_q, d_model))), data.draw(floats((l_k, d_model)))
-    keep = np.asarray([[j <= i for j in range(l_k)] for i in range(l_q)], bool)
-    out, weights = minattn.multi_head_attention(p, query[None], key[None], key[None], keep,
-                                                n_heads=n_heads)
-    ref_out, ref_w = ref_multi_head(p, query, key, key, n_heads, keep)
-    close(np.asarray(weights)[0], ref_w, 1e-8, "the per-head weights [H, L_q, L_k]")
-    close(np.asarray(out)[0], ref_out, 1e-8, "the output")
-
-
-@prop("layer_norm_matches_the_formula", "layer_norm(x, gamma, beta, eps) = (x - mean) / sqrt(var + "
-      "eps) * gamma + beta over the last axis, with the biased variance (divide by D), as "
-      "torch.nn.LayerNorm — also for rows of tiny variance", {"layer_norm"},
-      "mean and variance over axis=-1 with keepdims; variance divides by D; eps inside the sqrt")
-def _(data):
-    d = data.draw(st.integers(2, 6))
-    x = data.draw(floats((data.draw(sizes), d)))
-    x = x * data.draw(st.sampled_from([1.0, 1e-3]))  # tiny variances show where eps sits
-    gamma, beta = data.draw(floats((d,))), data.draw(floats((d,)))
-    close(minattn.layer_norm(x, gamma, beta, 1e-5), ref_layer_norm(x, gamma, beta, 1e-5), 1e-7,
-          "layer_norm(x, gamma, beta)")
-
-
-@prop("layer_norm_keeps_float32", "layer_norm of float32 inputs is float32", {"layer_norm"},
-      "a NumPy float64 scalar (np.float64(eps), np.mean's dtype) upcasts float32")
-def _(data):
-    x = data.draw(floats((2, 4), dtype=np.float32))
-    out = minattn.layer_norm(x, np.ones(4, np.float32), np.zeros(4, np.float32))
-    assert np.asarray(out).dtype == np.float32, f"got {np.asarray(out).dtype}"
-
-
-@prop("feed_forward_matches_the_formula", "feed_forward(params, x) = act(x w_1 + b_1) w_2 + b_2 "
-      "for every token, for relu, gelu and gelu_tanh", {"feed_forward"},
-      "the activation goes between the two linear maps, on the hidden width F")
-def _(data):
-    d = data.draw(st.integers(1, 4))
-    p = random_params(data.draw(st.integers(0, 99)), d)["feed_forward"]
-    x = data.draw(floats((2, data.draw(sizes), d)))
-    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]))
-    close(minattn.feed_forward(p, x, activation=activation), ref_feed_forward(p, x, activation),
-          1e-8, f"feed_forward(params, x, activation={activation!r})")
-
-
-@prop("encoder_block_matches_the_paper", "encoder_block is x = norm1(x + attention(x)), then "
-      "norm2(x + feed_forward(x)) (post-norm); with norm_first=True x + attention(norm1(x)), then "
-      "x + feed_forward(norm2(x)) (pre-norm); a causal mask reaches the attention", BLOCK,
-      "each sublayer's output is ADDED to its input (the residual), and the norm sits after the "
-      "add (post-norm) or before the sublayer (pre-norm)")
-def _(data):
-    n_heads = data.draw(st.integers(1, 2))
-    d_model = n_heads * data.draw(st.integers(1, 3))
-    length, norm_first = data.draw(sizes), data.draw(st.booleans())
-    p = random_params(data.draw(st.integers(0, 99)), d_model)
-    x = data.draw(floats((length, d_model)))
-    keep = np.tril(np.ones((length, length), bool))
-    got = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first)
-    close(np.asarray(got)[0], ref_encoder_block(p, x, n_heads, keep, norm_first), 1e-7,
-          f"encoder_block (norm_first={norm_first})")
-
-
-# --- the decoder ---
-
-def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads):
-    # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv)
-    d_k = query.shape[-1] // n_heads
-    q, k, v = query @ p["w_q"] + p["b_q"], key @ p["w_k"] + p["b_k"], key @ p["w_v"] + p["b_v"]
-    heads = []
-    for h in range(n_heads):
-        g = h // (n_heads // n_kv_heads)
-        heads.append(ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
-                                   v[:, g * d_k:(g + 1) * d_k])[0])
-    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
-
-
-@prop("grouped_query_attention_shares_kv_heads", "multi_head_attention with n_kv_heads < n_heads "
-      "(GQA; MQA when 1): K and V are projected to n_kv_heads heads, and query head h reads key/value "
-      "head h // (n_heads // n_kv_heads)", {"multi_head_attention"},
-      "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
-      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)")
-def _(data):
-    n_kv_heads = data.draw(st.integers(1, 2))
-    n_heads = n_kv_heads * data.draw(st.integers(1, 3))
-    d_k = data.draw(st.integers(1, 2))
-    d_model, l_q, l_k = n_heads * d_k, data.draw(sizes), data.draw(sizes)
-    rng = np.random.default_rng(data.draw(st.integers(0, 99)))
-    w = lambda *shape: rng.normal(0.0, 0.5, size=shape)
-    d_kv = n_kv_heads * d_k
-    p = {"w_q": w(d_model, d_model), "b_q": w(d_model), "w_k": w(d_model, d_kv), "b_k": w(d_kv),
-         "w_v": w(d_model, d_kv), "b_v": w(d_kv), "w_o": w(d_model, d_model), "b_o": w(d_model)}
-    query, key = data.draw(floats((l_q, d_model))), data.draw(floats((l_k, d_model)))
-    out, _ = minattn.multi_head_attention(p, query[None], key[None], key[None], n_heads=n_heads,
-                                          n_kv_heads=n_kv_heads)
-    close(np.asarray(out)[0], ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads), 1e-8,
-          f"the output with {n_heads} query heads and {n_kv_heads} key/value heads")
+        out, weights = attend(ln(x, "norm1"))
+        x = x + out
+        return x + feed(ln(x, "norm2")), weights
+    out, weights = attend(x)
+    x = ln(x + out, "norm1")
+    return ln(x + feed(x), "norm2"), weights
 
 
 def ref_rope(x, positions, base=10000.0):
@@ -412,39 +138,682 @@ def ref_rope(x, positions, base=10000.0):
     return out
 
 
-@prop("apply_rope_rotates_feature_pairs", "apply_rope(x, positions) rotates each feature pair "
-      "(x[i], x[i + d/2]) of the token at position m by the angle m · base^(-2i/d) (the rotate-half "
-      "convention of Llama and Hugging Face)", {"apply_rope"},
-      "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is m / base^(2i/d)")
-def _(data):
-    d, length = 2 * data.draw(st.integers(1, 3)), data.draw(sizes)
-    x = data.draw(floats((2, length, d)))
-    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length)))
-    close(minattn.apply_rope(x, positions), ref_rope(x, positions), 1e-9, "apply_rope(x, positions)")
+def ref_self_attention(p, x, n_heads, n_kv_heads, keep=None, positions=None, base=10000.0):
+    # one sequence x [L, D]: grouped-query attention, RoPE on q and k when positions are given
+    d_k = x.shape[-1] // n_heads
+    q, k, v = x @ p["w_q"] + p["b_q"], x @ p["w_k"] + p["b_k"], x @ p["w_v"] + p["b_v"]
+    heads = []
+    for h in range(n_heads):
+        g = h // (n_heads // n_kv_heads)
+        qh, kh = q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k]
+        if positions is not None:
+            qh, kh = ref_rope(qh, positions, base), ref_rope(kh, positions, base)
+        heads.append(ref_attention(qh, kh, v[:, g * d_k:(g + 1) * d_k], keep)[0])
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
 
 
-@prop("rope_attention_depends_on_offsets_only", "self_attention with RoPE positions p and with "
-      "p + c (the same tokens, numbered from c) gives the same output", {"self_attention", "apply_rope"},
-      "apply RoPE to q and k only: rotating the values stamps absolute positions on the output")
+def random_params(seed, d_model, d_ff=None, d_kv=None):
+    # params of an encoder block with non-trivial biases, gammas and betas; d_kv: the width of
+    # the key/value projections (grouped-query attention)
+    rng = np.random.default_rng(seed)
+    w = lambda *shape: rng.normal(0.0, 0.5, size=shape)
+    d_kv = d_kv or d_model
+    attention = {"w_q": w(d_model, d_model), "b_q": w(d_model), "w_k": w(d_model, d_kv),
+                 "b_k": w(d_kv), "w_v": w(d_model, d_kv), "b_v": w(d_kv),
+                 "w_o": w(d_model, d_model), "b_o": w(d_model)}
+    d_ff = d_ff or 2 * d_model
+    norm = lambda: {"gamma": 1.0 + w(d_model), "beta": w(d_model)}
+    return {"attention": attention, "norm1": norm(), "norm2": norm(),
+            "feed_forward": {"w_1": w(d_model, d_ff), "b_1": w(d_ff), "w_2": w(d_ff, d_model),
+                             "b_2": w(d_model)}}
+
+
+def as_dtype(tree, dtype):
+    return {k: as_dtype(v, dtype) if isinstance(v, dict) else v.astype(dtype) for k, v in tree.items()}
+
+
+def check_dropout(got, undropped, rate, what):
+    # inverted dropout: every entry is 0 or its undropped value / (1 - rate), and some are 0
+    got = np.asarray(got)
+    dropped = got == 0
+    kept = np.isclose(got, np.asarray(undropped) / (1 - rate), rtol=1e-7, atol=1e-12)
+    assert (dropped | kept).all(), (f"{what} with dropout={rate}: an entry is neither 0 nor its "
+                                    f"value without dropout / (1 - {rate}):\ngot:\n{show(got)}\n"
+                                    f"without dropout:\n{show(undropped)}")
+    assert dropped.any(), f"{what} with dropout={rate}: nothing was dropped:\n{show(got)}"
+
+
+def check_seeds(run, what):
+    # the rng argument is the only source of randomness: the same seed gives the same result,
+    # another seed another
+    first, again, other = run(np.random.default_rng(1)), run(np.random.default_rng(1)), \
+        run(np.random.default_rng(2))
+    assert np.array_equal(first, again), f"{what}: two rngs with the same seed gave different results (use the rng you are given)"
+    assert not np.array_equal(first, other), f"{what}: rngs with seeds 1 and 2 gave the same result (use the rng you are given)"
+
+
+# --- the course's own functions: exercises with no public minattn counterpart ---------------
+
+def softmax_vjp(y, g, axis=-1):
+    """The softmax's backward pass: y = softmax(x) and g = dLoss/dy -> dLoss/dx (same shape)."""
+    return y * (g - np.sum(g * y, axis=axis, keepdims=True))
+
+
+COURSE = {"softmax_vjp": softmax_vjp}
+_CURRENT = dict(COURSE)
+
+
+@contextlib.contextmanager
+def student(**functions):
+    """Use the student's versions of the course's own functions while grading."""
+    saved = dict(_CURRENT)
+    _CURRENT.update(functions)
+    try:
+        yield
+    finally:
+        _CURRENT.update(saved)
+
+
+# --- the properties --------------------------------------------------------------------------
+
+ATTENTION = {"scaled_dot_product_attention", "softmax"}
+MULTI_HEAD = {"multi_head_attention", "split_heads", "merge_heads"} | ATTENTION
+BLOCK = {"encoder_block", "layer_norm", "feed_forward"} | MULTI_HEAD
+PROPERTIES = []
+
+
+def prop(name, of, statement, uses, hint, part=1):
+    def register(check):
+        PROPERTIES.append(Property(name, statement, frozenset(uses) | {of}, hint, check, of, part))
+        return check
+    return register
+
+
+sizes = st.integers(1, 5)
+seeds = st.integers(0, 99)
+
+
+@prop("softmax_rows_sum_to_one", "softmax", "softmax(x) is non-negative and each row (the last "
+      "axis) sums to one", {"softmax"},
+      "normalise over the last axis: divide exp(x) by its sum over axis=-1, keepdims=True")
 def _(data):
-    n_heads, shift = data.draw(st.integers(1, 2)), data.draw(st.integers(1, 500))
-    d_model, length = 4 * n_heads, data.draw(sizes)
-    p = random_params(data.draw(st.integers(0, 99)), d_model)["attention"]
-    x = data.draw(floats((1, length, d_model)))
+    x = data.draw(floats((data.draw(sizes, "rows"), data.draw(sizes, "n"))), "x")
+    w = np.asarray(minattn.softmax(x))
+    assert w.shape == x.shape, f"shape {w.shape}, expected {x.shape}"
+    assert (w >= 0).all(), f"negative weights:\n{show(w)}"
+    close(w.sum(axis=-1), np.ones(x.shape[0]), 1e-9, "the row sums")
+
+
+@prop("softmax_matches_the_formula", "softmax", "softmax(x) equals exp(x_i) / sum_j exp(x_j), row "
+      "by row, also for huge logits (|x| up to 1e4)", {"softmax"},
+      "subtract each row's max before exp(): softmax is unchanged by it, and exp() cannot overflow")
+def _(data):
+    bound = data.draw(st.sampled_from([3.0, 1e4]), "bound")
+    x = data.draw(floats((data.draw(sizes, "rows"), data.draw(sizes, "n")), bound), "x")
+    close(minattn.softmax(x), np.array([ref_softmax(r) for r in x]), 1e-9, "softmax(x)")
+
+
+@prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a",
+      {"softmax"}, "use the axis argument in the max and the sum, not a fixed -1")
+def _(data):
+    x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
+    axis = data.draw(st.sampled_from([0, 1, -1, -2]), "axis")
+    expected = np.apply_along_axis(ref_softmax, axis, x)
+    close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
+
+
+@prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep), masked "
+      "entries get weight exactly 0, the kept ones are the softmax of the kept scores, and a row "
+      "with nothing kept is all zeros (not NaN)", {"softmax"},
+      "np.where(mask, x, -np.inf) before the softmax, and guard rows whose every entry is masked")
+def _(data):
+    shape = (data.draw(sizes, "rows"), data.draw(sizes, "n"))
+    x = data.draw(floats(shape), "x")
+    keep = data.draw(hnp.arrays(bool, shape), "mask")
+    expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
+    close(minattn.softmax(x, mask=keep), expected, 1e-9, "softmax(x, mask=mask)")
+
+
+@prop("softmax_keeps_float32", "softmax", "softmax of a float32 array is float32, masked or not",
+      {"softmax"}, "a NumPy float64 scalar (np.float64, np.sqrt of a Python int) upcasts float32 "
+      "arrays")
+def _(data):
+    x = data.draw(floats((2, data.draw(sizes, "n")), dtype=np.float32), "x")
+    mask = data.draw(st.one_of(st.none(), hnp.arrays(bool, x.shape)), "mask")
+    got = np.asarray(minattn.softmax(x, mask=mask))
+    assert got.dtype == np.float32, f"float32 in, {got.dtype} out"
+
+
+@st.composite
+def qkv(draw, batch=True, dtype=np.float64):
+    b = (draw(st.integers(1, 2)),) if batch else ()
+    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
+    return (draw(floats(b + (l_q, d_k), dtype=dtype)), draw(floats(b + (l_k, d_k), dtype=dtype)),
+            draw(floats(b + (l_k, d_v), dtype=dtype)))
+
+
+@prop("attention_matches_the_formula", "scaled_dot_product_attention", "scaled_dot_product_"
+      "attention(q, k, v) returns softmax(q kᵀ / √d_k) v and those weights, for any L_q, L_k, d_k, "
+      "d_v (a slow loop computes the reference)", ATTENTION,
+      "scores = q @ swapaxes(k, -1, -2) / sqrt(d_k); softmax over the keys (the last axis); then @ v")
+def _(data):
+    q, k, v = data.draw(qkv(), "q, k, v")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v)
+    for b in range(q.shape[0]):
+        ref_out, ref_w = ref_attention(q[b], k[b], v[b])
+        close(np.asarray(weights)[b], ref_w, 1e-9, f"the weights of batch entry {b}")
+        close(np.asarray(out)[b], ref_out, 1e-9, f"the output of batch entry {b}")
+
+
+@prop("attention_uses_the_given_scale", "scaled_dot_product_attention", "with scale=s the scores "
+      "are q kᵀ · s (s replaces 1/√d_k)", ATTENTION,
+      "scale = d_k ** -0.5 only when scale is None; otherwise multiply the scores by the scale given")
+def _(data):
+    q, k, v = data.draw(qkv(batch=False), "q, k, v")
+    scale = data.draw(st.sampled_from([0.1, 1.0, 2.5]), "scale")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, scale=scale)
+    ref_out, ref_w = ref_attention(q, k, v, scale=scale)
+    close(weights, ref_w, 1e-9, f"the weights with scale={scale}")
+    close(out, ref_out, 1e-9, f"the output with scale={scale}")
+
+
+@prop("attention_mask_hides_keys", "scaled_dot_product_attention", "a key the boolean mask hides "
+      "(False) gets weight 0 and its value does not change the output; True means may attend",
+      ATTENTION,
+      "True = may attend: np.where(mask, scores, -np.inf), not the other way round, and not -1e9")
+def _(data):
+    q, k, v = data.draw(qkv(batch=False), "q, k, v")
+    keep = data.draw(hnp.arrays(bool, (q.shape[0], k.shape[0])), "mask")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
+    ref_out, ref_w = ref_attention(q, k, v, keep)
+    close(weights, ref_w, 1e-9, "the weights")
+    close(out, ref_out, 1e-9, "the output")
+
+
+@prop("attention_fully_masked_query_is_zero", "scaled_dot_product_attention", "a query whose keys "
+      "are all masked gets all-zero weights and a zero output, with no NaN", ATTENTION,
+      "softmax of an all -inf row is 0/0: give such rows zeros (divide by 1 where the sum is 0)")
+def _(data):
+    q, k, v = data.draw(qkv(batch=False), "q, k, v")
+    keep = np.ones((q.shape[0], k.shape[0]), bool)
+    keep[0] = False
+    data.show("mask", keep)
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
+    close(np.asarray(weights)[0], np.zeros(k.shape[0]), 0, "the fully masked query's weights")
+    close(np.asarray(out)[0], np.zeros(v.shape[-1]), 0, "the fully masked query's output")
+
+
+@prop("attention_dropout_zeroes_and_rescales", "scaled_dot_product_attention", "with dropout=p "
+      "and an rng, each weight is 0 or its value without dropout / (1 - p), the output is those "
+      "weights times v, and the rng's seed alone decides which", ATTENTION,
+      "keep = rng.random(weights.shape) >= p; weights = np.where(keep, weights / (1 - p), 0), "
+      "with the rng given, before the product with v")
+def _(data):
+    l_q, l_k = data.draw(st.integers(3, 5), "L_q"), data.draw(st.integers(3, 5), "L_k")
+    q, k, v = (data.draw(floats((2, n, 2)), name) for n, name in ((l_q, "q"), (l_k, "k"), (l_k, "v")))
+    rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
+    attend = lambda rng: minattn.scaled_dot_product_attention(q, k, v, dropout=rate, rng=rng)
+    out, weights = attend(np.random.default_rng(0))
+    undropped = np.stack([ref_attention(q[b], k[b], v[b])[1] for b in range(2)])
+    check_dropout(weights, undropped, rate, "the weights")
+    close(out, np.asarray(weights) @ v, 1e-9, "the output (the dropped weights @ v)")
+    check_seeds(lambda rng: np.asarray(attend(rng)[1]), "the weights")
+
+
+@prop("attention_keeps_float32", "scaled_dot_product_attention", "attention on float32 q, k, v "
+      "returns float32 output and weights, with or without a mask or a scale", ATTENTION,
+      "scale by a Python float (d_k ** -0.5 or 1 / math.sqrt(d_k)), not np.sqrt(d_k)")
+def _(data):
+    q, k, v = data.draw(qkv(dtype=np.float32), "q, k, v")
+    scale = data.draw(st.sampled_from([None, 0.5]), "scale")
+    keep = data.draw(st.one_of(st.none(), hnp.arrays(bool, (q.shape[-2], k.shape[-2]))), "mask")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep, scale=scale)
+    out, weights = np.asarray(out), np.asarray(weights)
+    assert out.dtype == weights.dtype == np.float32, f"got {out.dtype}, {weights.dtype}"
+
+
+@prop("causal_mask_hides_the_future", "causal_mask", "causal_mask(n_q, n_k)[i, j] is True "
+      "exactly when j <= i (top-left aligned when n_q != n_k; n_k defaults to n_q)",
+      {"causal_mask"}, "query i may see keys 0..i: rows[:, None] >= cols[None, :] (>=, not >)")
+def _(data):
+    n_q = data.draw(st.integers(0, 6), "n_q")
+    n_k = data.draw(st.one_of(st.none(), st.integers(0, 6)), "n_k")
+    cols = n_q if n_k is None else n_k
+    expected = np.array([[j <= i for j in range(cols)] for i in range(n_q)], bool).reshape(n_q, cols)
+    got = np.asarray(minattn.causal_mask(n_q) if n_k is None else minattn.causal_mask(n_q, n_k))
+    assert got.dtype == bool and got.shape == (n_q, cols), f"got {got.dtype} {got.shape}, expected bool {(n_q, cols)}"
+    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+
+
+@prop("causal_mask_aligns_and_windows", "causal_mask", "causal_mask(n_q, n_k, align='bottom_"
+      "right')[i, j] is True exactly when j <= i + n_k - n_q; with window=w also j > (that "
+      "position) - w", {"causal_mask"}, "bottom-right: query i sits at position i + n_k - n_q; a "
+      "window of w keeps keys position - w + 1 .. position", part=2)
+def _(data):
+    n_q, n_k = data.draw(st.integers(0, 6), "n_q"), data.draw(st.integers(0, 6), "n_k")
+    align = data.draw(st.sampled_from(["top_left", "bottom_right"]), "align")
+    window = data.draw(st.one_of(st.none(), st.integers(1, 7)), "window")
+    offset = n_k - n_q if align == "bottom_right" else 0
+    expected = np.array([[j <= i + offset and (window is None or j > i + offset - window)
+                          for j in range(n_k)] for i in range(n_q)], bool).reshape(n_q, n_k)
+    got = np.asarray(minattn.causal_mask(n_q, n_k, align=align, window=window))
+    assert got.shape == (n_q, n_k), f"shape {got.shape}"
+    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+
+
+@prop("padding_mask_keeps_real_tokens", "padding_mask", "padding_mask(lengths, n) has shape "
+      "(B, 1, 1, n) and is True exactly at the first lengths[b] positions of sequence b",
+      {"padding_mask"}, "positions < lengths[:, None], then add the two singleton axes: "
+      "[:, None, None, :]")
+def _(data):
+    n = data.draw(st.integers(1, 6), "n")
+    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
+    got = np.asarray(minattn.padding_mask(lengths, n))
+    expected = np.array([[j < length for j in range(n)] for length in lengths])[:, None, None, :]
+    assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
+    assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
+    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+
+
+@prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
+      "token i's features h*d_k .. (h+1)*d_k - 1, in x's dtype", {"split_heads"},
+      "reshape to [..., L, H, d_k] THEN swap the L and H axes: a bare reshape mixes tokens")
+def _(data):
+    n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
+    x = data.draw(floats((2, data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
+    got = np.asarray(minattn.split_heads(x, n_heads))
+    assert got.shape == (2, n_heads, x.shape[1], d_k), f"shape {got.shape}"
+    assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
+    for h in range(n_heads):
+        close(got[:, h], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
+
+
+@prop("merge_heads_inverts_split_heads", "merge_heads", "merge_heads(split_heads(x, H)) == x, in "
+      "x's dtype", {"merge_heads"}, "swap the H and L axes back, then reshape to [..., L, H * d_k]")
+def _(data):
+    n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
+    x = data.draw(floats((2, data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
+    heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=1)
+    got = np.asarray(minattn.merge_heads(heads))
+    assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
+    close(got, x, 0, "merge_heads(heads)")
+
+
+def draw_multi_head(data, n_kv=False):
+    n_heads = data.draw(st.integers(1, 3), "n_heads")
+    d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
+    p = random_params(data.draw(seeds, "params seed"), d_model)["attention"]
+    return n_heads, d_model, p
+
+
+@prop("multi_head_attention_matches_a_loop_over_heads", "multi_head_attention", "multi_head_"
+      "attention projects query, key and value, attends in each head separately, concatenates the "
+      "heads and projects back (self- and cross-attention, with a causal mask)", MULTI_HEAD,
+      "each head attends over its own d_k features; merge the heads before the output projection")
+def _(data):
+    n_heads, d_model, p = draw_multi_head(data)
+    l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
+    query, key = data.draw(floats((l_q, d_model)), "query"), data.draw(floats((l_k, d_model)), "key")
+    value = data.draw(floats((l_k, d_model)), "value")
+    keep = np.asarray([[j <= i for j in range(l_k)] for i in range(l_q)], bool)
+    data.show("mask", keep)
+    out, weights = minattn.multi_head_attention(p, query[None], key[None], value[None], keep,
+                                                n_heads=n_heads)
+    ref_out, ref_w = ref_multi_head(p, query, key, value, n_heads, keep)
+    close(np.asarray(weights)[0], ref_w, 1e-8, "the per-head weights [H, L_q, L_k]")
+    close(np.asarray(out)[0], ref_out, 1e-8, "the output")
+
+
+@prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
+      "average_weights=True the weights are the per-head weights averaged over the heads, "
+      "[B, L_q, L_k]", MULTI_HEAD, "average over the head axis (-3), not the batch or the queries")
+def _(data):
+    n_heads, d_model, p = draw_multi_head(data)
+    l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
+    batch = data.draw(st.sampled_from([(2,), ()]), "batch shape")  # [B, H, L_q, L_k] or [H, L_q, L_k]
+    query = data.draw(floats(batch + (l_q, d_model)), "query")
+    key = data.draw(floats(batch + (l_k, d_model)), "key")
+    _, weights = minattn.multi_head_attention(p, query, key, key, n_heads=n_heads,
+                                              average_weights=True)
+    expected = np.stack([ref_multi_head(p, q, k, k, n_heads)[1].mean(axis=0)
+                         for q, k in zip(query.reshape(-1, l_q, d_model), key.reshape(-1, l_k, d_model))])
+    close(weights, expected.reshape(batch + (l_q, l_k)), 1e-8,
+          f"the weights averaged over heads {list(batch + (l_q, l_k))}")
+
+
+@prop("multi_head_attention_passes_dropout_on", "multi_head_attention", "with dropout=p and an rng "
+      "each head's weights are 0 or their value without dropout / (1 - p), and the rng's seed "
+      "alone decides which", MULTI_HEAD,
+      "pass dropout and rng on to scaled_dot_product_attention")
+def _(data):
+    n_heads, d_model, p = draw_multi_head(data)
+    length = data.draw(st.integers(3, 5), "L")
+    x = data.draw(floats((length, d_model)), "query = key = value")
+    rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
+    attend = lambda rng: minattn.multi_head_attention(p, x[None], x[None], x[None],
+                                                      n_heads=n_heads, dropout=rate, rng=rng)
+    check_dropout(np.asarray(attend(np.random.default_rng(0))[1])[0],
+                  ref_multi_head(p, x, x, x, n_heads)[1], rate, "the weights")
+    check_seeds(lambda rng: np.asarray(attend(rng)[1]), "the weights")
+
+
+@prop("multi_head_attention_keeps_float32", "multi_head_attention", "multi-head attention on "
+      "float32 inputs and params returns float32 output and weights", MULTI_HEAD,
+      "a NumPy float64 scalar (np.sqrt(d_k)) or a float64 array created inside upcasts float32")
+def _(data):
+    n_heads, d_model, p = draw_multi_head(data)
+    x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
+    out, weights = minattn.multi_head_attention(as_dtype(p, np.float32), x, x, x, n_heads=n_heads)
+    assert np.asarray(out).dtype == np.asarray(weights).dtype == np.float32, \
+        f"got {np.asarray(out).dtype}, {np.asarray(weights).dtype}"
+
+
+@prop("layer_norm_matches_the_formula", "layer_norm", "layer_norm(x, gamma, beta, eps) = (x - mean)"
+      " / sqrt(var + eps) * gamma + beta over the last axis, with the biased variance (divide by "
+      "D), as torch.nn.LayerNorm — also for rows of tiny variance and any eps", {"layer_norm"},
+      "mean and variance over axis=-1 with keepdims; variance divides by D; eps (the argument) "
+      "inside the sqrt")
+def _(data):
+    d = data.draw(st.integers(2, 6), "D")
+    x = data.draw(floats((data.draw(sizes, "rows"), d)), "x")
+    x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
+    gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
+    eps = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
+    got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
+    close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
+          f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
+
+
+@prop("layer_norm_keeps_float32", "layer_norm", "layer_norm of float32 inputs is float32",
+      {"layer_norm"}, "a NumPy float64 scalar (np.float64(eps), np.mean's dtype) upcasts float32")
+def _(data):
+    x = data.draw(floats((2, 4), dtype=np.float32), "x")
+    out = minattn.layer_norm(x, np.ones(4, np.float32), np.zeros(4, np.float32))
+    assert np.asarray(out).dtype == np.float32, f"got {np.asarray(out).dtype}"
+
+
+@prop("feed_forward_matches_the_formula", "feed_forward", "feed_forward(params, x) = act(x w_1 + "
+      "b_1) w_2 + b_2 for every token, for relu (the default), gelu and gelu_tanh",
+      {"feed_forward"}, "the activation goes between the two linear maps, on the hidden width F; "
+      "check which activation was asked for")
+def _(data):
+    d = data.draw(st.integers(1, 4), "D")
+    p = random_params(data.draw(seeds, "params seed"), d)["feed_forward"]
+    x = data.draw(floats((2, data.draw(sizes, "L"), d)), "x")
+    activation = data.draw(st.sampled_from([None, "relu", "gelu", "gelu_tanh"]), "activation")
+    got = minattn.feed_forward(p, x) if activation is None else \
+        minattn.feed_forward(p, x, activation=activation)
+    close(got, ref_feed_forward(p, x, activation or "relu"), 1e-8,
+          f"feed_forward(params, x, activation={activation!r})")
+
+
+@prop("feed_forward_dropout_is_unbiased", "feed_forward", "with dropout=p and an rng, the output "
+      "averaged over many tokens equals the output without dropout (inverted dropout rescales "
+      "the kept units by 1 / (1 - p)), and the rng's seed alone decides what is dropped",
+      {"feed_forward"}, "drop hidden units with the rng given and scale the kept ones by "
+      "1 / (1 - p): the expected output must not change")
+def _(data):
+    d = data.draw(st.integers(2, 4), "D")
+    p = random_params(data.draw(seeds, "params seed"), d, d_ff=8)["feed_forward"]
+    token = data.draw(floats((d,), bound=2.0), "x (one token, repeated 4000 times)")
+    rate = data.draw(st.sampled_from([0.5, 0.3]), "dropout")
+    x = np.tile(token, (4000, 1))
+    run = lambda rng: np.asarray(minattn.feed_forward(p, x, activation="gelu", dropout=rate, rng=rng))
+    got = run(np.random.default_rng(0))
+    expected = ref_feed_forward(p, token, "gelu")
+    error = np.abs(got.mean(axis=0) - expected)
+    spread = got.std(axis=0) / math.sqrt(len(x)) + 1e-9
+    assert (error < 6 * spread).all() and got.std(axis=0).max() > 0, (
+        f"the mean output over 4000 copies of one token with dropout={rate} is "
+        f"{show(got.mean(axis=0))}, without dropout {show(expected)} (more than 6 standard errors "
+        "apart, or no dropout at all)")
+    check_seeds(lambda rng: run(rng)[:8], "the output")
+
+
+@prop("feed_forward_keeps_float32", "feed_forward", "the feed-forward network on float32 inputs "
+      "and params returns float32, for every activation", {"feed_forward"},
+      "np.vectorize(math.erf) and NumPy float64 scalars return float64: cast back to x.dtype")
+def _(data):
+    p = as_dtype(random_params(data.draw(seeds, "params seed"), 3)["feed_forward"], np.float32)
+    x = data.draw(floats((1, data.draw(sizes, "L"), 3), dtype=np.float32), "x")
+    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
+    out = np.asarray(minattn.feed_forward(p, x, activation=activation))
+    assert out.dtype == np.float32, f"float32 in, {out.dtype} out"
+
+
+@prop("encoder_block_matches_the_paper", "encoder_block", "encoder_block is x = norm1(x + "
+      "attention(x)), then norm2(x + feed_forward(x)) (post-norm); with norm_first=True x + "
+      "attention(norm1(x)), then x + feed_forward(norm2(x)) (pre-norm); the mask reaches the "
+      "attention, activation the feed-forward network and eps both norms", BLOCK,
+      "each sublayer's output is ADDED to its input (the residual), the norm sits after the add "
+      "(post-norm) or before the sublayer (pre-norm); pass mask, n_heads, activation and eps on")
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
+    length, norm_first = data.draw(sizes, "L"), data.draw(st.sampled_from([True, False]), "norm_first")
+    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
+    eps = data.draw(st.sampled_from([1e-5, 0.5]), "eps")
+    p = random_params(data.draw(seeds, "params seed"), d_model)
+    x = data.draw(floats((length, d_model)), "x") * data.draw(st.sampled_from([1.0, 0.1]), "x scaled by")
+    keep = np.tril(np.ones((length, length), bool))
+    data.show("mask", keep)
+    got, weights = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
+                                         activation=activation, eps=eps, return_weights=True)
+    ref_out, ref_w = ref_encoder_block(p, x, n_heads, keep, norm_first, eps, activation)
+    close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first})")
+    close(np.asarray(weights)[0], ref_w, 1e-7, "the attention weights (return_weights=True)")
+    plain = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
+                                  activation=activation, eps=eps)
+    close(plain, got, 0, "encoder_block without return_weights (the output alone)")
+
+
+@prop("encoder_block_passes_dropout_on", "encoder_block", "with dropout=p and an rng, the "
+      "attention weights (return_weights=True) are 0 or their value without dropout / (1 - p), "
+      "the rng's seed alone decides the output, and dropout and rng reach multi_head_attention "
+      "and feed_forward (when the block calls them)", BLOCK,
+      "pass dropout and rng on to multi_head_attention and feed_forward")
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_model, length = 2 * n_heads, data.draw(st.integers(3, 5), "L")
+    norm_first = data.draw(st.sampled_from([True, False]), "norm_first")
+    p = random_params(data.draw(seeds, "params seed"), d_model)
+    x = data.draw(floats((length, d_model)), "x")
+    rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
+    block = lambda rng: minattn.encoder_block(p, x[None], n_heads=n_heads, norm_first=norm_first,
+                                              dropout=rate, rng=rng, return_weights=True)
+    calls = []  # what the block passes to the parts it calls through minattn (if it does)
+
+    def spy(name):
+        inner = getattr(minattn, name)
+
+        def spying(*args, **kwargs):
+            calls.append((name, kwargs.get("dropout", 0.0), kwargs.get("rng")))
+            return inner(*args, **kwargs)
+        return spying
+    rng = np.random.default_rng(0)
+    with minattn.swap(multi_head_attention=spy("multi_head_attention"),
+                      feed_forward=spy("feed_forward")):
+        _, weights = block(rng)
+    for name, rate_given, rng_given in calls:
+        assert rate_given == rate and rng_given is rng, (
+            f"encoder_block(..., dropout={rate}, rng=rng) called {name} with dropout={rate_given}, "
+            f"rng={'the rng given' if rng_given is rng else rng_given!r}")
+    check_dropout(np.asarray(weights)[0], ref_encoder_block(p, x, n_heads, None, norm_first)[1],
+                  rate, "the attention weights")
+    check_seeds(lambda rng: np.asarray(block(rng)[0]), "the output")
+
+
+@prop("encoder_block_keeps_float32", "encoder_block", "an encoder block on float32 inputs and "
+      "params returns float32", BLOCK, "a float64 scalar or array created inside upcasts float32")
+def _(data):
+    p = as_dtype(random_params(data.draw(seeds, "params seed"), 4), np.float32)
+    x = data.draw(floats((1, data.draw(sizes, "L"), 4), dtype=np.float32), "x")
+    norm_first = data.draw(st.sampled_from([True, False]), "norm_first")
+    out = np.asarray(minattn.encoder_block(p, x, n_heads=2, norm_first=norm_first))
+    assert out.dtype == np.float32, f"got {out.dtype}"
+
+
+# --- Part II: the decoder ---
+
+
+def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads):
+    # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv)
+    d_k = query.shape[-1] // n_heads
+    q, k, v = query @ p["w_q"] + p["b_q"], key @ p["w_k"] + p["b_k"], key @ p["w_v"] + p["b_v"]
+    heads = []
+    for h in range(n_heads):
+        g = h // (n_heads // n_kv_heads)
+        heads.append(ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
+                                   v[:, g * d_k:(g + 1) * d_k])[0])
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
+
+
+@prop("grouped_query_attention_shares_kv_heads", "multi_head_attention", "multi_head_attention "
+      "with n_kv_heads < n_heads (GQA; MQA when 1): K and V are projected to n_kv_heads heads, and "
+      "query head h reads key/value head h // (n_heads // n_kv_heads)", MULTI_HEAD,
+      "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
+      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=2)
+def _(data):
+    n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
+    n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
+    d_k = data.draw(st.integers(1, 2), "d_k")
+    d_model, l_q, l_k = n_heads * d_k, data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
+    p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["attention"]
+    query, key = data.draw(floats((l_q, d_model)), "query"), data.draw(floats((l_k, d_model)), "key")
+    out, _ = minattn.multi_head_attention(p, query[None], key[None], key[None], n_heads=n_heads,
+                                          n_kv_heads=n_kv_heads)
+    close(np.asarray(out)[0], ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads), 1e-8,
+          f"the output with {n_heads} query heads and {n_kv_heads} key/value heads")
+
+
+@prop("apply_rope_rotates_feature_pairs", "apply_rope", "apply_rope(x, positions, base=b) "
+      "rotates each feature pair (x[i], x[i + d/2]) of the token at position m by the angle m · "
+      "b^(-2i/d) (the rotate-half convention of Llama and Hugging Face; b defaults to 10000)",
+      {"apply_rope"}, "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is "
+      "m / base^(2i/d), with the base given", part=2)
+def _(data):
+    d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(sizes, "L")
+    x = data.draw(floats((2, length, d)), "x")
+    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length),
+                                   "positions"))
+    base = data.draw(st.sampled_from([None, 10000.0, 100.0, 500000.0]), "base")
+    got = minattn.apply_rope(x, positions) if base is None else \
+        minattn.apply_rope(x, positions, base=base)
+    close(got, ref_rope(x, positions, base or 10000.0), 1e-9, f"apply_rope(x, positions, base={base})")
+
+
+@prop("apply_rope_keeps_float32", "apply_rope", "apply_rope of float32 x is float32",
+      {"apply_rope"}, "the angles are float64 (positions times a float64 power): cast cos and sin "
+      "to x.dtype before multiplying", part=2)
+def _(data):
+    x = data.draw(floats((1, data.draw(sizes, "L"), 4), dtype=np.float32), "x")
+    got = np.asarray(minattn.apply_rope(x, np.arange(x.shape[1])))
+    assert got.dtype == np.float32, f"float32 in, {got.dtype} out"
+
+
+SELF_ATTENTION = {"self_attention", "apply_rope"} | (MULTI_HEAD - {"multi_head_attention"})
+
+
+def draw_self_attention(data, rope=None):
+    n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
+    n_heads = n_kv_heads * data.draw(st.integers(1, 2), "n_heads / n_kv_heads")
+    d_k = 2 * data.draw(st.sampled_from([2, 3]), "d_k / 2")  # d_k = 2 would not show rope_base
+    p = random_params(data.draw(seeds, "params seed"), n_heads * d_k, d_kv=n_kv_heads * d_k)
+    if rope is None:
+        rope = data.draw(st.sampled_from([True, False]), "with RoPE")
+    base = data.draw(st.sampled_from([50.0, 10000.0, 500.0]), "rope_base")
+    return n_heads, n_kv_heads, n_heads * d_k, p["attention"], rope, base
+
+
+@prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
+      "H, n_kv_heads=H_kv, positions=p, rope_base=b) projects x, rotates q and k by RoPE (when "
+      "positions are given), attends with H_kv shared key/value heads under the mask, and returns "
+      "the cache {'k', 'v'} of the rotated keys and the values [B, H_kv, L, d_k]", SELF_ATTENTION,
+      "RoPE on q and k only, with rope_base; query head h reads key/value head h // (H / H_kv); "
+      "the cache holds k after RoPE", part=2)
+def _(data):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data, rope=True)
+    length = data.draw(st.integers(2, 5), "L")
+    x = data.draw(floats((length, d_model)), "x")
+    positions = np.arange(length) + data.draw(st.integers(0, 20), "first position") if rope else None
+    keep = np.tril(np.ones((length, length), bool))
+    out, cache = minattn.self_attention(p, x[None], keep, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                                        positions=positions, rope_base=base)
+    close(np.asarray(out)[0], ref_self_attention(p, x, n_heads, n_kv_heads, keep, positions, base),
+          1e-8, "the output")
+    d_k = d_model // n_heads
+    k = x @ p["w_k"] + p["b_k"]
+    k = np.stack([k[:, g * d_k:(g + 1) * d_k] for g in range(n_kv_heads)])
+    if rope:
+        k = ref_rope(k, positions, base)
+    close(np.asarray(cache["k"])[0], k, 1e-8, "cache['k'] [H_kv, L, d_k]")
+
+
+@prop("kv_cache_decoding_matches_the_full_pass", "self_attention", "feeding a prompt, then one "
+      "token at a time through self_attention with the cache it returns gives the outputs of one "
+      "full causal pass", SELF_ATTENTION,
+      "append the new keys and values to the cache's along the key axis (-2); the new tokens "
+      "sit at positions L_past, L_past + 1, ... and the mask covers all L_past + L keys", part=2)
+def _(data):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
+    length = data.draw(st.integers(2, 5), "L")
+    prompt = data.draw(st.integers(1, length - 1), "prompt length")
+    x = data.draw(floats((1, length, d_model)), "x")
+    positions = np.arange(length) if rope else None
+    attend = lambda chunk, mask, cache, start: minattn.self_attention(
+        p, chunk, mask, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_base=base, cache=cache,
+        positions=None if positions is None else positions[start:start + chunk.shape[1]])
+    full, _ = attend(x, np.tril(np.ones((length, length), bool)), None, 0)
+    out, cache = attend(x[:, :prompt], np.tril(np.ones((prompt, prompt), bool)), None, 0)
+    steps = [np.asarray(out)]
+    for t in range(prompt, length):
+        out, cache = attend(x[:, t:t + 1], None, cache, t)
+        steps.append(np.asarray(out))
+    close(np.concatenate(steps, axis=1), np.asarray(full), 1e-9,
+          f"the outputs of a prompt of {prompt} then one token at a time")
+
+
+@prop("self_attention_keeps_float32", "self_attention", "self-attention on float32 inputs and "
+      "params returns a float32 output and cache, with RoPE or without", SELF_ATTENTION,
+      "cast RoPE's cos and sin to x.dtype; a float64 scalar or array created inside upcasts",
+      part=2)
+def _(data):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
+    x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
+    out, cache = minattn.self_attention(as_dtype(p, np.float32), x, n_heads=n_heads,
+                                        n_kv_heads=n_kv_heads, rope_base=base,
+                                        positions=np.arange(x.shape[1]) if rope else None)
+    dtypes = {np.asarray(out).dtype, np.asarray(cache["k"]).dtype, np.asarray(cache["v"]).dtype}
+    assert dtypes == {np.dtype(np.float32)}, f"float32 in, {dtypes} out"
+
+
+@prop("rope_attention_depends_on_offsets_only", "self_attention", "self_attention with RoPE "
+      "positions p and with p + c (the same tokens, numbered from c) gives the same output",
+      {"self_attention", "apply_rope"},
+      "apply RoPE to q and k only: rotating the values stamps absolute positions on the output",
+      part=2)
+def _(data):
+    n_heads, shift = data.draw(st.integers(1, 2), "n_heads"), data.draw(st.integers(1, 500), "shift")
+    d_model, length = 4 * n_heads, data.draw(sizes, "L")
+    p = random_params(data.draw(seeds, "params seed"), d_model)["attention"]
+    x = data.draw(floats((1, length, d_model)), "x")
     positions = np.arange(length)
     a = minattn.self_attention(p, x, n_heads=n_heads, positions=positions)[0]
     b = minattn.self_attention(p, x, n_heads=n_heads, positions=positions + shift)[0]
     close(np.asarray(b), np.asarray(a), 1e-8, f"the output with positions shifted by {shift}")
 
 
-@prop("causal_lm_cache_matches_the_full_pass", "feeding tokens one at a time through the KV cache "
-      "gives the logits of one full causal_lm pass", {"causal_lm"},
+@prop("causal_lm_cache_matches_the_full_pass", "causal_lm", "feeding tokens one at a time "
+      "through the KV cache gives the logits of one full causal_lm pass", {"causal_lm"},
       "a token fed after a cache of L_past tokens sits at position L_past, not 0; its mask is "
-      "bottom-right aligned")
+      "bottom-right aligned", part=2)
 def _(data):
-    length, seed = data.draw(st.integers(2, 5)), data.draw(st.integers(0, 99))
+    length, seed = data.draw(st.integers(2, 5), "L"), data.draw(seeds, "seed")
     lm, _ = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
     tokens = np.random.default_rng(seed).integers(0, 7, size=(1, length))
+    data.show("tokens", tokens)
     full = np.asarray(minattn.causal_lm(lm, tokens, n_heads=2))
     cache, steps = None, []
     for t in range(length):
@@ -452,6 +821,73 @@ def _(data):
                                           return_cache=True)
         steps.append(np.asarray(logits))
     close(np.concatenate(steps, axis=1), full, 1e-9, "the step-by-step logits")
+
+
+# --- Part III: gradients; Part IV: blockwise attention ---
+
+@prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
+      "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
+      "differences give it, along any axis", set(),
+      "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's axis",
+      part=3)
+def _(data):
+    shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
+    x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
+    axis = data.draw(st.sampled_from([0, None, -1]), "axis")
+    along = -1 if axis is None else axis
+    soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
+    h, expected = 1e-6, np.zeros(shape)
+    for index in np.ndindex(shape):
+        step = np.zeros(shape)
+        step[index] = h
+        expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
+    axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
+    got = _CURRENT["softmax_vjp"](soft(x), g, **call)
+    close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
+
+
+@prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",
+      set(), "a float64 scalar or array created inside upcasts float32", part=3)
+def _(data):
+    y = np.full((2, 3), 1 / 3, np.float32)
+    g = data.draw(floats((2, 3), dtype=np.float32), "g")
+    got = np.asarray(_CURRENT["softmax_vjp"](y, g))
+    assert got.dtype == np.float32, f"float32 in, {got.dtype} out"
+
+
+@prop("blockwise_attention_matches_attention", "blockwise_attention", "blockwise_attention(q, k, "
+      "v, causal=c, key_mask=m, scale=s, block_size=n) equals attention's output for any block "
+      "size: the online softmax rescales the running sum whenever the running max grows",
+      {"blockwise_attention"},
+      "keep per query a running max m, sum l and output acc; for each block of keys: m_new = "
+      "max(m, block max), rescale l and acc by exp(m - m_new), add the block's; divide at the end",
+      part=4)
+def _(data):
+    q, k, v = data.draw(qkv(), "q, k, v")
+    causal = data.draw(st.sampled_from([True, False]), "causal")
+    key_mask = data.draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()), "key_mask")
+    scale = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
+    block_size = data.draw(st.integers(1, 4), "block_size")
+    got = minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, scale=scale,
+                                      block_size=block_size)
+    for b in range(q.shape[0]):
+        keep = np.ones((q.shape[1], k.shape[1]), bool)
+        if causal:
+            keep &= np.tril(keep)
+        if key_mask is not None:
+            keep &= key_mask[b][None, :]
+        close(np.asarray(got)[b], ref_attention(q[b], k[b], v[b], keep, scale)[0], 1e-9,
+              f"the output of batch entry {b}")
+
+
+@prop("blockwise_attention_keeps_float32", "blockwise_attention", "blockwise_attention of "
+      "float32 q, k, v is float32", {"blockwise_attention"},
+      "a float64 scalar (np.sqrt(d_k)) or an accumulator created as float64 upcasts float32",
+      part=4)
+def _(data):
+    q, k, v = data.draw(qkv(dtype=np.float32), "q, k, v")
+    got = np.asarray(minattn.blockwise_attention(q, k, v, block_size=2))
+    assert got.dtype == np.float32, f"float32 in, {got.dtype} out"
 
 
 BY_NAME = {p.name: p for p in PROPERTIES}

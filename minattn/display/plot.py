@@ -1,11 +1,24 @@
-"""Attention heatmaps as images with matplotlib (the optional extra `plot`: pip install '.[plot]')."""
+"""Attention heatmaps as images with matplotlib (the optional extra `plot`: pip install '.[plot]').
+
+Bounded: the maps sit in a grid of at most COLUMNS per row, each map at most MAX_TOKENS rows and
+columns (refused beyond, with a message naming the limit), titles cut to TITLE_CHARS characters.
+The colour map is viridis (readable in grey and with colour blindness); each cell's value is
+printed in it when the cells are big enough to hold it.
+"""
+import math
+
+COLUMNS = 4
+MAX_TOKENS = 128
+TITLE_CHARS = 80
+SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
-                  label="attention weight", annotate=False, vmax=1.0):
-    """weights [n_maps, n_rows, n_cols] -> one PNG with a heatmap per map (e.g. per head);
-    annotate=True writes each cell's value (2 decimals) in it; the colour scale runs from 0 to
-    vmax (1 by default; smaller weights are easier to tell apart on a shorter scale)."""
+                  label="attention weight", annotate=None, vmax=1.0):
+    """weights [n_maps, n_rows, n_cols] -> one image (PNG, SVG or PDF, by path's suffix) with a
+    heatmap per map (e.g. per head) in a grid; annotate=None prints the values when there are at
+    most 16 rows and columns (True: always, False: never). The colour scale runs from 0 to vmax
+    (1 by default; smaller weights are easier to tell apart on a shorter scale)."""
     try:
         import matplotlib
 
@@ -19,25 +32,70 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
     import numpy
 
     weights = numpy.asarray(weights, dtype=float)
-    n = weights.shape[0]
-    size = 0.35 * max(weights.shape[1:]) + 1.5
-    fig, axes = plt.subplots(1, n, figsize=(size * n + 1, size + 0.5), squeeze=False)
-    for i, ax in enumerate(axes[0]):
+    _check_heatmaps(path, weights, row_labels, col_labels)
+    n, size = weights.shape[0], max(weights.shape[1:])
+    annotate = size <= 16 if annotate is None else annotate
+    columns = min(n, COLUMNS)
+    grid_rows = math.ceil(n / columns)
+    inches = min(0.2 * size + 1.5, 6.0)  # one map; the grid stays under 4 x 6 inches wide
+    fig, axes = plt.subplots(grid_rows, columns, squeeze=False, constrained_layout=True,
+                             figsize=(inches * columns + 1.5, inches * grid_rows))
+    font = max(4.0, min(9.0, 72 * inches / (size + 4) * 0.55))
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.axis("off")
+            continue
         image = ax.imshow(weights[i], vmin=0.0, vmax=vmax, cmap="viridis")
         if annotate:
             for (r, c), value in numpy.ndenumerate(weights[i]):
-                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7 if
-                        max(weights.shape[1:]) > 5 else 10,
-                        color="black" if value > 0.5 * vmax else "white")
-        ax.set_xticks(range(len(col_labels)), [str(c) for c in col_labels], rotation=90)
-        ax.set_yticks(range(len(row_labels)), [str(r) for r in row_labels])
+                ax.text(c, r, f"{value:.2f}"[1:] if value < 1 else "1", ha="center", va="center",
+                        fontsize=font * 0.8, color="black" if value > 0.55 * vmax else "white")
+        ax.set_xticks(range(len(col_labels)), [_cut(c, 12) for c in col_labels], rotation=90,
+                      fontsize=font)
+        ax.set_yticks(range(len(row_labels)), [_cut(r, 12) for r in row_labels], fontsize=font)
         ax.set_xlabel("key")
         ax.set_ylabel("query")
         if titles:
-            ax.set_title(titles[i])
-    fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label=label)
+            ax.set_title(_cut(titles[i], TITLE_CHARS))
+    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
     if suptitle:
-        fig.suptitle(suptitle)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+        fig.suptitle(_cut(suptitle, TITLE_CHARS))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _cut(text, n):
+    text = str(text)
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _check_heatmaps(path, weights, row_labels, col_labels):
+    if not str(path).lower().endswith(SUFFIXES):
+        raise ValueError(f"the image file must end in {', '.join(SUFFIXES)}, got {str(path)!r}")
+    if weights.ndim != 3 or weights.shape[1:] != (len(row_labels), len(col_labels)):
+        raise ValueError(f"weights must be [n_maps, {len(row_labels)}, {len(col_labels)}] for "
+                         f"the labels given, got shape {weights.shape}")
+    if max(weights.shape[1:]) > MAX_TOKENS:
+        raise ValueError(f"a heatmap shows at most {MAX_TOKENS} rows and columns, got "
+                         f"{weights.shape[1]} x {weights.shape[2]}: shorten the text")
+
+
+def save_curve(path, values, title=None, xlabel="step", ylabel="training loss"):
+    """values [n] -> one image of the curve (a line per step)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not str(path).lower().endswith(SUFFIXES):
+        raise ValueError(f"the image file must end in {', '.join(SUFFIXES)}, got {str(path)!r}")
+    fig, ax = plt.subplots(figsize=(6, 3.5), constrained_layout=True)
+    ax.plot(range(len(values)), values, lw=1, color="#0072B2")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(_cut(title, TITLE_CHARS))
+    fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -28,6 +28,7 @@ import autograd.numpy as np
 from autograd.builtins import SequenceBox
 from autograd.extend import defvjp, defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
+from autograd.tracer import getval
 
 from .signatures import binder, call_by_name
 
@@ -67,6 +68,13 @@ def gradient_by_hand(vjp, *, unless=None):
         return with_gradient_by_hand
 
     return decorate
+
+
+def constant(x):
+    """x as a value autograd treats as a constant (its gradient is not followed): for a shift
+    whose gradient is zero anyway, such as log-softmax's row max, and whose VJP would build host
+    arrays (autograd's max)."""
+    return getval(x)
 
 
 @primitive

@@ -2,6 +2,7 @@
 
     count_task.py   a tiny encoder that learns to count (the tour; Adam, cross-entropy)
     sorting_lm.py   a causal LM that learns to sort digit strings
+    induction.py    a two-layer attention-only model that grows an induction head
     pretrained.py   all-MiniLM-L6-v2 as minattn functions (load_sentence_encoder)
     interop.py      from_torch, from_hf, mask_from_torch (needs torch)
 

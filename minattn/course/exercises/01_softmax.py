@@ -1,4 +1,5 @@
-"""Exercise 1: softmax (walkthrough.md, section 2). Grade it: python -m minattn check 01_softmax.py"""
+"""Exercise 1: softmax (walkthrough.md, section 2). Grade it (from the folder above):
+python -m minattn check my_attention/01_softmax.py"""
 import numpy as np
 
 

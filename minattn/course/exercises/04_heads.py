@@ -1,11 +1,11 @@
 """Exercise 4: splitting into heads and merging back (walkthrough.md, section 7).
-Grade it: python -m minattn check 04_heads.py"""
+Grade it: python -m minattn check my_attention/04_heads.py"""
 import numpy as np
 
 
 def split_heads(x, n_heads):
     """[..., L, D] -> [..., H, L, d_k] with d_k = D / H: head h gets features h*d_k .. (h+1)*d_k - 1
-    of every token.
+    of every token. x's dtype is kept.
 
     Hint: reshape to [..., L, H, d_k], then swap the L and H axes. A bare reshape to
     [..., H, L, d_k] has the right shape and the wrong contents.

@@ -1,5 +1,7 @@
 """Exercise 5: multi-head attention (walkthrough.md, section 8).
-Grade it: python -m minattn check 05_multi_head_attention.py"""
+Grade it: python -m minattn check my_attention/05_multi_head_attention.py
+With your parts inside: python -m minattn check my_attention/01_softmax.py my_attention/02_attention.py \
+    my_attention/04_heads.py my_attention/05_multi_head_attention.py"""
 import numpy as np
 
 import minattn
@@ -11,16 +13,17 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
 
     params: {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}; weights are
     stored [d_in, d_out], so a projection reads x @ w + b (torch stores the transpose).
-    query [..., L_q, D], key and value [..., L_k, D].
+    query [..., L_q, D], key and value [..., L_k, D]. n_heads: the number of heads H; each head
+    attends over d_k = D / H features.
     Returns (output [..., L_q, D], weights [..., H, L_q, L_k]); with average_weights=True the
     weights are averaged over the heads, [..., L_q, L_k].
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
-    dropout: you may ignore it (the grader uses 0).
-    n_kv_heads: grouped-query attention (walkthrough.md, Part II): None means n_heads. Otherwise
-    w_k, w_v are [D, n_kv_heads * d_k] and query head h reads key/value head
-    h // (n_heads // n_kv_heads). Leave it for Part II: until then the grader's GQA property fails.
+    dropout, rng: passed on to the attention of the heads (the weights returned are dropped).
+    average_weights: the weights averaged over the head axis. float32 stays float32.
+    n_kv_heads: grouped-query attention, exercise 9 (Part II); leave it out (or ignore it)
+    until then: the grader's property for it waits for --part 2.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
-    the middle (they are yours while graded, if you wrote them).
+    the middle (yours while graded if you pass their files too).
     """
     raise NotImplementedError

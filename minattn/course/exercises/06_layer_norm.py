@@ -1,5 +1,5 @@
 """Exercise 6: layer normalization (walkthrough.md, section 9).
-Grade it: python -m minattn check 06_layer_norm.py"""
+Grade it: python -m minattn check my_attention/06_layer_norm.py"""
 import numpy as np
 
 
@@ -9,6 +9,6 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     x [..., D], gamma [D], beta [D] -> [..., D], x's dtype.
 
     Conventions the grader checks: the variance is the biased one (divide by D, not D - 1); eps
-    sits inside the square root (not std + eps); float32 stays float32.
+    sits inside the square root (not std + eps), and it is the eps given; float32 stays float32.
     """
     raise NotImplementedError

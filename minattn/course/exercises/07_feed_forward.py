@@ -1,5 +1,5 @@
 """Exercise 7: the position-wise feed-forward network (walkthrough.md, section 10).
-Grade it: python -m minattn check 07_feed_forward.py"""
+Grade it: python -m minattn check my_attention/07_feed_forward.py"""
 import math
 
 import numpy as np
@@ -10,7 +10,9 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
 
     params: {"w_1": [D, F], "b_1": [F], "w_2": [F, D], "b_2": [D]}; x [..., D] -> [..., D].
     activation: "relu"; "gelu", exact: 0.5 h (1 + erf(h / sqrt 2)) (scipy.special.erf, or
-    math.erf through np.vectorize); "gelu_tanh": 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h³))).
-    dropout: you may ignore it (the grader uses 0).
+    math.erf through np.vectorize, then cast back to x.dtype); "gelu_tanh": 0.5 h (1 + tanh(sqrt(2/pi) (h + 0.044715 h³))).
+    dropout: a rate p applied with the Generator `rng` to the hidden units, after the
+    activation (inverted dropout: zero with probability p, divide the rest by 1 - p), so the
+    expected output does not change; the grader checks that mean over many tokens.
     """
     raise NotImplementedError

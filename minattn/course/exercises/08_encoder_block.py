@@ -1,5 +1,5 @@
 """Exercise 8: the encoder block (walkthrough.md, section 11).
-Grade it: python -m minattn check 08_encoder_block.py"""
+Grade it: python -m minattn check my_attention/08_encoder_block.py"""
 import numpy as np
 
 import minattn
@@ -14,10 +14,13 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     [..., H, L, L] too with return_weights=True).
     Post-norm (norm_first=False, the 2017 paper): x = norm1(x + attention(x));
     x = norm2(x + feed_forward(x)). Pre-norm (norm_first=True): x = x + attention(norm1(x));
-    x = x + feed_forward(norm2(x)). dropout: you may ignore it (the grader uses 0).
+    x = x + feed_forward(norm2(x)). activation goes to the feed-forward network, eps to both
+    norms. dropout, rng: passed on to multi_head_attention and feed_forward (torch also drops
+    each sublayer's output before the residual add; the grader does not require it). float32
+    stays float32.
 
     Hints: minattn.multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads),
-    minattn.layer_norm and minattn.feed_forward are the parts (yours while graded, if you wrote
-    them).
+    minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass
+    their files too).
     """
     raise NotImplementedError

@@ -1,15 +1,13 @@
 """Exercise 9: rotary position embedding (walkthrough.md, Part II).
-Grade it: python -m minattn check 09_rope.py"""
+Grade it: python -m minattn check my_attention/09_rope.py --part 2"""
 import numpy as np
 
 
-def apply_rope(x, positions, *, base=10000.0, scaling=None):
+def apply_rope(x, positions, *, base=10000.0):
     """Rotate each feature pair of x by an angle proportional to the token's position.
-    (scaling: the long-context frequency schedules of minattn.rope_scaling; the grader checks
-    scaling=None only, so the exercise may refuse anything else.)
 
     x [..., L, d] (d even), positions: int array broadcasting to [..., L]. Returns x's shape and
-    dtype. Feature i pairs with feature i + d/2 (the "rotate half" convention of Llama and
+    dtype (float32 stays float32). base: the b of the angles below (Llama 3 uses 500000). Feature i pairs with feature i + d/2 (the "rotate half" convention of Llama and
     Hugging Face); the pair of a token at position m turns by the angle m * base**(-2i/d):
         out[i]       = x[i] cos(angle) - x[i + d/2] sin(angle)
         out[i + d/2] = x[i] sin(angle) + x[i + d/2] cos(angle)

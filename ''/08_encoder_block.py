@@ -1,0 +1,26 @@
+"""Exercise 8: the encoder block (walkthrough.md, section 11).
+Grade it: python -m minattn check my_attention/08_encoder_block.py"""
+import numpy as np
+
+import minattn
+
+
+def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation="relu",
+                  eps=1e-5, dropout=0.0, rng=None, return_weights=False):
+    """Self-attention, then the feed-forward network, each with a residual and a LayerNorm.
+
+    params: {"attention": {...}, "norm1": {"gamma", "beta"}, "feed_forward": {...},
+    "norm2": {"gamma", "beta"}}. x [..., L, D] -> [..., L, D] (and the attention weights
+    [..., H, L, L] too with return_weights=True).
+    Post-norm (norm_first=False, the 2017 paper): x = norm1(x + attention(x));
+    x = norm2(x + feed_forward(x)). Pre-norm (norm_first=True): x = x + attention(norm1(x));
+    x = x + feed_forward(norm2(x)). activation goes to the feed-forward network, eps to both
+    norms. dropout, rng: passed on to multi_head_attention and feed_forward (torch also drops
+    each sublayer's output before the residual add; the grader does not require it). float32
+    stays float32.
+
+    Hints: minattn.multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads),
+    minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass
+    their files too).
+    """
+    raise NotImplementedError
