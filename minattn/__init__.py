@@ -21,6 +21,10 @@ Part II, the decoder and the language model:
     decoder.py        generate  (greedy, temperature, top-k, top-p)            [18]
     rope_scaling.py   rope_frequencies (long-context RoPE schedules);  softcap.py  soft_cap,
                       capped_attention (Gemma 2)        ["Model families", after 18]
+    mla.py            latent_attention  (DeepSeek's multi-head latent attention)
+    attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
+    differential.py   differential_attention  (Differential Transformer, DiffLlama)
+                                                        [after "Model families"]
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [19]
     blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]

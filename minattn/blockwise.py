@@ -155,7 +155,7 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
-    q, k, v, _, _, scale = checks.check_attention(q, k, v, None, scale, 0.0, None)
+    q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, None, scale, 0.0, None)
     batch = checks.broadcast_or_raise(
         [("q", q.shape[:-2]), ("k", k.shape[:-2]), ("v", v.shape[:-2])],
         "the leading (batch/head) dims of q, k, v")

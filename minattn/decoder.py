@@ -56,7 +56,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}): each head of q and k
     RMS-normalised (with eps) before RoPE. Gemma: scores scaled by query_pre_attn_scalar^-1/2
     (not d_k^-1/2) and soft-capped at attn_logit_softcapping (minattn.softcap). mask covers all
-    L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right"))."""
+    L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
+    params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, d_k = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling, cache)
@@ -74,14 +75,18 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     if cache is not None:  # the past's keys and values, computed once, reused every step
         k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
         v = _append(cache["v"], v)
-    heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping)
+    heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping,
+                       params.get("sinks"))
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}  # heads: [..., H, L, d_k]
 
 
-def _attend(q, k, v, mask, query_pre_attn_scalar, softcap):
+def _attend(q, k, v, mask, query_pre_attn_scalar, softcap, sinks=None):
     # Gemma's scale and cap need their own core; every other model, the shared one.
     if query_pre_attn_scalar is None and softcap is None:
-        return grouped_attention(q, k, v, mask)
+        return grouped_attention(q, k, v, mask, sinks=sinks)
+    if sinks is not None:
+        raise ValueError("attention sinks with query_pre_attn_scalar or attn_logit_softcapping "
+                         "are not supported")
     scalar = q.shape[-1] if query_pre_attn_scalar is None else query_pre_attn_scalar
     return capped_attention(q, k, v, mask, scale=scalar ** -0.5, cap=softcap)
 
@@ -130,7 +135,8 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     checks.check_params(params, {}, where)
     params = checks.check_params(params, {
         **{f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS},
-        **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params}}, where)
+        **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
+        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
     for key in ("q_norm", "k_norm"):

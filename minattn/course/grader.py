@@ -46,6 +46,7 @@ LATER_PARAMETERS = {
     "causal_mask": {"align": 2, "window": 2, "like": None},
     "multi_head_attention": {"n_kv_heads": 2},
     "apply_rope": {"scaling": None},
+    "scaled_dot_product_attention": {"sinks": None},
     "self_attention": {"d_k": None, "rope_scaling": None, "eps": None,
                        "query_pre_attn_scalar": None, "attn_logit_softcapping": None},
 }

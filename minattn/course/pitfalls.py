@@ -44,7 +44,8 @@ PITFALLS = {
 }
 
 
-def attention_without_scaling(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+def attention_without_scaling(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                              sinks=None):
     """scaled_dot_product_attention without the 1/sqrt(d_k).
 
     Wrong because the scores q.k grow like sqrt(d_k): with wide heads the softmax saturates to
@@ -52,10 +53,11 @@ def attention_without_scaling(q, k, v, mask=None, *, scale=None, dropout=0.0, rn
     right shape and the rows still sum to one; only a comparison with the formula shows it.
     """
     return scaled_dot_product_attention(q, k, v, mask, scale=1.0 if scale is None else scale,
-                                        dropout=dropout, rng=rng)
+                                        dropout=dropout, rng=rng, sinks=sinks)
 
 
-def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                            sinks=None):
     """scaled_dot_product_attention whose softmax normalizes over the queries (axis=-2).
 
     Each key's column of weights sums to one instead of each query's row, so a query's output
@@ -64,6 +66,8 @@ def softmax_over_wrong_axis(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=
     """
     d_k = q.shape[-1]
     scores = (q @ np.swapaxes(k, -1, -2)) * (d_k ** -0.5 if scale is None else scale)
+    if sinks is not None:
+        raise ValueError("softmax_over_wrong_axis has no attention sinks")
     weights = softmax(scores, axis=-2, mask=mask)  # the bug: should be axis=-1, over the keys
     weights = _dropout(weights, dropout, rng)
     return weights @ v, weights
@@ -80,7 +84,8 @@ def split_heads_without_transpose(x, n_heads):
     return np.reshape(x, (*lead, n_heads, length, d_model // n_heads))
 
 
-def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                                 sinks=None):
     """scaled_dot_product_attention reading a boolean mask as True = ignore.
 
     That is torch.nn.MultiheadAttention's convention; minattn (like torch's functional
@@ -89,10 +94,12 @@ def attention_with_inverted_mask(q, k, v, mask=None, *, scale=None, dropout=0.0,
     """
     if mask is not None and np.dtype(mask.dtype).kind == "b":
         mask = np.logical_not(mask)  # the bug
-    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng)
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng,
+                                        sinks=sinks)
 
 
-def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                                  sinks=None):
     """scaled_dot_product_attention masking by adding -1e9 to the scores instead of -inf.
 
     A query whose keys are all masked then gets weights over keys it must not see instead of
@@ -104,7 +111,8 @@ def attention_with_minus_1e9_mask(q, k, v, mask=None, *, scale=None, dropout=0.0
     """
     if mask is not None and np.dtype(mask.dtype).kind == "b":
         mask = np.where(mask, 0.0, -1e9)  # the bug: a large finite number is not -inf
-    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng)
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng,
+                                        sinks=sinks)
 
 
 def layer_norm_over_wrong_axis(x, gamma, beta, eps=1e-5):

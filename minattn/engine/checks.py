@@ -103,21 +103,39 @@ def check_softmax(x, axis, mask):
     return x, axis, mask
 
 
-def check_attention(q, k, v, mask, scale, dropout, rng):
-    """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias and scale: the mask
-    split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the scores,
-    in the scores' dtype; 0.0 without one), and scale as a float (1/sqrt(d_k) by default: a dot
-    product of d_k unit-variance terms has variance d_k)."""
+def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
+    """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias, scale and sinks: the
+    mask split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the
+    scores, in the scores' dtype; 0.0 without one), scale as a float (1/sqrt(d_k) by default: a
+    dot product of d_k unit-variance terms has variance d_k), and the attention sinks (None, or
+    one logit per query row)."""
     q, k, v, batch = check_qkv(q, k, v)
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
     scale = default if scale is None else check_positive_real("scale", scale)
     check_dropout(dropout, rng)
+    sinks = check_sinks(sinks, batch + (q.shape[-2],))
     if mask is None or np.dtype(mask.dtype).kind == "b":
-        return q, k, v, mask, 0.0, scale
+        return q, k, v, mask, 0.0, scale, sinks
     # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
-    return q, k, v, None, mask.astype(np.result_type(q.dtype, k.dtype)), scale
+    return q, k, v, None, mask.astype(np.result_type(q.dtype, k.dtype)), scale, sinks
+
+
+def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis (..., L_q)"):
+    """Attention sinks: None, or a floating array broadcasting to rows_shape (one logit a row)."""
+    if sinks is None:
+        return None
+    sinks = as_float_array("sinks", sinks)
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(sinks.shape), tuple(rows_shape))) == tuple(rows_shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"sinks of shape {tuple(sinks.shape)} does not broadcast to {rows_name} "
+                         f"of shape {tuple(rows_shape)} (one logit per query row; per head: "
+                         "[H, 1])")
+    return sinks
 
 
 def check_split_heads(x, n_heads):
@@ -323,3 +341,12 @@ def check_params(params, expected, where="params"):
 def check_choice(name, value, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+
+
+def check_unused_keywords(name, others):
+    """An attention variant's keywords meant for other variants (a decoder block passes them all)
+    must be None: refused by name, never ignored."""
+    given = sorted(key for key, value in others.items() if value is not None)
+    if given:
+        raise ValueError(f"{name} does not support {', '.join(given)} (got "
+                         f"{', '.join(f'{key}={others[key]!r}' for key in given)})")

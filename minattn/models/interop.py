@@ -310,7 +310,7 @@ def from_hf(model):
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     experts = [k for k in _EXPERT_KEYS if getattr(config, k, None)]
-    if experts:
+    if experts and model_type != "deepseek_v3":  # its converter checks which layers are dense
         raise ValueError(f"{type(model).__name__} ({model_type}) has a mixture-of-experts "
                          f"feed-forward ({', '.join(f'{k}={getattr(config, k)}' for k in experts)}"
                          "): minattn has no experts layer")
@@ -512,4 +512,13 @@ def _gemma_from_hf(model):
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
            "qwen3": _llama_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
-           "gpt2": _gpt2_from_hf}
+           "gpt2": _gpt2_from_hf,
+           # attention variants: minattn/models/hf_variants.py (imported when used)
+           "deepseek_v3": lambda model: _variant_from_hf(model),
+           "diffllama": lambda model: _variant_from_hf(model)}
+
+
+def _variant_from_hf(model):
+    from . import hf_variants
+
+    return hf_variants.CONVERTERS[model.config.model_type](model)
