@@ -47,7 +47,7 @@ def main(argv=None):
     style = STYLES[args.style]
     gqa = {"n_kv_heads": args.kv_heads} if args.style == "llama" else {}
     rng = np.random.default_rng(0)
-    params = init_causal_lm(rng, args.vocab, args.layers, args.d_model, args.heads,
+    params, _ = init_causal_lm(rng, args.vocab, args.layers, args.d_model, args.heads,
                             4 * args.d_model, n_positions=max(args.lengths) + 1,
                             dtype=np.float32, **gqa, **style["init"])
     config = {"n_heads": args.heads, **gqa, **style["config"]}

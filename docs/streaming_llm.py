@@ -32,8 +32,8 @@ def sample(rng, chain, n, length):
 
 
 def train(rng, chain, steps):
-    params = ma.init_causal_lm(rng, V, 2, 32, 2, 64, position="rope", norm="rms_norm",
-                               activation="swiglu", bias=False, tied=False)
+    params, _ = ma.init_causal_lm(rng, V, 2, 32, 2, 64, position="rope", norm="rms_norm",
+                                  activation="swiglu", bias=False, tied=False)
     loss = lambda p, x: cross_entropy(ma.causal_lm(p, x[:, :-1], **CONFIG), x[:, 1:])
     state, loss_and_grad = adam_init(params), value_and_grad(loss)
     for _ in range(steps):

@@ -40,7 +40,8 @@ def geglu_tanh(params, x):
     return hidden @ params["w_down"]
 
 
-GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}  # their params: w_gate, w_up, w_down
+# The gated feed-forwards; their params: w_gate, w_up, w_down.
+GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}
 DECODER_ACTIVATIONS = ACTIVATIONS + tuple(GATED)
 POSITIONS = ("learned", "rope")
 
@@ -65,7 +66,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
     if "q_norm" in params:  # QK-norm: bounded q and k, so the scores cannot blow up
-        q, k = rms_norm(q, params["q_norm"]["gamma"], eps), rms_norm(k, params["k_norm"]["gamma"], eps)
+        q = rms_norm(q, params["q_norm"]["gamma"], eps)  # [..., H, L, d_k], per head
+        k = rms_norm(k, params["k_norm"]["gamma"], eps)
     if positions is not None:  # RoPE: q and k rotate by their absolute positions
         positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
         rotate = lambda t: apply_rope(t, positions, base=rope_base, scaling=rope_scaling)
@@ -167,7 +169,8 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
                  if d_k * n_heads == d_model else
                  _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype))
     if qk_norm:
-        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)} for key in ("q_norm", "k_norm")})
+        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
+                          for key in ("q_norm", "k_norm")})
     params = {"self_attention": attention,
               "norm1": _init_norm(d_model, norm, dtype)}
     if cross_attention:
@@ -369,10 +372,15 @@ def _check_decoder(params, cache, mask=None, config=()):
 
 
 def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, position="learned",
-                   n_positions=1024, tied=True, dtype=np.float64, **block_config):
-    """-> {"token_embedding": [V, D], ("position_embedding": [n_positions, D],) "layers",
-    "final_norm", ("lm_head": [D, V] unless tied)}: GPT-2 (position="learned", tied) or Llama
-    (position="rope", norm="rms_norm", activation="swiglu", bias=False, tied=False) style."""
+                   n_positions=1024, tied=True, activation="gelu_tanh", dtype=np.float64,
+                   **block_config):
+    """-> (params, config), the model as from_hf returns it: params {"token_embedding": [V, D],
+    ("position_embedding": [n_positions, D],) "layers", "final_norm", ("lm_head": [D, V] unless
+    tied)}, and config {"n_heads", "n_kv_heads", "d_k", "norm", "activation", "position"}, the
+    keywords of causal_lm(params, tokens, **config) and generate. GPT-2 (position="learned",
+    tied) or Llama (position="rope", norm="rms_norm", activation="swiglu", bias=False,
+    tied=False) style; block_config as init_decoder_block (n_kv_heads, d_k, norm, bias,
+    qk_norm)."""
     vocab_size = checks.check_size("vocab_size", vocab_size)
     dtype = checks.check_init(rng, dtype)
     checks.check_choice("position", position, POSITIONS)
@@ -381,10 +389,13 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
         n_positions = checks.check_size("n_positions", n_positions)
         params["position_embedding"] = (0.01 * rng.normal(size=(n_positions, d_model))).astype(dtype)
     params.update(init_decoder(rng, n_layers, d_model, n_heads, d_ff, final_norm=True,
-                               dtype=dtype, **block_config))
+                               activation=activation, dtype=dtype, **block_config))
     if not tied:
         params["lm_head"] = (0.02 * rng.normal(size=(d_model, vocab_size))).astype(dtype)
-    return params
+    config = {"n_heads": n_heads, "n_kv_heads": block_config.get("n_kv_heads"),
+              "d_k": block_config.get("d_k"), "norm": block_config.get("norm", "layer_norm"),
+              "activation": activation, "position": position}
+    return params, config
 
 
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
@@ -408,7 +419,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits)."""
     # int [B, L] -> [B, L, V]
     tokens, attention_mask, past = _check_causal_lm(params, tokens, attention_mask, n_heads,
-                                                    n_kv_heads, position, cache)
+                                                    n_kv_heads, d_k, norm, activation, position,
+                                                    cache)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
     if embedding_scale is not None:
@@ -456,13 +468,18 @@ def _empty_cache(x, n_heads, n_kv_heads, d_k):
     return np.zeros_like(x, shape=x.shape[:-2] + (n_kv_heads or n_heads, 0, d_k))
 
 
-def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, position, cache):
+def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
+                     position, cache):
     checks.check_choice("position", position, POSITIONS)
+    _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
     needed = ["token_embedding", "layers", "final_norm"] + (
         ["position_embedding"] if position == "learned" else [])
     if not isinstance(params, checks.DICT_TYPES) or any(k not in params for k in needed):
+        learned = position == "learned" and isinstance(params, checks.DICT_TYPES)
         raise ValueError(f"params must be a dict with keys {', '.join(map(repr, needed))} "
-                         "(and 'lm_head' unless the embeddings are tied)")
+                         "(and 'lm_head' unless the embeddings are tied)" + (
+                             "; position='learned' (the default) needs 'position_embedding', a "
+                             "model with RoPE passes position='rope'" if learned else ""))
     embedding = checks.check_shape("params['token_embedding']", params["token_embedding"],
                                       ("V", "D"))
     vocab_size = embedding.shape[0]
@@ -480,7 +497,8 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, positi
             raise TypeError("cache must be a tuple of {'k', 'v'} dicts, one per layer")
         past = first["k"].shape[-2]
     if attention_mask is not None:
-        attention_mask = check_attention_mask(attention_mask, (tokens.shape[0], past + tokens.shape[1]))
+        attention_mask = check_attention_mask(attention_mask,
+                                              (tokens.shape[0], past + tokens.shape[1]))
     if position == "learned":
         n_positions = params["position_embedding"].shape[0]
         if past + tokens.shape[1] > n_positions:
@@ -490,7 +508,35 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, positi
     if "lm_head" in params:
         checks.check_shape("params['lm_head']", params["lm_head"],
                               (embedding.shape[1], vocab_size))
+    _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
+                              activation, position)
     return tokens, attention_mask, past
+
+
+def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
+                              position):
+    # A keyword that contradicts what params holds is refused by name: params alone cannot say
+    # everything (n_heads splits w_q's width any way it divides), so the config travels with them.
+    def refuse(keyword, value, fact):
+        raise ValueError(f"{keyword}={value!r} contradicts params: {fact}")
+    if position == "rope" and "position_embedding" in params:
+        refuse("position", position, "params has 'position_embedding' (learned positions)")
+    if ("beta" in params["final_norm"]) != (norm == "layer_norm"):
+        refuse("norm", norm, f"params['final_norm'] has keys {sorted(params['final_norm'])}")
+    layer = params["layers"][0] if len(params["layers"]) else {}
+    feed, attention = layer.get("feed_forward", {}), layer.get("self_attention", {})
+    if ("w_gate" in feed) != (activation in GATED):
+        refuse("activation", activation, f"the feed-forward has keys {sorted(feed)} (a gated "
+               f"one, {', '.join(GATED)}, has w_gate, w_up, w_down)")
+    if "w_q" not in attention or "w_k" not in attention:
+        return  # an attention variant with other params checks its own
+    d_k = d_model // n_heads if d_k is None and d_model % n_heads == 0 else d_k
+    if d_k is not None and attention["w_q"].shape[-1] != n_heads * d_k:
+        refuse("d_k", d_k, f"w_q has shape {tuple(attention['w_q'].shape)}, not (D, n_heads * "
+               f"d_k) with n_heads={n_heads} (d_k defaults to d_model / n_heads)")
+    if d_k is not None and attention["w_k"].shape[-1] != (n_kv_heads or n_heads) * d_k:
+        refuse("n_kv_heads", n_kv_heads, f"w_k has shape {tuple(attention['w_k'].shape)}, "
+               f"not (D, n_kv_heads * d_k) with d_k={d_k} (n_kv_heads defaults to n_heads)")
 
 
 def check_attention_mask(attention_mask, shape):

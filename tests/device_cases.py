@@ -288,7 +288,8 @@ LLAMA = dict(n_heads=H, n_kv_heads=1, norm="rms_norm", activation="swiglu", posi
 
 
 def _lm(put, dtype, **init):
-    params = ma.init_causal_lm(np.random.default_rng(0), V, 2, D, H, F, n_positions=16, **init)
+    params, _ = ma.init_causal_lm(np.random.default_rng(0), V, 2, D, H, F, n_positions=16,
+                                  **init)
     return put(_cast(params, dtype))
 
 

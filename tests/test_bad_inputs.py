@@ -118,7 +118,7 @@ TOKENS = np.array([[1, 2, 3], [4, 5, 6]])
 GFF = ma.init_gated_feed_forward(np.random.default_rng(0), 4, 8)
 DBLOCK = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8, cross_attention=True)
 DEC = ma.init_decoder(np.random.default_rng(0), 1, 4, 2, 8)
-LM = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 4, 2, 8, n_positions=8)
+LM, _ = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 4, 2, 8, n_positions=8)
 _, LM_CACHE = ma.causal_lm(LM, TOKENS, n_heads=2, return_cache=True)
 # (an int list is converted, the README rule for lists: [0.5, 1, 2] is the bad list)
 POSITIONS = ["text", np.arange(3.0), np.arange(4), np.zeros((3, 3), int), [0.5, 1, 2]]

@@ -24,9 +24,9 @@ def _model(style, seed=0, n_layers=2):
     config = STYLES[style]
     init = {k: config[k] for k in ("n_kv_heads", "norm", "activation") if k in config}
     llama = config["position"] == "rope"
-    params = init_causal_lm(np.random.default_rng(seed), V, n_layers, 8, config["n_heads"], 12,
-                            position=config["position"], n_positions=32, tied=not llama,
-                            bias=not llama, **init)
+    params, _ = init_causal_lm(np.random.default_rng(seed), V, n_layers, 8, config["n_heads"],
+                               12, position=config["position"], n_positions=32, tied=not llama,
+                               bias=not llama, **init)
     return perturbed(params, seed), config  # perturbed: no zero bias or unit gamma hides a bug
 
 

@@ -132,7 +132,7 @@ def _decoder_cases():
                   position="rope"))):
         lm = cast_params(perturbed(ma.init_causal_lm(np.random.default_rng(0), 11, 2, 8,
                                                      config["n_heads"], 16, n_positions=8,
-                                                     **init), 1), F32)
+                                                     **init)[0], 1), F32)
         yield f"causal_lm dparams {style}", (lambda lm=lm, config=config: (
             lm, lambda a: ma.causal_lm(a, tokens, **config)))
 

@@ -98,7 +98,7 @@ def test_causal_lm_loss(style):
     else:
         init, config = {}, dict(n_heads=2)
     params = perturbed(ma.init_causal_lm(np.random.default_rng(0), 11, 2, D, config["n_heads"], F,
-                                         n_positions=8, **init), 1)
+                                         n_positions=8, **init)[0], 1)
     loss = lambda p: ma.cross_entropy(ma.causal_lm(p, tokens[:, :-1], **config), tokens[:, 1:])
     _rev(loss, params)
 

@@ -48,8 +48,12 @@ def _build(family, dtype, **overrides):
         "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
         "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
     }[family]
-    scaled = "rope_parameters" in overrides and family != "gemma3"
-    settings = {**COMMON, "max_position_embeddings": ORIGINAL if scaled else 64, **overrides}
+    # dynamic NTK scales beyond max_position_embeddings itself; the others name their
+    # original context in the dict (transformers advises max_position_embeddings = factor times it)
+    rope = overrides.get("rope_parameters", {})
+    longest = ORIGINAL if rope.get("rope_type") == "dynamic" else int(ORIGINAL * rope.get(
+        "factor", 8))
+    settings = {**COMMON, "max_position_embeddings": longest, **overrides}
     torch.manual_seed(0)
     return _randomized(model_class(config_class(**settings)), dtype)
 
@@ -92,7 +96,8 @@ def _float64_source(fn):
     source = textwrap.dedent(inspect.getsource(fn)).replace("dtype=torch.float)",
                                                             "dtype=torch.float64)")
     source = source.replace("dtype=torch.float32", "dtype=torch.float64")
-    source = source.replace("device=device, dtype=torch.float)", "device=device, dtype=torch.float64)")
+    source = source.replace("device=device, dtype=torch.float)",
+                            "device=device, dtype=torch.float64)")
     source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
     namespace = dict(vars(inspect.getmodule(fn)))
     exec(source, namespace)

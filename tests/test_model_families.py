@@ -19,7 +19,7 @@ LLAMA = dict(n_heads=4, n_kv_heads=2, norm="rms_norm", activation="swiglu", posi
 
 
 def _llama(seed=0, **init):
-    params = ma.init_causal_lm(np.random.default_rng(seed), V, 2, 16, 4, 24, position="rope",
+    params, _ = ma.init_causal_lm(np.random.default_rng(seed), V, 2, 16, 4, 24, position="rope",
                                tied=False, bias=False, n_kv_heads=2, norm="rms_norm",
                                activation="swiglu", **init)
     return perturbed(params, seed)
@@ -75,7 +75,8 @@ def test_yarn_attention_factor_scales_queries_and_keys():
 
 @pytest.mark.parametrize("scaling, match", [
     ({"rope_type": "longrope"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
-    ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"), ("linear", "dict")])
+    ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"),
+    ("linear", "dict")])
 def test_unknown_rope_scaling_is_refused_by_name(scaling, match):
     with pytest.raises(ValueError, match=match):
         ma.apply_rope(np.ones((3, 4)), np.arange(3), scaling=scaling)
@@ -151,7 +152,8 @@ def test_generate_pads_ended_rows_and_stops_when_all_have_ended():
     for row in range(3):  # each row: the free run up to its first eos, then padding
         new = free[row, 4:4 + out.shape[1] - 4]
         ends = np.flatnonzero(new == eos)
-        expected = new if not ends.size else np.r_[new[:ends[0] + 1], [0] * (len(new) - ends[0] - 1)]
+        stop = ends[0] + 1 if ends.size else len(new)
+        expected = np.r_[new[:stop], [0] * (len(new) - stop)]
         np.testing.assert_array_equal(out[row, 4:], expected)
     assert out.shape[1] == 12 or (out[:, 4:] == eos).any(axis=1).all()
     with pytest.raises(ValueError, match="pad_token_id"):
@@ -187,3 +189,29 @@ def test_token_lists_are_converted_and_torch_tensors_refused():
     for call in (ma.causal_lm, lambda p, t, **c: ma.generate(p, t, 2, **c)):
         with pytest.raises(TypeError, match="tokens is a torch tensor.*numpy"):
             call(params, torch.tensor(tokens), **LLAMA)
+
+
+def test_init_causal_lm_returns_the_model_as_from_hf_does():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                       n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    assert config == {"n_heads": 4, "n_kv_heads": 2, "d_k": None, "norm": "rms_norm",
+                      "activation": "swiglu", "position": "rope"}
+    assert ma.causal_lm(params, [[1, 2, 3]], **config).shape == (1, 3, V)
+
+
+@pytest.mark.parametrize("keyword, value", [
+    ("position", "learned"), ("norm", "layer_norm"), ("activation", "relu"),
+    ("n_kv_heads", None), ("n_kv_heads", 1), ("d_k", 2)])
+def test_a_config_keyword_contradicting_params_is_refused_by_name(keyword, value):
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                       n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    with pytest.raises(ValueError, match=keyword):
+        ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})
+
+
+@pytest.mark.parametrize("keyword, value", [
+    ("position", "rope"), ("norm", "rms_norm"), ("activation", "swiglu")])
+def test_a_gpt2_style_model_refuses_llama_keywords(keyword, value):
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, n_positions=8)
+    with pytest.raises(ValueError, match=keyword):
+        ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})

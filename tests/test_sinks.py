@@ -137,8 +137,8 @@ def test_streaming_cache_decodes_as_the_kept_tokens_alone(n_sink):
     rng = np.random.default_rng(10)
     config = {"n_heads": 4, "n_kv_heads": 2, "norm": "rms_norm", "activation": "swiglu",
               "position": "rope"}
-    params = ma.init_causal_lm(rng, 20, 1, 16, 4, 24, position="rope", norm="rms_norm",
-                               activation="swiglu", bias=False, tied=False, n_kv_heads=2)
+    params, _ = ma.init_causal_lm(rng, 20, 1, 16, 4, 24, position="rope", norm="rms_norm",
+                                  activation="swiglu", bias=False, tied=False, n_kv_heads=2)
     tokens = rng.integers(0, 20, size=(2, 12))
     _, cache = ma.causal_lm(params, tokens[:, :11], return_cache=True, **config)
     cache = streaming_cache(cache, n_sink=n_sink, window=4, rope_base=10000.0)

@@ -16,8 +16,8 @@ def test_sort_task_is_digits_separator_sorted_digits():
 
 def test_answer_loss_gradient_matches_finite_differences():
     rng = np.random.default_rng(1)
-    params = train_lm.init_causal_lm(rng, train_lm.VOCAB_SIZE, 1, 4, 2, 6, n_positions=7,
-                                     activation="gelu_tanh")
+    params, _ = train_lm.init_causal_lm(rng, train_lm.VOCAB_SIZE, 1, 4, 2, 6, n_positions=7,
+                                        activation="gelu_tanh")
     tokens = train_lm.make_sort_task(rng, 2, 3)
     check_grads(lambda p: train_lm.answer_loss(p, tokens, 3), modes=["rev"], order=1)(params)
 

@@ -811,7 +811,7 @@ def _(data):
       "bottom-right aligned", part=2)
 def _(data):
     length, seed = data.draw(st.integers(2, 5), "L"), data.draw(seeds, "seed")
-    lm = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
+    lm, _ = minattn.init_causal_lm(np.random.default_rng(seed), 7, 1, 4, 2, 8, n_positions=8)
     tokens = np.random.default_rng(seed).integers(0, 7, size=(1, length))
     data.show("tokens", tokens)
     full = np.asarray(minattn.causal_lm(lm, tokens, n_heads=2))

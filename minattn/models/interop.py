@@ -416,7 +416,8 @@ def _windows(config, n_layers):
     types = getattr(config, "layer_types", None)
     if window is None:
         if types and "sliding_attention" in types:
-            raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
+            raise ValueError("layer_types names sliding_attention layers but sliding_window "
+                             "is None")
         return None
     if not types:
         return int(window)

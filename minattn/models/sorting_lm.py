@@ -49,7 +49,7 @@ def train_sort_model(seed=0, steps=300, batch_size=64, d_model=32, d_ff=64, n_la
     """Train the sorting model with autograd and Adam -> params; deterministic for a seed.
     callback(step, loss) is called after every step (the CLI's progress bar)."""
     rng = np.random.default_rng(seed)
-    params = init_causal_lm(rng, VOCAB_SIZE, n_layers, d_model, CONFIG["n_heads"], d_ff,
+    params, _ = init_causal_lm(rng, VOCAB_SIZE, n_layers, d_model, CONFIG["n_heads"], d_ff,
                             position="learned", n_positions=2 * n_digits + 1,
                             activation=CONFIG["activation"])
     state = adam_init(params)
