@@ -20,14 +20,14 @@ Part II, the decoder and the language model:
     decoder.py        causal_lm;  loss.py  cross_entropy                       [17]
     decoder.py        generate  (greedy, temperature, top-k, top-p)            [18]
     rope_scaling.py   rope_frequencies (long-context RoPE schedules);  softcap.py  soft_cap,
-                      capped_attention (Gemma 2)        ["Model families", after 18]
-    mla.py            latent_attention  (DeepSeek's multi-head latent attention)
+                      capped_attention (Gemma 2)                               [19]
+    mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
     attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
-    differential.py   differential_attention  (Differential Transformer, DiffLlama)
-                                                        [after "Model families"]
+    differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
 Parts III and IV, learning and cost:
-    the hand-written gradients sit beside their forwards                       [19]
-    blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]
+    the hand-written gradients sit beside their forwards                       [21]
+    models/           count_task (a model that learns) [22], induction (what it learns) [23]
+    blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [25]
 
 Around the concepts, each in a sub-package named for what it holds. The engine room is what the
 concepts import; the course, the models and the display import the concepts, never the other way
