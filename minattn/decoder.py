@@ -73,8 +73,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
         rotate = lambda t: apply_rope(t, positions, base=rope_base, scaling=rope_scaling)
         q, k = rotate(q), rotate(k)
     if cache is not None:  # the past's keys and values, computed once, reused every step
-        k = _append(cache["k"], k)  # [..., H_kv, L_past + L, d_k]
-        v = _append(cache["v"], v)
+        k = _append(cache.get("k"), k)  # [..., H_kv, L_past + L, d_k]
+        v = _append(cache.get("v"), v)
     heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping,
                        params.get("sinks"))
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}  # heads: [..., H, L, d_k]
@@ -101,9 +101,9 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     n_kv = n_kv_heads or n_heads
     params = check_attention_params(params, d_model, n_heads, n_kv, d_k)
     past = 0
-    if cache is not None:
+    if cache is not None:  # {}: an empty cache, to be filled
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
-        past = cache["k"].shape[-2]
+        past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # RoPE
         positions = as_int_array("positions", positions)
         check_positions(positions, x.shape[:-1], "x's (..., L)")
@@ -146,9 +146,11 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
 
 
 def _append(past, new):
-    # [..., L_past, d], [..., L, d] -> [..., L_past + L, d]. autograd's np.concatenate views its
-    # result as a host ndarray (no CuPy); NumPy's own dispatches to the arrays' library. So
-    # autograd's only when differentiating through the cache.
+    # [..., L_past, d], [..., L, d] -> [..., L_past + L, d]; past None: an empty cache ({}).
+    # autograd's np.concatenate views its result as a host ndarray (no CuPy); NumPy's own
+    # dispatches to the arrays' library. So autograd's only when differentiating through it.
+    if past is None:
+        return new
     if isbox(past) or isbox(new):
         return np.concatenate([past, new], axis=-2)
     return numpy.concatenate([past, new], axis=-2)
@@ -297,6 +299,8 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
 
 def _check_layer_cache(cache, expected, where):
     # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
+    if isinstance(cache, checks.DICT_TYPES) and not cache:
+        return  # {}: empty, to be filled
     if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
         raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
                         f"[..., H_kv, L_past, d_k], got {type(cache).__name__}")
@@ -402,7 +406,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
               norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
               rope_base=10000.0, rope_scaling=None, window=None, embedding_scale=None,
               query_pre_attn_scalar=None, attn_logit_softcapping=None,
-              final_logit_softcapping=None, cache=None, return_cache=False):
+              final_logit_softcapping=None, attention=self_attention, cache=None,
+              return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied). With a cache (or
@@ -416,7 +421,10 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     minattn.rope_scaling), window (a sliding window of that many keys; a list: one per layer,
     None for a global layer); rope_base and rope_scaling may be lists too. Gemma:
     embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
-    attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits)."""
+    attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
+    attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
+    differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
+    from {} (empty)."""
     # int [B, L] -> [B, L, V]
     tokens, attention_mask, past = _check_causal_lm(params, tokens, attention_mask, n_heads,
                                                     n_kv_heads, d_k, norm, activation, position,
@@ -437,14 +445,13 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
 
     masks = [mask(w) for w in window] if isinstance(window, list) else mask(window)
     if cache is None and return_cache:
-        cache = tuple({"k": _empty_cache(x, n_heads, n_kv_heads, d_k), "v": _empty_cache(
-            x, n_heads, n_kv_heads, d_k)} for _ in params["layers"])
+        cache = tuple({} for _ in params["layers"])  # empty: each layer fills its own
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, masks,
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
                   rope_scaling=rope_scaling, query_pre_attn_scalar=query_pre_attn_scalar,
-                  attn_logit_softcapping=attn_logit_softcapping)
+                  attn_logit_softcapping=attn_logit_softcapping, attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]
@@ -460,12 +467,6 @@ def _positions(attention_mask, past, length, like):
         return np.arange(past, past + length, like=like)
     counted = np.cumsum(attention_mask, axis=-1) - 1  # [B, L_past + L]
     return np.where(attention_mask, counted, 0)[:, past:]
-
-
-def _empty_cache(x, n_heads, n_kv_heads, d_k):
-    # [B, H_kv, 0, d_k] in x's dtype and array library
-    d_k = x.shape[-1] // n_heads if d_k is None else d_k
-    return np.zeros_like(x, shape=x.shape[:-2] + (n_kv_heads or n_heads, 0, d_k))
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
@@ -493,9 +494,10 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     if cache is not None:
         layers = _check_decoder(params, cache)
         first = cache[0] if layers else {}
-        if not isinstance(first, checks.DICT_TYPES) or "k" not in first:
-            raise TypeError("cache must be a tuple of {'k', 'v'} dicts, one per layer")
-        past = first["k"].shape[-2]
+        if not isinstance(first, checks.DICT_TYPES):
+            raise TypeError("cache must be a tuple of dicts ({'k', 'v'}, or an attention "
+                            "variant's), one per layer")
+        past = next(iter(first.values())).shape[-2] if first else 0  # [..., L_past, d]
     if attention_mask is not None:
         attention_mask = check_attention_mask(attention_mask,
                                               (tokens.shape[0], past + tokens.shape[1]))

@@ -48,7 +48,7 @@ def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, po
         positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
         q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
     if cache is not None:
-        k, v = _append(cache["k"], k), _append(cache["v"], v)  # [..., H_kv, L_past + L, d]
+        k, v = _append(cache.get("k"), k), _append(cache.get("v"), v)  # [..., H_kv, L_past + L, d]
     half = n_kv_heads // 2
     v2 = np.concatenate([v[..., :half, :, :], v[..., half:, :, :]], axis=-1)  # [.., H_kv/2, L, 2d]
     # Every query head reads the 2d-wide values of its pair: both halves of the heads see the same.
@@ -99,7 +99,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     past = 0
     if cache is not None:
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")
-        past = cache["k"].shape[-2]
+        past = cache["k"].shape[-2] if cache else 0
     if positions is not None:
         check_positions(positions, x.shape[:-1], "x's (..., L)")
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])

@@ -22,10 +22,9 @@ DeepSeek's interleaved layout becomes rotate-half by permuting weight columns
 import numbers
 
 import autograd.numpy as np
-from autograd.tracer import isbox
-import numpy
 
 from .attention import scaled_dot_product_attention
+from .decoder import _append
 from .engine import checks
 from .heads import merge_heads, split_heads
 from .linear import linear
@@ -55,7 +54,7 @@ def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope
     c_kv = rms_norm(latent[..., :r], params["gamma_kv_a"], latent_eps)  # [..., L, r]
     k_rope = apply_rope(latent[..., r:], positions, base=rope_base)  # [..., L, d_rope], one head
     if cache is not None:  # the past's latents: r + d_rope numbers per token
-        c_kv, k_rope = _append(cache["c_kv"], c_kv), _append(cache["k_rope"], k_rope)
+        c_kv, k_rope = _append(cache.get("c_kv"), c_kv), _append(cache.get("k_rope"), k_rope)
     w_kv_b = np.reshape(params["w_kv_b"], (r, n_heads, d_nope + v_head_dim))
     w_uk = np.swapaxes(w_kv_b[..., :d_nope], 0, 1)  # [H, r, d_nope]
     w_uv = np.swapaxes(w_kv_b[..., d_nope:], 0, 1)  # [H, r, d_v]
@@ -95,14 +94,6 @@ def _queries(params, x, eps):
 
 def _linear(params, x, name):
     return linear(x, params[f"w_{name}"], params[f"b_{name}"] if f"b_{name}" in params else 0.0)
-
-
-def _append(past, new):
-    # [..., L_past, d], [..., L, d] -> [..., L_past + L, d] (autograd's concatenate only when
-    # differentiating: it would turn CuPy arrays into host arrays).
-    if isbox(past) or isbox(new):
-        return np.concatenate([past, new], axis=-2)
-    return numpy.concatenate([past, new], axis=-2)
 
 
 def init_latent_attention(rng, d_model, n_heads, *, kv_lora_rank, qk_nope_head_dim,
@@ -171,7 +162,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     positions = checks.as_array("positions", positions)
     check_positions(positions, x.shape[:-1], "x's (..., L)")
     past = 0
-    if cache is not None:
+    if cache is not None and not (isinstance(cache, checks.DICT_TYPES) and not cache):  # {}: empty
         if not isinstance(cache, checks.DICT_TYPES) or "c_kv" not in cache or "k_rope" not in cache:
             raise TypeError("cache must be a dict {'c_kv': [..., L_past, kv_lora_rank], "
                             f"'k_rope': [..., L_past, qk_rope_head_dim]}}, got "

@@ -140,7 +140,8 @@ CASES.update({
         n_kv_heads=a.get("n_kv_heads"), positions=a.get("positions"), cache=a.get("cache")), {
         "params": [None, {}, {**MHA, "w_k": MHA["w_k"][:, :2]}], "x": ARRAYS, "mask": MASKS,
         "n_heads": N_HEADS, "n_kv_heads": [3, 0, 1.0, True], "positions": POSITIONS,
-        "cache": [{}, "text", {"k": np.zeros((2, 2, 1, 3)), "v": np.zeros((2, 2, 1, 3))},
+        "cache": [{"k": np.zeros((2, 2, 1, 3))}, "text",
+                  {"k": np.zeros((2, 2, 1, 3)), "v": np.zeros((2, 2, 1, 3))},
                   {"k": np.zeros((1, 2, 1, 2)), "v": np.zeros((1, 2, 1, 2))}]}),
     "init_decoder_block": (lambda **a: ma.init_decoder_block(
         a.get("rng", np.random.default_rng(0)), a.get("d_model", 4), a.get("n_heads", 2),

@@ -190,3 +190,18 @@ def test_rope_attention_is_invariant_to_shifting_all_positions(seed, shift, data
     a, _ = ma.self_attention(p, x, mask, n_heads=2, n_kv_heads=1, positions=positions)
     b, _ = ma.self_attention(p, x, mask, n_heads=2, n_kv_heads=1, positions=positions + shift)
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+def test_an_empty_cache_is_an_empty_dict_and_equals_a_zero_length_one():
+    # {} starts a cache for any self-attention sublayer (causal_lm's return_cache=True uses it);
+    # it must act exactly as explicit zero-length keys and values.
+    rng = np.random.default_rng(5)
+    params = ma.init_decoder_block(rng, 8, 4, 16, n_kv_heads=2)["self_attention"]
+    x = rng.normal(size=(2, 3, 8))
+    mask = ma.causal_mask(3)
+    zero = {key: np.zeros((2, 2, 0, 2)) for key in ("k", "v")}
+    out_empty, cache_empty = ma.self_attention(params, x, mask, n_heads=4, n_kv_heads=2, cache={})
+    out_zero, cache_zero = ma.self_attention(params, x, mask, n_heads=4, n_kv_heads=2, cache=zero)
+    np.testing.assert_array_equal(out_empty, out_zero)
+    for key in ("k", "v"):
+        np.testing.assert_array_equal(cache_empty[key], cache_zero[key])

@@ -219,3 +219,34 @@ def test_diffllama_greedy_generation_equals_hf_generate(float64_diffllama):
     empty = lambda t: {key: np.zeros((t.shape[0], 2, 0, 8)) for key in ("k", "v")}
     np.testing.assert_array_equal(_greedy(params, kwargs, tokens, 12, empty),
                                   _hf_generate(model, tokens, 12))
+
+
+# Through minattn's own language model: from_hf's (params, config) straight into causal_lm and
+# generate, the variant's cache ({"c_kv", "k_rope"} for MLA) starting empty.
+@pytest.mark.parametrize("q_lora_rank", [12, None])
+def test_deepseek_v3_through_causal_lm_and_generate(q_lora_rank, float64_deepseek):
+    from minattn.interop import from_hf
+
+    model = _deepseek(torch.float64, q_lora_rank=q_lora_rank)
+    params, config = from_hf(model)
+    tokens = _tokens(2, 5, seed=3)
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+    _, cache = ma.causal_lm(params, tokens, return_cache=True, **config)
+    assert sorted(cache[0]) == ["c_kv", "k_rope"] and cache[0]["c_kv"].shape == (2, 5, 8)
+    expected = _hf_generate(model, tokens, 12)
+    np.testing.assert_array_equal(ma.generate(params, tokens, 12, **config), expected)
+    np.testing.assert_array_equal(ma.generate(params, tokens, 12, use_cache=False, **config),
+                                  expected)
+
+
+def test_diffllama_through_causal_lm_and_generate(float64_diffllama):
+    from minattn.interop import from_hf
+
+    model = _diffllama(torch.float64)
+    params, config = from_hf(model)
+    tokens = _tokens(2, 5, seed=3)
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(ma.generate(params, tokens, 12, **config),
+                                  _hf_generate(model, tokens, 12))
