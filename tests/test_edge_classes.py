@@ -134,7 +134,7 @@ MEMORY_MASKED = {
         _cast(DECODER, dt), X.astype(dt), memory=MEMORY.astype(dt), memory_mask=m, n_heads=H,
         norm="rms_norm", activation="swiglu"),
 }
-LM_MASK = ma.init_causal_lm(np.random.default_rng(9), 7, 1, 4, 2, 6)
+LM_MASK, _ = ma.init_causal_lm(np.random.default_rng(9), 7, 1, 4, 2, 6)
 BOOLEAN_ONLY = {  # masks that are boolean (or 0/1 ints) by definition: a floating one is refused
     "softmax": lambda m: ma.softmax(X[..., :L], mask=m),
     "blockwise_attention": lambda m: ma.blockwise_attention(X, X, X, key_mask=m[0]),
@@ -250,7 +250,7 @@ X3 = rng3.normal(size=(2, 3, 4))
 KV3 = rng3.normal(size=(2, 3, 4))
 GATED = ma.init_gated_feed_forward(np.random.default_rng(12), 4, 6)
 FF = ma.init_feed_forward(np.random.default_rng(13), 4, 6)
-LM = ma.init_causal_lm(np.random.default_rng(14), 7, 1, 4, 2, 6)
+LM, _ = ma.init_causal_lm(np.random.default_rng(14), 7, 1, 4, 2, 6)
 TOKENS = np.array([[1, 2, 3]])
 CAUSAL = ma.causal_mask(3)
 
