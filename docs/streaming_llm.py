@@ -1,12 +1,16 @@
-"""StreamingLLM on a tiny trained model: the loss past the cache's window, with and without the
-first tokens kept (walkthrough.md, "Attention sinks"). Not a test: an experiment whose output
-the walkthrough quotes.
+"""StreamingLLM on a tiny trained model: the loss and the attention past the cache's window,
+with and without the first tokens kept (walkthrough.md, "Attention sinks"). Not a test: an
+experiment whose output the walkthrough quotes.
 
 A 2-layer RoPE language model (D = 32, 2 heads, SwiGLU, RMSNorm) learns a random bigram chain
 over tokens 1..15 from sequences of 32 tokens that start with token 0 (BOS). It then reads 128
 tokens one at a time through the KV cache, pruned after each step by
-minattn.sinks.streaming_cache, and the mean loss over the tokens past position 32 is printed for
-each policy. Usage: PYTHONPATH=. python docs/streaming_llm.py [steps] [seed]
+minattn.sinks.streaming_cache. For each policy it prints the mean loss over the tokens past
+position 32 and, over the same steps, the mean attention weight each head of each layer puts
+on the cache's first slot (the BOS token when the first tokens are kept or nothing is dropped,
+the oldest recent token when they are not) and on the first n_sink slots together; and, for
+reference, the full cache's weight on BOS within the 32 positions the model was trained on.
+Usage: PYTHONPATH=. python docs/streaming_llm.py [steps] [seed]
 """
 import sys
 
@@ -43,16 +47,33 @@ def train(rng, chain, steps):
 
 
 def streaming_losses(params, tokens, n_sink, window):
-    # -> [B, L - 1]: the loss of each next token, read one token a step through a pruned cache.
-    cache, losses = None, []
-    for t in range(tokens.shape[1] - 1):
-        logits, cache = ma.causal_lm(params, tokens[:, t:t + 1], cache=cache, return_cache=True,
-                                     **CONFIG)
-        cache = streaming_cache(cache, n_sink=n_sink, window=window, rope_base=10000.0)
-        z = logits[:, -1] - np.max(logits[:, -1], axis=-1, keepdims=True)
-        log_p = z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
-        losses.append(-log_p[np.arange(tokens.shape[0]), tokens[:, t + 1]])
-    return np.stack(losses, axis=1)
+    # -> ([B, L - 1]: the loss of each next token, read one token a step through a pruned cache;
+    # a list over the steps of each layer's weights [B, H, L_k] of the token read, over the
+    # cache it was given and itself). The weights are recorded by swapping a spy in for
+    # scaled_dot_product_attention, which each layer calls once a step, in order.
+    cache, losses, rows, calls = None, [], [], []
+    attend = ma.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        out, weights = attend(*args, **kwargs)
+        calls.append(weights)  # [B, H_kv, G, 1, L_k]: one query, H = H_kv G heads
+        return out, weights
+
+    with ma.swap(scaled_dot_product_attention=spy):
+        for t in range(tokens.shape[1] - 1):
+            logits, cache = ma.causal_lm(params, tokens[:, t:t + 1], cache=cache,
+                                         return_cache=True, **CONFIG)
+            rows.append([np.reshape(w, (tokens.shape[0], -1, w.shape[-1])) for w in calls])
+            calls.clear()
+            cache = streaming_cache(cache, n_sink=n_sink, window=window, rope_base=10000.0)
+            z = logits[:, -1] - np.max(logits[:, -1], axis=-1, keepdims=True)
+            log_p = z - np.log(np.sum(np.exp(z), axis=-1, keepdims=True))
+            losses.append(-log_p[np.arange(tokens.shape[0]), tokens[:, t + 1]])
+    return np.stack(losses, axis=1), rows
+
+
+def heads(values):
+    return ", ".join(f"{v:.4f}" for v in values)
 
 
 def main(steps=300, seed=0):
@@ -63,9 +84,21 @@ def main(steps=300, seed=0):
     print(f"seed {seed}, {steps} steps; the chain's mean entropy {entropy:.4f} nats")
     tokens = sample(np.random.default_rng(seed + 100), chain, 64, 129)
     for n_sink, window in [(0, 16), (1, 15), (4, 12), (0, 128)]:
-        loss = streaming_losses(params, tokens, n_sink, window)[:, LENGTH:].mean()
+        losses, rows = streaming_losses(params, tokens, n_sink, window)
         print(f"n_sink={n_sink:d} window={window:3d}: mean loss past position {LENGTH}: "
-              f"{loss:.4f}")
+              f"{losses[:, LENGTH:].mean():.4f}")
+        for layer in range(len(rows[0])):
+            past = [step[layer] for step in rows[LENGTH:]]  # the steps whose loss is averaged
+            first = np.mean([w[:, :, 0] for w in past], axis=(0, 1))  # [H]
+            print(f"  layer {layer}: mean weight on the cache's first slot, per head: "
+                  f"{heads(first)}"
+                  + (f"; on its first {n_sink}: "
+                     f"{heads(np.mean([w[:, :, :n_sink].sum(-1) for w in past], axis=(0, 1)))}"
+                     if n_sink > 1 else ""))
+            if window == 128:
+                trained = np.mean([step[layer][:, :, 0] for step in rows[1:LENGTH]], axis=(0, 1))
+                print(f"  layer {layer}: the weight on BOS at positions 1..{LENGTH - 1}, per "
+                      f"head: {heads(trained)}")
 
 
 if __name__ == "__main__":

@@ -23,9 +23,9 @@ ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks
            "04_heads.py": 1, "05_multi_head_attention.py": 1, "06_layer_norm.py": 1,
            "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
            "09_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
-           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4}
+           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 2}
 # the most complete answer for each exercise function: the one the mutants are made from
-MUTATED = {"01_softmax.py", "02_attention.py", "03_masks_part2.py", "04_heads.py",
+MUTATED = {"01_softmax.py", "14_attention_sinks.py", "03_masks_part2.py", "04_heads.py",
            "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
            "09_grouped_query_attention.py", "11_kv_cache.py", "12_softmax_backward.py",
            "13_blockwise_attention.py"}
@@ -259,6 +259,16 @@ MISTAKES = {
                                     "g", "softmax_vjp_matches_finite_differences"),
     "online softmax without rescaling": ("13_blockwise_attention.py", "c * acc", "acc",
                                          "blockwise_attention_matches_attention"),
+    "the sink masked with the last key": ("14_attention_sinks.py", "[keep, np.ones(rows, bool)]",
+                                          "[keep, keep[..., -1:]]",
+                                          "attention_sinks_join_after_masking"),
+    "the sink left out of the denominator": ("14_attention_sinks.py", "mask=keep)[..., :-1]",
+                                             "mask=keep)[..., :-1]\n        weights = weights / "
+                                             "np.sum(weights, axis=-1, keepdims=True)",
+                                             "attention_sinks_take_their_share"),
+    "the mask applied after the softmax": ("14_attention_sinks.py", "mask=keep)[..., :-1]",
+                                           "mask=None)[..., :-1] * keep[..., :-1]",
+                                           "attention_sinks_join_after_masking"),
 }
 
 

@@ -10,7 +10,7 @@ attention, multi-head attention and the encoder block. Several files (or a folde
 Grading goes by part of the walkthrough: each property belongs to the part that teaches it
 (walkthrough.md's Parts I to IV: attention and the encoder, the decoder and the language model,
 learning, cost and long sequences). `--part N` checks what parts 1..N teach (default 1); the others are listed as waiting. A Part I answer may leave out the
-parameters Part II adds (`align`, `window`, `n_kv_heads`): they wait for Part II too.
+parameters Part II adds (`align`, `window`, `n_kv_heads`, `sinks`): they wait for Part II too.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
@@ -46,7 +46,7 @@ LATER_PARAMETERS = {
     "causal_mask": {"align": 2, "window": 2, "like": None},
     "multi_head_attention": {"n_kv_heads": 2},
     "apply_rope": {"scaling": None},
-    "scaled_dot_product_attention": {"sinks": None},
+    "scaled_dot_product_attention": {"sinks": 2},
     "self_attention": {"d_k": None, "rope_scaling": None, "eps": None,
                        "query_pre_attn_scalar": None, "attn_logit_softcapping": None},
 }
