@@ -879,8 +879,9 @@ def _(data):
       "and sinks (one per query row, shape [L_q]), the masked keys leave the denominator and the "
       "sink stays in it (it is never masked): a query whose keys are all masked gets all-zero "
       "weights and a zero output", ATTENTION,
-      "mask the scores first, then append the sink's column with a mask column of True; "
-      "masking the weights after the softmax leaves the masked keys in the denominator", part=2)
+      "mask the scores first, then append the sink's column with a mask column of True (the "
+      "sink is never masked, whatever the mask says of the keys); masking the weights after "
+      "the softmax leaves the masked keys in the denominator", part=2)
 def _(data):
     q, k, v = data.draw(qkv(batch=False), "q, k, v")
     keep = data.draw(hnp.arrays(bool, (q.shape[0], k.shape[0])), "mask")
