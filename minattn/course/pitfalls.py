@@ -9,7 +9,7 @@ Do not use these functions for anything else.
 import autograd.numpy as np
 
 from ..attention import scaled_dot_product_attention, softmax
-from ..decoder import decoder
+from ..decoder import decoder, self_attention
 from ..heads import merge_heads, split_heads
 from ..masks import causal_mask
 from ..multi_head import _project, grouped_attention
@@ -229,7 +229,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           rope_base=10000.0, rope_scaling=None, window=None,
                                           embedding_scale=None, query_pre_attn_scalar=None,
                                           attn_logit_softcapping=None,
-                                          final_logit_softcapping=None, cache=None,
+                                          final_logit_softcapping=None,
+                                          attention=self_attention, cache=None,
                                           return_cache=False):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
@@ -239,7 +240,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     """
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]
-    past = 0 if cache is None else cache[0]["k"].shape[-2]
+    past = 0 if not cache or not cache[0] else next(iter(cache[0].values())).shape[-2]
     positions = np.arange(length)  # the bug: should be np.arange(past, past + length)
     if position == "learned":
         x = x + params["position_embedding"][positions]
@@ -251,7 +252,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, mask,
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
-                  positions=positions if position == "rope" else None, rope_base=rope_base)
+                  positions=positions if position == "rope" else None, rope_base=rope_base,
+                  attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding
