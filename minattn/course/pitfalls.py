@@ -9,7 +9,7 @@ Do not use these functions for anything else.
 import autograd.numpy as np
 
 from ..attention import scaled_dot_product_attention, softmax
-from ..decoder import decoder
+from ..decoder import decoder, self_attention
 from ..heads import merge_heads, split_heads
 from ..masks import causal_mask
 from ..multi_head import _project, grouped_attention
@@ -172,12 +172,12 @@ def encoder_block_without_residual(params, x, mask=None, *, n_heads, norm_first=
                            rng=rng)
         return _dropout(out, dropout, rng)
 
-    h = norm(x, "norm1") if norm_first else x
-    attended, weights = multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+    h = norm(x, "self_attention_norm") if norm_first else x
+    attended, weights = multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
                                              dropout=dropout, rng=rng)
     attended = _dropout(attended, dropout, rng)
-    x = attended if norm_first else norm(attended, "norm1")  # the bug: should be x + attended
-    x = x + ff(norm(x, "norm2")) if norm_first else norm(x + ff(x), "norm2")
+    x = attended if norm_first else norm(attended, "self_attention_norm")  # the bug: should be x + attended
+    x = x + ff(norm(x, "feed_forward_norm")) if norm_first else norm(x + ff(x), "feed_forward_norm")
     return (x, weights) if return_weights else x
 
 
@@ -229,7 +229,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           rope_base=10000.0, rope_scaling=None, window=None,
                                           embedding_scale=None, query_pre_attn_scalar=None,
                                           attn_logit_softcapping=None,
-                                          final_logit_softcapping=None, cache=None,
+                                          final_logit_softcapping=None,
+                                          attention=self_attention, cache=None,
                                           return_cache=False):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
@@ -251,7 +252,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, mask,
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
-                  positions=positions if position == "rope" else None, rope_base=rope_base)
+                  positions=positions if position == "rope" else None, rope_base=rope_base,
+                  attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding
