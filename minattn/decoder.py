@@ -277,6 +277,7 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
         checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+    checks.check_no_renamed_block_keys(params, where)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
     for key in needed:
