@@ -38,7 +38,7 @@ def torch_functions(params, x, n_heads):
     d_ff = params["feed_forward"]["w_1"].shape[1]
     layer = torch.nn.TransformerEncoderLayer(d_model, n_heads, d_ff, dropout=0.0, batch_first=True)
     with torch.no_grad():  # the same weights, torch's [out, in] layout
-        a = params["attention"]
+        a = params["self_attention"]
         layer.self_attn.in_proj_weight.copy_(torch.from_numpy(
             np.concatenate([a["w_q"].T, a["w_k"].T, a["w_v"].T])))
         layer.self_attn.in_proj_bias.copy_(torch.from_numpy(np.concatenate([a["b_q"], a["b_k"], a["b_v"]])))
@@ -71,7 +71,7 @@ def torch_functions(params, x, n_heads):
 def floor_products(params, x, n_heads):
     # The block's matrix products alone, in NumPy, with the same shapes: the cost below which
     # no NumPy implementation of the block can go.
-    a, f = params["attention"], params["feed_forward"]
+    a, f = params["self_attention"], params["feed_forward"]
     b, length, d_model = x.shape
     d_k = d_model // n_heads
     tokens = x.reshape(-1, d_model)
@@ -95,7 +95,7 @@ def gradient_floor_products(params, x, n_heads):
     # dP = dO Vᵀ, dQ = dS K, dK = dSᵀ Q, dV = Pᵀ dO, on one BLAS thread as minattn runs them.
     from minattn.engine.threads import one_blas_thread
 
-    a, f = params["attention"], params["feed_forward"]
+    a, f = params["self_attention"], params["feed_forward"]
     b, length, d_model = x.shape
     d_k = d_model // n_heads
     tokens = x.reshape(-1, d_model)

@@ -59,7 +59,7 @@ def floor_products(model, sentences, batch_size):
         model.tokenizer.encode_batch([sentences[i] for i in order[start:start + batch_size]])
         for start in range(0, len(sentences), batch_size))]
     layers, n_heads = model.params["encoder"]["layers"], model.config["num_attention_heads"]
-    d_model = layers[0]["attention"]["w_q"].shape[0]
+    d_model = layers[0]["self_attention"]["w_q"].shape[0]
     rng = np.random.default_rng(0)
     inputs = [(rng.standard_normal((b * n, d_model), dtype=np.float32),
                rng.standard_normal((b * n, layers[0]["feed_forward"]["w_1"].shape[1]),
@@ -71,7 +71,7 @@ def floor_products(model, sentences, batch_size):
         for x, hidden, q in inputs:
             for p in layers:
                 for w in ("w_q", "w_k", "w_v", "w_o"):
-                    x @ p["attention"][w]
+                    x @ p["self_attention"][w]
                 x @ p["feed_forward"]["w_1"]
                 hidden @ p["feed_forward"]["w_2"]
                 with one_blas_thread():

@@ -328,7 +328,8 @@ def _sorting_lm_weights(params, tokens):
     mask = causal_mask(length)
     weights = []
     for layer in params["layers"]:
-        h = layer_norm(x, layer["norm1"]["gamma"], layer["norm1"]["beta"])
+        norm = layer["self_attention_norm"]
+        h = layer_norm(x, norm["gamma"], norm["beta"])
         weights.append(multi_head_attention(layer["self_attention"], h, h, h, mask,
                                             n_heads=CONFIG["n_heads"])[1][0])
         x = decoder_block(layer, x, mask, n_heads=CONFIG["n_heads"], norm_first=True,

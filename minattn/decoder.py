@@ -159,9 +159,9 @@ def _append(past, new):
 def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None,
                        cross_attention=False, norm="layer_norm", activation="relu", bias=True,
                        qk_norm=False, dtype=np.float64):
-    """-> {"self_attention", "norm1", ["cross_attention", "norm2",] "feed_forward", "norm3"}
-    (torch's names: norm1 before/after self-attention, norm2 cross-attention, norm3 the
-    feed-forward). norm="rms_norm" gives {"gamma"} only; activation="swiglu" a gated
+    """-> {"self_attention", "self_attention_norm", ["cross_attention", "cross_attention_norm",]
+    "feed_forward", "feed_forward_norm"} (each norm named for its sublayer; torch's norm1, norm2,
+    norm3). norm="rms_norm" gives {"gamma"} only; activation="swiglu" a gated
     feed-forward without biases; bias=False drops the attention biases (Llama); d_k a head width
     other than d_model / n_heads; qk_norm=True adds {"q_norm", "k_norm"} (Qwen3)."""
     _check_config(n_heads, n_kv_heads, norm, activation)
@@ -174,15 +174,15 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
         attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
                           for key in ("q_norm", "k_norm")})
     params = {"self_attention": attention,
-              "norm1": _init_norm(d_model, norm, dtype)}
+              "self_attention_norm": _init_norm(d_model, norm, dtype)}
     if cross_attention:
         params["cross_attention"] = init_multi_head_attention(rng, d_model, n_heads, bias=bias,
                                                               dtype=dtype)
-        params["norm2"] = _init_norm(d_model, norm, dtype)
+        params["cross_attention_norm"] = _init_norm(d_model, norm, dtype)
     params["feed_forward"] = (init_gated_feed_forward(rng, d_model, d_ff, dtype=dtype)
                               if activation in GATED else
                               init_feed_forward(rng, d_model, d_ff, dtype=dtype))
-    params["norm3"] = _init_norm(d_model, norm, dtype)
+    params["feed_forward_norm"] = _init_norm(d_model, norm, dtype)
     return params
 
 
@@ -212,8 +212,9 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
     cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when params has it, the
     feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
-    schedule. Sandwich norms (Gemma 2, 3) where params has "post_norm1"/"post_norm3": the
-    sublayer's output normalised too, x = x + post_norm(sublayer(norm(x))). activation
+    schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
+    "post_feed_forward_norm": the sublayer's output normalised too,
+    x = x + post_norm(sublayer(norm(x))). activation
     "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
     sublayer, a function with self_attention's signature (an attention variant plugs in here);
     attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
@@ -250,10 +251,10 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
             return GATED[activation](params["feed_forward"], h)
         return feed_forward(params["feed_forward"], h, activation=activation)
 
-    x = sublayer(x, "norm1", attend_self)
+    x = sublayer(x, "self_attention_norm", attend_self)
     if memory is not None:
-        x = sublayer(x, "norm2", attend_memory)
-    x = sublayer(x, "norm3", feed)
+        x = sublayer(x, "cross_attention_norm", attend_memory)
+    x = sublayer(x, "feed_forward_norm", feed)
     return x if cache is None else (x, new_cache[0])
 
 
@@ -276,8 +277,9 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
         checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
-    needed = ["self_attention", "norm1", "feed_forward", "norm3"]
-    needed += ["cross_attention", "norm2"] if memory is not None else []
+    checks.check_no_renamed_block_keys(params, where)
+    needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
+    needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
     for key in needed:
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: "
@@ -291,7 +293,8 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
                                        f"{where}['feed_forward']")
     norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
-    for key in ("norm1", "norm2", "norm3", "post_norm1", "post_norm3"):
+    for key in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm",
+                "post_self_attention_norm", "post_feed_forward_norm"):
         if key in needed or key.startswith("post") and key in params:
             checked[key] = checks.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
     return {**params, **checked}, x, memory

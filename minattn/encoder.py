@@ -10,29 +10,34 @@ from .position_wise import ACTIVATIONS, check_feed_forward_params, feed_forward,
 
 
 def init_encoder_block(rng, d_model, n_heads, d_ff, *, dtype=numpy.float64):
-    """-> {"attention": {...}, "norm1": {...}, "feed_forward": {...}, "norm2": {...}}, each part
+    """-> {"self_attention": {...}, "self_attention_norm": {...}, "feed_forward": {...},
+    "feed_forward_norm": {...}} (each norm named for the sublayer it belongs to), each part
     initialised as its init_* function does (as torch's TransformerEncoderLayer), in `dtype`."""
     return {
-        "attention": init_multi_head_attention(rng, d_model, n_heads, dtype=dtype),
-        "norm1": init_layer_norm(d_model, dtype=dtype),
+        "self_attention": init_multi_head_attention(rng, d_model, n_heads, dtype=dtype),
+        "self_attention_norm": init_layer_norm(d_model, dtype=dtype),
         "feed_forward": init_feed_forward(rng, d_model, d_ff, dtype=dtype),
-        "norm2": init_layer_norm(d_model, dtype=dtype),
+        "feed_forward_norm": init_layer_norm(d_model, dtype=dtype),
     }
 
 
 def _check_block_params(params, d_model, where="params"):
     checks.check_params(params, {}, where)  # a dict at all
-    for key in ("attention", "norm1", "feed_forward", "norm2"):
+    checks.check_no_renamed_block_keys(params, where)
+    for key in ("self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"):
         if key not in params:
-            raise ValueError(f"{where} is missing key {key!r} (expected keys: 'attention', "
-                             "'norm1', 'feed_forward', 'norm2')")
+            raise ValueError(f"{where} is missing key {key!r} (expected keys: 'self_attention', "
+                             "'self_attention_norm', 'feed_forward', 'feed_forward_norm')")
     norm = {"gamma": (d_model,), "beta": (d_model,)}
     return {
-        "attention": check_multi_head_params(params["attention"], d_model, f"{where}['attention']"),
-        "norm1": checks.check_params(params["norm1"], norm, f"{where}['norm1']"),
+        "self_attention": check_multi_head_params(params["self_attention"], d_model,
+                                                  f"{where}['self_attention']"),
+        "self_attention_norm": checks.check_params(params["self_attention_norm"], norm,
+                                                   f"{where}['self_attention_norm']"),
         "feed_forward": check_feed_forward_params(params["feed_forward"], d_model,
                                                   f"{where}['feed_forward']"),
-        "norm2": checks.check_params(params["norm2"], norm, f"{where}['norm2']"),
+        "feed_forward_norm": checks.check_params(params["feed_forward_norm"], norm,
+                                                 f"{where}['feed_forward_norm']"),
     }
 
 
@@ -61,11 +66,10 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     # Post-norm (2017 paper, torch's default): x = norm(x + sublayer(x)).
     # Pre-norm (norm_first=True):             x = x + sublayer(norm(x)).
     params, x = _check_encoder_block(params, x, n_heads, activation, eps, dropout, rng)
-    norm1 = lambda h: layer_norm(h, params["norm1"]["gamma"], params["norm1"]["beta"], eps)
-    norm2 = lambda h: layer_norm(h, params["norm2"]["gamma"], params["norm2"]["beta"], eps)
+    norm = lambda h, name: layer_norm(h, params[name]["gamma"], params[name]["beta"], eps)
 
     def attend(h):
-        out, w = multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+        out, w = multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
                                       dropout=dropout, rng=rng)
         return _dropout(out, dropout, rng), w
 
@@ -75,13 +79,13 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
         return _dropout(out, dropout, rng)
 
     if norm_first:
-        attended, weights = attend(norm1(x))
+        attended, weights = attend(norm(x, "self_attention_norm"))
         x = x + attended
-        x = x + feed(norm2(x))
+        x = x + feed(norm(x, "feed_forward_norm"))
     else:
         attended, weights = attend(x)
-        x = norm1(x + attended)
-        x = norm2(x + feed(x))
+        x = norm(x + attended, "self_attention_norm")
+        x = norm(x + feed(x), "feed_forward_norm")
     return (x, weights) if return_weights else x
 
 

@@ -70,7 +70,7 @@ def encoder_block_loop(p, x, n_heads, *, keep=None, norm_first=False, eps=1e-5, 
         return np.array([layer_norm_row(r, q["gamma"], q["beta"], eps) for r in h])
 
     def attend(h):  # weights * kept, so heads * kept: fold it into w_o, then the output dropout
-        a = {**p["attention"], "w_o": p["attention"]["w_o"] * kept}
+        a = {**p["self_attention"], "w_o": p["self_attention"]["w_o"] * kept}
         return kept * multi_head_attention_loop(a, h, h, h, keep, n_heads)
 
     def ff(h):
@@ -79,7 +79,7 @@ def encoder_block_loop(p, x, n_heads, *, keep=None, norm_first=False, eps=1e-5, 
         return kept * (hidden @ f["w_2"] + f["b_2"])
 
     if norm_first:
-        x = x + attend(norm(x, p["norm1"]))
-        return x + ff(norm(x, p["norm2"]))
-    x = norm(x + attend(x), p["norm1"])
-    return norm(x + ff(x), p["norm2"])
+        x = x + attend(norm(x, p["self_attention_norm"]))
+        return x + ff(norm(x, p["feed_forward_norm"]))
+    x = norm(x + attend(x), p["self_attention_norm"])
+    return norm(x + ff(x), p["feed_forward_norm"])

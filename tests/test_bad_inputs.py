@@ -69,7 +69,7 @@ CASES = {
         a.get("params", BLOCK), a.get("x", X), a.get("mask"), n_heads=a.get("n_heads", 2),
         activation=a.get("activation", "relu"), eps=a.get("eps", 1e-5),
         dropout=a.get("dropout", 0.0), rng=a.get("rng")), {
-        "params": [None, {}, {**BLOCK, "norm1": None}, {**BLOCK, "attention": {}}],
+        "params": [None, {}, {**BLOCK, "self_attention_norm": None}, {**BLOCK, "self_attention": {}}],
         "x": ARRAYS, "mask": MASKS, "n_heads": N_HEADS, "activation": ACTIVATIONS,
         "eps": POSITIVE_REALS, "dropout": DROPOUTS}),
     "encoder": (lambda **a: ma.encoder(
@@ -153,7 +153,7 @@ CASES.update({
         a.get("params", DBLOCK), a.get("x", X), a.get("mask"), memory=a.get("memory", X),
         n_heads=a.get("n_heads", 2), norm=a.get("norm", "layer_norm"),
         activation=a.get("activation", "relu"), eps=a.get("eps", 1e-5)), {
-        "params": [None, {}, {**DBLOCK, "norm3": None}, {**DBLOCK, "cross_attention": {}}],
+        "params": [None, {}, {**DBLOCK, "feed_forward_norm": None}, {**DBLOCK, "cross_attention": {}}],
         "x": ARRAYS, "mask": MASKS, "memory": ARRAYS[:1] + ARRAYS[2:], "n_heads": N_HEADS,
         "norm": ["batch_norm", None], "activation": ACTIVATIONS, "eps": POSITIVE_REALS[:-1]}),
     "init_decoder": (lambda **a: ma.init_decoder(

@@ -52,7 +52,7 @@ def test_encoder_with_empty_sequences(norm_first):
     x = np.zeros((3, 0, 4))
     y = ma.encoder(params, x, n_heads=2, norm_first=norm_first)
     assert y.shape == (3, 0, 4)
-    assert grad(lambda p: np.sum(ma.encoder(p, x, n_heads=2)))(params)["layers"][0]["norm1"]["gamma"].shape == (4,)
+    assert grad(lambda p: np.sum(ma.encoder(p, x, n_heads=2)))(params)["layers"][0]["self_attention_norm"]["gamma"].shape == (4,)
 
 
 @pytest.mark.parametrize("row", [[np.nan, 1.0], [1.0, np.inf], [np.nan, np.nan, 0.0],

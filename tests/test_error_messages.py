@@ -13,6 +13,12 @@ q3 = rng.normal(size=(3, 3, 4))  # a batch of 3, which does not broadcast agains
 MHA = ma.init_multi_head_attention(np.random.default_rng(0), 4, 2)
 BLOCK = ma.init_encoder_block(np.random.default_rng(0), 4, 2, 8)
 FF_D3 = ma.init_feed_forward(np.random.default_rng(0), 3, 8)  # for d_model 3, not 4
+DBLOCK = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8)  # no cross-attention
+# blocks under the old, torch-style names: every sublayer's params, keyed attention/norm1/...
+OLD_BLOCK = {"attention": BLOCK["self_attention"], "norm1": BLOCK["self_attention_norm"],
+             "feed_forward": BLOCK["feed_forward"], "norm2": BLOCK["feed_forward_norm"]}
+OLD_DBLOCK = {"self_attention": DBLOCK["self_attention"], "norm1": DBLOCK["self_attention_norm"],
+              "feed_forward": DBLOCK["feed_forward"], "norm3": DBLOCK["feed_forward_norm"]}
 
 
 def _float_message(name):
@@ -106,8 +112,21 @@ CASES = [
     (lambda: ma.encoder({"layers": [BLOCK, 5]}, x, n_heads=2), TypeError,
      "params['layers'][1] must be a dict of arrays, got int"),
     (lambda: ma.encoder({"layers": [BLOCK, {}]}, x, n_heads=2), ValueError,
-     "params['layers'][1] is missing key 'attention' (expected keys: 'attention', 'norm1', "
-     "'feed_forward', 'norm2')"),
+     "params['layers'][1] is missing key 'self_attention' (expected keys: 'self_attention', "
+     "'self_attention_norm', 'feed_forward', 'feed_forward_norm')"),
+    # the old, torch-style names (attention, norm1, norm2, norm3) are refused, naming the new key
+    (lambda: ma.encoder_block(OLD_BLOCK, x, n_heads=2), ValueError,
+     "params has key(s) 'attention', 'norm1', 'norm2', the old names of a block's params; they "
+     "are now 'attention' -> 'self_attention'; 'norm1' -> 'self_attention_norm'; 'norm2' -> "
+     "'feed_forward_norm (encoder) or cross_attention_norm (decoder)'"),
+    (lambda: ma.decoder_block(OLD_DBLOCK, x, n_heads=2), ValueError,
+     "params has key(s) 'norm1', 'norm3', the old names of a block's params; they are now "
+     "'norm1' -> 'self_attention_norm'; 'norm3' -> 'feed_forward_norm'"),
+    (lambda: ma.decoder_block({**DBLOCK, "cross_attention": MHA,
+                               "norm2": DBLOCK["self_attention_norm"]}, x, memory=x, n_heads=2),
+     ValueError,
+     "params has key(s) 'norm2', the old names of a block's params; they are now 'norm2' -> "
+     "'feed_forward_norm (encoder) or cross_attention_norm (decoder)'"),
     (lambda: ma.encoder_block({**BLOCK, "feed_forward": FF_D3}, x, n_heads=2), ValueError,
      "params['feed_forward']['w_1'] has shape (3, 8), expected (4, d_ff)"),
     (lambda: ma.encoder_block({**BLOCK, "feed_forward": {**BLOCK["feed_forward"], "b_2": None}},
@@ -148,3 +167,23 @@ def test_error_message_names_the_argument_exactly(call, error, message):
     with pytest.raises(error) as caught:
         call()
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("old, new", [("attention", "self_attention"),
+                                      ("norm1", "self_attention_norm"),
+                                      ("norm2", "feed_forward_norm"),
+                                      ("norm3", "feed_forward_norm"),
+                                      ("post_norm1", "post_self_attention_norm"),
+                                      ("post_norm3", "post_feed_forward_norm")])
+def test_a_leftover_old_block_key_is_refused_naming_its_new_name(old, new):
+    # Params with every new key and one old one must not run with the old one ignored (a Gemma
+    # sandwich norm left as post_norm1 would silently not be applied).
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 3, 8))
+    encoder_params = ma.init_encoder_block(rng, 8, 2, 16)
+    decoder_params = ma.init_decoder_block(rng, 8, 2, 16)
+    for params, call in ((encoder_params, lambda p: ma.encoder_block(p, x, n_heads=2)),
+                         (decoder_params, lambda p: ma.decoder_block(p, x, n_heads=2))):
+        leftover = {**params, old: params["feed_forward_norm"]}
+        with pytest.raises(ValueError, match=f"{old!r}.*{new}"):
+            call(leftover)

@@ -234,7 +234,7 @@ MISTAKES = {
                       "feed_forward_matches_the_formula"),
     "interleaved RoPE pairs": ("10_rope.py", "x[..., :d // 2], x[..., d // 2:]",
                                "x[..., 0::2], x[..., 1::2]", "apply_rope_rotates_feature_pairs"),
-    "no residual in post-norm": ("08_encoder_block.py", 'norm(x + out, "norm1")', 'norm(out, "norm1")',
+    "no residual in post-norm": ("08_encoder_block.py", 'norm(x + out, "self_attention_norm")', 'norm(out, "self_attention_norm")',
                                  "encoder_block_matches_the_paper"),
     "RoPE on the values": ("11_kv_cache.py", "    if cache is not None:",
                            "        v = minattn.apply_rope(v, positions, base=rope_base)\n    if cache is not None:",
@@ -243,9 +243,9 @@ MISTAKES = {
                                          "kv_cache_decoding_matches_the_full_pass"),
     "rope_base not passed on for q": ("11_kv_cache.py", "q = minattn.apply_rope(q, positions, base=rope_base)",
                                       "q = minattn.apply_rope(q, positions)", "self_attention_matches_a_loop"),
-    "eps not passed to the second norm": ("08_encoder_block.py", 'x = norm(x + feed(x), "norm2")',
-                                          'x = minattn.layer_norm(x + feed(x), params["norm2"]["gamma"], '
-                                          'params["norm2"]["beta"])', "encoder_block_matches_the_paper"),
+    "eps not passed to the second norm": ("08_encoder_block.py", 'x = norm(x + feed(x), "feed_forward_norm")',
+                                          'x = minattn.layer_norm(x + feed(x), params["feed_forward_norm"]["gamma"], '
+                                          'params["feed_forward_norm"]["beta"])', "encoder_block_matches_the_paper"),
     "weights averaged over axis 1": ("09_grouped_query_attention.py", "weights.mean(axis=-3)",
                                      "weights.mean(axis=1)",
                                      "multi_head_attention_averages_weights_over_heads"),

@@ -150,7 +150,7 @@ def test_a_single_unbatched_sequence_or_token_is_accepted(sizes, seed, data):
     np.testing.assert_allclose(ma.encoder(p, x, n_heads=n_heads),
                                reference.encoder_block_loop(block, x, n_heads), rtol=1e-8, atol=1e-8)
     token = x[0]  # [D]: LayerNorm and the feed-forward network work token by token
-    g, b = block["norm1"]["gamma"], block["norm1"]["beta"]
+    g, b = block["self_attention_norm"]["gamma"], block["self_attention_norm"]["beta"]
     np.testing.assert_allclose(ma.layer_norm(token, g, b),
                                reference.layer_norm_row(token, g, b, 1e-5), rtol=1e-8, atol=1e-8)
     f = block["feed_forward"]

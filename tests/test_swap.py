@@ -19,7 +19,7 @@ def test_a_swapped_softmax_reaches_attention_multi_head_attention_and_the_encode
     before_encoder = ma.encoder(PARAMS, X, n_heads=2)
     with ma.swap(softmax=uniform_softmax):
         weights = ma.scaled_dot_product_attention(X, X, X)[1]
-        _, head_weights = ma.multi_head_attention(PARAMS["layers"][0]["attention"], X, X, X,
+        _, head_weights = ma.multi_head_attention(PARAMS["layers"][0]["self_attention"], X, X, X,
                                                   n_heads=2)
         encoded = ma.encoder(PARAMS, X, n_heads=2)
     np.testing.assert_array_equal(weights, np.full((2, 3, 3), 1 / 3))

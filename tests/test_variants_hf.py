@@ -63,14 +63,14 @@ def _lm(params, tokens, kwargs, cache=None):
     x = params["token_embedding"][tokens]
     new_cache = []
     for i, layer in enumerate(params["layers"]):
-        out, layer_cache = attention(layer["self_attention"], ma.rms_norm(x, layer["norm1"]["gamma"], eps),
+        out, layer_cache = attention(layer["self_attention"], ma.rms_norm(x, layer["self_attention_norm"]["gamma"], eps),
                                      mask, positions=positions,
                                      cache=None if cache is None else cache[i],
                                      **{key: config[key] for key in
                                         ("n_heads", "n_kv_heads", "eps", "rope_base") if key in config})
         x = x + out
         new_cache.append(layer_cache)
-        x = x + ma.gated_feed_forward(layer["feed_forward"], ma.rms_norm(x, layer["norm3"]["gamma"], eps))
+        x = x + ma.gated_feed_forward(layer["feed_forward"], ma.rms_norm(x, layer["feed_forward_norm"]["gamma"], eps))
     logits = ma.rms_norm(x, params["final_norm"]["gamma"], eps) @ params["lm_head"]
     return logits, tuple(new_cache)
 

@@ -172,12 +172,12 @@ def encoder_block_without_residual(params, x, mask=None, *, n_heads, norm_first=
                            rng=rng)
         return _dropout(out, dropout, rng)
 
-    h = norm(x, "norm1") if norm_first else x
-    attended, weights = multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+    h = norm(x, "self_attention_norm") if norm_first else x
+    attended, weights = multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
                                              dropout=dropout, rng=rng)
     attended = _dropout(attended, dropout, rng)
-    x = attended if norm_first else norm(attended, "norm1")  # the bug: should be x + attended
-    x = x + ff(norm(x, "norm2")) if norm_first else norm(x + ff(x), "norm2")
+    x = attended if norm_first else norm(attended, "self_attention_norm")  # the bug: should be x + attended
+    x = x + ff(norm(x, "feed_forward_norm")) if norm_first else norm(x + ff(x), "feed_forward_norm")
     return (x, weights) if return_weights else x
 
 
@@ -240,7 +240,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     """
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]
-    past = 0 if cache is None else cache[0]["k"].shape[-2]
+    past = 0 if not cache or not cache[0] else next(iter(cache[0].values())).shape[-2]
     positions = np.arange(length)  # the bug: should be np.arange(past, past + length)
     if position == "learned":
         x = x + params["position_embedding"][positions]

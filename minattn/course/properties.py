@@ -113,15 +113,15 @@ def ref_feed_forward(p, x, activation="relu"):
 def ref_encoder_block(p, x, n_heads, keep=None, norm_first=False, eps=1e-5, activation="relu"):
     # one sequence x [L, D] -> (out [L, D], the attention weights [H, L, L])
     ln = lambda h, n: ref_layer_norm(h, p[n]["gamma"], p[n]["beta"], eps)
-    attend = lambda h: ref_multi_head(p["attention"], h, h, h, n_heads, keep)
+    attend = lambda h: ref_multi_head(p["self_attention"], h, h, h, n_heads, keep)
     feed = lambda h: ref_feed_forward(p["feed_forward"], h, activation)
     if norm_first:
-        out, weights = attend(ln(x, "norm1"))
+        out, weights = attend(ln(x, "self_attention_norm"))
         x = x + out
-        return x + feed(ln(x, "norm2")), weights
+        return x + feed(ln(x, "feed_forward_norm")), weights
     out, weights = attend(x)
-    x = ln(x + out, "norm1")
-    return ln(x + feed(x), "norm2"), weights
+    x = ln(x + out, "self_attention_norm")
+    return ln(x + feed(x), "feed_forward_norm"), weights
 
 
 def ref_rope(x, positions, base=10000.0):
@@ -163,7 +163,7 @@ def random_params(seed, d_model, d_ff=None, d_kv=None):
                  "w_o": w(d_model, d_model), "b_o": w(d_model)}
     d_ff = d_ff or 2 * d_model
     norm = lambda: {"gamma": 1.0 + w(d_model), "beta": w(d_model)}
-    return {"attention": attention, "norm1": norm(), "norm2": norm(),
+    return {"self_attention": attention, "self_attention_norm": norm(), "feed_forward_norm": norm(),
             "feed_forward": {"w_1": w(d_model, d_ff), "b_1": w(d_ff), "w_2": w(d_ff, d_model),
                              "b_2": w(d_model)}}
 
@@ -444,7 +444,7 @@ def _(data):
 def draw_multi_head(data, n_kv=False):
     n_heads = data.draw(st.integers(1, 3), "n_heads")
     d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
-    p = random_params(data.draw(seeds, "params seed"), d_model)["attention"]
+    p = random_params(data.draw(seeds, "params seed"), d_model)["self_attention"]
     return n_heads, d_model, p
 
 
@@ -583,9 +583,10 @@ def _(data):
     assert out.dtype == np.float32, f"float32 in, {out.dtype} out"
 
 
-@prop("encoder_block_matches_the_paper", "encoder_block", "encoder_block is x = norm1(x + "
-      "attention(x)), then norm2(x + feed_forward(x)) (post-norm); with norm_first=True x + "
-      "attention(norm1(x)), then x + feed_forward(norm2(x)) (pre-norm); the mask reaches the "
+@prop("encoder_block_matches_the_paper", "encoder_block", "encoder_block is x = "
+      "self_attention_norm(x + self_attention(x)), then feed_forward_norm(x + feed_forward(x)) "
+      "(post-norm); with norm_first=True x + self_attention(self_attention_norm(x)), then "
+      "x + feed_forward(feed_forward_norm(x)) (pre-norm); the mask reaches the "
       "attention, activation the feed-forward network and eps both norms", BLOCK,
       "each sublayer's output is ADDED to its input (the residual), the norm sits after the add "
       "(post-norm) or before the sublayer (pre-norm); pass mask, n_heads, activation and eps on")
@@ -680,7 +681,7 @@ def _(data):
     n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
     d_k = data.draw(st.integers(1, 2), "d_k")
     d_model, l_q, l_k = n_heads * d_k, data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
-    p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["attention"]
+    p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["self_attention"]
     query, key = data.draw(floats((l_q, d_model)), "query"), data.draw(floats((l_k, d_model)), "key")
     out, _ = minattn.multi_head_attention(p, query[None], key[None], key[None], n_heads=n_heads,
                                           n_kv_heads=n_kv_heads)
@@ -724,7 +725,7 @@ def draw_self_attention(data, rope=None):
     if rope is None:
         rope = data.draw(st.sampled_from([True, False]), "with RoPE")
     base = data.draw(st.sampled_from([50.0, 10000.0, 500.0]), "rope_base")
-    return n_heads, n_kv_heads, n_heads * d_k, p["attention"], rope, base
+    return n_heads, n_kv_heads, n_heads * d_k, p["self_attention"], rope, base
 
 
 @prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
@@ -797,7 +798,7 @@ def _(data):
 def _(data):
     n_heads, shift = data.draw(st.integers(1, 2), "n_heads"), data.draw(st.integers(1, 500), "shift")
     d_model, length = 4 * n_heads, data.draw(sizes, "L")
-    p = random_params(data.draw(seeds, "params seed"), d_model)["attention"]
+    p = random_params(data.draw(seeds, "params seed"), d_model)["self_attention"]
     x = data.draw(floats((1, length, d_model)), "x")
     positions = np.arange(length)
     a = minattn.self_attention(p, x, n_heads=n_heads, positions=positions)[0]

@@ -365,3 +365,21 @@ def check_unused_keywords(name, others):
     if given:
         raise ValueError(f"{name} does not support {', '.join(given)} (got "
                          f"{', '.join(f'{key}={others[key]!r}' for key in given)})")
+
+
+# A block's params before the one naming (attention, norm1..3, post_norm1/3): refused by name,
+# never run with a leftover key silently ignored.
+RENAMED_BLOCK_KEYS = {
+    "attention": "self_attention", "norm1": "self_attention_norm",
+    "norm2": "feed_forward_norm (encoder) or cross_attention_norm (decoder)",
+    "norm3": "feed_forward_norm", "post_norm1": "post_self_attention_norm",
+    "post_norm3": "post_feed_forward_norm",
+}
+
+
+def check_no_renamed_block_keys(params, where="params"):
+    old = [key for key in RENAMED_BLOCK_KEYS if key in params]
+    if old:
+        raise ValueError(f"{where} has key(s) {', '.join(map(repr, old))}, the old names of a "
+                         "block's params; they are now " + "; ".join(
+                             f"{key!r} -> {RENAMED_BLOCK_KEYS[key]!r}" for key in old))

@@ -3,8 +3,9 @@ minattn.mla) and DiffLlama (differential attention, minattn.differential). Regis
 from_hf's table (minattn.models.interop); nothing is downloaded, torch is imported by the caller.
 
 Each returns (params, kwargs): params in the decoder's layout ({"token_embedding", "layers":
-[{"self_attention", "norm1", "feed_forward", "norm3"}], "final_norm", "lm_head"}), kwargs with
-"attention" (the self-attention sublayer, its config bound) and the block's config.
+[{"self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"}],
+"final_norm", "lm_head"}), kwargs with "attention" (the self-attention sublayer, its config
+bound) and the block's config.
 """
 import functools
 
@@ -36,9 +37,10 @@ def _model(model, config, layers, attention):
     inner = model.model
     params = {"token_embedding": _array(inner.embed_tokens.weight),
               "layers": [{"self_attention": attention(layer.self_attn),
-                          "norm1": {"gamma": _array(layer.input_layernorm.weight)},
+                          "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
                           "feed_forward": _swiglu(layer.mlp),
-                          "norm3": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+                          "feed_forward_norm":
+                              {"gamma": _array(layer.post_attention_layernorm.weight)}}
                          for layer in layers],
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}

@@ -133,7 +133,9 @@ def _activation_name(activation):
 
 
 def _encoder_block_from_torch(layer):
-    # -> ({"attention", "norm1", "feed_forward", "norm2"}, {n_heads, norm_first, activation, eps})
+    # -> ({"self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"},
+    #     {n_heads, norm_first, activation, eps}); torch's norm1 is self_attention_norm, norm2
+    #     feed_forward_norm
     attention, attention_kwargs = _multi_head_from_torch(layer.self_attn)
     norm1, norm1_kwargs = _layer_norm_from_torch(layer.norm1)
     norm2, norm2_kwargs = _layer_norm_from_torch(layer.norm2)
@@ -143,7 +145,8 @@ def _encoder_block_from_torch(layer):
     w_1, w_2 = _weight(layer.linear1.weight), _weight(layer.linear2.weight)
     feed_forward = {"w_1": w_1, "b_1": _bias(layer.linear1.bias, w_1),
                     "w_2": w_2, "b_2": _bias(layer.linear2.bias, w_2)}
-    params = {"attention": attention, "norm1": norm1, "feed_forward": feed_forward, "norm2": norm2}
+    params = {"self_attention": attention, "self_attention_norm": norm1,
+              "feed_forward": feed_forward, "feed_forward_norm": norm2}
     kwargs = {**attention_kwargs, "norm_first": bool(layer.norm_first),
               "activation": _activation_name(layer.activation), **norm1_kwargs}
     return params, kwargs
@@ -272,8 +275,9 @@ def _floating_dtype(dtype):
 
 
 def _decoder_block_from_torch(layer):
-    # -> ({"self_attention", "norm1", "cross_attention", "norm2", "feed_forward", "norm3"},
-    #     {n_heads, norm_first, activation, eps}) for minattn.decoder.decoder_block
+    # -> ({"self_attention", "self_attention_norm", "cross_attention", "cross_attention_norm",
+    #     "feed_forward", "feed_forward_norm"}, {n_heads, norm_first, activation, eps}) for
+    #     minattn.decoder.decoder_block (torch's norm1, norm2, norm3, in that order)
     self_attention, kwargs = _multi_head_from_torch(layer.self_attn)
     cross_attention, _ = _multi_head_from_torch(layer.multihead_attn)
     norms = [_layer_norm_from_torch(n) for n in (layer.norm1, layer.norm2, layer.norm3)]
@@ -281,11 +285,11 @@ def _decoder_block_from_torch(layer):
         raise ValueError("norm1, norm2 and norm3 have different eps: minattn's decoder_block "
                          "takes one eps")
     w_1, w_2 = _weight(layer.linear1.weight), _weight(layer.linear2.weight)
-    params = {"self_attention": self_attention, "norm1": norms[0][0],
-              "cross_attention": cross_attention, "norm2": norms[1][0],
+    params = {"self_attention": self_attention, "self_attention_norm": norms[0][0],
+              "cross_attention": cross_attention, "cross_attention_norm": norms[1][0],
               "feed_forward": {"w_1": w_1, "b_1": _bias(layer.linear1.bias, w_1),
                                "w_2": w_2, "b_2": _bias(layer.linear2.bias, w_2)},
-              "norm3": norms[2][0]}
+              "feed_forward_norm": norms[2][0]}
     return params, {**kwargs, "norm_first": bool(layer.norm_first),
                     "activation": _activation_name(layer.activation), **norms[0][1]}
 
@@ -399,11 +403,11 @@ def _llama_layer_from_hf(layer):
     if getattr(m.gate_proj, "bias", None) is not None:
         raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
     return {"self_attention": attention,
-            "norm1": {"gamma": _array(layer.input_layernorm.weight)},
+            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
             "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
                              "w_up": _weight(m.up_proj.weight),
                              "w_down": _weight(m.down_proj.weight)},
-            "norm3": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
 
 
 def _windows(config, n_layers):
@@ -453,11 +457,11 @@ def _gpt2_from_hf(model):
                                               _array(block.attn.c_proj.bias))
         layers.append({
             "self_attention": attention,
-            "norm1": _layer_norm_from_torch(block.ln_1)[0],
+            "self_attention_norm": _layer_norm_from_torch(block.ln_1)[0],
             "feed_forward": {"w_1": _array(block.mlp.c_fc.weight), "b_1": _array(block.mlp.c_fc.bias),
                              "w_2": _array(block.mlp.c_proj.weight),
                              "b_2": _array(block.mlp.c_proj.bias)},
-            "norm3": _layer_norm_from_torch(block.ln_2)[0]})
+            "feed_forward_norm": _layer_norm_from_torch(block.ln_2)[0]})
     params = {"token_embedding": _array(inner.wte.weight),
               "position_embedding": _array(inner.wpe.weight), "layers": layers,
               "final_norm": _layer_norm_from_torch(inner.ln_f)[0],
@@ -484,10 +488,10 @@ def _gemma_from_hf(model):
         for key in ("q_norm", "k_norm"):
             if key in block["self_attention"]:
                 block["self_attention"][key] = one_plus(getattr(layer.self_attn, key))
-        block.update({"norm1": one_plus(layer.input_layernorm),
-                      "post_norm1": one_plus(layer.post_attention_layernorm),
-                      "norm3": one_plus(layer.pre_feedforward_layernorm),
-                      "post_norm3": one_plus(layer.post_feedforward_layernorm)})
+        block.update({"self_attention_norm": one_plus(layer.input_layernorm),
+                      "post_self_attention_norm": one_plus(layer.post_attention_layernorm),
+                      "feed_forward_norm": one_plus(layer.pre_feedforward_layernorm),
+                      "post_feed_forward_norm": one_plus(layer.post_feedforward_layernorm)})
         layers.append(block)
     types = list(getattr(config, "layer_types", None) or ["full_attention"] * len(layers))
     bases, scalings = zip(*(rope_settings(config, t) for t in types[:len(layers)]))

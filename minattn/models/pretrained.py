@@ -126,9 +126,10 @@ def params_from_bert(tensors, n_layers):
             attention[f"w_{name}"], attention[f"b_{name}"] = linear(p + "attention." + hf)
         w_1, b_1 = linear(p + "intermediate.dense")
         w_2, b_2 = linear(p + "output.dense")
-        return {"attention": attention, "norm1": norm(p + "attention.output.LayerNorm"),
+        return {"self_attention": attention,
+                "self_attention_norm": norm(p + "attention.output.LayerNorm"),
                 "feed_forward": {"w_1": w_1, "b_1": b_1, "w_2": w_2, "b_2": b_2},
-                "norm2": norm(p + "output.LayerNorm")}
+                "feed_forward_norm": norm(p + "output.LayerNorm")}
 
     e = "embeddings."
     return {

@@ -10,7 +10,7 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
         return minattn.layer_norm(h, params[which]["gamma"], params[which]["beta"], eps)
 
     def attend(h):
-        return minattn.multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads,
+        return minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
                                             dropout=dropout, rng=rng)
 
     def feed(h):
@@ -18,11 +18,11 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
                                     dropout=dropout, rng=rng)
 
     if norm_first:
-        out, weights = attend(norm(x, "norm1"))
+        out, weights = attend(norm(x, "self_attention_norm"))
         x = x + out
-        x = x + feed(norm(x, "norm2"))
+        x = x + feed(norm(x, "feed_forward_norm"))
     else:
         out, weights = attend(x)
-        x = norm(x + out, "norm1")
-        x = norm(x + feed(x), "norm2")
+        x = norm(x + out, "self_attention_norm")
+        x = norm(x + feed(x), "feed_forward_norm")
     return (x, weights) if return_weights else x

@@ -94,17 +94,17 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
         return minattn.layer_norm(h, params[which]["gamma"], params[which]["beta"], eps)
 
     def attend(h):
-        return minattn.multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads)
+        return minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads)
 
     def ff(h):
         return minattn.feed_forward(params["feed_forward"], h, activation=activation)
 
     if norm_first:
-        out, w = attend(norm(x, "norm1"))
+        out, w = attend(norm(x, "self_attention_norm"))
         x = x + out
-        x = x + ff(norm(x, "norm2"))
+        x = x + ff(norm(x, "feed_forward_norm"))
     else:
         out, w = attend(x)
-        x = norm(x + out, "norm1")
-        x = norm(x + ff(x), "norm2")
+        x = norm(x + out, "self_attention_norm")
+        x = norm(x + ff(x), "feed_forward_norm")
     return (x, w) if return_weights else x

@@ -9,17 +9,18 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
                   eps=1e-5, dropout=0.0, rng=None, return_weights=False):
     """Self-attention, then the feed-forward network, each with a residual and a LayerNorm.
 
-    params: {"attention": {...}, "norm1": {"gamma", "beta"}, "feed_forward": {...},
-    "norm2": {"gamma", "beta"}}. x [..., L, D] -> [..., L, D] (and the attention weights
-    [..., H, L, L] too with return_weights=True).
-    Post-norm (norm_first=False, the 2017 paper): x = norm1(x + attention(x));
-    x = norm2(x + feed_forward(x)). Pre-norm (norm_first=True): x = x + attention(norm1(x));
-    x = x + feed_forward(norm2(x)). activation goes to the feed-forward network, eps to both
-    norms. dropout, rng: passed on to multi_head_attention and feed_forward (torch also drops
-    each sublayer's output before the residual add; the grader does not require it). float32
-    stays float32.
+    params: {"self_attention": {...}, "self_attention_norm": {"gamma", "beta"},
+    "feed_forward": {...}, "feed_forward_norm": {"gamma", "beta"}}, each norm named for its
+    sublayer. x [..., L, D] -> [..., L, D] (and the attention weights [..., H, L, L] too with
+    return_weights=True).
+    Post-norm (norm_first=False, the 2017 paper): x = self_attention_norm(x + self_attention(x));
+    x = feed_forward_norm(x + feed_forward(x)). Pre-norm (norm_first=True):
+    x = x + self_attention(self_attention_norm(x)); x = x + feed_forward(feed_forward_norm(x)).
+    activation goes to the feed-forward network, eps to both norms. dropout, rng: passed on to
+    multi_head_attention and feed_forward (torch also drops each sublayer's output before the
+    residual add; the grader does not require it). float32 stays float32.
 
-    Hints: minattn.multi_head_attention(params["attention"], h, h, h, mask, n_heads=n_heads),
+    Hints: minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads),
     minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass
     their files too).
     """
