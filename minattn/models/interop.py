@@ -315,9 +315,9 @@ def from_hf(model):
     model_type = getattr(config, "model_type", None)
     experts = [k for k in _EXPERT_KEYS if getattr(config, k, None)]
     if experts and model_type != "deepseek_v3":  # its converter checks which layers are dense
-        raise ValueError(f"{type(model).__name__} ({model_type}) has a mixture-of-experts "
-                         f"feed-forward ({', '.join(f'{k}={getattr(config, k)}' for k in experts)}"
-                         "): minattn has no experts layer")
+        raise ValueError(f"{type(model).__name__} ({model_type}): mixture of experts layers "
+                         f"({', '.join(f'{k}={getattr(config, k)}' for k in experts)}) are not "
+                         "supported: minattn has no experts layer")
     if model_type not in FROM_HF or not hasattr(model, "lm_head"):
         raise TypeError(f"from_hf supports causal LMs (with an lm_head) of model_type "
                         f"{', '.join(map(repr, FROM_HF))}; got {type(model).__name__} "
