@@ -49,7 +49,13 @@ def float64_llama(monkeypatch):
     1e-10 comparison both run in the input's dtype here, by replacing those two forwards. (The
     models use attn_implementation="sdpa": the "eager" one computes the softmax in float32 too.)"""
     llama = transformers.models.llama.modeling_llama
+    patch_float64_islands(monkeypatch, llama.LlamaRMSNorm, llama.LlamaRotaryEmbedding)
 
+
+def patch_float64_islands(monkeypatch, rms_norm_class, rotary_class):
+    """Replace a transformers model's RMSNorm and rotary-embedding forwards (float32 inside a
+    float64 model) by the same computations in the input's dtype (Llama's, DeepSeek-V3's and
+    DiffLlama's are the same code)."""
     def rms_norm_forward(self, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
@@ -62,9 +68,8 @@ def float64_llama(monkeypatch):
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
-    monkeypatch.setattr(llama.LlamaRMSNorm, "forward", rms_norm_forward)
-    monkeypatch.setattr(llama.LlamaRotaryEmbedding, "forward", rotary_forward)
-
+    monkeypatch.setattr(rms_norm_class, "forward", rms_norm_forward)
+    monkeypatch.setattr(rotary_class, "forward", rotary_forward)
 
 def _tokens(b=2, length=7, seed=0):
     return np.random.default_rng(seed).integers(0, V, size=(b, length))

@@ -9,7 +9,8 @@ transformers = pytest.importorskip("transformers", reason="parity tests need tra
 import minattn as ma  # noqa: E402
 from minattn.models.hf_variants import deepseek_v3_from_hf, diffllama_from_hf  # noqa: E402
 
-from .test_hf_parity import _hf_generate, _hf_logits, _randomized, _tokens  # noqa: E402
+from .test_hf_parity import (_hf_generate, _hf_logits, _randomized, _tokens,  # noqa: E402
+                              patch_float64_islands)
 
 V = 37
 
@@ -34,21 +35,8 @@ def float64_deepseek(monkeypatch):
     float32 inside a float64 model, as Llama's (tests/test_hf_parity.py, float64_llama): both
     re-run here in the input's dtype for the 1e-10 comparison."""
     deepseek = transformers.models.deepseek_v3.modeling_deepseek_v3
-
-    def rms_norm_forward(self, hidden_states):
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-    def rotary_forward(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    monkeypatch.setattr(deepseek.DeepseekV3RMSNorm, "forward", rms_norm_forward)
-    monkeypatch.setattr(deepseek.DeepseekV3RotaryEmbedding, "forward", rotary_forward)
+    patch_float64_islands(monkeypatch, deepseek.DeepseekV3RMSNorm,
+                          deepseek.DeepseekV3RotaryEmbedding)
 
 
 def _lm(params, tokens, kwargs, cache=None):
@@ -168,21 +156,8 @@ def float64_diffllama(monkeypatch):
     """DiffLlama's float32 islands (its RMSNorm, RoPE's angles, the λ dot products) re-run in
     the input's dtype, as float64_deepseek."""
     diffllama = transformers.models.diffllama.modeling_diffllama
-
-    def rms_norm_forward(self, hidden_states):
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-    def rotary_forward(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    monkeypatch.setattr(diffllama.DiffLlamaRMSNorm, "forward", rms_norm_forward)
-    monkeypatch.setattr(diffllama.DiffLlamaRotaryEmbedding, "forward", rotary_forward)
+    patch_float64_islands(monkeypatch, diffllama.DiffLlamaRMSNorm,
+                          diffllama.DiffLlamaRotaryEmbedding)
     monkeypatch.setattr(diffllama, "torch", _SumInDtype())
 
 
