@@ -4,7 +4,8 @@ blockwise attention's independent query blocks side by side.
 The attention core multiplies many small matrices (one [L_q, d_k] x [d_k, L_k] product per batch
 and head). With two BLAS threads each of those products wakes and joins a second thread; when
 other processes compete for the cores, every one of them waits for its thread, and the core
-slows down ten-fold or more (benchmarks/bench_encoder.py --busy 2, README). So the small products
+slows down about eight-fold (735 ms against 88 ms with one thread, IQR 144-3275 ms; a run of
+benchmarks/bench_encoder.py --busy 2 on 2026-11-22). So the small products
 run under `one_blas_thread()`; the large projections keep every thread.
 
 `in_threads` uses the other cores instead, for work made of large independent pieces: the query
