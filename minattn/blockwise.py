@@ -175,10 +175,7 @@ def _check_key_mask(key_mask, keys_shape):
     if not hasattr(key_mask, "dtype") or np.dtype(key_mask.dtype).kind != "b":
         got = getattr(key_mask, "dtype", type(key_mask).__name__)
         raise TypeError(f"key_mask must be a boolean array (True = may be attended), got {got}")
-    try:
-        ok = tuple(np.broadcast_shapes(tuple(key_mask.shape), keys_shape)) == keys_shape
-    except ValueError:
-        ok = False
+    ok = checks.broadcasts_to(key_mask.shape, keys_shape)
     if not ok or key_mask.ndim < 1:
         raise ValueError(f"key_mask of shape {tuple(key_mask.shape)} does not broadcast to the "
                          f"keys' shape (..., L_k) = {keys_shape}")

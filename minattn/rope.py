@@ -67,10 +67,7 @@ def check_positions(positions, shape, what):
     if not hasattr(positions, "dtype") or np.dtype(positions.dtype).kind not in "iu":
         raise TypeError(f"positions must be an integer array, got "
                         f"{getattr(positions, 'dtype', type(positions).__name__)}")
-    try:
-        ok = tuple(np.broadcast_shapes(tuple(positions.shape), tuple(shape))) == tuple(shape)
-    except ValueError:
-        ok = False
+    ok = checks.broadcasts_to(positions.shape, tuple(shape))
     if not ok:
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
                          f"{what} = {tuple(shape)}")

@@ -63,6 +63,14 @@ def check_min_ndim(name, x, ndim, layout):
         raise ValueError(f"{name} must have shape {layout}, got shape {tuple(x.shape)}")
 
 
+def broadcasts_to(shape, target):
+    """True where an array of `shape` broadcasts to exactly `target` (no growing of target)."""
+    try:
+        return tuple(np.broadcast_shapes(tuple(shape), tuple(target))) == tuple(target)
+    except ValueError:
+        return False
+
+
 def broadcast_or_raise(names_and_shapes, what):
     """np.broadcast_shapes, with an error that names every argument and its shape."""
     try:
@@ -128,10 +136,7 @@ def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis 
     if sinks is None:
         return None
     sinks = as_float_array("sinks", sinks)
-    try:
-        ok = tuple(np.broadcast_shapes(tuple(sinks.shape), tuple(rows_shape))) == tuple(rows_shape)
-    except ValueError:
-        ok = False
+    ok = broadcasts_to(sinks.shape, tuple(rows_shape))
     if not ok:
         raise ValueError(f"sinks of shape {tuple(sinks.shape)} does not broadcast to {rows_name} "
                          f"of shape {tuple(rows_shape)} (one logit per query row; per head: "
@@ -176,10 +181,7 @@ def check_mask(mask, target_shape, target_name="the scores"):
     if kind == "f":
         check_not_keep_mask(mask)
     target_shape = tuple(target_shape)
-    try:
-        ok = tuple(np.broadcast_shapes(tuple(mask.shape), target_shape)) == target_shape
-    except ValueError:
-        ok = False
+    ok = broadcasts_to(mask.shape, target_shape)
     if not ok:
         raise ValueError(
             f"mask of shape {tuple(mask.shape)} does not broadcast to {target_name} "
