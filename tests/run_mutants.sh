@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
      attention multi_head positional rope rope_scaling softcap decoder loss engine.threads
-     engine.autograd_rules engine.dtypes engine.signatures engine.devices)
+     engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential)
 if [ "${1:-}" != "--score" ]; then
     modules=("$@")
     [ ${#modules[@]} -gt 0 ] || modules=("${ALL[@]}")
@@ -32,7 +32,9 @@ if [ "${1:-}" != "--score" ]; then
         fi
         echo "== minattn.$module: ${#names[@]} to run"
         [ ${#names[@]} -gt 0 ] || continue
-        mutmut run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+        start=$SECONDS
+        python -m tests.mutmut_policies run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+        echo "== minattn.$module: $((SECONDS - start)) s"
     done
 fi
 python tests/mutant_scores.py

@@ -1,0 +1,79 @@
+"""mutmut 3.8.1, taught to mutate functions that carry minattn's policy decorators.
+
+mutmut 3 never mutates a decorated function (a decorator may have side effects when the
+function is copied, or may not be a plain wrapper). In minattn the decorators are the engine
+room's policies (`@float16_in_float32`, `@gradient_by_hand`, `@one_blas_thread`, autograd's
+`@primitive`, `@contextlib.contextmanager`), and they sit on the functions the reader comes for:
+`softmax`, `scaled_dot_product_attention`, `layer_norm`, `rms_norm`, `linear`, `relu`, `gelu`.
+Left alone, mutmut would test everything except the formulas.
+
+These policies are pure wrappers, so they can wrap mutmut's trampoline instead of the function:
+
+    @float16_in_float32("x")          the policies, as written,
+    @gradient_by_hand(softmax_vjp)    around
+    @_mutmut_mutated(...)             mutmut's trampoline, which calls
+    def softmax(x, axis=-1): ...      the original or the active mutant: both undecorated copies
+
+so a mutant of `softmax` runs inside exactly the policies the original runs in. Two patches do
+it: the mutation visitor no longer skips a function whose decorators are all policies (the
+decorator lines themselves are still never mutated), and the copies behind the trampoline drop
+the decorators (which the trampoline already applies once).
+
+    python -m tests.mutmut_policies run [mutant names]    instead of `mutmut run`
+
+tests/run_mutants.sh calls it; every other mutmut command works unchanged, since only mutant
+generation differs. Pinned to mutmut 3.8.1: the patched names are its internals."""
+import sys
+
+import libcst as cst
+import mutmut
+from mutmut.mutation import file_mutation
+
+POLICIES = {"float16_in_float32", "gradient_by_hand", "one_blas_thread", "primitive",
+            "contextmanager"}
+
+
+def _name(decorator):
+    node = decorator.decorator
+    node = node.func if isinstance(node, cst.Call) else node
+    return node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
+
+
+def _only_policies(node):
+    return (isinstance(node, cst.FunctionDef) and node.decorators
+            and all(_name(d) in POLICIES for d in node.decorators))
+
+
+_skip = file_mutation.MutationVisitor._skip_node_and_children
+
+
+def _skip_unless_policies(self, node):
+    if _only_policies(node):
+        # judge the function as if undecorated (pragmas and name rules still apply)
+        return _skip(self, node.with_changes(decorators=()))
+    return _skip(self, node)
+
+
+_arrange = file_mutation.function_trampoline_arrangement
+
+
+def _arrange_policies_outside(function, mutants, class_name):
+    declarations, methods, assignments, names = _arrange(function, mutants, class_name)
+    if _only_policies(function):
+        # methods[0] is the trampoline (keeps the policies); the rest are the original and the
+        # mutants, which the trampoline calls from inside the policies
+        methods = [methods[0]] + [m.with_changes(decorators=()) for m in methods[1:]]
+    return declarations, methods, assignments, names
+
+
+def main():
+    assert mutmut.__version__ == "3.8.1", f"tests/mutmut_policies.py patches mutmut 3.8.1, not {mutmut.__version__}"
+    file_mutation.MutationVisitor._skip_node_and_children = _skip_unless_policies
+    file_mutation.function_trampoline_arrangement = _arrange_policies_outside
+    from mutmut.__main__ import cli
+    sys.argv[0] = "mutmut"
+    cli()
+
+
+if __name__ == "__main__":
+    main()
