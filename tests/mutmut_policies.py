@@ -19,10 +19,14 @@ it: the mutation visitor no longer skips a function whose decorators are all pol
 decorator lines themselves are still never mutated), and the copies behind the trampoline drop
 the decorators (which the trampoline already applies once).
 
-    python -m tests.mutmut_policies run [mutant names]    instead of `mutmut run`
+    python tests/mutmut_policies.py run [mutant names]    instead of `mutmut run`
+
+(run as a script, not `-m tests.…`: mutmut's pytest must import the `tests` package from its
+mutants/ copy, not find this one already imported)
 
 tests/run_mutants.sh calls it; every other mutmut command works unchanged, since only mutant
 generation differs. Pinned to mutmut 3.8.1: the patched names are its internals."""
+import os
 import sys
 
 import libcst as cst
@@ -71,6 +75,8 @@ def main():
     file_mutation.MutationVisitor._skip_node_and_children = _skip_unless_policies
     file_mutation.function_trampoline_arrangement = _arrange_policies_outside
     from mutmut.__main__ import cli
+    if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # this folder, put first by `python tests/mutmut_policies.py`
     sys.argv[0] = "mutmut"
     cli()
 

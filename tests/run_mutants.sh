@@ -33,7 +33,7 @@ if [ "${1:-}" != "--score" ]; then
         echo "== minattn.$module: ${#names[@]} to run"
         [ ${#names[@]} -gt 0 ] || continue
         start=$SECONDS
-        python -m tests.mutmut_policies run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+        python tests/mutmut_policies.py run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
         echo "== minattn.$module: $((SECONDS - start)) s"
     done
 fi
