@@ -64,7 +64,6 @@ def gradient_by_hand(vjp, *, unless=None):
             # Several outputs come back from autograd as one boxed tuple: hand back a tuple.
             return tuple(out) if isinstance(out, SequenceBox) else out
 
-        with_gradient_by_hand.vjp = vjp
         return with_gradient_by_hand
 
     return decorate
