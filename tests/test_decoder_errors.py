@@ -51,6 +51,11 @@ CASES = [
     (lambda: ma.self_attention(MHA, x, np.ones((4, 4), bool), n_heads=2), ValueError,
      'mask of shape (4, 4) does not broadcast to the per-head scores (..., H, L, L_past + L) '
      'of shape (2, 2, 3, 3)'),
+    # sa mask with a cache: the keys are L_past + L
+    (lambda: ma.self_attention(MHA, x, np.ones((3, 3), bool), n_heads=2,
+                               cache=_kv((2, 2, 2, 4))), ValueError,
+     'mask of shape (3, 3) does not broadcast to the per-head scores (..., H, L, L_past + L) '
+     'of shape (2, 2, 3, 5)'),
     # sa mask head axis
     (lambda: ma.self_attention(MHA, x, np.ones((2, 3, 3), bool), n_heads=2), ValueError,
      'mask of shape (2, 3, 3) is ambiguous for the per-head scores of shape (2, 2, 3, 3): give'
@@ -257,6 +262,9 @@ CASES = [
     # lm n_heads
     (lambda: ma.causal_lm(GPT, T, **{**GC, "n_heads": 0}), ValueError,
      'n_heads must be a positive int, got 0'),
+    # lm n_heads that do not divide d_model (no d_k to compare with params)
+    (lambda: ma.causal_lm(GPT, T, **{**GC, "n_heads": 3}), ValueError,
+     'd_model=8 is not divisible by n_heads=3'),
     # lm norm
     (lambda: ma.causal_lm(GPT, T, **{**GC, "norm": "x"}), ValueError,
      "norm must be one of 'layer_norm', 'rms_norm'; got 'x'"),

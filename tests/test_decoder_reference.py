@@ -115,6 +115,7 @@ def _causal_lm_loop(params, tokens, mask, c):
 
 def _model(family):
     rng = np.random.default_rng(0)
+    family = family.split("_")[0]
     if family == "gpt2":
         params, config = ma.init_causal_lm(rng, V, 2, D, 2, 12, n_positions=16)
     elif family == "llama":
@@ -138,6 +139,8 @@ FAMILIES = {
     "gemma": dict(eps=1e-6, rope_base=[10.0, 10000.0], window=[2, None], embedding_scale=2.8,
                   query_pre_attn_scalar=3.0, attn_logit_softcapping=0.7,
                   final_logit_softcapping=1.5),
+    "llama_capped": dict(eps=1e-6, attn_logit_softcapping=0.7),  # scores scaled by d_k^-1/2
+    "llama_scalar": dict(eps=1e-6, query_pre_attn_scalar=3.0),  # no cap
 }
 DEFAULTS = dict(norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
                 rope_base=10000.0)
@@ -226,3 +229,34 @@ def test_decoder_block_defaults_eps_1e_5_and_rope_base_10000():
         assert not np.allclose(got, ma.decoder_block(
             p, x, ma.causal_mask(5), n_heads=2, positions=positions, norm_first=norm_first,
             eps=1e-3, rope_base=100.0), atol=1e-9)
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_decoder_final_norm_defaults_to_the_blocks_norm_with_eps_1e_5(norm):
+    # decoder(...) without eps: the blocks and the final norm use 1e-5; the final norm is the
+    # blocks' kind (layer_norm by default).
+    rng = np.random.default_rng(6)
+    params = perturbed(ma.init_decoder(rng, 2, D, 2, 12, final_norm=True, norm=norm), 7)
+    x = 0.01 * rng.normal(size=(2, 4, D))  # tiny: eps matters
+    config = {} if norm == "layer_norm" else {"norm": norm}
+    got = ma.decoder(params, x, ma.causal_mask(4), n_heads=2, **config)
+    h = ma.decoder({"layers": params["layers"]}, x, ma.causal_mask(4), n_heads=2, eps=1e-5,
+                   **config)
+    expected = np.array([[_norm(v, params["final_norm"], norm, 1e-5) for v in row] for row in h])
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_init_decoder_final_norm_is_the_identity_norm_of_the_blocks_kind(norm, dtype):
+    params = ma.init_decoder(np.random.default_rng(0), 1, D, 2, 12, final_norm=True, norm=norm,
+                             dtype=dtype)
+    final = params["final_norm"]
+    assert sorted(final) == (["beta", "gamma"] if norm == "layer_norm" else ["gamma"])
+    np.testing.assert_array_equal(final["gamma"], np.ones(D))
+    assert all(a.dtype == dtype for a in final.values())
+    if "beta" in final:
+        np.testing.assert_array_equal(final["beta"], np.zeros(D))
+    assert "final_norm" not in ma.init_decoder(np.random.default_rng(0), 1, D, 2, 12)
+    default = ma.init_decoder(np.random.default_rng(0), 1, D, 2, 12, final_norm=True)
+    assert default["final_norm"]["gamma"].dtype == np.float64 and "beta" in default["final_norm"]

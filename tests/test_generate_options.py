@@ -121,6 +121,19 @@ def test_top_p_at_a_tie_boundary_drops_the_mass_at_most_one_minus_top_p():
     np.testing.assert_allclose(freq[1:], [1 / 3, 2 / 3], atol=0.04)
 
 
+@pytest.mark.parametrize("top_p", [0.3, 0.5, 0.8])
+def test_top_p_breaks_ties_by_token_id_the_same_on_every_machine(top_p):
+    # Tied logits at the nucleus boundary: the lower token id is dropped first (a stable order,
+    # not whatever order a platform's quicksort leaves ties in), so a seeded run is reproducible.
+    logits = np.array([1.0, 0.0, 1.0, 0.0, 2.0, 1.0, 0.0, 1.0, 2.0, 0.0] * 3)
+    params, config = _fixed_logits_model(logits)
+    out = ma.generate(params, np.zeros((2000, 1), int), 1, temperature=1.0, top_p=top_p,
+                      rng=np.random.default_rng(0), **config)
+    p = _reference_probabilities(list(logits), 1.0, None, top_p)
+    freq = np.bincount(out[:, -1], minlength=len(logits)) / 2000
+    np.testing.assert_array_equal(freq > 0, p > 0)
+
+
 def test_a_tiny_top_p_keeps_the_most_likely_token():
     # Even when 1 - top_p rounds to 1.0 (so the whole mass is <= 1 - top_p), the most likely
     # token stays: sampling is greedy, never an empty distribution.
