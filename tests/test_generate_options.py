@@ -14,11 +14,11 @@ from .strategies import perturbed
 V = 11
 
 
-def _model(position="learned", seed=0, scale=25.0):
+def _model(position="learned", seed=0, scale=25.0, n_layers=2):
     """A tiny model whose next-token logits spread over a few units (lm_head scaled), so that
     temperature, top_k and top_p change the distribution visibly."""
     rope = position == "rope"
-    params, config = ma.init_causal_lm(np.random.default_rng(seed), V, 2, 8, 2, 16,
+    params, config = ma.init_causal_lm(np.random.default_rng(seed), V, n_layers, 8, 2, 16,
                                        position=position, n_positions=16, tied=False,
                                        **(dict(norm="rms_norm", activation="swiglu", bias=False)
                                           if rope else {}))
@@ -65,9 +65,9 @@ def _reference_probabilities(logits, temperature, top_k, top_p):
     (1.0, None, None), (0.5, None, None), (2.5, None, None), (1.0, 4, None), (0.7, 2, None),
     (1.5, None, 0.7), (1.0, None, 0.95), (1.2, 6, 0.6)])
 def test_sampling_follows_the_tempered_truncated_softmax(temperature, top_k, top_p):
-    params, config = _model()
+    params, config = _model(n_layers=1)
     prompts = np.array([[1, 2], [3, 4], [9, 0]])
-    n = 1500  # samples per prompt, all in one batch: one uniform per row
+    n = 1000  # samples per prompt, all in one batch: one uniform per row
     logits = ma.causal_lm(params, prompts, **config)[:, -1]  # [3, V]
     out = ma.generate(params, np.repeat(prompts, n, axis=0), 1, temperature=temperature,
                       top_k=top_k, top_p=top_p, rng=np.random.default_rng(1), **config)
@@ -81,7 +81,7 @@ def test_sampling_follows_the_tempered_truncated_softmax(temperature, top_k, top
 
 def test_the_test_distributions_are_spread():
     # The references above would not catch a wrong temperature if the logits were all alike.
-    params, config = _model()
+    params, config = _model(n_layers=1)
     logits = ma.causal_lm(params, np.array([[1, 2], [3, 4], [9, 0]]), **config)[:, -1]
     assert np.all(logits.max(-1) - logits.min(-1) > 2)
     assert np.all(np.abs(logits.max(-1) - logits.max()) < 50)  # no row far above the others
