@@ -59,8 +59,9 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
     params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
-    params, x, mask, positions, d_k = _check_self_attention(
-        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling, cache)
+    params, x, mask, positions, d_k, query_pre_attn_scalar, attn_logit_softcapping = \
+        _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
+                              rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
@@ -92,14 +93,14 @@ def _attend(q, k, v, mask, query_pre_attn_scalar, softcap, sinks=None):
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                          rope_scaling, cache):
+                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
     d_k = check_head_width(d_k, n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
     n_kv = n_kv_heads or n_heads
-    params = check_attention_params(params, d_model, n_heads, n_kv, d_k)
+    params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
     past = 0
     if cache is not None:  # {}: an empty cache, to be filled
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
@@ -114,7 +115,14 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, positions, d_k
+    # Gemma's scalars: the scores are scaled by query_pre_attn_scalar^-1/2 (inf: by 0, uniform
+    # weights, as transformers) and capped at cap * tanh(s / cap), undefined at cap = 0.
+    if query_pre_attn_scalar is not None:
+        query_pre_attn_scalar = checks.check_positive_real(
+            "query_pre_attn_scalar", query_pre_attn_scalar, dtype=x.dtype, allow_inf=True)
+    if softcap is not None:
+        softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=x.dtype)
+    return params, x, mask, positions, d_k, query_pre_attn_scalar, softcap
 
 
 def check_head_width(d_k, n_heads, d_model):
@@ -126,7 +134,8 @@ def check_head_width(d_k, n_heads, d_model):
     return checks.check_size("d_k", d_k)
 
 
-def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params"):
+def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params",
+                           dtype=None):
     """{"w_q": [D, H d_k], "w_k", "w_v": [D, H_kv d_k], "w_o": [H d_k, D]} with optional biases
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
     "k_norm": {"gamma": [d_k]}}."""
@@ -136,12 +145,13 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     params = checks.check_params(params, {
         **{f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS},
         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
-        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where)
+        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
     for key in ("q_norm", "k_norm"):
         if key in params:
-            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]")
+            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]",
+                                              dtype)
     return params
 
 
@@ -287,11 +297,11 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     checked = {}
     if memory is not None:
         checked["cross_attention"] = check_multi_head_params(
-            params["cross_attention"], d_model, f"{where}['cross_attention']")
+            params["cross_attention"], d_model, f"{where}['cross_attention']", dtype=x.dtype)
     check_ff = (check_gated_feed_forward_params if activation in GATED
                 else check_feed_forward_params)
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
-                                       f"{where}['feed_forward']")
+                                       f"{where}['feed_forward']", x.dtype)
     norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
     for key in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm",
                 "post_self_attention_norm", "post_feed_forward_norm"):
@@ -429,9 +439,9 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
     from {} (empty)."""
     # int [B, L] -> [B, L, V]
-    tokens, attention_mask, past = _check_causal_lm(params, tokens, attention_mask, n_heads,
-                                                    n_kv_heads, d_k, norm, activation, position,
-                                                    cache)
+    params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping = \
+        _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm,
+                         activation, position, cache, embedding_scale, final_logit_softcapping)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
     if embedding_scale is not None:
@@ -473,7 +483,7 @@ def _positions(attention_mask, past, length, like):
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
-                     position, cache):
+                     position, cache, embedding_scale=None, final_logit_softcapping=None):
     checks.check_choice("position", position, POSITIONS)
     _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
     needed = ["token_embedding", "layers", "final_norm"] + (
@@ -490,7 +500,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     tokens = as_int_array("tokens", tokens)
     if tokens.ndim != 2 or tokens.shape[1] == 0:
         raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
-    if int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size:
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"tokens must lie in [0, vocab_size={vocab_size}), got min "
                          f"{int(tokens.min())}, max {int(tokens.max())}")
     past = 0
@@ -510,12 +520,19 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
             raise ValueError(f"tokens reach position {past + tokens.shape[1] - 1} (cache "
                              f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
                              f" has only {n_positions} positions")
-    if "lm_head" in params:
-        checks.check_shape("params['lm_head']", params["lm_head"],
-                              (embedding.shape[1], vocab_size))
+    # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
+    tables = {"lm_head": (embedding.shape[1], vocab_size), "position_embedding": ("n", "D")}
+    params = checks.check_params(params, {key: shape for key, shape in tables.items()
+                                          if key in params}, "params", embedding.dtype)
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
                               activation, position)
-    return tokens, attention_mask, past
+    if embedding_scale is not None:
+        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
+                                                     allow_zero=True, dtype=embedding.dtype)
+    if final_logit_softcapping is not None:
+        final_logit_softcapping = checks.check_positive_real(
+            "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
+    return params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping
 
 
 def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
@@ -599,9 +616,13 @@ def _next_token(logits, temperature, top_k, top_p, rng):
     # [B, V] -> int [B]
     if temperature == 0:
         return np.argmax(logits, axis=-1)  # the first maximum on ties, as torch.argmax
-    logits = logits / temperature
+    # Shifted by the row max and divided in float64: a temperature too small for float32 (1e-300
+    # is 0 there) still gives its limit, -inf (weight 0) to every token but the most likely.
+    shifted = (logits - np.max(logits, axis=-1, keepdims=True)).astype(numpy.float64)
+    with numpy.errstate(over="ignore"):
+        logits = shifted / temperature
     if top_k is not None:  # keep the top_k largest logits of each row
-        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        kth = np.sort(logits, axis=-1)[:, -min(top_k, logits.shape[-1])][:, None]  # as HF
         logits = np.where(logits >= kth, logits, -np.inf)
     if top_p is not None:
         logits = np.where(_nucleus(logits, top_p), logits, -np.inf)

@@ -158,7 +158,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
         shapes["w_q"] = (d_model, d_q)
     outs = {"q_a": shapes.get("w_q_a", (0, 0))[1], "kv_a": r + d_rope, "o": d_model}
     shapes.update({f"b_{p}": (n,) for p, n in outs.items() if f"b_{p}" in params})
-    params = checks.check_params(params, shapes, "params")
+    params = checks.check_params(params, shapes, "params", x.dtype)
     positions = checks.as_array("positions", positions)
     check_positions(positions, x.shape[:-1], "x's (..., L)")
     past = 0

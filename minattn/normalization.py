@@ -41,7 +41,8 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 def rms_norm_vjp(wrt, g, y, x, gamma, eps=1e-6):
     # With r = sqrt(mean(x²) + eps), x̂ = x / r and dx̂ = g ⊙ γ:  dx = (dx̂ - x̂ ⊙ mean(dx̂ ⊙ x̂)) / r.
-    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps)  # eps as the forward's
+    # eps as the forward's
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
     mean = lambda a: np.sum(a, axis=-1, keepdims=True) / x.shape[-1]
     rms = np.sqrt(mean(x * x) + eps)
     x_hat = x / rms
@@ -61,7 +62,7 @@ def rms_norm(x, gamma, eps=1e-6):
     gamma [D] -> x / sqrt(mean(x², -1) + eps) * gamma, computed in x's dtype. No centering and no
     beta. eps must be a non-negative float."""
     # [..., D], [D] -> [..., D]
-    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps)
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
     rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)  # [..., 1]
     return x / rms * gamma
 
