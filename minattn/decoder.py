@@ -85,9 +85,6 @@ def _attend(q, k, v, mask, query_pre_attn_scalar, softcap, sinks=None):
     # Gemma's scale and cap need their own core; every other model, the shared one.
     if query_pre_attn_scalar is None and softcap is None:
         return grouped_attention(q, k, v, mask, sinks=sinks)
-    if sinks is not None:
-        raise ValueError("attention sinks with query_pre_attn_scalar or attn_logit_softcapping "
-                         "are not supported")
     scalar = q.shape[-1] if query_pre_attn_scalar is None else query_pre_attn_scalar
     return capped_attention(q, k, v, mask, scale=scalar ** -0.5, cap=softcap)
 
@@ -122,6 +119,9 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
             "query_pre_attn_scalar", query_pre_attn_scalar, dtype=x.dtype, allow_inf=True)
     if softcap is not None:
         softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=x.dtype)
+    if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
+        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
+                         "attn_logit_softcapping are not supported")
     return params, x, mask, positions, d_k, query_pre_attn_scalar, softcap
 
 
@@ -657,6 +657,10 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    if temperature == 0 and (top_k is not None or top_p is not None):
+        raise ValueError(f"top_k={top_k!r} and top_p={top_p!r} restrict sampling, and "
+                         "temperature=0 does not sample (greedy): pass temperature > 0 to use "
+                         "them (transformers warns and ignores them)")
     if temperature > 0 and not callable(getattr(rng, "random", None)):
         raise ValueError(f"temperature={temperature} samples: it needs rng, a "
                          "np.random.Generator (nothing here seeds a global RNG)")
@@ -665,6 +669,13 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
         raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
     if attention_mask is not None:
         attention_mask = check_attention_mask(attention_mask, tokens.shape)
+        # Every row continues from its last position, so padding goes on the left (a 0 after a
+        # 1 would predict the first new token from a pad; transformers warns there).
+        right = np.any(attention_mask[:, :-1] & ~attention_mask[:, 1:], axis=-1)
+        if bool(np.any(right)):
+            raise ValueError(f"attention_mask has padding on the right (a 0 after a 1) in rows "
+                             f"{[int(b) for b in np.flatnonzero(right)]}; generate continues "
+                             "each row from its last position, so pad on the left")
     eos = None
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
