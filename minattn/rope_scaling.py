@@ -30,8 +30,10 @@ def linear(exponents, base, positions, *, factor):
 def dynamic(exponents, base, positions, *, factor, max_position_embeddings):
     """Dynamic NTK scaling: beyond max_position_embeddings, a larger base, growing with the
     sequence length L = max(positions) + 1 (transformers' "dynamic"; default RoPE up to there)."""
-    length = max(int(np.max(positions)) + 1, max_position_embeddings)
-    d = 2 * exponents.shape[0]
+    length = int(np.max(positions)) + 1 if np.size(positions) else 0
+    if length <= max_position_embeddings:  # as transformers: no formula evaluated (d may be 2)
+        return base ** -exponents, 1.0
+    d = 2 * exponents.shape[0]  # > 2 here (apply_rope's check)
     base = base * (factor * length / max_position_embeddings - (factor - 1)) ** (d / (d - 2))
     return base ** -exponents, 1.0
 
