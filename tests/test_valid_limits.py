@@ -211,6 +211,19 @@ def test_eps_zero_refuses_a_constant_row_of_layer_norm_but_not_of_rms_norm():
         t(x), (4,), t(GAMMA), eps=0.0).numpy(), rtol=1e-15)
 
 
+@pytest.mark.parametrize("eps", [1e-5, 0.0])
+def test_norms_of_an_empty_feature_axis_are_empty_as_torch(eps):
+    from autograd import grad, numpy as anp
+    x = np.ones((2, 0))
+    np.testing.assert_array_equal(ma.layer_norm(x, np.ones(0), np.zeros(0), eps),
+                                  F.layer_norm(t(x), (0,), eps=eps).numpy())
+    np.testing.assert_array_equal(ma.rms_norm(x, np.ones(0), eps),
+                                  F.rms_norm(t(x), (0,), eps=eps).numpy())
+    assert grad(lambda x: anp.sum(ma.layer_norm(x, np.ones(0), np.zeros(0), eps)))(x).shape \
+        == (2, 0)
+    assert grad(lambda g: anp.sum(ma.rms_norm(x, g, eps)))(np.ones(0)).shape == (0,)
+
+
 # --- sizes at their limits ---
 
 @pytest.mark.parametrize("block_size", [1, 2, 3, 4, 100])
