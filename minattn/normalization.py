@@ -12,7 +12,7 @@ def feature_mean(a):
     return np.sum(a, axis=-1, keepdims=True) / max(a.shape[-1], 1)
 
 
-def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps=1e-5):
+def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
     # With x̂ = (x - μ) / σ, σ = sqrt(var + eps), and dx̂ = g ⊙ γ, the chain rule through μ and
     # var collapses to  dx = (dx̂ - mean(dx̂) - x̂ ⊙ mean(dx̂ ⊙ x̂)) / σ;  dγ = Σ g ⊙ x̂;  dβ = Σ g.
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)  # eps as the forward's
@@ -44,7 +44,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return centered / np.sqrt(variance + eps) * gamma + beta
 
 
-def rms_norm_vjp(wrt, g, y, x, gamma, eps=1e-6):
+def rms_norm_vjp(wrt, g, y, x, gamma, eps):
     # With r = sqrt(mean(x²) + eps), x̂ = x / r and dx̂ = g ⊙ γ:  dx = (dx̂ - x̂ ⊙ mean(dx̂ ⊙ x̂)) / r.
     # eps as the forward's
     x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)

@@ -1,5 +1,7 @@
 """The engine room's policies (minattn/engine/), each stated on a toy function, so that what a
 label above a concept function promises is checked apart from any one concept."""
+import inspect
+
 import autograd.numpy as anp
 import numpy as np
 import pytest
@@ -23,6 +25,17 @@ def test_binder_fills_defaults_and_keywords_in_signature_order():
     assert bind((), {"a": 0, "c": 9}) == [0, 2, 9, None]
 
 
+def test_binder_with_positional_only_and_more_positional_than_keyword_parameters():
+    def f(a, /, b, c=3, *, d=4):
+        pass
+
+    names, bind = binder(f)
+    assert names == ("a", "b", "c", "d")
+    assert bind((1, 2), {}) == [1, 2, 3, 4]
+    assert bind((1, 2, 5), {}) == [1, 2, 5, 4]
+    assert bind((1,), {"b": 2, "d": 0}) == [1, 2, 3, 0]
+
+
 @pytest.mark.parametrize("args, kwargs", [((), {}), ((1, 2, 3), {}), ((1,), {"e": 1}),
                                           ((1,), {"a": 1})])
 def test_binder_leaves_a_wrong_call_to_pythons_own_type_error(args, kwargs):
@@ -31,29 +44,51 @@ def test_binder_leaves_a_wrong_call_to_pythons_own_type_error(args, kwargs):
 
     with pytest.raises(TypeError):
         f(*args, **kwargs)  # the reference: Python refuses this call
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as signature:
+        inspect.signature(f).bind(*args, **kwargs)
+    with pytest.raises(TypeError) as ours:
         binder(f)[1](args, kwargs)
+    assert str(ours.value) == str(signature.value)  # inspect's words, not a comparison's
 
 
-seen = []
+# Each toy is decorated inside the test (a fixture), not at import: the decorator's own code
+# then runs under the test, so a mutation tester's change to it is seen (tests/MUTANTS.md).
+@pytest.fixture
+def toy():
+    seen = []
+
+    @float16_in_float32("x", "y")
+    def toy(x, y, bias=None, *, scale=1.0):
+        seen.append((x.dtype, y.dtype, None if bias is None else bias.dtype))
+        out = scale * x * y
+        return out if bias is None else (out + bias, bias)
+
+    toy.seen = seen
+    return toy
 
 
-@float16_in_float32("x", "y")
-def toy(x, y, bias=None, *, scale=1.0):
-    seen.append((x.dtype, y.dtype, None if bias is None else bias.dtype))
-    out = scale * x * y
-    return out if bias is None else (out + bias, bias)
-
-
-def test_float16_inputs_are_computed_in_float32_and_returned_as_float16():
+@pytest.mark.parametrize("call", [lambda f, x, y: f(x, y), lambda f, x, y: f(x, y=y),
+                                  lambda f, x, y: f(y=y, x=x, scale=1.0)])
+def test_float16_inputs_are_computed_in_float32_and_returned_as_float16(toy, call):
     x, y = np.float16([1.0, 2.0]), np.float16([3.0, 4.0])
-    seen.clear()
-    out = toy(x, y)
-    assert seen == [(np.float32, np.float32, None)]
+    out = call(toy, x, y)
+    assert toy.seen == [(np.float32, np.float32, None)]
     assert out.dtype == np.float16 and np.array_equal(out, np.float16([3.0, 8.0]))
 
 
-def test_other_floating_arguments_are_taken_in_float16_first():
+def test_float16_policy_decides_by_the_named_inputs_only_and_keeps_other_results():
+    @float16_in_float32("y")  # y decides, wherever it stands
+    def f(x, y):
+        return x * y, np.argmax(y), "label"
+
+    product, index, label = f(np.float32([2.0]), np.float16([3.0]))
+    assert product.dtype == np.float16 and product[0] == 6.0
+    assert np.asarray(index).dtype.kind == "i" and label == "label"  # not floating: untouched
+    product, _, _ = f(np.float16([2.0]), np.float32([3.0]))
+    assert product.dtype == np.float32  # y is float32: no policy
+
+
+def test_other_floating_arguments_are_taken_in_float16_first(toy):
     # A float64 -1e9 given with float16 inputs means -inf, as it would in float16.
     x, y = np.float16([1.0]), np.float16([1.0])
     out, bias = toy(x, y, np.array([-1e9]))
@@ -64,15 +99,14 @@ def test_other_floating_arguments_are_taken_in_float16_first():
 
 @pytest.mark.parametrize("dtypes", [(np.float32, np.float32), (np.float16, np.float32),
                                     (np.float64, np.float16)])
-def test_other_dtypes_pass_through_untouched(dtypes):
+def test_other_dtypes_pass_through_untouched(toy, dtypes):
     x, y = np.ones(2, dtypes[0]), np.ones(2, dtypes[1])
-    seen.clear()
     out = toy(x, y)
-    assert seen == [(np.dtype(dtypes[0]), np.dtype(dtypes[1]), None)]
+    assert toy.seen == [(np.dtype(dtypes[0]), np.dtype(dtypes[1]), None)]
     assert out.dtype == np.result_type(*dtypes)
 
 
-def test_float16_policy_keeps_gradients_flowing():
+def test_float16_policy_keeps_gradients_flowing(toy):
     x = np.float16([0.5, -1.5])
     g = grad(lambda x: anp.sum(toy(x, x)))(x)
     assert g.dtype == np.float16 and np.allclose(g.astype(float), 2 * x.astype(float))
@@ -84,16 +118,20 @@ def square_vjp(wrt, g, y, x, b, *, scale, dropout):
     return {name: grads[name]() for name in wrt}
 
 
-calls = []
+@pytest.fixture
+def square():
+    calls = []
+
+    @gradient_by_hand(square_vjp, unless="dropout")
+    def square(x, b, *, scale=1.0, dropout=0.0):
+        calls.append(type(x).__name__)
+        return scale * x * x + b
+
+    square.calls = calls
+    return square
 
 
-@gradient_by_hand(square_vjp, unless="dropout")
-def square(x, b, *, scale=1.0, dropout=0.0):
-    calls.append(type(x).__name__)
-    return scale * x * x + b
-
-
-def test_gradient_by_hand_is_used_for_every_argument_keyword_ones_too():
+def test_gradient_by_hand_is_used_for_every_argument_keyword_ones_too(square):
     x, b = np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([0.25, -1.0])  # b broadcasts over rows
     f = lambda x, b, s: anp.sum(anp.sin(square(x, b, scale=s)))
     plain = lambda x, b, s: anp.sum(anp.sin(s * x * x + b))
@@ -103,14 +141,37 @@ def test_gradient_by_hand_is_used_for_every_argument_keyword_ones_too():
     check_grads(lambda x: f(x, b, 1.5), modes=["rev"], order=2)(x)  # the VJP is differentiable
 
 
-def test_forward_runs_on_plain_arrays_unless_told_otherwise():
+def test_forward_runs_on_plain_arrays_unless_told_otherwise(square):
     x, b = np.array([1.0, 2.0]), np.array(0.5)
-    calls.clear()
     grad(lambda x: anp.sum(square(x, b)))(x)
-    assert calls == ["ndarray"]  # a primitive: autograd did not trace the inside
-    calls.clear()
+    assert square.calls == ["ndarray"]  # a primitive: autograd did not trace the inside
+    square.calls.clear()
     g = grad(lambda x: anp.sum(square(x, b, dropout=0.1)))(x)
-    assert calls == ["ArrayBox"] and np.allclose(g, 2 * x)  # traced by autograd instead
+    assert square.calls == ["ArrayBox"] and np.allclose(g, 2 * x)  # traced by autograd instead
+    square.calls.clear()
+    g = grad(lambda x: anp.sum(square(x, b, dropout=0.0)))(x)  # falsy: the hand VJP again
+    assert square.calls == ["ndarray"] and np.allclose(g, 2 * x)
+
+
+def test_gradient_by_hand_returns_several_outputs_as_a_tuple_and_their_gradients():
+    def both_vjp(wrt, g, outputs, x):
+        return {"x": g[0] * 2 * x + g[1] * 3}
+
+    @gradient_by_hand(both_vjp)
+    def both(x):
+        return x * x, 3 * x
+
+    x = np.array([1.0, -2.0])
+    assert isinstance(both(x), tuple)
+    g = grad(lambda x: anp.sum(both(x)[0]) + anp.sum(both(x)[1]))(x)
+    np.testing.assert_allclose(g, 2 * x + 3)
+
+    def boxed(x):
+        out = both(x)
+        assert isinstance(out, tuple)  # also when autograd traces x
+        return anp.sum(out[0] * out[1])
+
+    np.testing.assert_allclose(grad(boxed)(x), 9 * x * x)
 
 
 def test_a_wrong_call_to_a_policy_wrapped_function_is_pythons_type_error():
