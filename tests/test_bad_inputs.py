@@ -128,7 +128,7 @@ CASES.update({
     "apply_rope": (lambda **a: ma.apply_rope(a.get("x", X), a.get("positions", np.arange(3)),
                                              base=a.get("base", 10000.0)),
                    {"x": ARRAYS + [X[..., :3]], "positions": POSITIONS,
-                    "base": [0.5, -1.0, "1e4", True]}),
+                    "base": [0.0, -1.0, "1e4", True]}),
     "gated_feed_forward": (lambda **a: ma.gated_feed_forward(a.get("params", GFF), a.get("x", X)),
                            {"params": [None, {}, {**GFF, "w_up": GFF["w_up"][:3]}], "x": ARRAYS}),
     "init_gated_feed_forward": (lambda **a: ma.init_gated_feed_forward(
