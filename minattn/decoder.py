@@ -161,6 +161,7 @@ def _append(past, new):
     # dispatches to the arrays' library. So autograd's only when differentiating through it.
     if past is None:
         return new
+    past = checks.in_dtype(past, new.dtype)  # the cache, an auxiliary argument: x's dtype
     if isbox(past) or isbox(new):
         return np.concatenate([past, new], axis=-2)
     return numpy.concatenate([past, new], axis=-2)

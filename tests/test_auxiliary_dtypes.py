@@ -1,7 +1,7 @@
 """Issue #24's second class, swept: an auxiliary floating argument in another dtype than the inputs.
 
 The rule (minattn/engine/checks.py, in_dtype): every auxiliary floating argument, the params'
-weights and biases, attention sinks, gamma and beta, a scale or eps given as a 0-d array, Gemma's
+weights and biases, attention sinks, gamma and beta, a KV cache, a 0-d scale or eps, Gemma's
 scalars, is taken in the inputs' dtype, as the additive mask is (test_edge_classes.py). So
 float32 inputs give float32 results whatever the params' dtype (NumPy alone would promote to
 float64), and float16 inputs give float16 results computed in float32. Each case checks that the
@@ -18,7 +18,7 @@ import pytest
 import minattn as ma
 
 PUBLIC = {name: getattr(ma, name) for name in ma.__all__}
-AUXILIARY_NAMES = {"params", "scale", "eps", "sinks", "gamma", "beta", "base", "rope_base",
+AUXILIARY_NAMES = {"params", "scale", "eps", "sinks", "gamma", "beta", "base", "rope_base", "cache",
                    "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping",
                    "embedding_scale"}
 
@@ -48,7 +48,10 @@ DECODER = ma.init_decoder(np.random.default_rng(7), 2, 4, 2, 8, norm="rms_norm",
 GPT, GPT_CONFIG = ma.init_causal_lm(np.random.default_rng(8), 7, 1, 4, 2, 8, tied=False)
 LLAMA, LLAMA_CONFIG = ma.init_causal_lm(np.random.default_rng(9), 7, 1, 4, 2, 8, position="rope",
                                         norm="rms_norm", activation="swiglu", bias=False)
-SCALAR = np.array(0.7)  # a 0-d float64 array: a scale, eps, base or Gemma scalar
+SCALAR = np.array(0.7)
+# A KV cache of 2 past positions for DEC's self-attention, and one per layer for DECODER, LLAMA
+CACHE = {"k": rng.normal(size=(2, 2, 2, 2)), "v": rng.normal(size=(2, 2, 2, 2))}
+CAUSAL = ma.causal_mask(3, 5, align="bottom_right")  # a 0-d float64 array: a scale, eps, base or Gemma scalar
 
 
 def _model(params, dt, aux_keys, aux):
@@ -106,6 +109,15 @@ CASES = {
         _cast(DEC, dt), x_(dt), memory=x_(dt), n_heads=2, eps=e)),
     ("decoder_block", "rope_base"): (SCALAR * 100, lambda dt, b: ma.decoder_block(
         _cast(DEC, dt), x_(dt), memory=x_(dt), n_heads=2, positions=np.arange(3), rope_base=b)),
+    ("self_attention", "cache"): (CACHE, lambda dt, c: ma.self_attention(
+        _cast(DEC["self_attention"], dt), x_(dt), CAUSAL, n_heads=2, cache=c)),
+    ("decoder_block", "cache"): (CACHE, lambda dt, c: ma.decoder_block(
+        _cast(DEC, dt), x_(dt), CAUSAL, memory=x_(dt), n_heads=2, cache=c)),
+    ("decoder", "cache"): ([CACHE, CACHE], lambda dt, c: ma.decoder(
+        _cast(DECODER, dt), x_(dt), CAUSAL, n_heads=2, norm="rms_norm", activation="swiglu",
+        cache=tuple(c))),
+    ("causal_lm", "cache"): ([CACHE], lambda dt, c: ma.causal_lm(
+        _cast(LLAMA, dt), TOKENS, cache=tuple(c), **LLAMA_CONFIG)),
     ("decoder", "params"): (DECODER, lambda dt, p: ma.decoder(
         p, x_(dt), n_heads=2, norm="rms_norm", activation="swiglu")),
     # A language model's inputs are tokens: its dtype is its token embedding's.

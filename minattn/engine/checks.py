@@ -245,7 +245,7 @@ def check_positive_real(name, value, allow_zero=False, dtype=None, allow_inf=Fal
 
 def in_dtype(x, dtype):
     """The one rule for an auxiliary floating argument (a mask, sinks, a 0-d scale or eps, the
-    params' weights): it is taken in the inputs' dtype, so float32 inputs give float32 results
+    params' weights, a KV cache): it is taken in the inputs' dtype, so float32 inputs give float32 results
     whatever the dtype of the params or the mask (NumPy would promote to float64), and float16
     inputs stay float16 (engine/dtypes.py). None: leave it as it is."""
     if dtype is None or x.dtype == dtype:
