@@ -230,8 +230,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     sublayer, a function with self_attention's signature (an attention variant plugs in here);
     attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
-    params, x, memory = _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm,
-                                             activation, eps, cache)
+    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
+                                             norm, activation, eps, cache)
     normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
                  "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
 
@@ -275,8 +275,8 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
     checks.check_n_kv_heads(n_kv_heads, n_heads)
 
 
-def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activation, eps, cache,
-                         where="params"):
+def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
+                         eps, cache, where="params"):
     # The self-attention sublayer checks its own params, cache and head width.
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
@@ -288,6 +288,15 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
         checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+        batch = checks.broadcast_or_raise([("x", x.shape[:-2]), ("memory", memory.shape[:-2])],
+                                          "the batch dims of x and memory")
+        scores = batch + (n_heads, x.shape[-2], memory.shape[-2])
+        memory_mask = checks.check_mask(memory_mask, scores, "the cross-attention scores "
+                                        "(..., H, L, L_m)", "memory_mask")
+        checks.check_mask_has_head_axis(memory_mask, scores, "memory_mask")
+    elif memory_mask is not None:
+        raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
+                         "the memory): pass memory, or leave memory_mask None")
     checks.check_no_renamed_block_keys(params, where)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []

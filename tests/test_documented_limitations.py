@@ -75,8 +75,15 @@ LIMITATIONS = {
             lambda m: ma.encoder(ENC, X, m, n_heads=2),
             lambda m: ma.self_attention(DEC["self_attention"], X, m, n_heads=2),
             lambda m: ma.decoder_block(DEC, X, m, memory=X, n_heads=2),
-            lambda m: ma.decoder_block(DEC, X, memory=X, memory_mask=m, n_heads=2),
-            lambda m: ma.decoder(DECODER, X, m, n_heads=2))],
+            lambda m: ma.decoder(DECODER, X, m, n_heads=2))] + [
+        (lambda: ma.decoder_block(DEC, X, memory=X, memory_mask=BATCH_MASK, n_heads=2),
+         ValueError, "memory_mask of shape (2, 3, 3) is ambiguous")],
+    ("decoder_block's docstring", "cross-attention to memory [..., L_m, D] (with memory_mask)"): [
+        (lambda: ma.decoder_block(DEC, X, memory_mask=np.ones((3, 3), bool), n_heads=2),
+         ValueError, "memory_mask is given without memory"),
+        (lambda: ma.decoder_block(DEC, X, memory=X[:, :2], memory_mask=np.ones((3, 3), bool),
+                                  n_heads=2), ValueError,
+         "memory_mask of shape (3, 3) does not broadcast to the cross-attention scores")],
     ("README.md, Conventions", "A torch tensor is refused with a hint"): [
         (lambda: ma.softmax(torch.ones(3)), TypeError, "x.detach().cpu().numpy()"),
         (lambda: ma.causal_lm(LM, torch.tensor(TOKENS), **LM_CONFIG), TypeError,

@@ -179,32 +179,34 @@ def check_layer_norm(x, gamma, beta, eps, centered=True):
     return x, gamma, beta, eps
 
 
-def check_mask(mask, target_shape, target_name="the scores"):
-    """A mask must be boolean (True = may attend) or floating (added), and broadcast to target."""
+def check_mask(mask, target_shape, target_name="the scores", name="mask"):
+    """A mask must be boolean (True = may attend) or floating (added), and broadcast to target;
+    `name`: the argument's (memory_mask for a decoder's cross-attention)."""
     if mask is None:
         return None
     if not hasattr(mask, "dtype") and not isinstance(mask, (list, tuple)):
-        raise TypeError(f"mask must be a boolean or floating-point array, got {type(mask).__name__}")
-    mask = as_array("mask", mask)
+        raise TypeError(f"{name} must be a boolean or floating-point array, got "
+                        f"{type(mask).__name__}")
+    mask = as_array(name, mask)
     kind = np.dtype(mask.dtype).kind
     if kind not in "bf":
         raise TypeError(
-            f"mask must be boolean (True = may attend) or floating (added to the scores), "
+            f"{name} must be boolean (True = may attend) or floating (added to the scores), "
             f"got dtype {mask.dtype}"
         )
     if kind == "f":
-        check_not_keep_mask(mask)
+        check_not_keep_mask(mask, name)
     target_shape = tuple(target_shape)
     ok = broadcasts_to(mask.shape, target_shape)
     if not ok:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to {target_name} "
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to {target_name} "
             f"of shape {target_shape}"
         )
     return mask
 
 
-def check_not_keep_mask(mask):
+def check_not_keep_mask(mask, name="mask"):
     # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
     # as np.tril(np.ones((L, L))) would remove nothing while looking right: it adds 1 to the
     # allowed scores, so a masked key keeps its weight divided by only e. Refuse it rather than
@@ -212,7 +214,7 @@ def check_not_keep_mask(mask):
     values = getval(mask)
     if values.size and bool(np.all((values == 0) | (values == 1))) and bool(np.any(values == 1)):
         raise ValueError(
-            f"mask is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
+            f"{name} is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
             "mask is added to the scores, so this would remove no key (it adds 1 to the kept "
             "scores). For a keep/drop mask pass "
             "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
@@ -303,12 +305,12 @@ def check_init(rng, dtype, need_rng=True):
     return dtype
 
 
-def check_mask_has_head_axis(mask, scores_shape):
+def check_mask_has_head_axis(mask, scores_shape, name="mask"):
     # A (B, L_q, L_k) mask would broadcast against (B, H, L_q, L_k) with B read as H: silently
     # wrong whenever B == H. Masks with batch dims must spell out the head axis.
     if mask is not None and 2 < mask.ndim < len(scores_shape):
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
+            f"{name} of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
             f"{tuple(scores_shape)}: give (L_q, L_k), or a per-batch mask with its head axis, "
             f"(B, 1, L_q, L_k) (e.g. mask[:, None])"
         )
