@@ -12,7 +12,9 @@
 #   JOBS=2 tests/run_mutants.sh           mutmut's --max-children (default 1)
 #   FRESH=1 tests/run_mutants.sh masks    re-run every mutant of the module, not only the
 #                                         ones without a result (new, or in changed functions)
-#   SURVIVORS=1 tests/run_mutants.sh      re-run only the survivors (after adding tests)
+#   SURVIVORS=1 tests/run_mutants.sh      re-run only the survivors (after adding or changing
+#                                         tests: first forgets which tests reach which function,
+#                                         since mutmut tracks tests by name, not by content)
 #   tests/run_mutants.sh --score          only print the scores of what has run
 #
 # BLAS on one thread: each mutant runs in a process forked from mutmut's, and BLAS worker
@@ -24,6 +26,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
      attention multi_head positional rope rope_scaling softcap decoder loss engine.threads
      engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential)
+[ -z "${SURVIVORS:-}" ] || rm -f mutants/mutmut-stats.json
 if [ "${1:-}" = "--all" ]; then
     start=$SECONDS
     names=()
