@@ -83,11 +83,13 @@ CASES = [
     # sa sinks+scalar
     (lambda: ma.self_attention({**MHA, "sinks": np.ones(2)}, x, n_heads=2,
                                query_pre_attn_scalar=4), ValueError,
-     'attention sinks with query_pre_attn_scalar or attn_logit_softcapping are not supported'),
+     "attention sinks (params['sinks']) with query_pre_attn_scalar or attn_logit_softcapping "
+     'are not supported'),
     # sa sinks+cap
     (lambda: ma.self_attention({**MHA, "sinks": np.ones(2)}, x, n_heads=2,
                                attn_logit_softcapping=50.0), ValueError,
-     'attention sinks with query_pre_attn_scalar or attn_logit_softcapping are not supported'),
+     "attention sinks (params['sinks']) with query_pre_attn_scalar or attn_logit_softcapping "
+     'are not supported'),
     # sa b_o shape
     (lambda: ma.self_attention({**MHA, "b_o": np.ones(3)}, x, n_heads=2), ValueError,
      "params['b_o'] has shape (3,), expected (8,)"),
