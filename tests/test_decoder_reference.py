@@ -260,3 +260,26 @@ def test_init_decoder_final_norm_is_the_identity_norm_of_the_blocks_kind(norm, d
     assert "final_norm" not in ma.init_decoder(np.random.default_rng(0), 1, D, 2, 12)
     default = ma.init_decoder(np.random.default_rng(0), 1, D, 2, 12, final_norm=True)
     assert default["final_norm"]["gamma"].dtype == np.float64 and "beta" in default["final_norm"]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_the_gradient_reaches_a_cached_key_alone_as_finite_differences(batched):
+    # Differentiating with respect to the cache only (x and params constant): the past keys are
+    # traced, the new ones are not, and they still join along the key axis.
+    from autograd import grad
+    rng = np.random.default_rng(8)
+    p = ma.init_multi_head_attention(rng, D, 2)
+    lead = (2,) if batched else ()
+    x = rng.normal(size=lead + (1, D))
+    keys, values = rng.normal(size=lead + (2, 3, 4)), rng.normal(size=lead + (2, 3, 4))
+    loss = lambda k: np.sum(ma.self_attention(p, x, n_heads=2,
+                                              cache={"k": k, "v": values})[0] ** 2)
+    g = grad(loss)(keys)
+    step = np.zeros_like(keys)
+    step[(0,) * keys.ndim] = 1e-6
+    np.testing.assert_allclose(g[(0,) * keys.ndim],
+                               (loss(keys + step) - loss(keys - step)) / 2e-6, rtol=1e-5)
+    # and with x traced too, along the key axis of an unbatched 3-d cache
+    both = grad(lambda k, x: np.sum(ma.self_attention(p, x, n_heads=2,
+                                                      cache={"k": k, "v": values})[0] ** 2))
+    np.testing.assert_allclose(both(keys, x), g, rtol=1e-12)
