@@ -4,9 +4,6 @@ Small inputs never reach the threads, so the tests force the split (2 to 4 worke
 few elements) and compare with independent references."""
 import contextlib
 import math
-import os
-import subprocess
-import sys
 import threading
 from unittest import mock
 
@@ -187,43 +184,3 @@ def test_blockwise_with_an_empty_axis_answers_as_full_attention(shape_q, shape_k
     assert out.shape == expected.shape
     np.testing.assert_allclose(out, expected, atol=1e-12)
 
-
-def test_n_workers_is_the_blas_limit_in_force_and_one_worker_per_2_16_elements():
-    # The promise of n_workers, under a limit threadpoolctl sets and then reports back: as many
-    # workers as BLAS threads, an int, never more than work // 2**16.
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    x = np.zeros(3)
-    for limit in (1, 2, 4):
-        with threadpoolctl.threadpool_limits(limit, user_api="blas"):
-            blas = min(i["num_threads"] for i in threadpoolctl.threadpool_info()
-                       if i["user_api"] == "blas")
-            for work, expected in [(2 ** 40, blas), (3 * 2 ** 16 - 1, min(blas, 2)),
-                                   (2 ** 16 - 1, 1), (0, 1)]:
-                workers = _threads.n_workers(x, work)
-                assert type(workers) is int and workers == expected, (limit, work, workers)
-
-
-_WITHOUT_THREADPOOLCTL = """
-import os, sys
-sys.modules["threadpoolctl"] = None  # as if it were not installed
-import numpy
-from minattn.engine import threads
-cores = sorted(os.sched_getaffinity(0))
-print(threads.n_workers(numpy.zeros(3), 2 ** 40))
-os.sched_setaffinity(0, cores[:1])  # the process may now run on one core
-print(threads.n_workers(numpy.zeros(3), 2 ** 40))
-with threads.one_blas_thread():  # a no-op
-    print(threads.n_workers(numpy.zeros(3), 2 ** 40))
-print(len(cores))
-"""
-
-
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs os.sched_setaffinity")
-def test_without_threadpoolctl_n_workers_is_the_cores_this_process_may_use():
-    # Without threadpoolctl there is no BLAS limit to read: the cores this process may run on
-    # (its affinity, which taskset or a container narrows), not every core of the machine.
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    out = subprocess.run([sys.executable, "-c", _WITHOUT_THREADPOOLCTL], env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
-    cores = int(out[3])
-    assert out[:3] == [str(cores), "1", "1"]
