@@ -18,7 +18,7 @@ from .engine.dtypes import float16_in_float32
 from .engine.threads import one_blas_thread
 
 
-def softmax_vjp(wrt, g, p, x, axis=-1, mask=None):
+def softmax_vjp(wrt, g, p, x, axis, mask):
     # dS = P ⊙ (dP − Σ_j dP_j P_j): the Jacobian of softmax is diag(P) − P Pᵀ, row by row.
     # A masked entry has P = 0, so it gets no gradient; a fully masked row gets zeros.
     return {"x": p * (g - np.sum(g * p, axis=axis, keepdims=True))}
@@ -53,8 +53,7 @@ def softmax(x, axis=-1, mask=None):
     return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
 
 
-def attention_vjp(wrt, g, outputs, q, k, v, mask=None, scale=None, dropout=0.0, rng=None,
-                  sinks=None):
+def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
     # (the gradient reaching the returned weights, often zero). See walkthrough.md,
     # "Backpropagation by hand". The small products run on one BLAS thread, as the forward's.
@@ -90,10 +89,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     bool), and a floating mask is taken in the dtype of the inputs (a float64 -1e9 is -inf for
     float16 inputs). A query with no key left gets zero weights and a zero output. scale defaults
     to 1/sqrt(d_k); 0 gives uniform weights (the mean of the values), as torch. dropout (in
-    [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are computed in float32 and returned as
-    float16. sinks (attention sinks, gpt-oss): one more logit per query row, broadcasting to
-    [..., L_q] (one per head: [H, 1]), that joins the softmax's denominator and holds no value,
-    so the weights of a row may sum to less than 1. Raises TypeError/ValueError, naming the
+    [0, 1]; 1 drops every weight, as torch) on the weights needs `rng`, a Generator. float16
+    inputs are computed in float32 and returned as float16. sinks (attention sinks, gpt-oss):
+    one more logit per query row, broadcasting to [..., L_q] (one per head: [H, 1]), that joins
+    the softmax's denominator and holds no value, so the weights of a row may sum to less
+    than 1. Raises TypeError/ValueError, naming the
     argument and the shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]

@@ -92,7 +92,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
                          f"{n_kv} must both be even")
     d = d_model // n_heads
     checks.check_positive_real("eps", eps, allow_zero=True)
-    params = check_multi_head_params(params, d_model, d_kv=n_kv * d)
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
         "lambda_init": ()}, "params")
