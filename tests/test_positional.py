@@ -21,10 +21,10 @@ def test_dtype_argument():
 
 
 @pytest.mark.parametrize("n_positions, d_model, message", [
-    (0, 4, "n_positions must be a positive int, got 0"),
-    (2.0, 4, "n_positions must be a positive int, got 2.0"),
-    (True, 4, "n_positions must be a positive int, got True"),
-    (3, -1, "d_model must be a positive int, got -1"),
+    (-1, 4, "n_positions must be a non-negative int, got -1"),
+    (2.0, 4, "n_positions must be a non-negative int, got 2.0"),
+    (True, 4, "n_positions must be a non-negative int, got True"),
+    (3, 0, "d_model must be a positive int, got 0"),
     (3, "4", "d_model must be a positive int, got '4'"),
 ])
 def test_bad_sizes_are_refused_by_name(n_positions, d_model, message):

@@ -56,9 +56,12 @@ def test_an_empty_cache_stays_empty():
     assert streaming_cache([], n_sink=2, window=3, rope_base=500.0) == ()
 
 
-def test_rope_base_just_above_one_is_accepted():
-    _, cache = _cache(np.random.default_rng(1), (2,), 6, 1.5, n_layers=1)
-    assert streaming_cache(cache, n_sink=1, window=2, rope_base=1.5)[0]["k"].shape == (2, 3, 6)
+@pytest.mark.parametrize("base", [0.5, 1.5])
+def test_any_positive_rope_base_is_taken_as_apply_ropes(base):
+    raw, cache = _cache(np.random.default_rng(1), (2,), 6, base, n_layers=1)
+    kept = streaming_cache(cache, n_sink=1, window=2, rope_base=base)[0]["k"]
+    np.testing.assert_allclose(kept, _rope(raw[0][0][..., [0, 4, 5], :], np.arange(3), base),
+                               rtol=0, atol=1e-12)
 
 
 A = np.zeros((2, 5, 4))
@@ -70,14 +73,14 @@ CASES = [  # (keywords, error, the whole message)
     (dict(n_sink="1", window=2), ValueError, "n_sink must be an int >= 0, got '1'"),
     (dict(n_sink=1, window=-2), ValueError, "window must be an int >= 0, got -2"),
     (dict(n_sink=1, window=2.0), ValueError, "window must be an int >= 0, got 2.0"),
-    (dict(n_sink=1, window=2, rope_base=1), ValueError,
-     "rope_base must be None (no RoPE) or a number > 1, got 1"),
-    (dict(n_sink=1, window=2, rope_base=0.5), ValueError,
-     "rope_base must be None (no RoPE) or a number > 1, got 0.5"),
-    (dict(n_sink=1, window=2, rope_base=True), ValueError,
-     "rope_base must be None (no RoPE) or a number > 1, got True"),
-    (dict(n_sink=1, window=2, rope_base="10000"), ValueError,
-     "rope_base must be None (no RoPE) or a number > 1, got '10000'"),
+    (dict(n_sink=1, window=2, rope_base=0), ValueError,
+     "rope_base must be a positive float, got 0.0"),
+    (dict(n_sink=1, window=2, rope_base=-1.0), ValueError,
+     "rope_base must be a positive float, got -1.0"),
+    (dict(n_sink=1, window=2, rope_base=True), TypeError,
+     "rope_base must be a positive float, got True (bool)"),
+    (dict(n_sink=1, window=2, rope_base="10000"), TypeError,
+     "rope_base must be a positive float, got '10000' (str)"),
 ]
 CACHE_CASES = [  # (cache, error, the whole message)
     (None, TypeError, "cache must be a tuple of {'k', 'v'} dicts, one per layer, as causal_lm "
