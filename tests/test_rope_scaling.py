@@ -76,6 +76,8 @@ yarn_configs = st.fixed_dictionaries(
                                          "mscale": 1.0, "mscale_all_dim": 1.0})
 @example(d=8, base=2.0, parameters={"rope_type": "yarn", "factor": 4.0,  # ramp up to d - 1
                                     "original_max_position_embeddings": 10 ** 6})
+@example(d=8, base=2.0, parameters={"rope_type": "yarn", "factor": 4.0,  # ramp 0 .. d - 1
+                                    "original_max_position_embeddings": 128})
 @example(d=16, base=10000.0, parameters={"rope_type": "yarn", "factor": 4.0,  # low == high
                                          "original_max_position_embeddings": 4096,
                                          "beta_fast": 1.0, "beta_slow": 1.0, "truncate": False})

@@ -183,3 +183,4 @@ def test_blockwise_with_an_empty_axis_answers_as_full_attention(shape_q, shape_k
     expected = ma.scaled_dot_product_attention(q, k, v)[0]
     assert out.shape == expected.shape
     np.testing.assert_allclose(out, expected, atol=1e-12)
+

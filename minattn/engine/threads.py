@@ -84,8 +84,8 @@ def _blas_threads():
 
 
 def in_threads(f, items, n_threads):
-    """[f(item) for item in items], computed on up to n_threads worker threads (1: here, in
-    order)."""
+    """[f(item) for item in items], computed on up to n_threads worker threads (one thread or
+    one item: here, in order)."""
     items = list(items)
     if n_threads <= 1 or len(items) <= 1:
         return [f(item) for item in items]
