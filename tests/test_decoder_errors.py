@@ -252,6 +252,10 @@ CASES = [
     (lambda: ma.init_decoder_block(rng, 8, 2, 16, n_kv_heads=3), ValueError,
      'n_kv_heads=3 must divide n_heads=2 (each kv head serves a group of n_heads // n_kv_heads'
      ' query heads)'),
+    # init n_kv with a head width of its own (d_k=6, not d_model / n_heads)
+    (lambda: ma.init_decoder_block(rng, 8, 2, 16, d_k=6, n_kv_heads=3), ValueError,
+     'n_kv_heads=3 must divide n_heads=2 (each kv head serves a group of n_heads // n_kv_heads '
+     'query heads)'),
     # init d_k
     (lambda: ma.init_decoder_block(rng, 8, 2, 16, d_k=0), ValueError,
      'd_k must be a positive int, got 0'),
