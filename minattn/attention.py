@@ -18,7 +18,7 @@ from .engine.dtypes import float16_in_float32
 from .engine.threads import one_blas_thread
 
 
-def softmax_vjp(wrt, g, p, x, axis=-1, mask=None):
+def softmax_vjp(wrt, g, p, x, axis, mask):
     # dS = P ⊙ (dP − Σ_j dP_j P_j): the Jacobian of softmax is diag(P) − P Pᵀ, row by row.
     # A masked entry has P = 0, so it gets no gradient; a fully masked row gets zeros.
     return {"x": p * (g - np.sum(g * p, axis=axis, keepdims=True))}
@@ -53,8 +53,7 @@ def softmax(x, axis=-1, mask=None):
     return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
 
 
-def attention_vjp(wrt, g, outputs, q, k, v, mask=None, scale=None, dropout=0.0, rng=None,
-                  sinks=None):
+def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
     # (the gradient reaching the returned weights, often zero). See walkthrough.md,
     # "Backpropagation by hand". The small products run on one BLAS thread, as the forward's.

@@ -1,8 +1,10 @@
 """Properties of blockwise attention's argument checks that the mutation test showed no test
 stated (tests/MUTANTS.md): the key_mask's accepted forms and shapes, block_size, and the exact
 messages."""
+import autograd.numpy as anp
 import numpy as np
 import pytest
+from autograd import grad, make_vjp
 
 import minattn as ma
 
@@ -68,3 +70,67 @@ def test_a_torch_key_mask_is_refused_naming_key_mask():
 def test_a_ragged_key_mask_list_is_refused_naming_key_mask():
     with pytest.raises(ValueError, match=r"^key_mask is a list that does not form an array: "):
         ma.blockwise_attention(Q, Q, V, key_mask=[[True, False], [True]])
+
+
+# --- the backward pass, on the shapes and rows the forward tests do not reach ---
+
+def _gradients(f, q, k, v, scale):
+    """d/dq, d/dk, d/dv and d/dscale of sum(f(q, k, v, scale) * r), r fixed."""
+    r = np.random.default_rng(5).normal(size=np.shape(f(q, k, v, scale)))
+    loss = lambda *a: anp.sum(f(*a) * r)
+    return [grad(loss, i)(q, k, v, scale) for i in range(4)]
+
+
+def _sdpa(causal, key_mask):
+    def f(q, k, v, scale):
+        mask = None
+        if causal:
+            mask = ma.causal_mask(q.shape[-2], k.shape[-2])
+        if key_mask is not None:
+            keep = np.asarray(key_mask)[..., None, :]
+            mask = keep if mask is None else mask & keep
+        return ma.scaled_dot_product_attention(q, k, v, mask, scale=scale)[0]
+    return f
+
+
+@pytest.mark.parametrize("shapes", [
+    ((6, 1), (6, 1), (6, 2)),                    # no batch axis, d_k = 1 < block_size
+    ((2, 6, 2), (6, 2), (6, 3)),                 # only q has a batch: k, v shared
+    ((6, 2), (2, 6, 2), (6, 3)),                 # only k has one
+    ((6, 2), (6, 2), (2, 6, 3)),                 # only v has one
+    ((2, 1, 6, 2), (1, 3, 6, 2), (2, 3, 6, 2)),  # one head axis of 1 in q, batch 1 in k
+    ((3, 1, 7, 5), (3, 1, 7, 5), (3, 1, 7, 5)),  # one head, d_k larger than block_size
+])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_equal_attentions_for_every_broadcast_shape(shapes, causal):
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=s) for s in shapes)
+    blockwise = lambda q, k, v, scale: ma.blockwise_attention(
+        q, k, v, causal=causal, scale=scale, block_size=3)
+    got, expected = _gradients(blockwise, q, k, v, 0.7), _gradients(_sdpa(causal, None), q, k, v, 0.7)
+    for name, a, b in zip("qkvs", got, expected):
+        assert np.shape(a) == np.shape(b), name
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_a_query_with_no_key_gets_zero_gradients_not_nan():
+    rng = np.random.default_rng(6)
+    q, k, v = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 2))
+    key_mask = np.array([[False] * 5, [True, False, True, True, False]])  # row 0 sees nothing
+    blockwise = lambda q, k, v, scale: ma.blockwise_attention(
+        q, k, v, key_mask=key_mask, scale=scale, block_size=2)
+    got = _gradients(blockwise, q, k, v, 0.5)
+    for name, a, b in zip("qkvs", got, _gradients(_sdpa(False, key_mask), q, k, v, 0.5)):
+        assert np.all(np.isfinite(a)), name
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+    assert np.all(got[0][0] == 0) and np.all(got[1][0] == 0) and np.all(got[2][0] == 0)
+
+
+def test_differentiating_the_gradient_by_the_incoming_gradient_says_first_order_only():
+    """The backward is linear in the incoming gradient g; differentiating it by g alone (no
+    input boxed, only g) must also name the limitation, not fail inside NumPy."""
+    rng = np.random.default_rng(7)
+    q, k, v = rng.normal(size=(4, 2)), rng.normal(size=(4, 2)), rng.normal(size=(4, 2))
+    backward, _ = make_vjp(lambda q: ma.blockwise_attention(q, k, v, block_size=2))(q)
+    with pytest.raises(NotImplementedError, match="blockwise_attention's gradient is first-order only"):
+        grad(lambda g: anp.sum(backward(g) ** 2))(np.ones((4, 2)))

@@ -155,3 +155,16 @@ def test_an_array_like_scale_without_ndim_is_a_type_error():
         dtype, shape = np.dtype(np.float64), (1,)
     with pytest.raises(TypeError, match=r"^scale must be a positive float or a 0-d floating"):
         checks.check_positive_real("scale", ArrayLike())
+
+
+@pytest.mark.parametrize("others, message", [
+    ({"window": 4, "sinks": None}, "toy does not support window (got window=4)"),
+    ({"window": 4, "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "cache": None},
+     "toy does not support rope_scaling, window (got rope_scaling={'rope_type': 'linear', "
+     "'factor': 2.0}, window=4)"),
+])
+def test_keywords_meant_for_other_variants_are_refused_all_by_name_in_order(others, message):
+    with pytest.raises(ValueError) as error:
+        checks.check_unused_keywords("toy", others)
+    assert str(error.value) == message
+    checks.check_unused_keywords("toy", {key: None for key in others})  # all None: accepted

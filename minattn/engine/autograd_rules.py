@@ -12,8 +12,9 @@ one per NumPy call. A VJP is written with autograd.numpy, so it can be different
         return {"x": p * (g - np.sum(g * p, axis=axis, keepdims=True))}
 
 The VJP gets the names of the arguments autograd wants (`wrt`), the output's gradient `g`, the
-forward's output(s), and the forward's arguments by name, as they were passed (so a VJP re-reads
-defaults, e.g. scale=None, through the same check the forward used). It returns {name: gradient}
+forward's output(s), and every one of the forward's arguments by name, defaults filled in (so a
+VJP declares no defaults of its own, and re-reads e.g. scale=None through the same check the
+forward used). It returns {name: gradient}
 for the names in `wrt`; the decorator sums each gradient over the dims its argument was
 broadcast along. `unless="dropout"`: when that argument is truthy, the function is left to
 autograd to differentiate as written (the hand VJP has no dropout).
