@@ -89,10 +89,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     bool), and a floating mask is taken in the dtype of the inputs (a float64 -1e9 is -inf for
     float16 inputs). A query with no key left gets zero weights and a zero output. scale defaults
     to 1/sqrt(d_k); 0 gives uniform weights (the mean of the values), as torch. dropout (in
-    [0, 1)) on the weights needs `rng`, a Generator. float16 inputs are computed in float32 and returned as
-    float16. sinks (attention sinks, gpt-oss): one more logit per query row, broadcasting to
-    [..., L_q] (one per head: [H, 1]), that joins the softmax's denominator and holds no value,
-    so the weights of a row may sum to less than 1. Raises TypeError/ValueError, naming the
+    [0, 1]; 1 drops every weight, as torch) on the weights needs `rng`, a Generator. float16
+    inputs are computed in float32 and returned as float16. sinks (attention sinks, gpt-oss):
+    one more logit per query row, broadcasting to [..., L_q] (one per head: [H, 1]), that joins
+    the softmax's denominator and holds no value, so the weights of a row may sum to less
+    than 1. Raises TypeError/ValueError, naming the
     argument and the shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]

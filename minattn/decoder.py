@@ -59,8 +59,9 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
     params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
-    params, x, mask, positions, d_k = _check_self_attention(
-        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling, cache)
+    params, x, mask, positions, d_k, query_pre_attn_scalar, attn_logit_softcapping = \
+        _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
+                              rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
@@ -84,22 +85,19 @@ def _attend(q, k, v, mask, query_pre_attn_scalar, softcap, sinks=None):
     # Gemma's scale and cap need their own core; every other model, the shared one.
     if query_pre_attn_scalar is None and softcap is None:
         return grouped_attention(q, k, v, mask, sinks=sinks)
-    if sinks is not None:
-        raise ValueError("attention sinks with query_pre_attn_scalar or attn_logit_softcapping "
-                         "are not supported")
     scalar = q.shape[-1] if query_pre_attn_scalar is None else query_pre_attn_scalar
     return capped_attention(q, k, v, mask, scale=scalar ** -0.5, cap=softcap)
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                          rope_scaling, cache):
+                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
     d_k = check_head_width(d_k, n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
     n_kv = n_kv_heads or n_heads
-    params = check_attention_params(params, d_model, n_heads, n_kv, d_k)
+    params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
     past = 0
     if cache is not None:  # {}: an empty cache, to be filled
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
@@ -114,7 +112,17 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, positions, d_k
+    # Gemma's scalars: the scores are scaled by query_pre_attn_scalar^-1/2 (inf: by 0, uniform
+    # weights, as transformers) and capped at cap * tanh(s / cap), undefined at cap = 0.
+    if query_pre_attn_scalar is not None:
+        query_pre_attn_scalar = checks.check_positive_real(
+            "query_pre_attn_scalar", query_pre_attn_scalar, dtype=x.dtype, allow_inf=True)
+    if softcap is not None:
+        softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=x.dtype)
+    if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
+        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
+                         "attn_logit_softcapping are not supported")
+    return params, x, mask, positions, d_k, query_pre_attn_scalar, softcap
 
 
 def check_head_width(d_k, n_heads, d_model):
@@ -126,7 +134,8 @@ def check_head_width(d_k, n_heads, d_model):
     return checks.check_size("d_k", d_k)
 
 
-def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params"):
+def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params",
+                           dtype=None):
     """{"w_q": [D, H d_k], "w_k", "w_v": [D, H_kv d_k], "w_o": [H d_k, D]} with optional biases
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
     "k_norm": {"gamma": [d_k]}}."""
@@ -136,12 +145,13 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     params = checks.check_params(params, {
         **{f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS},
         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
-        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where)
+        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
     for key in ("q_norm", "k_norm"):
         if key in params:
-            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]")
+            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]",
+                                              dtype)
     return params
 
 
@@ -151,6 +161,7 @@ def _append(past, new):
     # dispatches to the arrays' library. So autograd's only when differentiating through it.
     if past is None:
         return new
+    past = checks.in_dtype(past, new.dtype)  # the cache, an auxiliary argument: x's dtype
     if isbox(past) or isbox(new):
         return np.concatenate([past, new], axis=-2)
     return numpy.concatenate([past, new], axis=-2)
@@ -219,8 +230,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     sublayer, a function with self_attention's signature (an attention variant plugs in here);
     attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
-    params, x, memory = _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm,
-                                             activation, eps, cache)
+    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
+                                             norm, activation, eps, cache)
     normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
                  "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
 
@@ -264,8 +275,8 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
     checks.check_n_kv_heads(n_kv_heads, n_heads)
 
 
-def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activation, eps, cache,
-                         where="params"):
+def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
+                         eps, cache, where="params"):
     # The self-attention sublayer checks its own params, cache and head width.
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
@@ -277,6 +288,15 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
         checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+        batch = checks.broadcast_or_raise([("x", x.shape[:-2]), ("memory", memory.shape[:-2])],
+                                          "the batch dims of x and memory")
+        scores = batch + (n_heads, x.shape[-2], memory.shape[-2])
+        memory_mask = checks.check_mask(memory_mask, scores, "the cross-attention scores "
+                                        "(..., H, L, L_m)", "memory_mask")
+        checks.check_mask_has_head_axis(memory_mask, scores, "memory_mask")
+    elif memory_mask is not None:
+        raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
+                         "the memory): pass memory, or leave memory_mask None")
     checks.check_no_renamed_block_keys(params, where)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
@@ -287,11 +307,11 @@ def _check_decoder_block(params, x, memory, n_heads, n_kv_heads, norm, activatio
     checked = {}
     if memory is not None:
         checked["cross_attention"] = check_multi_head_params(
-            params["cross_attention"], d_model, f"{where}['cross_attention']")
+            params["cross_attention"], d_model, f"{where}['cross_attention']", dtype=x.dtype)
     check_ff = (check_gated_feed_forward_params if activation in GATED
                 else check_feed_forward_params)
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
-                                       f"{where}['feed_forward']")
+                                       f"{where}['feed_forward']", x.dtype)
     norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
     for key in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm",
                 "post_self_attention_norm", "post_feed_forward_norm"):
@@ -429,9 +449,9 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
     from {} (empty)."""
     # int [B, L] -> [B, L, V]
-    tokens, attention_mask, past = _check_causal_lm(params, tokens, attention_mask, n_heads,
-                                                    n_kv_heads, d_k, norm, activation, position,
-                                                    cache)
+    params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping = \
+        _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm,
+                         activation, position, cache, embedding_scale, final_logit_softcapping)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
     if embedding_scale is not None:
@@ -473,7 +493,7 @@ def _positions(attention_mask, past, length, like):
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
-                     position, cache):
+                     position, cache, embedding_scale=None, final_logit_softcapping=None):
     checks.check_choice("position", position, POSITIONS)
     _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
     needed = ["token_embedding", "layers", "final_norm"] + (
@@ -490,7 +510,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     tokens = as_int_array("tokens", tokens)
     if tokens.ndim != 2 or tokens.shape[1] == 0:
         raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
-    if int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size:
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise ValueError(f"tokens must lie in [0, vocab_size={vocab_size}), got min "
                          f"{int(tokens.min())}, max {int(tokens.max())}")
     past = 0
@@ -510,12 +530,19 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
             raise ValueError(f"tokens reach position {past + tokens.shape[1] - 1} (cache "
                              f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
                              f" has only {n_positions} positions")
-    if "lm_head" in params:
-        checks.check_shape("params['lm_head']", params["lm_head"],
-                              (embedding.shape[1], vocab_size))
+    # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
+    tables = {"lm_head": (embedding.shape[1], vocab_size), "position_embedding": ("n", "D")}
+    params = checks.check_params(params, {key: shape for key, shape in tables.items()
+                                          if key in params}, "params", embedding.dtype)
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
                               activation, position)
-    return tokens, attention_mask, past
+    if embedding_scale is not None:
+        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
+                                                     allow_zero=True, dtype=embedding.dtype)
+    if final_logit_softcapping is not None:
+        final_logit_softcapping = checks.check_positive_real(
+            "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
+    return params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping
 
 
 def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
@@ -599,9 +626,13 @@ def _next_token(logits, temperature, top_k, top_p, rng):
     # [B, V] -> int [B]
     if temperature == 0:
         return np.argmax(logits, axis=-1)  # the first maximum on ties, as torch.argmax
-    logits = logits / temperature
+    # Shifted by the row max and divided in float64: a temperature too small for float32 (1e-300
+    # is 0 there) still gives its limit, -inf (weight 0) to every token but the most likely.
+    shifted = (logits - np.max(logits, axis=-1, keepdims=True)).astype(numpy.float64)
+    with numpy.errstate(over="ignore"):
+        logits = shifted / temperature
     if top_k is not None:  # keep the top_k largest logits of each row
-        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        kth = np.sort(logits, axis=-1)[:, -min(top_k, logits.shape[-1])][:, None]  # as HF
         logits = np.where(logits >= kth, logits, -np.inf)
     if top_p is not None:
         logits = np.where(_nucleus(logits, top_p), logits, -np.inf)
@@ -636,6 +667,10 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
     if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
                               or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    if temperature == 0 and (top_k is not None or top_p is not None):
+        raise ValueError(f"top_k={top_k!r} and top_p={top_p!r} restrict sampling, and "
+                         "temperature=0 does not sample (greedy): pass temperature > 0 to use "
+                         "them (transformers warns and ignores them)")
     if temperature > 0 and not callable(getattr(rng, "random", None)):
         raise ValueError(f"temperature={temperature} samples: it needs rng, a "
                          "np.random.Generator (nothing here seeds a global RNG)")
@@ -644,6 +679,13 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
         raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
     if attention_mask is not None:
         attention_mask = check_attention_mask(attention_mask, tokens.shape)
+        # Every row continues from its last position, so padding goes on the left (a 0 after a
+        # 1 would predict the first new token from a pad; transformers warns there).
+        right = np.any(attention_mask[:, :-1] & ~attention_mask[:, 1:], axis=-1)
+        if bool(np.any(right)):
+            raise ValueError(f"attention_mask has padding on the right (a 0 after a 1) in rows "
+                             f"{[int(b) for b in np.flatnonzero(right)]}; generate continues "
+                             "each row from its last position, so pad on the left")
     eos = None
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))

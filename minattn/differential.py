@@ -15,7 +15,6 @@ params: {"w_q": [D, H d], "w_k", "w_v": [D, H_kv d], "w_o": [H d, D]} (optional 
 the layer, lambda_init(layer_index); stored with the params so each layer carries its own).
 """
 import math
-import numbers
 
 import autograd.numpy as np
 
@@ -93,9 +92,8 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
                          f"{n_kv} must both be even")
     d = d_model // n_heads
     checks.check_positive_real("eps", eps, allow_zero=True)
-    if isinstance(rope_base, bool) or not isinstance(rope_base, numbers.Real) or not rope_base > 1:
-        raise ValueError(f"rope_base must be a number > 1, got {rope_base!r}")
-    params = check_multi_head_params(params, d_model, d_kv=n_kv * d)
+    checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
         "lambda_init": ()}, "params")

@@ -19,7 +19,6 @@ params: {"w_q": [D, H (d_nope + d_rope)]} or {"w_q_a": [D, q_lora_rank], "gamma_
 DeepSeek's interleaved layout becomes rotate-half by permuting weight columns
 (minattn.models.hf_variants).
 """
-import numbers
 
 import autograd.numpy as np
 
@@ -140,8 +139,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     if d_rope % 2:
         raise ValueError(f"qk_rope_head_dim must be even (RoPE rotates pairs), got {d_rope}")
     checks.check_positive_real("latent_eps", eps, allow_zero=True)
-    if isinstance(rope_base, bool) or not isinstance(rope_base, numbers.Real) or not rope_base > 1:
-        raise ValueError(f"rope_base must be a number > 1, got {rope_base!r}")
+    checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
     checks.check_params(params, {}, "params")
     if "gamma_kv_a" not in params:
         raise ValueError("params is missing key 'gamma_kv_a' (the latent's RMSNorm, "
@@ -158,7 +156,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
         shapes["w_q"] = (d_model, d_q)
     outs = {"q_a": shapes.get("w_q_a", (0, 0))[1], "kv_a": r + d_rope, "o": d_model}
     shapes.update({f"b_{p}": (n,) for p, n in outs.items() if f"b_{p}" in params})
-    params = checks.check_params(params, shapes, "params")
+    params = checks.check_params(params, shapes, "params", x.dtype)
     positions = as_int_array("positions", positions)
     check_positions(positions, x.shape[:-1], "x's (..., L)")
     past = 0

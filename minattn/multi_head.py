@@ -34,9 +34,10 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_multi_head_params(params, d_model, where="params", d_kv=None, n_heads="H"):
+def check_multi_head_params(params, d_model, where="params", d_kv=None, n_heads="H", dtype=None):
     # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
     # each on its own (GPT-2 has them, Llama has none); so are attention sinks, one per head.
+    # dtype: the inputs', in which the params are taken (checks.in_dtype).
     d_kv = d_model if d_kv is None else d_kv
     d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
     checks.check_params(params, {}, where)
@@ -45,7 +46,7 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None, n_heads=
         {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
          **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
          **({"sinks": (n_heads,)} if "sinks" in params else {})},
-        where,
+        where, dtype,
     )
 
 
@@ -104,7 +105,8 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
     checks.check_n_kv_heads(n_kv_heads, n_heads)
     params = check_multi_head_params(params, d_model,
                                      d_kv=(n_kv_heads or n_heads) * (d_model // n_heads),
-                                     n_heads=n_heads)
+                                     n_heads=n_heads,
+                                     dtype=np.result_type(query.dtype, key.dtype, value.dtype))
     batch = checks.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",

@@ -6,18 +6,23 @@ from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 
 
+def feature_mean(a):
+    # [..., D] -> [..., 1]: sum / D (autograd's np.mean would turn float32 gradients into
+    # float64); no features (D = 0) give 0, so an empty x comes back empty, as torch's, not 0 / 0.
+    return np.sum(a, axis=-1, keepdims=True) / max(a.shape[-1], 1)
+
+
 def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
     # With x̂ = (x - μ) / σ, σ = sqrt(var + eps), and dx̂ = g ⊙ γ, the chain rule through μ and
     # var collapses to  dx = (dx̂ - mean(dx̂) - x̂ ⊙ mean(dx̂ ⊙ x̂)) / σ;  dγ = Σ g ⊙ x̂;  dβ = Σ g.
-    # sum / D rather than np.mean: autograd's mean turns float32 gradients into float64.
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)  # eps as the forward's
-    mean = lambda a: np.sum(a, axis=-1, keepdims=True) / x.shape[-1]
-    centered = x - mean(x)
-    sigma = np.sqrt(mean(centered * centered) + eps)
+    centered = x - feature_mean(x)
+    sigma = np.sqrt(feature_mean(centered * centered) + eps)
     x_hat = centered / sigma
     d_x_hat = g * gamma
     grads = {
-        "x": lambda: (d_x_hat - mean(d_x_hat) - x_hat * mean(d_x_hat * x_hat)) / sigma,
+        "x": lambda: (d_x_hat - feature_mean(d_x_hat)
+                      - x_hat * feature_mean(d_x_hat * x_hat)) / sigma,
         "gamma": lambda: g * x_hat,  # summed over the leading dims by the decorator
         "beta": lambda: g,
         "eps": lambda: np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5,
@@ -34,20 +39,20 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     # [..., D], [D], [D] -> [..., D]. Biased variance and eps inside the square root, exactly as
     # torch.nn.LayerNorm (not std + eps, which is a different function).
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
-    centered = x - np.mean(x, axis=-1, keepdims=True)  # [..., D]
-    variance = np.mean(centered * centered, axis=-1, keepdims=True)  # [..., 1], biased: / D
+    centered = x - feature_mean(x)  # [..., D]
+    variance = feature_mean(centered * centered)  # [..., 1], biased: / D
     return centered / np.sqrt(variance + eps) * gamma + beta
 
 
 def rms_norm_vjp(wrt, g, y, x, gamma, eps):
     # With r = sqrt(mean(x²) + eps), x̂ = x / r and dx̂ = g ⊙ γ:  dx = (dx̂ - x̂ ⊙ mean(dx̂ ⊙ x̂)) / r.
-    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps)  # eps as the forward's
-    mean = lambda a: np.sum(a, axis=-1, keepdims=True) / x.shape[-1]
-    rms = np.sqrt(mean(x * x) + eps)
+    # eps as the forward's
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
+    rms = np.sqrt(feature_mean(x * x) + eps)
     x_hat = x / rms
     d_x_hat = g * gamma
     grads = {
-        "x": lambda: (d_x_hat - x_hat * mean(d_x_hat * x_hat)) / rms,
+        "x": lambda: (d_x_hat - x_hat * feature_mean(d_x_hat * x_hat)) / rms,
         "gamma": lambda: g * x_hat,
         "eps": lambda: np.sum(d_x_hat * x_hat / (rms * rms)) * -0.5,
     }
@@ -61,8 +66,8 @@ def rms_norm(x, gamma, eps=1e-6):
     gamma [D] -> x / sqrt(mean(x², -1) + eps) * gamma, computed in x's dtype. No centering and no
     beta. eps must be a non-negative float."""
     # [..., D], [D] -> [..., D]
-    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps)
-    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)  # [..., 1]
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
+    rms = np.sqrt(feature_mean(x * x) + eps)  # [..., 1]
     return x / rms * gamma
 
 

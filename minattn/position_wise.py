@@ -111,11 +111,12 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_feed_forward_params(params, d_model, where="params"):
+def check_feed_forward_params(params, d_model, where="params", dtype=None):
     checks.check_params(params, {"w_1": (d_model, "d_ff")}, where)
     d_ff = checks.as_array(f"{where}['w_1']", params["w_1"]).shape[1]
     return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
-                                           "w_2": (d_ff, d_model), "b_2": (d_model,)}, where)
+                                           "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
+                                 dtype)
 
 
 def _check_feed_forward(params, x, activation, dropout, rng):
@@ -123,7 +124,7 @@ def _check_feed_forward(params, x, activation, dropout, rng):
     checks.check_min_ndim("x", x, 1, "(..., D)")
     checks.check_choice("activation", activation, ACTIVATIONS)
     checks.check_dropout(dropout, rng)
-    return check_feed_forward_params(params, x.shape[-1]), x
+    return check_feed_forward_params(params, x.shape[-1], dtype=x.dtype), x
 
 
 def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
@@ -169,11 +170,11 @@ def gated_feed_forward(params, x):
 def _check_gated_feed_forward(params, x):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 1, "(..., D)")
-    return check_gated_feed_forward_params(params, x.shape[-1]), x
+    return check_gated_feed_forward_params(params, x.shape[-1], dtype=x.dtype), x
 
 
-def check_gated_feed_forward_params(params, d_model, where="params"):
+def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
     checks.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
     d_ff = params["w_gate"].shape[1]
     return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
-                                           "w_down": (d_ff, d_model)}, where)
+                                           "w_down": (d_ff, d_model)}, where, dtype)

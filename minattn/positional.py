@@ -10,7 +10,8 @@ def positional_encoding(n_positions, d_model, *, dtype=numpy.float64, like=None)
     """Sinusoidal positional encodings (Vaswani et al. 2017, 3.5) -> [n_positions, d_model]:
     PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(the same angle); add them to the
     token embeddings. dtype= sets the result's dtype, like= the array library (e.g. CuPy).
-    Raises TypeError unless n_positions and d_model are positive ints."""
+    Raises TypeError unless n_positions is an int >= 0 (0: an empty table, as causal_mask(0))
+    and d_model a positive int."""
     # -> [n_positions, d_model]; PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same).
     # Attention alone is permutation equivariant: adding these is what tells tokens apart by place.
     _check_positional_encoding(n_positions, d_model)
@@ -22,6 +23,7 @@ def positional_encoding(n_positions, d_model, *, dtype=numpy.float64, like=None)
 
 
 def _check_positional_encoding(n_positions, d_model):
-    for name, n in (("n_positions", n_positions), ("d_model", d_model)):
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-            raise TypeError(f"{name} must be a positive int, got {n!r}")
+    for name, n, least in (("n_positions", n_positions, 0), ("d_model", d_model, 1)):
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < least:
+            raise TypeError(f"{name} must be a {'non-negative' if least == 0 else 'positive'} "
+                            f"int, got {n!r}")

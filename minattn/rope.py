@@ -4,7 +4,6 @@ Pairs of features are rotated by an angle proportional to the position, one freq
 so the dot product of a rotated query and key depends on their positions only through m - n
 (walkthrough.md, "RoPE").
 """
-import numbers
 
 import autograd.numpy as np
 
@@ -47,9 +46,14 @@ def _check_apply_rope(x, positions, base, scaling):
         raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
                          f"got x of shape {tuple(x.shape)}")
     check_positions(positions, x.shape[:-1], "x's (..., L)")
-    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not base > 1:
-        raise ValueError(f"base must be a number > 1, got {base!r}")
+    # Any base > 0 gives frequencies base^(-2i/d) (transformers takes rope_theta = 1 too).
+    checks.check_positive_real("base", base, allow_inf=True)
     check_rope_scaling(scaling, "scaling")
+    if scaling is not None and scaling["rope_type"] == "dynamic" and x.shape[-1] == 2 and \
+            positions.size and int(positions.max()) >= scaling["max_position_embeddings"]:
+        raise ValueError("dynamic RoPE scaling beyond max_position_embeddings raises the base to "
+                         "the power d / (d - 2): it needs a feature size d > 2, got x of shape "
+                         f"{tuple(x.shape)} and positions up to {int(positions.max())}")
     return x, positions
 
 

@@ -19,6 +19,8 @@ import math
 
 import autograd.numpy as np
 
+from .engine import checks
+
 
 def linear(exponents, base, positions, *, factor):
     """Position interpolation (Chen et al. 2023): every frequency divided by factor."""
@@ -28,8 +30,10 @@ def linear(exponents, base, positions, *, factor):
 def dynamic(exponents, base, positions, *, factor, max_position_embeddings):
     """Dynamic NTK scaling: beyond max_position_embeddings, a larger base, growing with the
     sequence length L = max(positions) + 1 (transformers' "dynamic"; default RoPE up to there)."""
-    length = max(int(np.max(positions)) + 1, max_position_embeddings)
-    d = 2 * exponents.shape[0]
+    length = int(np.max(positions)) + 1 if np.size(positions) else 0
+    if length <= max_position_embeddings:  # as transformers: no formula evaluated (d may be 2)
+        return base ** -exponents, 1.0
+    d = 2 * exponents.shape[0]  # > 2 here (apply_rope's check)
     base = base * (factor * length / max_position_embeddings - (factor - 1)) ** (d / (d - 2))
     return base ** -exponents, 1.0
 
@@ -104,3 +108,16 @@ def check_rope_scaling(scaling, name="rope_scaling"):
     if unknown or missing:
         raise ValueError(f"{name} of rope_type {scaling['rope_type']!r} takes {known}; "
                          f"unknown: {unknown}, missing: {missing}")
+    # The values: each schedule divides by factor and by its context length, and llama3 by
+    # high_freq_factor - low_freq_factor; refused by name where that is 0 or has no sign.
+    for key in ("factor", "max_position_embeddings", "original_max_position_embeddings"):
+        if key in scaling:
+            checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
+    if scaling["rope_type"] == "llama3" and not (
+            checks.check_positive_real(f"{name}['low_freq_factor']", scaling["low_freq_factor"],
+                                        allow_zero=True)
+            < checks.check_positive_real(f"{name}['high_freq_factor']",
+                                         scaling["high_freq_factor"])):
+        raise ValueError(f"{name}['high_freq_factor'] must be greater than low_freq_factor "
+                         f"(the ramp between them divides by their difference), got "
+                         f"{scaling['high_freq_factor']!r} and {scaling['low_freq_factor']!r}")

@@ -45,9 +45,8 @@ def _check_streaming_cache(cache, n_sink, window, rope_base):
     for name, n in (("n_sink", n_sink), ("window", window)):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
             raise ValueError(f"{name} must be an int >= 0, got {n!r}")
-    if rope_base is not None and (isinstance(rope_base, bool) or not isinstance(
-            rope_base, numbers.Real) or not rope_base > 1):
-        raise ValueError(f"rope_base must be None (no RoPE) or a number > 1, got {rope_base!r}")
+    if rope_base is not None:  # None: no RoPE; else as apply_rope's base
+        checks.check_positive_real("rope_base", rope_base, allow_inf=True)
     if not isinstance(cache, checks.LIST_TYPES) or not all(
             isinstance(layer, checks.DICT_TYPES) and "k" in layer and "v" in layer
             for layer in cache):

@@ -5,7 +5,13 @@ quotes its table.
     python tests/mutant_scores.py                     the table
     python tests/mutant_scores.py --unchecked MODULE  the names of MODULE's mutants not run yet
                                                       (MODULE as minattn.engine.checks)
-    python tests/mutant_scores.py --survivors MODULE  the names of MODULE's survivors"""
+    python tests/mutant_scores.py --survivors MODULE  the names of MODULE's survivors
+    python tests/mutant_scores.py --chunk MODULE I N  mutmut name patterns for the I-th of N
+                                                      parts of MODULE (its functions, split into
+                                                      N groups of about equal source lines)
+    python tests/mutant_scores.py --minutes           per module: the mutants' recorded run
+                                                      times, summed, in minutes (one worker)"""
+import ast
 import glob
 import json
 import sys
@@ -43,8 +49,34 @@ def names(module, wanted):
             print(name)
 
 
+def chunk(module, i, n):
+    """Every function of MODULE, greedily split into n groups of about equal length (largest
+    first); prints group i's patterns, as mutmut names its mutants (x_<function>__mutmut_*)."""
+    tree = ast.parse(open(module.replace(".", "/") + ".py").read())
+    functions = sorted(((f.end_lineno - f.lineno + 1, f.name) for f in tree.body
+                        if isinstance(f, ast.FunctionDef)), reverse=True)
+    groups = [[0, []] for _ in range(n)]
+    for lines, name in functions:
+        smallest = min(groups, key=lambda g: g[0])
+        smallest[0] += lines
+        smallest[1].append(name)
+    for name in sorted(groups[i - 1][1]):
+        print(f"{module}.x_{name}__mutmut_*")
+
+
+def minutes():
+    for meta in sorted(glob.glob("mutants/minattn/**/*.py.meta", recursive=True)):
+        durations = json.load(open(meta)).get("durations_by_key", {})
+        print(f"{meta[len('mutants/'):-len('.meta')]:32}{len(durations):8} run"
+              f"{sum(durations.values()) / 60:8.1f} min")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--unchecked"]:
+    if sys.argv[1:2] == ["--chunk"]:
+        chunk(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1:2] == ["--minutes"]:
+        minutes()
+    elif sys.argv[1:2] == ["--unchecked"]:
         names(sys.argv[2], None)
     elif sys.argv[1:2] == ["--survivors"]:
         names(sys.argv[2], 0)  # exit code 0: the tests passed

@@ -4,10 +4,17 @@
 #
 #   tests/run_mutants.sh                  every module of setup.cfg's [mutmut], in order
 #   tests/run_mutants.sh blockwise masks  only these (minattn.<name>, e.g. engine.checks)
+#   tests/run_mutants.sh decoder:2/3      the 2nd of 3 parts of a module (its functions split
+#                                         into 3 groups of about equal length), run afresh
+#   tests/run_mutants.sh --all            every module in one mutmut run (one start-up, the
+#                                         fastest way through everything; no per-module times;
+#                                         with SURVIVORS=1, every module's survivors)
 #   JOBS=2 tests/run_mutants.sh           mutmut's --max-children (default 1)
 #   FRESH=1 tests/run_mutants.sh masks    re-run every mutant of the module, not only the
 #                                         ones without a result (new, or in changed functions)
-#   SURVIVORS=1 tests/run_mutants.sh      re-run only the survivors (after adding tests)
+#   SURVIVORS=1 tests/run_mutants.sh      re-run only the survivors (after adding or changing
+#                                         tests: first forgets which tests reach which function,
+#                                         since mutmut tracks tests by name, not by content)
 #   tests/run_mutants.sh --score          only print the scores of what has run
 #
 # BLAS on one thread: each mutant runs in a process forked from mutmut's, and BLAS worker
@@ -19,11 +26,26 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
      attention multi_head positional rope rope_scaling softcap decoder loss engine.threads
      engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential)
-if [ "${1:-}" != "--score" ]; then
+[ -z "${SURVIVORS:-}" ] || rm -f mutants/mutmut-stats.json
+if [ "${1:-}" = "--all" ]; then
+    start=$SECONDS
+    names=()
+    if [ -n "${SURVIVORS:-}" ]; then  # every module's survivors, in one run
+        for module in "${ALL[@]}"; do
+            mapfile -t -O ${#names[@]} names < <(python tests/mutant_scores.py --survivors "minattn.$module")
+        done
+        echo "== all modules: ${#names[@]} survivors to run again"
+    fi
+    python tests/mutmut_policies.py run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+    echo "== all modules: $((SECONDS - start)) s"
+elif [ "${1:-}" != "--score" ]; then
     modules=("$@")
     [ ${#modules[@]} -gt 0 ] || modules=("${ALL[@]}")
     for module in "${modules[@]}"; do
-        if [ -n "${FRESH:-}" ]; then
+        if [[ "$module" == *:*/* ]]; then
+            part=${module#*:}; module=${module%%:*}
+            mapfile -t names < <(python tests/mutant_scores.py --chunk "minattn.$module" "${part%/*}" "${part#*/}")
+        elif [ -n "${FRESH:-}" ]; then
             names=("minattn.$module.*")
         elif [ -n "${SURVIVORS:-}" ]; then
             mapfile -t names < <(python tests/mutant_scores.py --survivors "minattn.$module")

@@ -91,8 +91,8 @@ def _setup(seed, n_heads=4, n_kv_heads=2, length=5):
 
 
 def test_rope_base_and_eps_are_passed_through():
-    # A far-off base rotates the queries and the keys both; any base > 1 is allowed, however
-    # close to 1; eps=0 is allowed (a plain RMS).
+    # A far-off base rotates the queries and the keys both; any positive base is allowed,
+    # one close to 1 as well; eps=0 is allowed (a plain RMS).
     params, x, positions = _setup(0)
     for base, eps in ((500.0, 1e-5), (1.5, 1e-5), (10000.0, 0.0), (10000.0, 0.5)):
         out, _ = differential_attention(params, x, ma.causal_mask(5), n_heads=4, n_kv_heads=2,

@@ -50,9 +50,9 @@ CASES = [
     (lambda: ma.softmax(q[0], mask=np.ones(5, bool)), ValueError,
      "mask of shape (5,) does not broadcast to x of shape (3, 4)"),
     (lambda: ma.scaled_dot_product_attention(q, q, q, dropout=True, rng=rng), TypeError,
-     "dropout must be a float in [0, 1), got True"),
+     "dropout must be a float in [0, 1], got True"),
     (lambda: ma.scaled_dot_product_attention(q, q, q, dropout="0.1", rng=rng), TypeError,
-     "dropout must be a float in [0, 1), got '0.1'"),
+     "dropout must be a float in [0, 1], got '0.1'"),
     (lambda: ma.scaled_dot_product_attention(q, q, q, dropout=0.1), ValueError,
      "dropout=0.1 needs an rng (np.random.Generator), e.g. rng=np.random.default_rng(0); "
      "nothing here seeds a global RNG"),

@@ -141,7 +141,7 @@ def test_rope_base_and_latent_eps_reach_every_rope_and_norm(absorb):
                               latent_eps=0.5, absorb=absorb, **SIZES)
     np.testing.assert_allclose(out, _loop_reference(params, x, positions, eps=0.5, base=500.0,
                                                     **SIZES), rtol=0, atol=1e-12)
-    # rope_base is any number > 1, however close to 1
+    # rope_base is any positive number: one close to 1 as well
     out, _ = latent_attention(params, x, ma.causal_mask(5), positions=positions, rope_base=1.5,
                               absorb=absorb, **SIZES)
     np.testing.assert_allclose(out, _loop_reference(params, x, positions, base=1.5, **SIZES),

@@ -1,8 +1,10 @@
 """Properties of the normalizations that the mutation test showed no test stated
 (tests/MUTANTS.md): float16 LayerNorm and RMSNorm are float32 inside (not float64), and
 init_layer_norm names d_model when it refuses it."""
+import autograd.numpy as anp
 import numpy as np
 import pytest
+from autograd import grad
 
 import minattn as ma
 
@@ -48,3 +50,18 @@ def test_init_layer_norm_names_d_model(d_model):
     with pytest.raises(ValueError) as error:
         ma.init_layer_norm(d_model)
     assert str(error.value) == f"d_model must be a positive int, got {d_model}"
+
+
+def test_eps_zero_rms_norm_differentiates_a_constant_row_and_refuses_a_zero_one():
+    """eps = 0 is refused only where the norm is 0 / 0: for RMSNorm a row of zeros (mean square
+    0), not a constant row (its variance is 0, its mean square is not): in the forward pass
+    and in the gradient alike."""
+    x, gamma = np.array([[2.0, 2.0, 2.0], [1.0, -2.0, 0.5]]), np.array([1.0, 0.5, 2.0])
+    f = lambda x: anp.sum(ma.rms_norm(x, gamma, 0.0) * np.arange(6.0).reshape(2, 3))
+    expected = grad(lambda x: anp.sum(x * gamma / anp.sqrt(anp.mean(x * x, axis=-1, keepdims=True))
+                                      * np.arange(6.0).reshape(2, 3)))(x)
+    np.testing.assert_allclose(grad(f)(x), expected, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="eps=0 leaves the norm undefined"):
+        grad(f)(np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]))
+    with pytest.raises(ValueError, match="eps=0 leaves the norm undefined"):
+        ma.layer_norm(x, gamma, np.zeros(3), 0.0)  # LayerNorm: the constant row's variance is 0

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import minattn as ma
+from tests.array_double import DeviceArray
 from minattn import position_wise
 
 
@@ -56,3 +57,13 @@ def test_float32_gelu_in_chunks_equals_the_gelu_of_each_element(size):
     shaped = position_wise.gelu(x[: size - size % 4].reshape(-1, 2, 2)) if size >= 4 else None
     if shaped is not None:
         np.testing.assert_array_equal(shaped.reshape(-1), got[: size - size % 4])
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (3, 5), (2, 70000)])  # the last: two chunks
+def test_float32_gelu_of_a_device_array_equals_numpys(shape):
+    """A CuPy-like array (tests/array_double.py) goes through the float32 GELU in one piece, a
+    NumPy one chunk by chunk: elementwise, so the values are the same, bit for bit."""
+    x = np.random.default_rng(0).normal(scale=4.0, size=shape).astype(np.float32)
+    on_device = position_wise.gelu(DeviceArray(x))
+    assert isinstance(on_device, DeviceArray) and on_device.dtype == np.float32
+    np.testing.assert_array_equal(on_device.get(), position_wise.gelu(x))

@@ -122,13 +122,15 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
-    scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True)
+    dtype = np.result_type(q.dtype, k.dtype)  # the scores'
+    scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True,
+                                                              dtype=dtype)
     check_dropout(dropout, rng)
     sinks = check_sinks(sinks, batch + (q.shape[-2],))
     if mask is None or np.dtype(mask.dtype).kind == "b":
         return q, k, v, mask, 0.0, scale, sinks
     # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
-    return q, k, v, None, mask.astype(np.result_type(q.dtype, k.dtype)), scale, sinks
+    return q, k, v, None, in_dtype(mask, dtype), scale, sinks
 
 
 def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis (..., L_q)"):
@@ -157,40 +159,54 @@ def check_merge_heads(x):
     return x
 
 
-def check_layer_norm(x, gamma, beta, eps):
+def check_layer_norm(x, gamma, beta, eps, centered=True):
+    """layer_norm's (centered) or rms_norm's arguments: gamma and beta [D] and a 0-d eps taken
+    in x's dtype. eps = 0 is allowed where no row's variance (mean square, uncentered) is 0:
+    there the norm would be 0 / 0, so it is refused, naming eps, rather than returned as NaN."""
     x = as_float_array("x", x)
     check_min_ndim("x", x, 1, "(..., D)")
-    gamma = check_shape("gamma", gamma, x.shape[-1:])
-    beta = check_shape("beta", beta, x.shape[-1:])
-    return x, gamma, beta, check_positive_real("eps", eps, allow_zero=True)
+    gamma = check_shape("gamma", gamma, x.shape[-1:], x.dtype)
+    beta = check_shape("beta", beta, x.shape[-1:], x.dtype)
+    eps = check_positive_real("eps", eps, allow_zero=True, dtype=x.dtype)
+    if eps == 0 and x.size:
+        values = getval(x)
+        spread = values - np.mean(values, axis=-1, keepdims=True) if centered else values
+        if bool(np.any(np.mean(spread * spread, axis=-1) == 0)):
+            raise ValueError(
+                f"eps=0 leaves the norm undefined (0 / 0) on a row of x (shape {tuple(x.shape)}) "
+                f"whose {'variance' if centered else 'mean square'} is 0; give eps > 0 (torch "
+                "returns NaN there)")
+    return x, gamma, beta, eps
 
 
-def check_mask(mask, target_shape, target_name="the scores"):
-    """A mask must be boolean (True = may attend) or floating (added), and broadcast to target."""
+def check_mask(mask, target_shape, target_name="the scores", name="mask"):
+    """A mask must be boolean (True = may attend) or floating (added), and broadcast to target;
+    `name`: the argument's (memory_mask for a decoder's cross-attention)."""
     if mask is None:
         return None
     if not hasattr(mask, "dtype") and not isinstance(mask, (list, tuple)):
-        raise TypeError(f"mask must be a boolean or floating-point array, got {type(mask).__name__}")
-    mask = as_array("mask", mask)
+        raise TypeError(f"{name} must be a boolean or floating-point array, got "
+                        f"{type(mask).__name__}")
+    mask = as_array(name, mask)
     kind = np.dtype(mask.dtype).kind
     if kind not in "bf":
         raise TypeError(
-            f"mask must be boolean (True = may attend) or floating (added to the scores), "
+            f"{name} must be boolean (True = may attend) or floating (added to the scores), "
             f"got dtype {mask.dtype}"
         )
     if kind == "f":
-        check_not_keep_mask(mask)
+        check_not_keep_mask(mask, name)
     target_shape = tuple(target_shape)
     ok = broadcasts_to(mask.shape, target_shape)
     if not ok:
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to {target_name} "
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to {target_name} "
             f"of shape {target_shape}"
         )
     return mask
 
 
-def check_not_keep_mask(mask):
+def check_not_keep_mask(mask, name="mask"):
     # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
     # as np.tril(np.ones((L, L))) would remove nothing while looking right: it adds 1 to the
     # allowed scores, so a masked key keeps its weight divided by only e. Refuse it rather than
@@ -198,7 +214,7 @@ def check_not_keep_mask(mask):
     values = getval(mask)
     if values.size and bool(np.all((values == 0) | (values == 1))) and bool(np.any(values == 1)):
         raise ValueError(
-            f"mask is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
+            f"{name} is a floating-point array of only 0s and 1s (dtype {mask.dtype}); a floating "
             "mask is added to the scores, so this would remove no key (it adds 1 to the kept "
             "scores). For a keep/drop mask pass "
             "booleans (True = may attend), e.g. mask.astype(bool); for an additive mask use 0 "
@@ -206,23 +222,38 @@ def check_not_keep_mask(mask):
         )
 
 
-def check_positive_real(name, value, allow_zero=False):
+def check_positive_real(name, value, allow_zero=False, dtype=None, allow_inf=False):
     """A real, finite, positive number (scale, eps). A Python or NumPy number comes back as a
     Python float (a NumPy float64 scalar would upcast float32 arrays); a 0-d floating array or
-    an autograd box (to differentiate with respect to it) comes back as it is."""
+    an autograd box (to differentiate with respect to it) comes back as it is, in `dtype` when
+    given (the inputs' dtype: an auxiliary argument never changes the result's dtype)."""
     if hasattr(value, "dtype") and not isinstance(value, numbers.Number):
         if getattr(value, "ndim", None) != 0 or np.dtype(value.dtype).kind != "f":
             raise TypeError(f"{name} must be a positive float or a 0-d floating array, got "
                             f"{type(value).__name__} of shape {tuple(value.shape)}, dtype {value.dtype}")
         number = float(getval(value))
+        value = in_dtype(value, dtype)
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a positive float, got {value!r} ({type(value).__name__})")
     else:
         number = value = float(value)
-    if not (math.isfinite(number) and (number > 0 or allow_zero and number == 0)):
+    finite = math.isfinite(number) or allow_inf and number == math.inf
+    if not (finite and (number > 0 or allow_zero and number == 0)):
         kind = "non-negative" if allow_zero else "positive"
-        raise ValueError(f"{name} must be a {kind}, finite float, got {number!r}")
+        raise ValueError(f"{name} must be a {kind}{'' if allow_inf else ', finite'} float, "
+                         f"got {number!r}")
     return value
+
+
+def in_dtype(x, dtype):
+    """The one rule for an auxiliary floating argument (a mask, sinks, a 0-d scale or eps, the
+    params' weights, a KV cache): it is taken in the inputs' dtype, so float32 inputs give float32 results
+    whatever the dtype of the params or the mask (NumPy would promote to float64), and float16
+    inputs stay float16 (engine/dtypes.py). None: leave it as it is."""
+    if dtype is None or x.dtype == dtype:
+        return x
+    with numpy.errstate(over="ignore"):  # -1e9 is -inf in float16: meant (engine/dtypes.py)
+        return x.astype(dtype)
 
 
 def check_first_order(function, *values):
@@ -274,22 +305,23 @@ def check_init(rng, dtype, need_rng=True):
     return dtype
 
 
-def check_mask_has_head_axis(mask, scores_shape):
+def check_mask_has_head_axis(mask, scores_shape, name="mask"):
     # A (B, L_q, L_k) mask would broadcast against (B, H, L_q, L_k) with B read as H: silently
     # wrong whenever B == H. Masks with batch dims must spell out the head axis.
     if mask is not None and 2 < mask.ndim < len(scores_shape):
         raise ValueError(
-            f"mask of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
+            f"{name} of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
             f"{tuple(scores_shape)}: give (L_q, L_k), or a per-batch mask with its head axis, "
             f"(B, 1, L_q, L_k) (e.g. mask[:, None])"
         )
 
 
 def check_dropout(dropout, rng):
+    # 1 is allowed: every entry dropped, zeros (torch's dropout p=1 too).
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
-        raise TypeError(f"dropout must be a float in [0, 1), got {dropout!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        raise TypeError(f"dropout must be a float in [0, 1], got {dropout!r}")
+    if not 0.0 <= dropout <= 1.0:
+        raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
     if dropout > 0.0:
         if rng is None:
             raise ValueError(
@@ -329,9 +361,10 @@ def _format_shape(shape):
     return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
 
-def check_shape(name, x, expected):
-    """`expected` is a tuple of ints, or of names (str) for sizes that may be anything."""
-    x = as_float_array(name, x)
+def check_shape(name, x, expected, dtype=None):
+    """`expected` is a tuple of ints, or of names (str) for sizes that may be anything; x comes
+    back in `dtype` when given (in_dtype: the inputs' dtype)."""
+    x = in_dtype(as_float_array(name, x), dtype)
     ok = len(x.shape) == len(expected) and all(
         isinstance(e, str) or s == e for s, e in zip(x.shape, expected)
     )
@@ -340,9 +373,10 @@ def check_shape(name, x, expected):
     return x
 
 
-def check_params(params, expected, where="params"):
+def check_params(params, expected, where="params", dtype=None):
     """`expected` maps each key to the shape its array must have (see check_shape). Returns a
-    new dict (the caller's is never changed) whose checked leaves are arrays, lists converted."""
+    new dict (the caller's is never changed) whose checked leaves are arrays, lists converted,
+    in `dtype` when given (the inputs' dtype: in_dtype)."""
     if not isinstance(params, DICT_TYPES):
         raise TypeError(f"{where} must be a dict of arrays, got {type(params).__name__}")
     checked = {}
@@ -351,7 +385,7 @@ def check_params(params, expected, where="params"):
             raise ValueError(
                 f"{where} is missing key {key!r} (expected keys: {', '.join(map(repr, expected))})"
             )
-        checked[key] = check_shape(f"{where}[{key!r}]", params[key], shape)
+        checked[key] = check_shape(f"{where}[{key!r}]", params[key], shape, dtype)
     return {**{key: params[key] for key in params}, **checked}
 
 

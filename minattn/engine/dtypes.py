@@ -10,7 +10,8 @@ float32). So the core functions that need it carry one decorator line,
 which, when the named inputs are all float16, takes every floating argument as float16 (an
 additive mask of -1e9 given in float64 becomes -inf, which is what it is in float16: the rule
 "an additive mask is taken in the inputs' dtype" holds for every dtype), computes in float32,
-and returns every floating result as float16. Any other dtype passes through untouched. Arrays
+and returns every floating result as float16. Any other dtype passes through untouched (and
+the checks take an auxiliary argument in the inputs' dtype: engine/checks.py, in_dtype). Arrays
 keep their library (NumPy, CuPy) and autograd boxes stay boxes, so gradients flow through the
 casts.
 """
