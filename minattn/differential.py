@@ -23,7 +23,7 @@ from .engine import checks
 from .heads import merge_heads, split_heads
 from .multi_head import _project, check_multi_head_params, grouped_attention
 from .normalization import rms_norm
-from .rope import apply_rope, check_positions
+from .rope import apply_rope, as_int_array, check_positions
 
 
 def lambda_init(layer_index):
@@ -39,8 +39,8 @@ def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, po
     positions: RoPE on q and k; eps: the per-head RMSNorm's. n_heads and n_kv_heads even. Other
     keywords a decoder block passes (d_k, rope_scaling, ...) must be None."""
     # [..., L, D] -> [..., L, D]
-    params, x, mask, n_kv_heads = _check_differential_attention(
-        params, x, mask, n_heads, n_kv_heads, positions, eps, cache, others)
+    params, x, mask, n_kv_heads, positions = _check_differential_attention(
+        params, x, mask, n_heads, n_kv_heads, positions, rope_base, eps, cache, others)
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d]
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d]
@@ -78,8 +78,8 @@ def init_differential_attention(rng, d_model, n_heads, *, layer_index, n_kv_head
     return {name: a.astype(dtype) for name, a in params.items()}
 
 
-def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, positions, eps, cache,
-                                  others):
+def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, positions, rope_base, eps,
+                                  cache, others):
     checks.check_unused_keywords("differential_attention", others)
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
@@ -92,6 +92,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
                          f"{n_kv} must both be even")
     d = d_model // n_heads
     checks.check_positive_real("eps", eps, allow_zero=True)
+    checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
     params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
@@ -100,9 +101,13 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     if cache is not None:
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")
         past = cache["k"].shape[-2] if cache else 0
-    if positions is not None:
+    if positions is not None:  # a list is taken as an array, as everywhere (checks.as_array)
+        positions = as_int_array("positions", positions)
         check_positions(positions, x.shape[:-1], "x's (..., L)")
+        if d % 2:
+            raise ValueError(f"RoPE (positions given) needs an even head width d = d_model / "
+                             f"n_heads, got d={d} (d_model={d_model}, n_heads={n_heads})")
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, n_kv
+    return params, x, mask, n_kv, positions

@@ -31,7 +31,7 @@ def _setup(sizes, ranks, seed, bias=False, d_model=12, length=5):
 
 
 def _loop_reference(params, x, positions, n_heads, qk_nope_head_dim, qk_rope_head_dim,
-                    v_head_dim, eps=1e-6):
+                    v_head_dim, eps=1e-6, base=10000.0):
     # The equations of DeepSeek-V2 §2.1, head by head and query by query, with NumPy.
     rms = lambda a, g: a / np.sqrt(np.mean(a * a, -1, keepdims=True) + eps) * g
     lin = lambda a, n: a @ params[f"w_{n}"] + params.get(f"b_{n}", 0.0)
@@ -39,11 +39,13 @@ def _loop_reference(params, x, positions, n_heads, qk_nope_head_dim, qk_rope_hea
     q = (rms(lin(x, "q_a"), params["gamma_q_a"]) @ params["w_q_b"] if "w_q_a" in params
          else x @ params["w_q"])
     latent = lin(x, "kv_a")
-    c_kv, k_rope = rms(latent[..., :r], params["gamma_kv_a"]), ma.apply_rope(latent[..., r:], positions)
+    c_kv = rms(latent[..., :r], params["gamma_kv_a"])
+    k_rope = ma.apply_rope(latent[..., r:], positions, base=base)
     out = np.zeros(x.shape[:-1] + (n_heads * dv,))
     for h in range(n_heads):
         q_h = q[..., h * (dn + dr):(h + 1) * (dn + dr)]
-        q_h = np.concatenate([q_h[..., :dn], ma.apply_rope(q_h[..., dn:], positions)], -1)
+        q_h = np.concatenate([q_h[..., :dn], ma.apply_rope(q_h[..., dn:], positions, base=base)],
+                             -1)
         kv_h = c_kv @ params["w_kv_b"][:, h * (dn + dv):(h + 1) * (dn + dv)]
         k_h, v_h = np.concatenate([kv_h[..., :dn], k_rope], -1), kv_h[..., dn:]
         for b in range(x.shape[0]):
@@ -124,3 +126,74 @@ def test_bad_inputs_are_refused_by_name():
     cache = {"c_kv": np.zeros((2, 4, 5)), "k_rope": np.zeros((2, 4, 2))}
     with pytest.raises(ValueError, match=r"cache\['c_kv'\] has shape \(2, 4, 5\)"):
         latent_attention(params, x, positions=positions, cache=cache, **sizes)
+
+
+SIZES = {"n_heads": 2, "qk_nope_head_dim": 3, "qk_rope_head_dim": 4, "v_head_dim": 3}
+RANKS = {"kv_lora_rank": 4, "q_lora_rank": 5}  # with the query bottleneck: two latent norms
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+def test_rope_base_and_latent_eps_reach_every_rope_and_norm(absorb):
+    # A far-off base and a large eps change the result, so one left at its default shows: the
+    # query's and the key's RoPE, the query's and the latent's RMSNorm.
+    params, x, positions = _setup(SIZES, RANKS, 3)
+    out, _ = latent_attention(params, x, ma.causal_mask(5), positions=positions, rope_base=500.0,
+                              latent_eps=0.5, absorb=absorb, **SIZES)
+    np.testing.assert_allclose(out, _loop_reference(params, x, positions, eps=0.5, base=500.0,
+                                                    **SIZES), rtol=0, atol=1e-12)
+    # rope_base is any positive number: one close to 1 as well
+    out, _ = latent_attention(params, x, ma.causal_mask(5), positions=positions, rope_base=1.5,
+                              absorb=absorb, **SIZES)
+    np.testing.assert_allclose(out, _loop_reference(params, x, positions, base=1.5, **SIZES),
+                               rtol=0, atol=1e-12)
+    # latent_eps=0 is allowed: a plain RMS
+    out, _ = latent_attention(params, x, ma.causal_mask(5), positions=positions, latent_eps=0.0,
+                              absorb=absorb, **SIZES)
+    np.testing.assert_allclose(out, _loop_reference(params, x, positions, eps=0.0, **SIZES),
+                               rtol=0, atol=1e-12)
+
+
+def test_defaults_are_the_documented_ones():
+    # rope_base 10000 (transformers' default rope_theta), latent_eps 1e-6 (DeepSeek-V2/V3's
+    # rms_norm_eps), the naive form (absorb=False: the same function, but not the same
+    # rounding), and eps unused.
+    params, x, positions = _setup(SIZES, RANKS, 4)
+    call = lambda **kw: latent_attention(params, x, ma.causal_mask(5), positions=positions,
+                                         **SIZES, **kw)[0]
+    default = call()
+    np.testing.assert_array_equal(default, call(rope_base=10000.0, latent_eps=1e-6, absorb=False))
+    np.testing.assert_array_equal(default, call(eps=0.5))
+    np.testing.assert_allclose(default, _loop_reference(params, x, positions, eps=1e-6,
+                                                        base=10000.0, **SIZES),
+                               rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("absorb", [False, True])
+@pytest.mark.parametrize("n_heads", [2, 3])  # as many heads as batch rows, and not
+def test_batched_positions_equal_one_call_per_row(absorb, n_heads):
+    # positions [B, L]: row b of the batch rotates by positions[b] (a left-padded batch).
+    sizes = {**SIZES, "n_heads": n_heads}
+    params, x, _ = _setup(sizes, RANKS, 5)
+    positions = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]])
+    out, cache = latent_attention(params, x, ma.causal_mask(5), positions=positions,
+                                  absorb=absorb, **sizes)
+    for b in range(2):
+        row, row_cache = latent_attention(params, x[b:b + 1], ma.causal_mask(5),
+                                          positions=positions[b], absorb=absorb, **sizes)
+        np.testing.assert_allclose(out[b:b + 1], row, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(cache["k_rope"][b:b + 1], row_cache["k_rope"], rtol=0,
+                                   atol=1e-12)
+
+
+def test_unbatched_x_equals_a_batch_of_one():
+    # x [L, D] (no batch axis), with a cache [L_past, r] and a mask over L_past + L keys.
+    params, x, positions = _setup(SIZES, RANKS, 6)
+    mask = ma.causal_mask(3, 5, align="bottom_right")
+    _, cache = latent_attention(params, x[:1, :2], positions=positions[:2], **SIZES)
+    batched, _ = latent_attention(params, x[:1, 2:], mask, positions=positions[2:], cache=cache,
+                                  **SIZES)
+    single_cache = {key: a[0] for key, a in cache.items()}
+    single, new_cache = latent_attention(params, x[0, 2:], mask, positions=positions[2:],
+                                         cache=single_cache, **SIZES)
+    assert single.shape == (3, 12) and new_cache["c_kv"].shape == (5, 4)
+    np.testing.assert_allclose(single, batched[0], rtol=0, atol=1e-12)
