@@ -317,6 +317,9 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
                 "post_self_attention_norm", "post_feed_forward_norm"):
         if key in needed or key.startswith("post") and key in params:
             checked[key] = checks.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
+            if norm == "rms_norm" and "beta" in params[key]:  # a LayerNorm's: never ignored
+                raise ValueError(f"norm='rms_norm' contradicts {where}[{key!r}], which has "
+                                 "'beta' (a LayerNorm's shift): pass norm='layer_norm'")
     return {**params, **checked}, x, memory
 
 

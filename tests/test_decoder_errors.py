@@ -472,3 +472,15 @@ def test_the_whole_message(call, error, message):
     with pytest.raises(error) as info:
         call()
     assert str(info.value) == message
+
+
+def test_rms_norm_refuses_a_layer_norms_params_by_name_instead_of_ignoring_beta():
+    block = ma.init_decoder_block(np.random.default_rng(0), 4, 2, 8)  # LayerNorm: gamma, beta
+    x = np.random.default_rng(1).normal(size=(3, 4))
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(block, x, n_heads=2, norm="rms_norm")
+    assert str(error.value) == ("norm='rms_norm' contradicts params['self_attention_norm'], "
+                                "which has 'beta' (a LayerNorm's shift): pass norm='layer_norm'")
+    rms = {**block, **{key: {"gamma": block[key]["gamma"]}
+                       for key in ("self_attention_norm", "feed_forward_norm")}}
+    ma.decoder_block(rms, x, n_heads=2, norm="rms_norm")  # gamma alone: accepted
