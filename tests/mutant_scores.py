@@ -10,7 +10,8 @@ quotes its table.
                                                       parts of MODULE (its functions, split into
                                                       N groups of about equal source lines)
     python tests/mutant_scores.py --minutes           per module: the mutants' recorded run
-                                                      times, summed, in minutes (one worker)"""
+                                                      times, summed, in minutes (one worker)
+    python tests/mutant_scores.py --markdown          the table as tests/MUTANTS.md shows it"""
 import ast
 import glob
 import json
@@ -20,6 +21,26 @@ from collections import Counter
 from mutmut.stats import status_by_exit_code
 
 COLUMNS = ("killed", "timeout", "survived", "no tests", "other", "not checked")
+
+
+def markdown():
+    total = Counter()
+    print("| module | killed | timeout | survived | no tests | not run | mutants | score |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for meta in sorted(glob.glob("mutants/minattn/**/*.py.meta", recursive=True)):
+        codes = json.load(open(meta))["exit_code_by_key"].values()
+        row = Counter(status_by_exit_code[c] for c in codes)
+        row["mutants"] = len(codes)
+        total += row
+        _markdown_row(f"`{meta[len('mutants/minattn/'):-len('.meta')]}`", row)
+    _markdown_row("**all**", total)
+
+
+def _markdown_row(name, row):
+    ran = row["killed"] + row["timeout"] + row["survived"] + row["no tests"]
+    score = f"{100 * (row['killed'] + row['timeout']) / ran:.1f} %" if ran else "-"
+    print(f"| {name} | {row['killed']} | {row['timeout']} | {row['survived']} | "
+          f"{row['no tests']} | {row['not checked']} | {row['mutants']} | {score} |")
 
 
 def main(paths=None):
@@ -74,6 +95,8 @@ def minutes():
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--chunk"]:
         chunk(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1:2] == ["--markdown"]:
+        markdown()
     elif sys.argv[1:2] == ["--minutes"]:
         minutes()
     elif sys.argv[1:2] == ["--unchecked"]:
