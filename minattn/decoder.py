@@ -103,8 +103,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
         past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # RoPE
-        positions = as_int_array("positions", positions)
-        check_positions(positions, x.shape[:-1], "x's (..., L)")
+        positions = check_positions(positions, x)
         check_rope_scaling(rope_scaling)
         if d_k % 2:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "

@@ -23,7 +23,7 @@ from .engine import checks
 from .heads import merge_heads, split_heads
 from .multi_head import _project, check_multi_head_params, grouped_attention
 from .normalization import rms_norm
-from .rope import apply_rope, as_int_array, check_positions
+from .rope import apply_rope, check_positions
 
 
 def lambda_init(layer_index):
@@ -102,8 +102,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")
         past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # a list is taken as an array, as everywhere (checks.as_array)
-        positions = as_int_array("positions", positions)
-        check_positions(positions, x.shape[:-1], "x's (..., L)")
+        positions = check_positions(positions, x)
         if d % 2:
             raise ValueError(f"RoPE (positions given) needs an even head width d = d_model / "
                              f"n_heads, got d={d} (d_model={d_model}, n_heads={n_heads})")

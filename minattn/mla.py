@@ -28,7 +28,7 @@ from .engine import checks
 from .heads import merge_heads, split_heads
 from .linear import linear
 from .normalization import rms_norm
-from .rope import apply_rope, as_int_array, check_positions
+from .rope import apply_rope, check_positions
 
 
 def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope_head_dim,
@@ -157,8 +157,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     outs = {"q_a": shapes.get("w_q_a", (0, 0))[1], "kv_a": r + d_rope, "o": d_model}
     shapes.update({f"b_{p}": (n,) for p, n in outs.items() if f"b_{p}" in params})
     params = checks.check_params(params, shapes, "params", x.dtype)
-    positions = as_int_array("positions", positions)
-    check_positions(positions, x.shape[:-1], "x's (..., L)")
+    positions = check_positions(positions, x)
     past = 0
     if cache is not None and not (isinstance(cache, checks.DICT_TYPES) and not cache):  # {}: empty
         if not isinstance(cache, checks.DICT_TYPES) or "c_kv" not in cache or "k_rope" not in cache:

@@ -40,12 +40,11 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
 
 def _check_apply_rope(x, positions, base, scaling):
     x = checks.as_float_array("x", x)
-    positions = as_int_array("positions", positions)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
     if x.shape[-1] % 2:
         raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
                          f"got x of shape {tuple(x.shape)}")
-    check_positions(positions, x.shape[:-1], "x's (..., L)")
+    positions = check_positions(positions, x)
     # Any base > 0 gives frequencies base^(-2i/d) (transformers takes rope_theta = 1 too).
     checks.check_positive_real("base", base, allow_inf=True)
     check_rope_scaling(scaling, "scaling")
@@ -66,12 +65,10 @@ def as_int_array(name, x):
     return x
 
 
-def check_positions(positions, shape, what):
-    """positions: an integer array that broadcasts to `shape` (named `what` in the error)."""
-    if not hasattr(positions, "dtype") or np.dtype(positions.dtype).kind not in "iu":
-        raise TypeError(f"positions must be an integer array, got "
-                        f"{getattr(positions, 'dtype', type(positions).__name__)}")
-    ok = checks.broadcasts_to(positions.shape, tuple(shape))
-    if not ok:
+def check_positions(positions, x):
+    """positions: integers (an array, or a list) that broadcast to x's (..., L); -> an array."""
+    positions = as_int_array("positions", positions)
+    if not checks.broadcasts_to(positions.shape, tuple(x.shape[:-1])):
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
-                         f"{what} = {tuple(shape)}")
+                         f"x's (..., L) = {tuple(x.shape[:-1])}")
+    return positions
