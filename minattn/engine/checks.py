@@ -206,7 +206,7 @@ def check_mask(mask, target_shape, target_name="the scores", name="mask"):
     return mask
 
 
-def check_not_keep_mask(mask, name="mask"):
+def check_not_keep_mask(mask, name):
     # A floating mask is ADDED to the scores (torch's convention too), so a 0/1 "keep" mask such
     # as np.tril(np.ones((L, L))) would remove nothing while looking right: it adds 1 to the
     # allowed scores, so a masked key keeps its weight divided by only e. Refuse it rather than

@@ -1,0 +1,66 @@
+"""Properties of multi-head attention's and the encoder's checks that the mutation test showed
+no test stated (tests/MUTANTS.md): which argument a message names inside a stack of layers, and
+that params are taken in the dtype of the inputs (checks.in_dtype) whichever input has it."""
+import numpy as np
+import pytest
+
+import minattn as ma
+
+rng = np.random.default_rng(0)
+ENCODER = ma.init_encoder(rng, 2, 4, 2, 8)
+
+
+def _layer_1(**change):
+    layers = [dict(layer) for layer in ENCODER["layers"]]
+    layers[1].update(change)
+    return {**ENCODER, "layers": layers}
+
+
+@pytest.mark.parametrize("params, message", [
+    (_layer_1(norm1=ENCODER["layers"][1]["self_attention_norm"]),
+     "params['layers'][1] has key(s) 'norm1', the old names of a block's params; they are now "
+     "'norm1' -> 'self_attention_norm'"),
+    (_layer_1(self_attention_norm={"gamma": np.ones(3), "beta": np.zeros(4)}),
+     "params['layers'][1]['self_attention_norm']['gamma'] has shape (3,), expected (4,)"),
+])
+def test_a_bad_layer_of_an_encoder_is_named_by_its_index(params, message):
+    if "norm1" in params["layers"][1]:
+        del params["layers"][1]["self_attention_norm"]
+    with pytest.raises(ValueError) as error:
+        ma.encoder(params, np.ones((3, 4)), n_heads=2)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: ma.init_multi_head_attention(rng, 0, 2), "d_model must be a positive int, got 0"),
+    (lambda: ma.init_encoder(rng, 0, 4, 2, 8), "n_layers must be a positive int, got 0"),
+    (lambda: ma.encoder_block(ENCODER["layers"][0], np.ones((3, 4)), n_heads=2, eps=-1.0),
+     "eps must be a non-negative, finite float, got -1.0"),
+])
+def test_size_and_eps_refusals_name_their_argument(call, message):
+    with pytest.raises(ValueError) as error:
+        call()
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("wide", ["query", "key", "value"])
+def test_float64_params_stay_float64_when_any_input_is_float64(wide):
+    """The params are taken in the result type of query, key and value: one float64 input is
+    enough for float64 params to be used as they are (not rounded to float32)."""
+    params = ma.init_multi_head_attention(np.random.default_rng(1), 4, 2)  # float64
+    inputs = {name: np.random.default_rng(i).normal(size=(3, 4)).astype(np.float32)
+              for i, name in enumerate(("query", "key", "value"))}
+    inputs[wide] = inputs[wide].astype(np.float64)
+    out, _ = ma.multi_head_attention(params, *inputs.values(), n_heads=2)
+    expected, _ = ma.multi_head_attention(
+        params, *(a.astype(np.float64) for a in inputs.values()), n_heads=2)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_a_float64_mask_beyond_float32s_range_masks_the_key_without_a_warning():
+    q = np.random.default_rng(2).normal(size=(3, 4)).astype(np.float32)
+    mask = np.zeros((3, 3))
+    mask[:, 1] = -1e300  # -inf in float32 (the mask is taken in the inputs' dtype)
+    out, weights = ma.scaled_dot_product_attention(q, q, q, mask)
+    assert weights.dtype == np.float32 and np.all(weights[:, 1] == 0)
