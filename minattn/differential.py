@@ -93,6 +93,9 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     d = d_model // n_heads
     checks.check_positive_real("eps", eps, allow_zero=True)
     checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
+    if "sinks" in params:  # gpt-oss's sinks join a softmax; never silently ignored here
+        raise ValueError("differential_attention does not support attention sinks "
+                         "(params['sinks'])")
     params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},

@@ -129,6 +129,8 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
 def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, rope_base,
                             eps, cache, others):
     checks.check_unused_keywords("latent_attention", others)
+    if isinstance(params, checks.DICT_TYPES) and "sinks" in params:  # never silently ignored
+        raise ValueError("latent_attention does not support attention sinks (params['sinks'])")
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]

@@ -64,3 +64,20 @@ def test_a_float64_mask_beyond_float32s_range_masks_the_key_without_a_warning():
     mask[:, 1] = -1e300  # -inf in float32 (the mask is taken in the inputs' dtype)
     out, weights = ma.scaled_dot_product_attention(q, q, q, mask)
     assert weights.dtype == np.float32 and np.all(weights[:, 1] == 0)
+
+
+def test_attention_variants_without_sinks_refuse_params_sinks_by_name():
+    from minattn.differential import differential_attention, init_differential_attention
+    from minattn.mla import init_latent_attention, latent_attention
+    x = np.random.default_rng(1).normal(size=(3, 8))
+    differential = init_differential_attention(np.random.default_rng(0), 8, 2, layer_index=1)
+    with pytest.raises(ValueError) as error:
+        differential_attention({**differential, "sinks": np.ones(2)}, x, n_heads=2)
+    assert str(error.value) == ("differential_attention does not support attention sinks "
+                                "(params['sinks'])")
+    sizes = dict(qk_nope_head_dim=2, qk_rope_head_dim=2, v_head_dim=2)
+    latent = init_latent_attention(np.random.default_rng(0), 8, 2, kv_lora_rank=4, **sizes)
+    with pytest.raises(ValueError) as error:
+        latent_attention({**latent, "sinks": np.ones(2)}, x, n_heads=2, positions=np.arange(3),
+                         **sizes)
+    assert str(error.value) == "latent_attention does not support attention sinks (params['sinks'])"
