@@ -20,6 +20,10 @@ decorator lines themselves are still never mutated), and the copies behind the t
 the decorators (which the trampoline already applies once).
 
     python tests/mutmut_policies.py run [mutant names]    instead of `mutmut run`
+    python tests/mutmut_policies.py generate              only (re)write mutants/ and its
+                                                          list of mutants (no test runs), so
+                                                          that tests/mutant_scores.py can name
+                                                          the new ones before a run
 
 (run as a script, not `-m tests.…`: mutmut's pytest must import the `tests` package from its
 mutants/ copy, not find this one already imported)
