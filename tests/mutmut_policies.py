@@ -78,11 +78,20 @@ def main():
     assert mutmut.__version__ == "3.8.1", f"tests/mutmut_policies.py patches mutmut 3.8.1, not {mutmut.__version__}"
     file_mutation.MutationVisitor._skip_node_and_children = _skip_unless_policies
     file_mutation.function_trampoline_arrangement = _arrange_policies_outside
-    from mutmut.__main__ import cli
+    from mutmut import __main__ as mutmut_main
     if sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # this folder, put first by `python tests/mutmut_policies.py`
+    if sys.argv[1:] == ["generate"]:  # the first steps of mutmut's own run, and no more
+        mutmut_main.set_mutant_under_test("mutant_generation")
+        os.makedirs("mutants", exist_ok=True)
+        mutmut_main.copy_src_dir()
+        mutmut_main.copy_also_copy_files()
+        mutmut_main.setup_source_paths()
+        mutmut_main.store_lines_covered_by_tests()
+        mutmut_main.create_mutants(os.cpu_count() or 1)
+        return
     sys.argv[0] = "mutmut"
-    cli()
+    mutmut_main.cli()
 
 
 if __name__ == "__main__":
