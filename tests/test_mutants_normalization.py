@@ -65,3 +65,12 @@ def test_eps_zero_rms_norm_differentiates_a_constant_row_and_refuses_a_zero_one(
         grad(f)(np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0]]))
     with pytest.raises(ValueError, match="eps=0 leaves the norm undefined"):
         ma.layer_norm(x, gamma, np.zeros(3), 0.0)  # LayerNorm: the constant row's variance is 0
+
+
+def test_one_feature_layer_norm_is_beta_and_rms_norm_is_the_sign_times_gamma_as_torch():
+    torch = pytest.importorskip("torch")
+    x = np.array([[3.0], [-0.5], [2e-3]])
+    gamma, beta = np.array([1.5]), np.array([0.25])
+    np.testing.assert_allclose(ma.layer_norm(x, gamma, beta, 1e-5), np.full((3, 1), 0.25))
+    expected = torch.nn.functional.rms_norm(torch.tensor(x), (1,), torch.tensor(gamma), eps=1e-6)
+    np.testing.assert_allclose(ma.rms_norm(x, gamma, 1e-6), expected.numpy(), rtol=1e-12)
