@@ -30,11 +30,11 @@ def _theirs(d, base, parameters, seq_len=None, max_position_embeddings=2048):
     return inv_freq.double().numpy(), factor
 
 
-def _check(d, base, parameters, positions, **theirs):
+def _check(d, base, parameters, positions, rtol=RTOL, **theirs):
     ours, our_factor = rope_frequencies(d, positions, base=base, scaling=parameters)
     expected, their_factor = _theirs(d, base, parameters, **theirs)
     assert ours.shape == (d // 2,)
-    np.testing.assert_allclose(ours, expected, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(ours, expected, rtol=rtol, atol=0)
     assert our_factor == pytest.approx(their_factor, rel=1e-12)
 
 
@@ -90,11 +90,15 @@ def test_yarn_equals_transformers(d, base, parameters):
 
 
 @given(d=heads, base=bases, factor=st.floats(1.0, 64.0), low=st.floats(0.5, 4.0),
-       ratio=st.floats(1.01, 8.0), n=st.sampled_from([64, 2048, 8192, 131072]))
+       ratio=st.floats(1.1, 8.0), n=st.sampled_from([64, 2048, 8192, 131072]))
+@example(d=128, base=10000.0, factor=8.0, low=0.5, ratio=1.125, n=2048)
 def test_llama3_equals_transformers(d, base, factor, low, ratio, n):
+    # transformers' float32 error in the ramp (turns - low) / (high - low) grows as high - low
+    # shrinks: about 6e-8 * turns / (high - low), times up to factor - 1 in the result; 2e-5
+    # covers ratio >= 1.1 (a mutated schedule is off by far more)
     _check(d, base, {"rope_type": "llama3", "factor": factor, "low_freq_factor": low,
                      "high_freq_factor": low * ratio, "original_max_position_embeddings": n},
-           np.arange(8))
+           np.arange(8), rtol=2e-5)
 
 
 def test_yarn_ramp_keeps_fast_pairs_and_divides_slow_pairs_by_the_factor():
