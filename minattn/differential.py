@@ -99,7 +99,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
-        "lambda_init": ()}, "params")
+        "lambda_init": ()}, "params", x.dtype)
     past = 0
     if cache is not None:
         _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")

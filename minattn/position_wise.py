@@ -112,8 +112,7 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
 
 
 def check_feed_forward_params(params, d_model, where="params", dtype=None):
-    checks.check_params(params, {"w_1": (d_model, "d_ff")}, where)
-    d_ff = checks.as_array(f"{where}['w_1']", params["w_1"]).shape[1]
+    d_ff = checks.check_params(params, {"w_1": (d_model, "d_ff")}, where)["w_1"].shape[1]
     return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
                                            "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
                                  dtype)
@@ -174,7 +173,6 @@ def _check_gated_feed_forward(params, x):
 
 
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
-    checks.check_params(params, {"w_gate": (d_model, "d_ff")}, where)
-    d_ff = params["w_gate"].shape[1]
+    d_ff = checks.check_params(params, {"w_gate": (d_model, "d_ff")}, where)["w_gate"].shape[1]
     return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                            "w_down": (d_ff, d_model)}, where, dtype)

@@ -44,7 +44,8 @@ def yarn(exponents, base, positions, *, factor, original_max_position_embeddings
     """YaRN (Peng et al. 2023): pairs turning more than beta_fast times over the original
     context keep their frequency, pairs turning less than beta_slow times are interpolated
     (divided by factor), a linear ramp in between; q and k are scaled by attention_factor
-    (default 0.1 ln(factor) + 1)."""
+    (default m(1), with m(s) = 0.1 s ln(factor) + 1, or 1 where factor <= 1; where both mscale
+    and mscale_all_dim are given, m(mscale) / m(mscale_all_dim))."""
     d = 2 * exponents.shape[0]
 
     def pair_turning(turns):  # the (fractional) pair index i that turns `turns` times
