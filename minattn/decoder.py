@@ -327,8 +327,10 @@ def _check_layer_cache(cache, expected, where):
     if isinstance(cache, checks.DICT_TYPES) and not cache:
         return  # {}: empty, to be filled
     if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
+        got = (f"a dict with keys {list(cache)}" if isinstance(cache, checks.DICT_TYPES)
+               else type(cache).__name__)
         raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
-                        f"[..., H_kv, L_past, d_k], got {type(cache).__name__}")
+                        f"[..., H_kv, L_past, d_k], got {got}")
     for key in ("k", "v"):
         a = cache[key]
         if not hasattr(a, "shape") or len(a.shape) != len(expected) + 1 or \
@@ -533,7 +535,8 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                              f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
                              f" has only {n_positions} positions")
     # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
-    tables = {"lm_head": (embedding.shape[1], vocab_size), "position_embedding": ("n", "D")}
+    tables = {"lm_head": (embedding.shape[1], vocab_size),
+              "position_embedding": ("n_positions", embedding.shape[1])}
     params = checks.check_params(params, {key: shape for key, shape in tables.items()
                                           if key in params}, "params", embedding.dtype)
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,

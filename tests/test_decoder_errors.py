@@ -111,7 +111,8 @@ CASES = [
      "cache must be a dict {'k': ..., 'v': ...} of arrays [..., H_kv, L_past, d_k], got list"),
     # sa cache no v
     (lambda: ma.self_attention(MHA, x, n_heads=2, cache={"k": np.ones((2, 2, 1, 4))}), TypeError,
-     "cache must be a dict {'k': ..., 'v': ...} of arrays [..., H_kv, L_past, d_k], got dict"),
+     "cache must be a dict {'k': ..., 'v': ...} of arrays [..., H_kv, L_past, d_k], got a dict "
+     "with keys ['k']"),
     # sa cache shape
     (lambda: ma.self_attention(MHA, x, n_heads=2, cache=_kv((2, 2, 1, 5))), ValueError,
      "cache['k'] has shape (2, 2, 1, 5), expected (2, 2, 'L_past', 4): a cache from another "
