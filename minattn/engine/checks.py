@@ -119,6 +119,11 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     torch), and the attention sinks (None, or
     one logit per query row)."""
     q, k, v, batch = check_qkv(q, k, v)
+    if tuple(q.shape[:-2]) != batch:
+        # q takes every batch dim (a view): the scores then have v's too, so that a mask or sinks
+        # over a batch dim only v has apply
+        q = np.reshape(q, (1,) * (len(batch) + 2 - q.ndim) + tuple(q.shape))
+        q = np.broadcast_to(q, batch + tuple(q.shape[-2:]))
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0

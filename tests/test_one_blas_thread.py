@@ -1,0 +1,112 @@
+"""What minattn/engine/threads.py's docstring promises about BLAS threads, checked in this
+process through threadpoolctl (what a user would read back): inside `one_blas_thread()` (a
+context manager or a decorator) every BLAS library runs one thread, and the limits in force
+before come back after it, nested or not; it limits BLAS only (an OpenMP pool, as torch loads,
+keeps its threads); without threadpoolctl it is a no-op, and n_workers is then the cores this
+process may run on (its affinity), as it is when threadpoolctl finds no BLAS library.
+
+Each test makes threads.py look at the libraries afresh (its threadpoolctl view is made once and
+kept: here it is reset, so that a test sees the libraries loaded now, e.g. an OpenMP runtime)."""
+import ctypes
+import ctypes.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from minattn.engine import threads
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    monkeypatch.setattr(threads, "_controller", None)
+
+
+def blas_threads():
+    return sorted({i["num_threads"] for i in threadpoolctl.threadpool_info()
+                   if i["user_api"] == "blas"})
+
+
+def test_inside_one_blas_thread_blas_runs_one_thread_and_the_limit_before_comes_back(fresh):
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if blas_threads() != [2]:
+            pytest.skip("this BLAS cannot be set to 2 threads")
+        with threads.one_blas_thread():
+            assert blas_threads() == [1]
+            with threads.one_blas_thread():  # nested: still one, and the outer block's after
+                assert blas_threads() == [1]
+            assert blas_threads() == [1]
+        assert blas_threads() == [2]
+
+        @threads.one_blas_thread()
+        def body():
+            return blas_threads()
+
+        assert body() == [1] and blas_threads() == [2]
+        with pytest.raises(KeyError):  # restored when the block raises, too
+            with threads.one_blas_thread():
+                raise KeyError
+        assert blas_threads() == [2]
+
+
+def test_one_blas_thread_limits_blas_only_not_openmp(fresh):
+    # an OpenMP runtime in the process, as torch or scikit-learn load one: GCC's libgomp
+    name = ctypes.util.find_library("gomp")
+    if name is None:
+        pytest.skip("no libgomp on this system")
+    ctypes.CDLL(name)
+    if not any(i["user_api"] == "openmp" for i in threadpoolctl.threadpool_info()):
+        pytest.skip("no OpenMP runtime loaded")
+    with threadpoolctl.threadpool_limits(2):  # BLAS and OpenMP
+        before = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
+                  if i["user_api"] == "openmp"}
+        if set(before.values()) != {2}:
+            pytest.skip("this OpenMP cannot be set to 2 threads")
+        with threads.one_blas_thread():
+            inside = {i["filepath"]: i["num_threads"] for i in threadpoolctl.threadpool_info()
+                      if i["user_api"] == "openmp"}
+            assert blas_threads() == [1] and inside == before
+
+
+@pytest.fixture
+def one_core():
+    # the process narrowed to one core (as `taskset -c 0` would), restored after the test
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("needs os.sched_setaffinity")
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})
+    try:
+        yield len(cores)
+    finally:
+        os.sched_setaffinity(0, cores)
+
+
+def test_without_threadpoolctl_one_blas_thread_is_a_no_op_and_n_workers_the_affinity(
+        fresh, monkeypatch, one_core):
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # as if it were not installed
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):  # the module, imported above
+        limits = blas_threads()
+        with threads.one_blas_thread():
+            assert blas_threads() == limits  # nothing changed
+            assert threads.n_workers(np.zeros(3), 2 ** 40) == 1  # the one core it may use
+
+        @threads.one_blas_thread()
+        def body():
+            return threads.n_workers(np.zeros(3), 2 ** 40)
+
+        assert body() == 1 and blas_threads() == limits
+
+
+def test_with_no_blas_library_found_n_workers_is_the_affinity(monkeypatch, one_core):
+    # threadpoolctl installed, but no BLAS among the libraries it found: a controller of none
+    monkeypatch.setattr(threads, "_controller",
+                        threadpoolctl.ThreadpoolController().select(user_api="no such api"))
+    with threads.one_blas_thread():
+        assert threads.n_workers(np.zeros(3), 2 ** 40) == 1
+    monkeypatch.setattr(threads, "_controller", None)
+    if one_core > 1:  # a fresh controller finds NumPy's BLAS: its limit, not the affinity
+        with threadpoolctl.threadpool_limits(2, user_api="blas"):
+            assert threads.n_workers(np.zeros(3), 2 ** 40) == min(blas_threads())
