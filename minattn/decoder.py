@@ -642,9 +642,10 @@ def _next_token(logits, temperature, top_k, top_p, rng):
     if top_p is not None:
         logits = np.where(_nucleus(logits, top_p), logits, -np.inf)
     p = np.exp(logits - np.max(logits, axis=-1, keepdims=True))
-    cdf = np.cumsum(p / np.sum(p, axis=-1, keepdims=True), axis=-1)  # [B, V]
+    cdf = np.cumsum(p, axis=-1)  # [B, V]
+    cdf = cdf / cdf[:, -1:]  # ends at exactly 1: every u in [0, 1) falls on a token
     u = rng.random((logits.shape[0], 1))  # inverse-CDF sampling, one uniform per row
-    return np.minimum(np.sum(cdf < u, axis=-1), logits.shape[-1] - 1)
+    return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u, never one of weight 0
 
 
 def _nucleus(logits, top_p):
