@@ -59,7 +59,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
     params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
-    params, x, mask, positions, d_k, query_pre_attn_scalar, attn_logit_softcapping = \
+    params, x, mask, positions, d_k, cache, query_pre_attn_scalar, attn_logit_softcapping = \
         _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
                               rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
@@ -100,7 +100,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
     past = 0
     if cache is not None:  # {}: an empty cache, to be filled
-        _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
+        cache = _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
         past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # RoPE
         positions = check_positions(positions, x)
@@ -121,7 +121,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
         raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
                          "attn_logit_softcapping are not supported")
-    return params, x, mask, positions, d_k, query_pre_attn_scalar, softcap
+    return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap
 
 
 def check_head_width(d_k, n_heads, d_model):
@@ -325,24 +325,26 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
 def _check_layer_cache(cache, expected, where):
     # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
     if isinstance(cache, checks.DICT_TYPES) and not cache:
-        return  # {}: empty, to be filled
+        return cache  # {}: empty, to be filled
     if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
         got = (f"a dict with keys {list(cache)}" if isinstance(cache, checks.DICT_TYPES)
                else type(cache).__name__)
         raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
                         f"[..., H_kv, L_past, d_k], got {got}")
+    cache = {**cache, **{key: checks.as_array(f"{where}[{key!r}]", cache[key]) for key in "kv"}}
     for key in ("k", "v"):
         a = cache[key]
-        if not hasattr(a, "shape") or len(a.shape) != len(expected) + 1 or \
+        if len(a.shape) != len(expected) + 1 or \
                 tuple(a.shape[:-2]) + (a.shape[-1],) != tuple(expected[:-1]) + (expected[-1],) \
                 or a.shape[-3] != expected[-2]:
-            shape = tuple(getattr(a, "shape", ()))
+            shape = tuple(a.shape)
             want = tuple(expected[:-1]) + ("L_past", expected[-1])
             raise ValueError(f"{where}[{key!r}] has shape {shape}, expected {want}: "
                              "a cache from another model or batch?")
     if cache["k"].shape != cache["v"].shape:
         raise ValueError(f"{where}['k'] and {where}['v'] differ in shape: "
                          f"{tuple(cache['k'].shape)} vs {tuple(cache['v'].shape)}")
+    return cache
 
 
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
@@ -528,17 +530,17 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     if attention_mask is not None:
         attention_mask = check_attention_mask(attention_mask,
                                               (tokens.shape[0], past + tokens.shape[1]))
+    # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
+    tables = {"token_embedding": embedding.shape, "lm_head": (embedding.shape[1], vocab_size),
+              "position_embedding": ("n_positions", embedding.shape[1])}
+    params = checks.check_params(params, {key: shape for key, shape in tables.items()
+                                          if key in params}, "params", embedding.dtype)
     if position == "learned":
         n_positions = params["position_embedding"].shape[0]
         if past + tokens.shape[1] > n_positions:
             raise ValueError(f"tokens reach position {past + tokens.shape[1] - 1} (cache "
                              f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
                              f" has only {n_positions} positions")
-    # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
-    tables = {"lm_head": (embedding.shape[1], vocab_size),
-              "position_embedding": ("n_positions", embedding.shape[1])}
-    params = checks.check_params(params, {key: shape for key, shape in tables.items()
-                                          if key in params}, "params", embedding.dtype)
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
                               activation, position)
     if embedding_scale is not None:
@@ -567,12 +569,14 @@ def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, a
                f"one, {', '.join(GATED)}, has w_gate, w_up, w_down)")
     if "w_q" not in attention or "w_k" not in attention:
         return  # an attention variant with other params checks its own
+    where = "params['layers'][0]['self_attention']"  # read before the block checks them
+    w_q, w_k = (checks.as_array(f"{where}['{key}']", attention[key]) for key in ("w_q", "w_k"))
     d_k = d_model // n_heads if d_k is None and d_model % n_heads == 0 else d_k
-    if d_k is not None and attention["w_q"].shape[-1] != n_heads * d_k:
-        refuse("d_k", d_k, f"w_q has shape {tuple(attention['w_q'].shape)}, not (D, n_heads * "
+    if d_k is not None and w_q.shape[-1] != n_heads * d_k:
+        refuse("d_k", d_k, f"w_q has shape {tuple(w_q.shape)}, not (D, n_heads * "
                f"d_k) with n_heads={n_heads} (d_k defaults to d_model / n_heads)")
-    if d_k is not None and attention["w_k"].shape[-1] != (n_kv_heads or n_heads) * d_k:
-        refuse("n_kv_heads", n_kv_heads, f"w_k has shape {tuple(attention['w_k'].shape)}, "
+    if d_k is not None and w_k.shape[-1] != (n_kv_heads or n_heads) * d_k:
+        refuse("n_kv_heads", n_kv_heads, f"w_k has shape {tuple(w_k.shape)}, "
                f"not (D, n_kv_heads * d_k) with d_k={d_k} (n_kv_heads defaults to n_heads)")
 
 
@@ -701,7 +705,8 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
                              "uses the eos token when the model has no pad token)")
     if config.get("position", "learned") == "learned" and isinstance(
             params, checks.DICT_TYPES) and "position_embedding" in params:
-        n_positions = params["position_embedding"].shape[0]
+        table = checks.as_array("params['position_embedding']", params["position_embedding"])
+        n_positions = table.shape[0] if table.ndim else 0
         if tokens.shape[1] + n_new - 1 > n_positions:
             raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
                              f"{tokens.shape[1] + n_new - 1} positions, but "

@@ -39,7 +39,7 @@ def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, po
     positions: RoPE on q and k; eps: the per-head RMSNorm's. n_heads and n_kv_heads even. Other
     keywords a decoder block passes (d_k, rope_scaling, ...) must be None."""
     # [..., L, D] -> [..., L, D]
-    params, x, mask, n_kv_heads, positions = _check_differential_attention(
+    params, x, mask, n_kv_heads, positions, cache = _check_differential_attention(
         params, x, mask, n_heads, n_kv_heads, positions, rope_base, eps, cache, others)
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d]
@@ -102,7 +102,7 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
         "lambda_init": ()}, "params", x.dtype)
     past = 0
     if cache is not None:
-        _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")
+        cache = _check_layer_cache(cache, x.shape[:-2] + (n_kv, d), "cache")
         past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # a list is taken as an array, as everywhere (checks.as_array)
         positions = check_positions(positions, x)
@@ -112,4 +112,4 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, n_kv, positions
+    return params, x, mask, n_kv, positions, cache

@@ -176,3 +176,17 @@ def test_auxiliary_numbers_and_params_keep_float32():
     for keyword in ("embedding_scale", "final_logit_softcapping"):
         logits = ma.causal_lm(lm32, T, **LC, **{keyword: np.array(2.0)})
         assert logits.dtype == np.float32, keyword
+
+
+def test_tables_given_as_nested_lists_are_taken_as_arrays():
+    # The array rule (lists become arrays) holds for the model's own tables too: the embeddings
+    # as nested lists give the same logits and the same generated tokens as the arrays.
+    as_lists = {**LM, "token_embedding": LM["token_embedding"].tolist(),
+                "position_embedding": LM["position_embedding"].tolist()}
+    np.testing.assert_array_equal(ma.causal_lm(as_lists, T, **LC), ma.causal_lm(LM, T, **LC))
+    np.testing.assert_array_equal(ma.generate(as_lists, T, 2, **LC), ma.generate(LM, T, 2, **LC))
+
+
+def test_a_position_table_that_is_not_an_array_is_refused_by_name_in_generate():
+    with pytest.raises(TypeError, match=r"^params\['position_embedding'\] must be an array, got str$"):
+        ma.generate({**LM, "position_embedding": "abc"}, T, 2, **LC)

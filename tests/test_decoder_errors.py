@@ -126,10 +126,10 @@ CASES = [
     (lambda: ma.self_attention(MHA, x, n_heads=2, cache=_kv((2, 1, 4))), ValueError,
      "cache['k'] has shape (2, 1, 4), expected (2, 2, 'L_past', 4): a cache from another model"
      ' or batch?'),
-    # sa cache list k
+    # sa cache list k (a list is taken as an array, as everywhere)
     (lambda: ma.self_attention(MHA, x, n_heads=2, cache={"k": [1.0], "v": np.ones((2, 2, 1, 4))}),
      ValueError,
-     "cache['k'] has shape (), expected (2, 2, 'L_past', 4): a cache from another model or "
+     "cache['k'] has shape (1,), expected (2, 2, 'L_past', 4): a cache from another model or "
      'batch?'),
     # sa cache kv differ
     (lambda: ma.self_attention(MHA, x, n_heads=2, cache=_kv((2, 2, 1, 4), (2, 2, 2, 4))),

@@ -8,9 +8,12 @@ its inputs (np.zeros_like(x)), never on the host.
 import autograd.numpy as np
 from autograd.tracer import getval
 
+from . import checks
+
 
 def arange(n, like=None, dtype=None):
     """np.arange(n) in the array library of `like` (NumPy if None, CuPy for a CuPy array; an
-    autograd box stands for its value)."""
-    like = getval(like)
+    autograd box stands for its value). `like` follows the array rule (checks.as_array): a list
+    is a NumPy array, anything that is no array is refused by name."""
+    like = None if like is None else checks.as_array("like", getval(like))
     return np.arange(n, dtype=dtype) if like is None else np.arange(n, dtype=dtype, like=like)
