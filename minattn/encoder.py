@@ -21,7 +21,7 @@ def init_encoder_block(rng, d_model, n_heads, d_ff, *, dtype=numpy.float64):
     }
 
 
-def _check_block_params(params, d_model, where="params"):
+def _check_block_params(params, d_model, n_heads, where="params"):
     checks.check_params(params, {}, where)  # a dict at all
     checks.check_no_renamed_block_keys(params, where)
     for key in ("self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"):
@@ -31,7 +31,7 @@ def _check_block_params(params, d_model, where="params"):
     norm = {"gamma": (d_model,), "beta": (d_model,)}
     return {
         "self_attention": check_multi_head_params(params["self_attention"], d_model,
-                                                  f"{where}['self_attention']"),
+                                                  f"{where}['self_attention']", n_heads=n_heads),
         "self_attention_norm": checks.check_params(params["self_attention_norm"], norm,
                                                    f"{where}['self_attention_norm']"),
         "feed_forward": check_feed_forward_params(params["feed_forward"], d_model,
@@ -53,7 +53,7 @@ def _check_block_config(x, n_heads, activation, eps, dropout, rng):
 
 def _check_encoder_block(params, x, n_heads, activation, eps, dropout, rng):
     x = _check_block_config(x, n_heads, activation, eps, dropout, rng)
-    return _check_block_params(params, x.shape[-1]), x
+    return _check_block_params(params, x.shape[-1], n_heads), x
 
 
 def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation="relu",
@@ -108,7 +108,8 @@ def _check_encoder(params, x, n_heads, activation, eps, dropout, rng):
     if not isinstance(params, checks.DICT_TYPES) or not isinstance(
             params.get("layers"), checks.LIST_TYPES):
         raise ValueError("params must be a dict with key 'layers' holding a list of block params")
-    layers = [_check_block_params(params["layers"][i], x.shape[-1], f"params['layers'][{i}]")
+    layers = [_check_block_params(params["layers"][i], x.shape[-1], n_heads,
+                                  f"params['layers'][{i}]")
               for i in range(len(params["layers"]))]
     checked = {"layers": layers}
     if "final_norm" in params:

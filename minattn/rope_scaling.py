@@ -111,9 +111,15 @@ def check_rope_scaling(scaling, name="rope_scaling"):
                          f"unknown: {unknown}, missing: {missing}")
     # The values: each schedule divides by factor and by its context length, and llama3 by
     # high_freq_factor - low_freq_factor; refused by name where that is 0 or has no sign.
-    for key in ("factor", "max_position_embeddings", "original_max_position_embeddings"):
+    for key in ("factor", "max_position_embeddings", "original_max_position_embeddings",
+                "beta_fast", "beta_slow"):  # YaRN takes the log of original / beta
         if key in scaling:
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
+    for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
+        if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1
+            checks.check_positive_real(f"{name}[{key!r}]", scaling[key], allow_zero=zero)
+    if not isinstance(scaling.get("truncate", True), (bool, np.bool_)):
+        raise TypeError(f"{name}['truncate'] must be a bool, got {scaling['truncate']!r}")
     if scaling["rope_type"] == "llama3" and not (
             checks.check_positive_real(f"{name}['low_freq_factor']", scaling["low_freq_factor"],
                                         allow_zero=True)

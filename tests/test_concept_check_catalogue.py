@@ -74,7 +74,7 @@ CASES = [
      "params['self_attention'] must be a dict of arrays, got list"),
     (lambda: ma.encoder_block(_with(BLOCK, self_attention=_with(
         BLOCK["self_attention"], sinks=np.zeros((1, 2)))), x, n_heads=2), ValueError,
-     "params['self_attention']['sinks'] has shape (1, 2), expected (H,)"),
+     "params['self_attention']['sinks'] has shape (1, 2), expected (2,)"),
     (lambda: ma.encoder_block(_with(BLOCK, self_attention=_with(
         BLOCK["self_attention"], w_q=np.ones((4, 3)))), x, n_heads=2), ValueError,
      "params['self_attention']['w_q'] has shape (4, 3), expected (4, 4)"),
@@ -121,3 +121,17 @@ def test_boundary_does_not_raise(call, shape):
     result = call()
     if shape is not None:
         assert result.shape == shape
+
+
+def test_wrong_sinks_in_an_encoder_are_refused_where_they_are():
+    # The block's check knows n_heads: the message names the sinks' own place, before computing.
+    block = ma.init_encoder_block(np.random.default_rng(0), 8, 2, 16)
+    block["self_attention"]["sinks"] = np.zeros(3)
+    with pytest.raises(ValueError, match=r"^params\['self_attention'\]\['sinks'\] has shape "
+                                         r"\(3,\), expected \(2,\)$"):
+        ma.encoder_block(block, np.ones((1, 3, 8)), n_heads=2)
+    stack = ma.init_encoder(np.random.default_rng(0), 2, 8, 2, 16)
+    stack["layers"][1]["self_attention"]["sinks"] = np.zeros(3)
+    with pytest.raises(ValueError, match=r"^params\['layers'\]\[1\]\['self_attention'\]\['sinks'\] "
+                                         r"has shape \(3,\), expected \(2,\)$"):
+        ma.encoder(stack, np.ones((1, 3, 8)), n_heads=2)
