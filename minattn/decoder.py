@@ -104,6 +104,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
         past = cache["k"].shape[-2] if cache else 0
     if positions is not None:  # RoPE
         positions = check_positions(positions, x)
+        checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
         check_rope_scaling(rope_scaling)
         if d_k % 2:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
@@ -230,7 +231,7 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
-                                             norm, activation, eps, cache)
+                                             norm, activation, eps)
     normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
                  "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
 
@@ -275,7 +276,7 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
 
 
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
-                         eps, cache, where="params"):
+                         eps, where="params"):
     # The self-attention sublayer checks its own params, cache and head width.
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")

@@ -190,3 +190,10 @@ def test_tables_given_as_nested_lists_are_taken_as_arrays():
 def test_a_position_table_that_is_not_an_array_is_refused_by_name_in_generate():
     with pytest.raises(TypeError, match=r"^params\['position_embedding'\] must be an array, got str$"):
         ma.generate({**LM, "position_embedding": "abc"}, T, 2, **LC)
+
+
+@pytest.mark.parametrize("rope_base", [-1.0, 0.0, float("nan"), "10000"])
+def test_a_bad_rope_base_is_refused_by_its_keyword(rope_base):
+    # by self_attention's own check (apply_rope inside would name its argument "base")
+    with pytest.raises((ValueError, TypeError), match=r"^rope_base must be a positive float"):
+        ma.self_attention(SA, x, n_heads=H, positions=np.arange(3), rope_base=rope_base)
