@@ -380,8 +380,8 @@ def test_rope_bases_at_and_below_one_as_transformers(base):
 def test_rope_bases_without_frequencies_are_refused_by_name(base):
     with pytest.raises((ValueError, TypeError), match="^base must be a positive float"):
         ma.apply_rope(X, np.arange(3), base=base)
-    with pytest.raises((ValueError, TypeError), match="^base must be a positive float"):
-        ma.causal_lm(LM, np.array([[1, 2, 3]]), rope_base=base, **LM_CONFIG)
+    with pytest.raises((ValueError, TypeError), match="^rope_base must be a positive float"):
+        ma.causal_lm(LM, np.array([[1, 2, 3]]), rope_base=base, **LM_CONFIG)  # its keyword
 
 
 FACTOR_ONE = [
