@@ -160,7 +160,7 @@ def _online_softmax_step(m, l, acc, scores, keep, v):
 def _check_inputs(q, k, v, key_mask, scale, block_size):
     # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
     q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, None, scale, 0.0, None)
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # checked just above
+    batch = tuple(q.shape[:-2])  # check_attention gave q every batch dim of q, k and v
     if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
             or block_size < 1:
         raise TypeError(f"block_size must be a positive int, got {block_size!r}")

@@ -307,7 +307,8 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     checked = {}
     if memory is not None:
         checked["cross_attention"] = check_multi_head_params(
-            params["cross_attention"], d_model, f"{where}['cross_attention']", dtype=x.dtype)
+            params["cross_attention"], d_model, f"{where}['cross_attention']", n_heads=n_heads,
+            dtype=x.dtype)
     check_ff = (check_gated_feed_forward_params if activation in GATED
                 else check_feed_forward_params)
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,

@@ -96,7 +96,8 @@ def _check_differential_attention(params, x, mask, n_heads, n_kv_heads, position
     if "sinks" in params:  # gpt-oss's sinks join a softmax; never silently ignored here
         raise ValueError("differential_attention does not support attention sinks "
                          "(params['sinks'])")
-    params = check_multi_head_params(params, d_model, d_kv=n_kv * d, dtype=x.dtype)
+    params = check_multi_head_params(params, d_model, d_kv=n_kv * d, n_heads=n_heads,
+                                     dtype=x.dtype)
     params = checks.check_params(params, {
         **{name: (d,) for name in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
         "lambda_init": ()}, "params", x.dtype)

@@ -34,9 +34,10 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_multi_head_params(params, d_model, where="params", d_kv=None, n_heads="H", dtype=None):
+def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_heads, dtype=None):
     # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
-    # each on its own (GPT-2 has them, Llama has none); so are attention sinks, one per head.
+    # each on its own (GPT-2 has them, Llama has none); so are attention sinks, one per head
+    # (n_heads of them).
     # dtype: the inputs', in which the params are taken (checks.in_dtype).
     d_kv = d_model if d_kv is None else d_kv
     d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}

@@ -15,7 +15,7 @@ def positional_encoding(n_positions, d_model, *, dtype=numpy.float64, like=None)
     # -> [n_positions, d_model]; PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same).
     # Attention alone is permutation equivariant: adding these is what tells tokens apart by place.
     _check_positional_encoding(n_positions, d_model)
-    position = arange(n_positions, like, numpy.float64)[:, None]  # [L, 1]
+    position = arange(n_positions, like)[:, None]  # [L, 1]
     features = arange(d_model, like)  # [D]
     pair = features // 2  # feature 2i and 2i+1 share frequency i
     angle = position / 10000.0 ** (2.0 * pair / d_model)  # [L, D]

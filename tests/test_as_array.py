@@ -130,3 +130,14 @@ def test_only_cupy_types_are_registered(monkeypatch):
     as_array("x", CupyArray(numpy.zeros(2)))
     as_array("x", CupyArray(numpy.ones(3)))
     assert set(calls) == {CupyArray}
+
+
+@pytest.mark.parametrize("build", [lambda like: ma.causal_mask(3, like=like),
+                                   lambda like: ma.positional_encoding(3, 4, like=like)])
+def test_like_follows_the_array_rule(build):
+    # like= picks the array library: a list is a NumPy array, anything else is refused by name.
+    np_result = build(numpy.zeros(2))
+    numpy.testing.assert_array_equal(build([0.0, 1.0]), np_result)
+    assert type(build([0.0, 1.0])) is numpy.ndarray
+    with pytest.raises(TypeError, match=r"^like must be an array, got str$"):
+        build("abc")

@@ -52,3 +52,15 @@ def test_a_mask_or_sinks_over_a_batch_dim_only_v_has_applies_row_by_row(case):
     for i in range(3):
         np.testing.assert_allclose(autograd.grad(loss, i)(Q, K, V),
                                    autograd.grad(loss_ref, i)(Q, K, V), rtol=1e-10, atol=1e-12)
+
+
+def test_queries_without_batch_dims_whose_shape_looks_like_the_batch():
+    # q [L_q, d_k] = [2, 3] and k, v with batch dims (2, 3): q's own dims equal the batch dims
+    # in value, yet q has no batch dim; a mask per batch row still applies, as to q broadcast.
+    r = np.random.default_rng(1)
+    q, k, v = r.normal(size=(2, 3)), r.normal(size=(2, 3, 5, 3)), r.normal(size=(2, 3, 5, 3))
+    keep = r.random((2, 3, 2, 5)) < 0.7
+    keep[..., 0] = True  # no query without a key
+    got = ma.scaled_dot_product_attention(q, k, v, keep)[0]
+    want = ma.scaled_dot_product_attention(np.broadcast_to(q, (2, 3, 2, 3)), k, v, keep)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-14)

@@ -197,3 +197,17 @@ def test_a_bad_rope_base_is_refused_by_its_keyword(rope_base):
     # by self_attention's own check (apply_rope inside would name its argument "base")
     with pytest.raises((ValueError, TypeError), match=r"^rope_base must be a positive float"):
         ma.self_attention(SA, x, n_heads=H, positions=np.arange(3), rope_base=rope_base)
+
+
+def test_arrays_read_before_the_block_checks_are_named_where_they_are():
+    with pytest.raises(TypeError, match=r"^params\['layers'\]\[0\]\['self_attention'\]\['w_q'\] "
+                                        r"must be an array, got str$"):
+        ma.causal_lm(_attention(w_q="abc"), T, **LC)
+    with pytest.raises(TypeError, match=r"^cache\['k'\] must be an array, got str$"):
+        ma.self_attention(SA, x, n_heads=H, cache={"k": "abc", "v": np.zeros((2, 2, 1, 4))})
+
+
+def test_generate_counts_no_positions_in_a_0d_position_table():
+    with pytest.raises(ValueError, match=r"^n_new=2 after 3 tokens needs 4 positions, but "
+                                         r"params\['position_embedding'\] has 0$"):
+        ma.generate({**LM, "position_embedding": np.float64(1.0) * np.ones(())}, T, 2, **LC)

@@ -11,9 +11,9 @@ from autograd.tracer import getval
 from . import checks
 
 
-def arange(n, like=None, dtype=None):
+def arange(n, like=None):
     """np.arange(n) in the array library of `like` (NumPy if None, CuPy for a CuPy array; an
     autograd box stands for its value). `like` follows the array rule (checks.as_array): a list
     is a NumPy array, anything that is no array is refused by name."""
     like = None if like is None else checks.as_array("like", getval(like))
-    return np.arange(n, dtype=dtype) if like is None else np.arange(n, dtype=dtype, like=like)
+    return np.arange(n, like=like)  # like=None: NumPy's own default
