@@ -276,8 +276,9 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
 
 
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
-                         eps, where="params"):
+                         eps):
     # The self-attention sublayer checks its own params, cache and head width.
+    where = "params"  # a decoder's layers are each a decoder_block's params
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -305,10 +306,9 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
             raise ValueError(f"{where} is missing key {key!r} (expected keys: "
                              f"{', '.join(map(repr, needed))})")
     checked = {}
-    if memory is not None:
-        checked["cross_attention"] = check_multi_head_params(
-            params["cross_attention"], d_model, f"{where}['cross_attention']", n_heads=n_heads,
-            dtype=x.dtype)
+    if memory is not None:  # checked before computing; multi_head_attention takes them in the
+        check_multi_head_params(params["cross_attention"], d_model,  # dtype of x and memory
+                                f"{where}['cross_attention']", n_heads=n_heads)
     check_ff = (check_gated_feed_forward_params if activation in GATED
                 else check_feed_forward_params)
     checked["feed_forward"] = check_ff(params["feed_forward"], d_model,

@@ -55,10 +55,11 @@ def test_a_mask_or_sinks_over_a_batch_dim_only_v_has_applies_row_by_row(case):
 
 
 def test_queries_without_batch_dims_whose_shape_looks_like_the_batch():
-    # q [L_q, d_k] = [2, 3] and k, v with batch dims (2, 3): q's own dims equal the batch dims
-    # in value, yet q has no batch dim; a mask per batch row still applies, as to q broadcast.
+    # q [L_q, d_k] = [2, 3], k [5, 3] and v with batch dims (2, 3): q's own dims equal the
+    # batch dims in value, yet q has no batch dim; a mask per batch row still applies, as to q
+    # broadcast to them.
     r = np.random.default_rng(1)
-    q, k, v = r.normal(size=(2, 3)), r.normal(size=(2, 3, 5, 3)), r.normal(size=(2, 3, 5, 3))
+    q, k, v = r.normal(size=(2, 3)), r.normal(size=(5, 3)), r.normal(size=(2, 3, 5, 3))
     keep = r.random((2, 3, 2, 5)) < 0.7
     keep[..., 0] = True  # no query without a key
     got = ma.scaled_dot_product_attention(q, k, v, keep)[0]

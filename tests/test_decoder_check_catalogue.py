@@ -211,3 +211,29 @@ def test_generate_counts_no_positions_in_a_0d_position_table():
     with pytest.raises(ValueError, match=r"^n_new=2 after 3 tokens needs 4 positions, but "
                                          r"params\['position_embedding'\] has 0$"):
         ma.generate({**LM, "position_embedding": np.float64(1.0) * np.ones(())}, T, 2, **LC)
+
+
+def test_cross_attention_sinks_are_checked_against_n_heads_before_computing():
+    block = {**XBLOCK, "cross_attention": {**XBLOCK["cross_attention"], "sinks": np.zeros(3)}}
+    with pytest.raises(ValueError, match=r"^params\['cross_attention'\]\['sinks'\] has shape "
+                                         r"\(3,\), expected \(2,\)$"):
+        ma.decoder_block(block, x, memory=memory, n_heads=H)
+
+
+def test_cross_attention_params_are_taken_in_the_dtype_of_x_and_memory():
+    # float32 x, float64 memory: the cross-attention computes in float64 with the float64
+    # weights as given (not rounded through x's float32 first), as multi_head_attention alone;
+    # the block's other params are taken in x's dtype (checks.in_dtype).
+    x32 = x.astype(np.float32)
+    got = ma.decoder_block(XBLOCK, x32, memory=memory, n_heads=H)
+    h = ma.layer_norm(x32 + ma.self_attention(XBLOCK["self_attention"], x32, n_heads=H)[0],
+                      XBLOCK["self_attention_norm"]["gamma"].astype(np.float32),
+                      XBLOCK["self_attention_norm"]["beta"].astype(np.float32))
+    cross = ma.multi_head_attention(XBLOCK["cross_attention"], h, memory, memory, n_heads=H)[0]
+    assert cross.dtype == np.float64 and got.dtype == np.float64
+    h = ma.layer_norm(h + cross, XBLOCK["cross_attention_norm"]["gamma"],
+                      XBLOCK["cross_attention_norm"]["beta"])
+    ff32 = {name: w.astype(np.float32) for name, w in XBLOCK["feed_forward"].items()}  # x's
+    want = ma.layer_norm(h + ma.feed_forward(ff32, h, activation="relu"),
+                         XBLOCK["feed_forward_norm"]["gamma"], XBLOCK["feed_forward_norm"]["beta"])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
