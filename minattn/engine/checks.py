@@ -378,7 +378,7 @@ def check_shape(name, x, expected, dtype=None):
     return x
 
 
-def check_params(params, expected, where="params", dtype=None):
+def check_params(params, expected, where, dtype=None):
     """`expected` maps each key to the shape its array must have (see check_shape). Returns a
     new dict (the caller's is never changed) whose checked leaves are arrays, lists converted,
     in `dtype` when given (the inputs' dtype: in_dtype)."""
@@ -418,7 +418,7 @@ RENAMED_BLOCK_KEYS = {
 }
 
 
-def check_no_renamed_block_keys(params, where="params"):
+def check_no_renamed_block_keys(params, where):
     old = [key for key in RENAMED_BLOCK_KEYS if key in params]
     if old:
         raise ValueError(f"{where} has key(s) {', '.join(map(repr, old))}, the old names of a "
