@@ -83,3 +83,26 @@ def encoder_block_loop(p, x, n_heads, *, keep=None, norm_first=False, eps=1e-5, 
         return x + ff(norm(x, p["feed_forward_norm"]))
     x = norm(x + attend(x), p["self_attention_norm"])
     return norm(x + ff(x), p["feed_forward_norm"])
+
+
+def sampling_probabilities(logits, temperature, top_k, top_p):
+    """One row of logits -> the sampling distribution, by the rules of transformers'
+    TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper, one token at a time."""
+    scaled = [x / temperature for x in logits]
+    keep = [True] * len(scaled)
+    if top_k is not None:  # the top_k largest (ties with the k-th kept too)
+        kth = sorted(scaled, reverse=True)[top_k - 1]
+        keep = [x >= kth for x in scaled]
+    if top_p is not None:  # drop, least likely first, while the mass dropped stays <= 1 - top_p
+        top = max(x for x, k in zip(scaled, keep) if k)
+        weights = [math.exp(x - top) if k else 0.0 for x, k in zip(scaled, keep)]
+        total = sum(weights)
+        ascending = sorted(range(len(scaled)), key=lambda i: (weights[i], scaled[i], i))
+        dropped = 0.0
+        for i in ascending[:-1]:  # the most likely token always stays
+            dropped += weights[i] / total
+            if dropped <= 1 - top_p:
+                keep[i] = False
+    top = max(x for x, k in zip(scaled, keep) if k)
+    weights = [math.exp(x - top) if k else 0.0 for x, k in zip(scaled, keep)]
+    return np.array(weights) / sum(weights)

@@ -9,6 +9,7 @@ import pytest
 
 import minattn as ma
 
+from .reference import sampling_probabilities
 from .strategies import perturbed
 
 V = 11
@@ -38,29 +39,6 @@ def _fixed_logits_model(logits):
     return params, config
 
 
-def _reference_probabilities(logits, temperature, top_k, top_p):
-    """One row of logits -> the sampling distribution, by the rules of transformers'
-    TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper, one token at a time."""
-    scaled = [x / temperature for x in logits]
-    keep = [True] * len(scaled)
-    if top_k is not None:  # the top_k largest (ties with the k-th kept too)
-        kth = sorted(scaled, reverse=True)[top_k - 1]
-        keep = [x >= kth for x in scaled]
-    if top_p is not None:  # drop, least likely first, while the mass dropped stays <= 1 - top_p
-        top = max(x for x, k in zip(scaled, keep) if k)
-        weights = [math.exp(x - top) if k else 0.0 for x, k in zip(scaled, keep)]
-        total = sum(weights)
-        ascending = sorted(range(len(scaled)), key=lambda i: (weights[i], scaled[i], i))
-        dropped = 0.0
-        for i in ascending[:-1]:  # the most likely token always stays
-            dropped += weights[i] / total
-            if dropped <= 1 - top_p:
-                keep[i] = False
-    top = max(x for x, k in zip(scaled, keep) if k)
-    weights = [math.exp(x - top) if k else 0.0 for x, k in zip(scaled, keep)]
-    return np.array(weights) / sum(weights)
-
-
 @pytest.mark.parametrize("temperature, top_k, top_p", [
     (1.0, None, None), (0.5, None, None), (2.5, None, None), (1.0, 4, None), (0.7, 2, None),
     (1.5, None, 0.7), (1.0, None, 0.95), (1.2, 6, 0.6)])
@@ -73,7 +51,7 @@ def test_sampling_follows_the_tempered_truncated_softmax(temperature, top_k, top
                       top_k=top_k, top_p=top_p, rng=np.random.default_rng(1), **config)
     samples = out[:, -1].reshape(3, n)
     for row, (x, sample) in enumerate(zip(logits, samples)):
-        p = _reference_probabilities(list(x), temperature, top_k, top_p)
+        p = sampling_probabilities(list(x), temperature, top_k, top_p)
         freq = np.bincount(sample, minlength=V) / n
         assert np.all(freq[p == 0] == 0), (row, freq, p)  # nothing outside the kept tokens
         np.testing.assert_array_less(np.abs(freq - p), 5 * np.sqrt(p * (1 - p) / n) + 2e-3)
@@ -129,7 +107,7 @@ def test_top_p_breaks_ties_by_token_id_the_same_on_every_machine(top_p):
     params, config = _fixed_logits_model(logits)
     out = ma.generate(params, np.zeros((2000, 1), int), 1, temperature=1.0, top_p=top_p,
                       rng=np.random.default_rng(0), **config)
-    p = _reference_probabilities(list(logits), 1.0, None, top_p)
+    p = sampling_probabilities(list(logits), 1.0, None, top_p)
     freq = np.bincount(out[:, -1], minlength=len(logits)) / 2000
     np.testing.assert_array_equal(freq > 0, p > 0)
 

@@ -11,6 +11,9 @@ import pytest
 
 import minattn as ma
 
+from .reference import sampling_probabilities
+from .test_generate_options import _fixed_logits_model
+
 PCG64_MULTIPLIER = (2549297995355413924 << 64) + 4865540595714422341  # PCG's 128-bit LCG
 
 
@@ -28,41 +31,6 @@ def _drawing(u):
     state["state"]["state"] = (after - state["state"]["inc"]) * step_back % (1 << 128)
     rng.bit_generator.state = state
     return rng
-
-
-def _reference_probabilities(logits, temperature, top_k, top_p):
-    """One row of logits -> the sampling distribution, one token at a time: logits / temperature;
-    top_k keeps the top_k largest (and ties with the k-th); top_p then drops tokens, least likely
-    first, while the dropped mass stays <= 1 - top_p, never the most likely one."""
-    scaled = [x / temperature for x in logits]
-    keep = [True] * len(scaled)
-    if top_k is not None:
-        kth = sorted(scaled, reverse=True)[top_k - 1]
-        keep = [x >= kth for x in scaled]
-
-    def weights():
-        top = max(x for x, k in zip(scaled, keep) if k)
-        w = [math.exp(x - top) if k else 0.0 for x, k in zip(scaled, keep)]
-        return [x / sum(w) for x in w]
-    if top_p is not None:
-        p = weights()
-        dropped = 0.0
-        for i in sorted(range(len(p)), key=lambda i: (p[i], i))[:-1]:  # ties: lower id first
-            dropped += p[i]
-            if dropped <= 1 - top_p:
-                keep[i] = False
-    return weights()
-
-
-def _fixed_logits_model(logits):
-    """A model whose next-token logits are exactly `logits`: the final LayerNorm has gamma 0 and
-    beta e_0, so every hidden state is e_0 and the unembedding reads lm_head[0]."""
-    params, config = ma.init_causal_lm(np.random.default_rng(0), len(logits), 1, 4, 2, 8,
-                                       n_positions=4, tied=False)
-    params["final_norm"] = {"gamma": np.zeros(4), "beta": np.eye(4)[0]}
-    params["lm_head"] = np.zeros((4, len(logits)))
-    params["lm_head"][0] = logits
-    return params, config
 
 
 def _sample(logits, u, **options):
@@ -86,7 +54,7 @@ ROW = [1.0, 3.0, 2.0, 3.0, -0.5, 0.25, 2.0, -2.0]  # ties at the top and inside
     dict(temperature=1.0, top_p=0.5), dict(temperature=1.5, top_p=0.9),
     dict(temperature=1.2, top_k=5, top_p=0.6)], ids=repr)
 def test_each_token_is_drawn_on_its_own_stretch_of_the_uniform(options):
-    p = _reference_probabilities(ROW, options["temperature"], options.get("top_k"),
+    p = sampling_probabilities(ROW, options["temperature"], options.get("top_k"),
                                  options.get("top_p"))
     assert sum(x > 0 for x in p) < len(p) or len(options) == 1
     below = 0.0  # the reference cdf before token i
@@ -106,7 +74,7 @@ def test_the_extreme_draws_never_give_a_removed_token(u, options):
     # Token 0 and the last token are removed (top_k, top_p, or a vanishing temperature); the draw
     # 0.0 must not land on the first, nor the draw 1 - 2^-53 on the last.
     row = [1.0, 3.0, 2.5, 2.0]
-    p = _reference_probabilities(row, options["temperature"], options.get("top_k"),
+    p = sampling_probabilities(row, options["temperature"], options.get("top_k"),
                                  options.get("top_p"))
     assert p[0] == p[-1] == 0
     assert p[_sample(row, u, **options)] > 0
@@ -122,7 +90,7 @@ def test_the_largest_draw_never_gives_a_removed_last_token_whatever_the_rounding
         row[-1] = min(row) - 10  # the least likely: top_k = n - 1 removes it
         token = _sample(row, 1 - 2 ** -53, temperature=1.0, top_k=n - 1)
         assert token < n - 1
-        assert token == int(np.argmax(np.cumsum(_reference_probabilities(
+        assert token == int(np.argmax(np.cumsum(sampling_probabilities(
             row, 1.0, n - 1, None)) > 1 - 1e-9))  # the last kept token
 
 
