@@ -428,7 +428,8 @@ def test_a_bad_command_line_exits_2_with_a_sentence(args, capsys, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notpy.txt").write_text("x = 1\n")
     assert cli.main(args) == 2  # raising instead would fail this test with the traceback
-    assert "cannot" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1, err
 
 
 def test_check_help_lists_the_pitfalls_and_the_parts(capsys):
@@ -448,3 +449,89 @@ def test_exercises_needs_no_hypothesis_and_check_works_from_the_exercise_folder(
     assert run_cli("check", "06_layer_norm.py", "--examples", "3", cwd=folder).returncode == 0
     assert run_cli("check", "my_attention/06_layer_norm.py", "--examples", "3",
                    cwd=tmp_path).returncode == 0
+
+
+# --- a student's file that misbehaves: a FAIL line with its reason, never a hang or a silent exit
+
+MISBEHAVING = {  # the body of softmax -> what the report must say
+    "while True:\n        pass": "ran for more than 0.3 s (the time limit of one example)",
+    "time.sleep(60)": "ran for more than 0.3 s (the time limit of one example)",
+    "sys.exit(3)": "your code called sys.exit(3)",
+    "raise SystemExit": "your code called sys.exit(None)",
+    "os._exit(0)": "your code ended the Python process while checking softmax_rows_sum_to_one, "
+                   "with exit status 0",
+    "os._exit(3)": "with exit status 3",
+    "os.kill(os.getpid(), signal.SIGSEGV)": "killed by signal SIGSEGV while checking "
+                                            "softmax_rows_sum_to_one",
+    "while True:\n        try:\n            time.sleep(60)\n        except BaseException:\n"
+    "            pass": "no verdict after 3 s, the time limit of one file",
+}
+
+
+def misbehaving(tmp_path, body, top=""):
+    path = tmp_path / "01_softmax.py"
+    path.write_text(f"import os, signal, sys, time\n{top}\n\ndef softmax(x, axis=-1, mask=None):\n"
+                    f"    {body}\n")
+    return path
+
+
+def grade_isolated(*paths, seconds=0.3, file_seconds=3.0):
+    out = io.StringIO()
+    code = grader.check_paths(list(paths), 5, out, shrink=False, seconds=seconds, isolate=True,
+                              file_seconds=file_seconds)
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("body", sorted(MISBEHAVING))
+def test_a_file_that_hangs_exits_or_crashes_is_a_fail_line_with_its_reason(body, tmp_path):
+    code, out = grade_isolated(misbehaving(tmp_path, body))
+    assert code == 1, out
+    assert "FAIL  " in out and MISBEHAVING[body] in out, out
+    assert "passed" not in out.splitlines()[-1] or "0 passed" in out, out
+
+
+@pytest.mark.parametrize("top, reason", [
+    ("sys.exit(3)", "its code calls sys.exit(3) when the file is loaded"),
+    ("while True:\n    pass", "ran for more than 0.3 s"),
+    ("os._exit(0)", "while loading the file, with exit status 0"),
+])
+def test_a_file_that_exits_or_hangs_when_loaded_cannot_be_checked(top, reason, tmp_path):
+    code, out = grade_isolated(misbehaving(tmp_path, "return x", top))
+    assert code in (1, 2) and reason in out, out
+    assert code == (1 if "os._exit" in top else 2)
+
+
+def test_a_folder_goes_on_to_the_next_file_after_one_that_hangs(tmp_path):
+    misbehaving(tmp_path, "while True:\n        pass")
+    (tmp_path / "04_heads.py").write_text((SOLUTIONS / "04_heads.py").read_text())
+    code, out = grade_isolated(tmp_path)
+    summary = out.split("summary:")[1]
+    assert code == 1 and "01_softmax.py: fails" in summary and "04_heads.py: passes" in summary
+    assert "STOP  " in out  # the other properties of the file that hung were not run
+
+
+def test_an_example_past_its_time_limit_in_process_too(tmp_path):
+    code, out = grade_paths_seconds(misbehaving(tmp_path, "time.sleep(60)"))
+    assert code == 1 and "ran for more than 0.3 s" in out and "STOP  " in out, out
+
+
+def grade_paths_seconds(path):
+    out = io.StringIO()
+    return grader.check_paths([path], 5, out, shrink=False, seconds=0.3), out.getvalue()
+
+
+def test_a_correct_answer_passes_in_the_child_process_too():
+    code, out = grade_isolated(SOLUTIONS / "04_heads.py", seconds=10, file_seconds=60)
+    assert code == 0 and "FAIL" not in out, out
+
+
+def test_huge_examples_are_refused_and_the_time_limits_are_documented(capsys):
+    from minattn import cli
+
+    assert cli.main(["check", str(SOLUTIONS / "01_softmax.py"), "--examples", "1000000000"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: argument --examples: must be a positive integer up to {grader.MAX_EXAMPLES}, "
+        "got 1000000000")
+    help_text = cli.build_parser()._actions[-1].choices["check"].format_help()
+    assert "--time-limit" in help_text and "--file-time-limit" in help_text
+    assert "exit codes: 0" in help_text and "crash or exit" in help_text
