@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import assume
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -254,13 +253,15 @@ def _(data):
     close(minattn.softmax(x), np.array([ref_softmax(r) for r in x]), 1e-9, "softmax(x)")
 
 
-@prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a",
-      {"softmax"}, "use the axis argument in the max and the sum, not a fixed -1")
+@prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
+      "axis=0 included", {"softmax"}, "use the axis argument in the max and the sum, not a fixed "
+      "-1; `axis or -1` turns axis=0 into -1: test `if axis is None`, or use axis as given")
 def _(data):
     x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
-    axis = data.draw(st.sampled_from([0, 1, -1, -2]), "axis")
-    expected = np.apply_along_axis(ref_softmax, axis, x)
-    close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
+    drawn = data.draw(st.sampled_from([1, -1, -2]), "axis")
+    for axis in (drawn, 0):  # 0, the boundary, in every example
+        expected = np.apply_along_axis(ref_softmax, axis, x)
+        close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
 
 
 @prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep), masked "
@@ -330,11 +331,12 @@ def _(data):
       "gives uniform weights); otherwise multiply the scores by the scale given")
 def _(data):
     q, k, v = data.draw(qkv(batch=False), "q, k, v")
-    scale = data.draw(st.sampled_from([0.0, 0.1, 1.0, 2.5]), "scale")
-    out, weights = minattn.scaled_dot_product_attention(q, k, v, scale=scale)
-    ref_out, ref_w = ref_attention(q, k, v, scale=scale)
-    close(weights, ref_w, 1e-9, f"the weights with scale={scale}")
-    close(out, ref_out, 1e-9, f"the output with scale={scale}")
+    drawn = data.draw(st.sampled_from([0.1, 1.0, 2.5]), "scale")
+    for scale in (drawn, 0.0):  # 0, the boundary, in every example
+        out, weights = minattn.scaled_dot_product_attention(q, k, v, scale=scale)
+        ref_out, ref_w = ref_attention(q, k, v, scale=scale)
+        close(weights, ref_w, 1e-9, f"the weights with scale={scale}")
+        close(out, ref_out, 1e-9, f"the output with scale={scale}")
 
 
 @prop("attention_mask_hides_keys", "scaled_dot_product_attention", "a key the boolean mask hides "
@@ -415,12 +417,15 @@ def _(data):
       {"causal_mask"}, "query i may see keys 0..i: rows[:, None] >= cols[None, :] (>=, not >)")
 def _(data):
     n_q = data.draw(st.integers(0, 6), "n_q")
-    n_k = data.draw(st.one_of(st.none(), st.integers(0, 6)), "n_k")
-    cols = n_q if n_k is None else n_k
-    expected = np.array([[j <= i for j in range(cols)] for i in range(n_q)], bool).reshape(n_q, cols)
-    got = np.asarray(minattn.causal_mask(n_q) if n_k is None else minattn.causal_mask(n_q, n_k))
-    assert got.dtype == bool and got.shape == (n_q, cols), f"got {got.dtype} {got.shape}, expected bool {(n_q, cols)}"
-    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+    drawn = data.draw(st.one_of(st.none(), st.integers(0, 6)), "n_k")
+    for n_k in (drawn, 0):  # n_k=0 (no key: shape [n_q, 0], not n_k defaulting to n_q) always
+        cols = n_q if n_k is None else n_k
+        expected = np.array([[j <= i for j in range(cols)] for i in range(n_q)], bool).reshape(n_q, cols)
+        got = np.asarray(minattn.causal_mask(n_q) if n_k is None else minattn.causal_mask(n_q, n_k))
+        assert got.dtype == bool and got.shape == (n_q, cols), (
+            f"causal_mask({n_q}{'' if n_k is None else f', {n_k}'}): got {got.dtype} {got.shape}, "
+            f"expected bool {(n_q, cols)}")
+        assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
 @prop("causal_mask_aligns_and_windows", "causal_mask", "causal_mask(n_q, n_k, align='bottom_"
@@ -444,13 +449,16 @@ def _(data):
       {"padding_mask"}, "positions < lengths[:, None], then add the two singleton axes: "
       "[:, None, None, :]")
 def _(data):
-    n = data.draw(st.integers(0, 6), "n")
+    n = data.draw(st.integers(1, 6), "n")
     lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
-    got = np.asarray(minattn.padding_mask(lengths, n))
-    expected = np.array([[j < length for j in range(n)] for length in lengths])[:, None, None, :]
-    assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
-    assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
-    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+    for n, lengths in ((n, lengths), (0, np.zeros_like(lengths))):  # n=0 too, in every example
+        got = np.asarray(minattn.padding_mask(lengths, n))
+        expected = np.array([[j < length for j in range(n)] for length in lengths],
+                            bool).reshape(len(lengths), n)[:, None, None, :]
+        assert got.shape == expected.shape, (f"padding_mask({lengths.tolist()}, {n}) has shape "
+                                             f"{got.shape}, expected {expected.shape}")
+        assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
+        assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
 @prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
@@ -558,11 +566,12 @@ def _(data):
     x = data.draw(floats((data.draw(sizes, "rows"), d)), "x")
     x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
-    eps = data.draw(st.sampled_from([0.1, None, 1e-5, 0.0]), "eps")
-    assume(eps != 0 or (np.ptp(x, axis=-1) > 0).all())  # eps = 0: no row of zero variance
-    got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
-    close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
-          f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
+    drawn = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
+    # eps=0 too, in every example whose rows all vary (eps=0 is refused on a constant row)
+    for eps in (drawn, 0.0) if (np.ptp(x, axis=-1) > 0).all() else (drawn,):
+        got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
+        close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
+              f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
 
 
 @prop("layer_norm_keeps_float32", "layer_norm", "layer_norm of float32 inputs is float32",
@@ -660,18 +669,20 @@ def _(data):
     d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
     length = data.draw(sizes, "L")
     activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
-    eps = data.draw(st.sampled_from([0.5, 1e-5, 0.0]), "eps")
+    drawn = data.draw(st.sampled_from([0.5, 1e-5]), "eps")
     p = random_params(data.draw(seeds, "params seed"), d_model)
     x = data.draw(floats((length, d_model)), "x") * data.draw(st.sampled_from([1.0, 0.1]), "x scaled by")
-    assume(eps > 0 or (np.ptp(x, axis=-1) > 0).all())  # eps = 0: no row of zero variance
     keep = np.tril(np.ones((length, length), bool))
     data.show("mask", keep)
-    for norm_first in (False, True):  # both, in every example
+    # both norms, and eps=0 too when every row of x varies (eps=0 is refused on a constant row)
+    for norm_first, eps in [(False, drawn), (True, drawn)] + (
+            [(False, 0.0), (True, 0.0)] if (np.ptp(x, axis=-1) > 0).all() else []):
         got, weights = minattn.encoder_block(p, x[None], keep, n_heads=n_heads,
                                              norm_first=norm_first, activation=activation,
                                              eps=eps, return_weights=True)
         ref_out, ref_w = ref_encoder_block(p, x, n_heads, keep, norm_first, eps, activation)
-        close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first})")
+        close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first}, "
+                                                 f"eps={eps})")
         close(np.asarray(weights)[0], ref_w, 1e-7, "the attention weights (return_weights=True, "
                                                    f"norm_first={norm_first})")
         plain = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
@@ -1025,23 +1036,24 @@ def _(data):
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
-      "differences give it, along any axis", set(),
+      "differences give it, along any axis (axis=0 included)", set(),
       "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's axis",
       part=3)
 def _(data):
     shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
-    axis = data.draw(st.sampled_from([0, None, -1]), "axis")
-    along = -1 if axis is None else axis
-    soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
-    h, expected = 1e-6, np.zeros(shape)
-    for index in np.ndindex(shape):
-        step = np.zeros(shape)
-        step[index] = h
-        expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
-    axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
-    got = _CURRENT["softmax_vjp"](soft(x), g, **call)
-    close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
+    drawn = data.draw(st.sampled_from([None, -1, 1]), "axis")
+    for axis in (drawn, 0):  # axis=0, the boundary (`axis or -1` loses it), in every example
+        along = -1 if axis is None else axis
+        soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
+        h, expected = 1e-6, np.zeros(shape)
+        for index in np.ndindex(shape):
+            step = np.zeros(shape)
+            step[index] = h
+            expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
+        axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
+        got = _CURRENT["softmax_vjp"](soft(x), g, **call)
+        close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
 
 
 @prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",
@@ -1123,9 +1135,10 @@ def _(data):
     q, k, v = data.draw(qkv(), "q, k, v")
     causal = data.draw(st.sampled_from([True, False]), "causal")
     key_mask = data.draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()), "key_mask")
-    scale = data.draw(st.sampled_from([0.3, None, 0.0, 2.0]), "scale")
+    drawn = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
-    check_blockwise(data, q, k, v, causal, key_mask, scale, block_size)
+    for scale in (drawn, 0.0):  # 0, the boundary, in every example
+        check_blockwise(data, q, k, v, causal, key_mask, scale, block_size)
 
 
 @prop("blockwise_attention_reads_the_last_partial_block", "blockwise_attention", "when L_k is "
