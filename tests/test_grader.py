@@ -525,7 +525,7 @@ def test_several_files_are_graded_together_and_a_folder_file_by_file(tmp_path):
     code, out = grade_paths(tmp_path)
     assert code == 0, out
     summary = out.split("summary:")[1]
-    assert summary.index("03_masks.py: not started") < summary.index("04_heads.py: passes")
+    assert summary.index("03_masks.py: not implemented yet") < summary.index("04_heads.py: passes")
     (tmp_path / "06_layer_norm.py").write_text("def layer_norm(x, gamma, beta, eps=1e-5):\n    return x\n")
     assert grade_paths(tmp_path)[0] == 1
 
@@ -572,6 +572,59 @@ def test_fresh_stubs_have_nothing_to_check_and_copying_never_overwrites(tmp_path
     assert grader.copy_exercises(stubs[0], out) == 2 and "is a file, not a folder" in out.getvalue()
     out = io.StringIO()
     assert grader.copy_exercises("", out) == 2 and "give a folder name" in out.getvalue()
+
+
+@pytest.mark.parametrize("part", [2, 4])
+def test_fresh_stubs_checked_at_a_later_part_report_not_implemented_per_exercise(part, tmp_path):
+    assert grader.copy_exercises(tmp_path, io.StringIO()) == 0
+    code, out = grade_paths(tmp_path, part=part)
+    assert code == 1 and "FAIL" not in out and "does not take" not in out, out
+    summary = out.split("summary:")[1].strip().splitlines()
+    assert len(summary) == len(list(tmp_path.glob("[0-9]*.py")))
+    assert all(line.endswith(": not implemented yet") for line in summary), summary
+    assert "03_masks.py: not implemented yet: causal_mask, padding_mask (raise " \
+           "NotImplementedError)" in out
+    assert "01_softmax.py: not implemented yet: softmax (raises NotImplementedError)" in out
+
+
+def test_two_files_defining_the_same_function_are_refused_naming_both(tmp_path):
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text((SOLUTIONS / "01_softmax.py").read_text())
+    second.write_text("import numpy as np\n\ndef softmax(x, axis=-1, mask=None):\n    return x\n")
+    code, out = grade_paths(first, second)
+    assert code == 2 and f"softmax is defined in both {first} and {second}" in out, out
+
+
+@pytest.mark.parametrize("source", [
+    "def rms_norm(x, gamma, eps=1e-6):\n    return x\n",
+    "def positional_encoding(n_positions, d_model):\n    return 0\n",
+    "def rms_norm(x, weight, eps=1e-6):\n    return x\n",  # not even minattn's signature
+])
+def test_a_file_with_no_exercise_function_says_so(source, tmp_path):
+    path = tmp_path / "extra.py"
+    path.write_text(source)
+    code, out = grade_paths(path)
+    assert code == 1 and "no exercise" in out and "defines no function an exercise asks for" in out
+    assert "min()" not in out and "does not take" not in out, out
+    path.write_text(source + (SOLUTIONS / "06_layer_norm.py").read_text())
+    code, out = grade_paths(path)
+    assert code == 0 and "not graded: " in out and "checking layer_norm" in out, out
+
+
+def test_a_composite_failure_says_how_the_composite_calls_the_function(tmp_path):
+    path = tmp_path / "04_heads.py"
+    # merge_heads right on its own property's heads (a batch of 2), wrong on a batch of 1, which
+    # minattn's multi_head_attention gives it
+    path.write_text((SOLUTIONS / "04_heads.py").read_text() + "\n\n_merge = merge_heads\n\n\n"
+                    "def merge_heads(x):\n    return _merge(x) * (2 if x.shape[0] == 1 else 1)\n")
+    out = io.StringIO()
+    functions = grader.attempted(grader.load(path))[0]
+    grader.grade({"merge_heads": functions["merge_heads"]}, 10, out, shrink=False)
+    text = " ".join(out.getvalue().split())
+    assert "PASS merge_heads_inverts_split_heads" in text, text
+    assert "caused by your merge_heads: it passes its own properties but not inside minattn's " \
+           "multi_head_attention, which calls merge_heads with the heads' outputs" in text, text
+    assert "more leading axes" not in text
 
 
 def test_stubs_have_the_exercise_signatures():

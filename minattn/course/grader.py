@@ -413,7 +413,7 @@ def check_files(paths, max_examples=20, out=None, shrink=True, part=1):
 
 
 # each verdict on a FILE (or files graded together) -> the exit code
-EXIT = {"passes": 0, "fails": 1, "not started": 1, "waits for a later part": 1,
+EXIT = {"passes": 0, "fails": 1, "not implemented yet": 1, "waits for a later part": 1,
         "nothing to check": 1, "stopped": 1, "cannot be checked": 2}
 
 
@@ -449,7 +449,7 @@ def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
             print(f"{shown}: not implemented yet: {', '.join(stubs)} "
                   f"({'raises' if len(stubs) == 1 else 'raise'} NotImplementedError): nothing "
                   "to check", file=out)
-            return "not started"
+            return "not implemented yet"
         exercises = sorted(n for n in course_functions())
         print(f"{shown} defines no function an exercise asks for: nothing to check (the "
               f"exercise functions: {', '.join(exercises)})", file=out)
