@@ -34,6 +34,9 @@ ROPES = {
                "high_freq_factor": 1.0, "original_max_position_embeddings": ORIGINAL},
 }
 
+LONGROPE = {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [1.0, 1.5, 2.0, 3.0],
+            "long_factor": [1.2, 3.0, 7.0, 11.0]}
+
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
               pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="sdpa")
@@ -47,6 +50,7 @@ def _build(family, dtype, **overrides):
         "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
         "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
         "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+        "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -84,6 +88,17 @@ FAMILIES = {
                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                               "full_attention": {"rope_type": "linear", "factor": 4.0,
                                                  "rope_theta": 1e6}}}),
+    # Phi-3: fused q/k/v and gate/up projections; LongRoPE with short factors up to the original
+    # context of 8 and long factors beyond (one factor per pair of the 8-wide heads), its
+    # factor max_position_embeddings / 8 = 4 by default; a window on every layer
+    "phi3": ("phi3", {}),
+    "phi3_longrope": ("phi3", {"max_position_embeddings": 32, "original_max_position_embeddings":
+                               ORIGINAL, "rope_parameters": LONGROPE}),
+    "phi3_longrope_attention_factor": ("phi3", {"max_position_embeddings": 32,
+                                                "original_max_position_embeddings": ORIGINAL,
+                                                "rope_parameters": {**LONGROPE, "factor": 2.5,
+                                                                    "attention_factor": 0.9}}),
+    "phi3_window": ("phi3", {"sliding_window": 3}),
     # (transformers' Gemma 3 caps the final logits only: its attention ignores the config's cap)
     "gemma3_capped": ("gemma3", {"head_dim": 8, "sliding_window": 5,
                                  "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
@@ -98,6 +113,7 @@ def _float64_source(fn):
     source = source.replace("dtype=torch.float32", "dtype=torch.float64")
     source = source.replace("device=device, dtype=torch.float)",
                             "device=device, dtype=torch.float64)")
+    source = source.replace(".float()", ".to(torch.float64)")  # LongRoPE's exponents
     source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
     namespace = dict(vars(inspect.getmodule(fn)))
     exec(source, namespace)
@@ -140,11 +156,11 @@ def float64_islands(monkeypatch):
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
-    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
+    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
-                  "gemma2": "Gemma2", "gemma3": "Gemma3"}[family]
+                  "gemma2": "Gemma2", "gemma3": "Gemma3", "phi3": "Phi3"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
@@ -323,10 +339,32 @@ def test_rope_settings_of_4x_and_5_configs_agree(name):
 def test_rope_settings_refuse_what_they_cannot_read():
     with pytest.raises(ValueError, match="neither rope_parameters.*nor rope_theta"):
         rope_settings(types.SimpleNamespace())
-    with pytest.raises(ValueError, match="'longrope' is not supported"):
+    with pytest.raises(ValueError, match="'su' is not supported"):  # 4.x Phi-3's older name
+        rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
+            "rope_type": "su", "long_factor": [1.0], "short_factor": [1.0]}))
+    with pytest.raises(ValueError, match="missing: .'factor', 'original_max_position_embeddings'."):
         rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
             "rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}))
     with pytest.raises(ValueError, match="unknown: \\['low_freq_factr'\\]"):
         rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
             **ROPES["llama3"], "low_freq_factr": 1.0}))
     assert rope_settings(_config_4x(rope_theta=1e4, rope_scaling=None)) == (1e4, None)
+
+
+def test_longrope_short_factors_within_the_original_context(float64_islands):
+    model = _build("phi3", torch.float64, **FAMILIES["phi3_longrope"][1])
+    params, config = from_hf(model)
+    tokens = _tokens(2, ORIGINAL)  # positions 0..7: the short factors
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+
+
+def test_longrope_generation_across_the_original_context_equals_hf(float64_islands):
+    # transformers' Phi-3 drops its cache when the sequence first outgrows the original context
+    # (the keys were rotated with the short factors) and recomputes it with the long ones: what
+    # minattn's generate does with use_cache=False.
+    model = _build("phi3", torch.float64, **FAMILIES["phi3_longrope"][1])
+    params, config = from_hf(model)
+    tokens, attention_mask = _left_padded()
+    ours = ma.generate(params, tokens, 10, attention_mask, use_cache=False, **config)
+    np.testing.assert_array_equal(ours, _hf_generate(model, tokens, 10, attention_mask))
