@@ -38,7 +38,7 @@ LONGROPE = {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [1.0, 
             "long_factor": [1.2, 3.0, 7.0, 11.0]}
 
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=3e-6,
               pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="sdpa")
 
 
@@ -68,20 +68,27 @@ FAMILIES = {
     "qwen2_biases": ("qwen2", {}),
     "qwen2_windows": ("qwen2", {"use_sliding_window": True, "sliding_window": 3,
                                 "max_window_layers": 1}),
-    "qwen3_head_dim": ("qwen3", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
+    "llama_head_dim": ("llama", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
+    # not a LlamaConfig key, and transformers' Llama reads no window: neither does from_hf
+    "llama_sliding_window_attribute_ignored": ("llama", {"sliding_window": 3}),
+    "qwen2_head_dim": ("qwen2", {"head_dim": 12}),  # not a Qwen2Config key; its forward reads it
+    "qwen3_head_dim": ("qwen3", {"head_dim": 12, "attention_bias": True}),
     **{f"llama_{name}": ("llama", {"rope_parameters": {"rope_theta": 100.0, **rope}})
        for name, rope in ROPES.items()},
     # 6 pairs, beta_fast 2 and beta_slow 0.05: YaRN's ramp runs from pair 0 to pair 5
-    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": {
+    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "use_sliding_window": True, "sliding_window": 5,
+                                  "max_window_layers": 1, "rope_parameters": {
         "rope_theta": 50.0, **ROPES["yarn"], "beta_fast": 2.0, "beta_slow": 0.05}}),
     # Gemma 2: local (window 3) and global layers, caps small enough to bite (the scores and
     # logits here reach several units), query_pre_attn_scalar != d_k, head_dim 12 != 32 / 4
     "gemma2": ("gemma2", {"head_dim": 12, "sliding_window": 3, "attn_logit_softcapping": 1.5,
+                          "attention_bias": True,
                           "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20,
                           "attn_implementation": "eager"}),
     # Gemma 3: QK-norm, local layers with base 10000 and window 4, a global layer with base 1e6
     # and linear scaling
     "gemma3": ("gemma3", {"head_dim": 12, "sliding_window": 4, "query_pre_attn_scalar": 12,
+                          "attention_bias": True,
                           "layer_types": ["sliding_attention", "full_attention",
                                           "sliding_attention"], "num_hidden_layers": 3,
                           "rope_parameters": {
@@ -99,6 +106,14 @@ FAMILIES = {
                                                 "rope_parameters": {**LONGROPE, "factor": 2.5,
                                                                     "attention_factor": 0.9}}),
     "phi3_window": ("phi3", {"sliding_window": 3}),
+    # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
+    "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
+                               "layer_types": ["sliding_attention", "full_attention"],
+                               "rope_parameters": {
+                                   "sliding_attention": {"rope_type": "default",
+                                                         "rope_theta": 1e4},
+                                   "full_attention": {**ROPES["yarn"], "beta_fast": 4.0,
+                                                      "rope_theta": 100.0}}}),
     # (transformers' Gemma 3 caps the final logits only: its attention ignores the config's cap)
     "gemma3_capped": ("gemma3", {"head_dim": 8, "sliding_window": 5,
                                  "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
@@ -283,6 +298,7 @@ def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_isla
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_new"])
 def test_gpt2_activations_equal_hf(activation):
     config = transformers.GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=2, n_head=4,
+                                     n_inner=24, layer_norm_epsilon=1e-3,
                                      activation_function=activation, attn_implementation="sdpa")
     torch.manual_seed(0)
     model = _randomized(transformers.GPT2LMHeadModel(config), torch.float64)

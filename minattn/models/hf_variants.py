@@ -63,6 +63,11 @@ def deepseek_v3_from_hf(model):
                          "dense")
     d_nope, d_rope = config.qk_nope_head_dim, config.qk_rope_head_dim
     n_heads, r = config.num_attention_heads, config.kv_lora_rank
+    if config.num_key_value_heads != n_heads:
+        raise ValueError(f"num_key_value_heads={config.num_key_value_heads} != "
+                         f"num_attention_heads={n_heads} is not supported: transformers' "
+                         "DeepSeek-V3 then repeats the latent's per-head keys (and fails); "
+                         "minattn's latent attention has one key per head")
     order = np.arange(d_rope)
     if config.rope_interleave:  # (x0, x1, x2, x3, ...) -> (x0, x2, ..., x1, x3, ...)
         order = np.concatenate([order[0::2], order[1::2]])
