@@ -143,8 +143,11 @@ def check_rope_scaling(scaling, name="rope_scaling"):
         if key in scaling:
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
     for key in ("short_factor", "long_factor"):  # longrope divides each frequency by one
-        for i, value in enumerate(np.ravel(scaling.get(key, []))):
-            checks.check_positive_real(f"{name}[{key!r}][{i}]", value)
+        if key in scaling and (isinstance(scaling[key], (str, bytes)) or np.ndim(scaling[key]) != 1):
+            raise TypeError(f"{name}[{key!r}] must be a list of positive floats (one per "
+                            f"rotated feature pair), got {scaling[key]!r}")
+        for value in scaling.get(key, []):
+            checks.check_positive_real(f"{name}[{key!r}]", value)
     for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
         if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key], allow_zero=zero)

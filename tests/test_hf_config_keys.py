@@ -127,7 +127,8 @@ KEYS = {
         **{key: ("read", "test_variants_hf::q_lora") for key in (
             "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
             "num_attention_heads", "rms_norm_eps", "kv_lora_rank", "qk_nope_head_dim",
-            "qk_rope_head_dim", "v_head_dim", "rope_parameters", "max_position_embeddings")},
+            "qk_rope_head_dim", "v_head_dim", "max_position_embeddings")},
+        "rope_parameters": ("read", "test_variants_hf::test_deepseek_v3_yarn_equals_hf"),
         "q_lora_rank": ("read", "test_variants_hf::no_q_lora"),
         "rope_interleave": ("read", "test_variants_hf::not_interleaved"),
         "attention_bias": ("read", "test_variants_hf::bias"),
