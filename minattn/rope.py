@@ -58,15 +58,20 @@ def rotary_width(d, partial_rotary_factor):
 def _check_apply_partial_rope(x, partial_rotary_factor):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
+    return x, check_partial_rotary_factor(partial_rotary_factor, x.shape[-1])
+
+
+def check_partial_rotary_factor(partial_rotary_factor, d):
+    """partial_rotary_factor in (0, 1], rotating an even number >= 2 of a head's d features;
+    -> that number, rotary_width(d, partial_rotary_factor)."""
     factor = checks.check_positive_real("partial_rotary_factor", partial_rotary_factor)
-    d_rope = rotary_width(x.shape[-1], factor)
+    d_rope = rotary_width(d, factor)
     if factor > 1 or d_rope < 2 or d_rope % 2:
         raise ValueError(f"partial_rotary_factor must be in (0, 1] and rotate an even number "
-                         f">= 2 of x's {x.shape[-1]} features, got partial_rotary_factor="
-                         f"{partial_rotary_factor!r}: int({x.shape[-1]} * "
-                         f"{partial_rotary_factor!r}) = {d_rope}")
-    return x, d_rope
-
+                         f">= 2 of the {d} features of a head, got partial_rotary_factor="
+                         f"{partial_rotary_factor!r}: int({d} * {partial_rotary_factor!r}) = "
+                         f"{d_rope}")
+    return d_rope
 
 def _check_apply_rope(x, positions, base, scaling):
     x = checks.as_float_array("x", x)

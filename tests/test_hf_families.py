@@ -106,6 +106,11 @@ FAMILIES = {
                                                 "rope_parameters": {**LONGROPE, "factor": 2.5,
                                                                     "attention_factor": 0.9}}),
     "phi3_window": ("phi3", {"sliding_window": 3}),
+    # partial RoPE: 4 of each 8-wide head's features rotated, with LongRoPE on their 2 pairs
+    "phi3_partial_longrope": ("phi3", {
+        "max_position_embeddings": 32, "original_max_position_embeddings": ORIGINAL,
+        "rope_parameters": {**LONGROPE, "partial_rotary_factor": 0.5, "short_factor": [1.0, 2.0],
+                            "long_factor": [1.5, 9.0]}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -375,11 +380,12 @@ def test_longrope_short_factors_within_the_original_context(float64_islands):
                                rtol=0, atol=1e-10)
 
 
-def test_longrope_generation_across_the_original_context_equals_hf(float64_islands):
+@pytest.mark.parametrize("name", ["phi3_longrope", "phi3_partial_longrope"])
+def test_longrope_generation_across_the_original_context_equals_hf(name, float64_islands):
     # transformers' Phi-3 drops its cache when the sequence first outgrows the original context
     # (the keys were rotated with the short factors) and recomputes it with the long ones: what
     # minattn's generate does with use_cache=False.
-    model = _build("phi3", torch.float64, **FAMILIES["phi3_longrope"][1])
+    model = _build("phi3", torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
     tokens, attention_mask = _left_padded()
     ours = ma.generate(params, tokens, 10, attention_mask, use_cache=False, **config)

@@ -75,3 +75,25 @@ def test_scaling_applies_to_the_rotated_features_only():
 def test_a_factor_that_rotates_no_whole_pair_is_refused_by_name(factor, match):
     with pytest.raises(ValueError, match=match):
         apply_partial_rope(np.ones((3, 8)), np.arange(3), factor)
+
+
+def test_causal_lm_refuses_a_partial_rotary_factor_its_heads_cannot_take():
+    import minattn as ma
+
+    params, config = ma.init_causal_lm(np.random.default_rng(0), 11, 1, 16, 2, 24,
+                                       position="rope", norm="rms_norm", activation="swiglu")
+    with pytest.raises(ValueError, match="int\\(8 \\* 0.375\\) = 3"):
+        ma.causal_lm(params, [[1, 2, 3]], partial_rotary_factor=0.375, **config)
+
+
+def test_self_attention_rotates_the_first_features_of_each_head_only():
+    import minattn as ma
+
+    rng = np.random.default_rng(2)
+    params = ma.init_decoder_block(rng, 16, 2, 8)["self_attention"]
+    x = rng.normal(size=(1, 5, 16))
+    out, cache = ma.self_attention(params, x, n_heads=2, positions=np.arange(5),
+                                   partial_rotary_factor=0.5, cache={})
+    k = (x @ params["w_k"] + params["b_k"]).reshape(1, 5, 2, 8).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(cache["k"][0, 1], _partial_rope_loop(k[0, 1], np.arange(5), 0.5),
+                               atol=1e-12)

@@ -412,7 +412,8 @@ def _llama_from_hf(model, layer_from_hf=None):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
     # GQA.
     config = model.config
-    rope_base, rope_scaling = rope_settings(config)
+    partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
     if config.hidden_act != "silu":
@@ -427,7 +428,25 @@ def _llama_from_hf(model, layer_from_hf=None):
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "window": _windows(config, len(layers))}
+    if partial != 1.0:
+        kwargs["partial_rotary_factor"] = partial
     return params, kwargs
+
+
+# The families whose transformers forward rotates part of each head (apply_rotary_pos_emb
+# splitting off cos.shape[-1] features); Llama's, Mistral's and Qwen's rotate the whole head
+# (a partial_rotary_factor there fails in transformers, and is refused here).
+_PARTIAL_ROPE = ("phi3",)
+
+
+def partial_rotary_factor(config):
+    """The fraction of each head RoPE rotates: transformers 5's
+    config.rope_parameters["partial_rotary_factor"], else 4.x's config.partial_rotary_factor,
+    else 1."""
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and rope.get("partial_rotary_factor") is not None:
+        return float(rope["partial_rotary_factor"])
+    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
 
 
 def _llama_layer_from_hf(layer):
