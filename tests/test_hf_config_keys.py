@@ -96,10 +96,16 @@ KEYS = {
         "attention_bias": ("read", "test_hf_families::gemma3"),
         "attn_logit_softcapping": ("inert", "stored by Gemma3Attention, never passed to the "
                                             "attention (test_hf_families::gemma3_capped)")}),
+    "gemma": (transformers.GemmaConfig, {
+        **LLAMA_LIKE, "head_dim": ("read", "test_hf_families::gemma1"),
+        "attention_bias": ("read", "test_hf_families::gemma1"),
+        "rope_parameters": ("read", "test_hf_families::gemma1"),
+        "hidden_act": ("refused", "relu"),  # (its config turns a legacy "gelu" into the tanh one)
+        "use_bidirectional_attention": ("refused", True)}),
     "phi3": (transformers.Phi3Config, {
         **LLAMA_LIKE, "sliding_window": ("read", "test_hf_families::phi3_window"),
         "original_max_position_embeddings": ("read", "test_hf_families::phi3_longrope"),
-        "rope_parameters": ("read", "test_hf_families::phi3_longrope"),
+        "rope_parameters": ("read", "test_hf_families::phi3_partial_longrope"),
         "embd_pdrop": ("inert", "dropout (eval mode)"),
         "resid_pdrop": ("inert", "dropout (eval mode)"),
         "layer_types": ("refused", ["full_attention", "sliding_attention"])}),
@@ -208,6 +214,7 @@ TINY = {
     "gemma3_text": (transformers.Gemma3ForCausalLM, {**LLAMA_SIZES, "head_dim": 4,
                                                      "sliding_window": 4}),
     "phi3": (transformers.Phi3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
+    "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "gpt2": (transformers.GPT2LMHeadModel, dict(vocab_size=37, n_positions=16, n_embd=16,
                                                 n_layer=1, n_head=4)),
     "deepseek_v3": (transformers.DeepseekV3ForCausalLM, dict(

@@ -408,7 +408,7 @@ def _nested_rope(rope, layer_type):
     return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
 
 
-def _llama_from_hf(model, layer_from_hf=None):
+def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act"):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
     # GQA.
     config = model.config
@@ -416,7 +416,7 @@ def _llama_from_hf(model, layer_from_hf=None):
     rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    if config.hidden_act != "silu":
+    if activation_key and config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
     inner = model.model
     layer_from_hf = layer_from_hf or _llama_layer_from_hf
@@ -492,12 +492,12 @@ def _phi3_layer_from_hf(layer):
 def _windows(config, n_layers):
     # -> None (every layer global), an int (every layer a sliding window), or a list with one
     # entry per layer (None: global). What each family's forward reads (transformers 5.24):
-    # Llama no window at all (a sliding_window attribute is ignored); Mistral and Phi-3
+    # Llama and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
     # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
     # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
     # max_window_layers are folded into those two by its config, and not read by its forward).
     family = config.model_type
-    if family == "llama":
+    if family in ("llama", "gemma"):
         return None
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
@@ -557,16 +557,42 @@ def _gpt2_from_hf(model):
     return params, kwargs
 
 
+def _gemma1_from_hf(model):
+    # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
+    # tanh-GELU gated feed-forward (its hidden_act; Gemma 2 and 3 read hidden_activation).
+    config, inner = model.config, model.model
+    _check_tanh_gelu("hidden_act", config.hidden_act)
+    params, kwargs = _llama_from_hf(model, _gemma1_layer_from_hf, activation_key=None)
+    params["final_norm"] = _one_plus(inner.norm)
+    scale = inner.embed_tokens.embed_scale  # the model's own value (a float32 buffer)
+    kwargs.update(activation="geglu_tanh", embedding_scale=float(scale))
+    return params, kwargs
+
+
+def _gemma1_layer_from_hf(layer):
+    block = _llama_layer_from_hf(layer)
+    block.update(self_attention_norm=_one_plus(layer.input_layernorm),
+                 feed_forward_norm=_one_plus(layer.post_attention_layernorm))
+    return block
+
+
+def _one_plus(norm):  # Gemma's RMSNorm scales by (1 + w): stored as gamma = 1 + w
+    return {"gamma": 1.0 + _array(norm.weight)}
+
+
+def _check_tanh_gelu(key, value):
+    if value not in ("gelu_pytorch_tanh", "gelu_new"):
+        raise ValueError(f"{key}={value!r} is not supported (minattn's GEGLU uses the tanh GELU)")
+
+
 def _gemma_from_hf(model):
     # Gemma 2 and 3 (text): Llama's layout plus sandwich norms, RMSNorm with (1 + w) (stored
     # here as gamma = 1 + w), embeddings scaled by sqrt(D), the tanh-GELU gated feed-forward,
     # query_pre_attn_scalar, soft-capping, local (sliding) and global layers with their own
     # windows and RoPE bases.
     config, inner = model.config, model.model
-    if config.hidden_activation not in ("gelu_pytorch_tanh", "gelu_new"):
-        raise ValueError(f"hidden_activation={config.hidden_activation!r} is not supported "
-                         "(minattn's GEGLU uses the tanh GELU)")
-    one_plus = lambda norm: {"gamma": 1.0 + _array(norm.weight)}
+    _check_tanh_gelu("hidden_activation", config.hidden_activation)
+    one_plus = _one_plus
     layers = []
     for layer in inner.layers:
         block = _llama_layer_from_hf(layer)
@@ -600,8 +626,8 @@ def _gemma_from_hf(model):
 
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
-           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
-           "gpt2": _gpt2_from_hf,
+           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "gemma": _gemma1_from_hf,
+           "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
