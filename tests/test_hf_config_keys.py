@@ -7,7 +7,7 @@ modeling_rope_utils.py), so that no key is silently honoured or silently ignored
   it a value that matters;
 - REFUSED: a value the forward reads and minattn does not implement (or where the config says
   one thing and the forward does another), refused by from_hf naming the key: each is tried
-  below;
+  below (a READ key may name one such value too);
 - INERT: the forward (eval mode, causal LM logits) never reads it; the reason in a few words.
 
 test_every_config_key_is_classified enumerates the config class's keys (its dataclass fields,
@@ -102,6 +102,13 @@ KEYS = {
         "rope_parameters": ("read", "test_hf_families::gemma1"),
         "hidden_act": ("refused", "relu"),  # (its config turns a legacy "gelu" into the tanh one)
         "use_bidirectional_attention": ("refused", True)}),
+    "granite": (transformers.GraniteConfig, {
+        **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
+        "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
+        **{key: ("read", "test_hf_families::granite", 0.0) for key in (  # 0 refused by name
+            "embedding_multiplier", "attention_multiplier", "residual_multiplier",
+            "logits_scaling")},
+        "mlp_bias": ("refused", True)}),
     "phi3": (transformers.Phi3Config, {
         **LLAMA_LIKE, "sliding_window": ("read", "test_hf_families::phi3_window"),
         "original_max_position_embeddings": ("read", "test_hf_families::phi3_longrope"),
@@ -215,6 +222,7 @@ TINY = {
                                                      "sliding_window": 4}),
     "phi3": (transformers.Phi3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
+    "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
     "gpt2": (transformers.GPT2LMHeadModel, dict(vocab_size=37, n_positions=16, n_embd=16,
                                                 n_layer=1, n_head=4)),
     "deepseek_v3": (transformers.DeepseekV3ForCausalLM, dict(
@@ -234,8 +242,10 @@ def _tiny(family, **overrides):
     return model_class(config_class(**{**sizes, **overrides})).eval()
 
 
-REFUSALS = [(family, key, entry[1]) for family in KEYS
-            for key, entry in _classified(family).items() if entry[0] == "refused"]
+# A refused key's value; a read key's third entry: a value of it that is refused.
+REFUSALS = [(family, key, entry[1] if entry[0] == "refused" else entry[2]) for family in KEYS
+            for key, entry in _classified(family).items()
+            if entry[0] == "refused" or entry[0] == "read" and len(entry) == 3]
 
 
 @pytest.mark.parametrize("family, key, value", REFUSALS,

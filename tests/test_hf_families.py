@@ -52,6 +52,7 @@ def _build(family, dtype, **overrides):
         "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
         "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
         "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
+        "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -115,6 +116,12 @@ FAMILIES = {
     # Gemma (1): (1 + w) norms, embeddings times sqrt(D), GEGLU, its own head width, biases
     "gemma1": ("gemma", {"head_dim": 12, "attention_bias": True, "rope_parameters": {
         "rope_type": "linear", "factor": 2.0, "rope_theta": 300.0}}),
+    # Granite: its four multipliers, none 1 (attention_multiplier != 1/sqrt(d_k) = 0.35)
+    "granite": ("granite", {"embedding_multiplier": 3.0, "attention_multiplier": 0.2,
+                            "residual_multiplier": 0.4, "logits_scaling": 2.5}),
+    "granite_tied_bias": ("granite", {"embedding_multiplier": 0.5, "attention_multiplier": 0.5,
+                                      "residual_multiplier": 1.5, "logits_scaling": 0.3,
+                                      "tie_word_embeddings": True, "attention_bias": True}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -180,12 +187,13 @@ def float64_islands(monkeypatch):
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
-    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3"):
+    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                   "granite"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
-                  "phi3": "Phi3"}[family]
+                  "phi3": "Phi3", "granite": "Granite"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
@@ -233,7 +241,7 @@ def test_logits_near_the_stock_float64_model(name):
 
 @pytest.mark.parametrize("name", ["mistral_window", "qwen3_head_dim", "llama_llama3",
                                   "llama_yarn", "gemma2", "gemma3", "gemma1",
-                                  "phi3_partial_longrope"])
+                                  "phi3_partial_longrope", "granite"])
 def test_logits_equal_hf_float32(name):
     model = _build(FAMILIES[name][0], torch.float32, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -254,7 +262,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
-                                  "phi3_window"])
+                                  "phi3_window", "granite"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -274,7 +282,8 @@ def _left_padded(seed=5):
 
 
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
-                                  "llama_llama3", "gemma1", "phi3_partial_longrope"])
+                                  "llama_llama3", "gemma1", "phi3_partial_longrope",
+                                  "granite_tied_bias"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -294,7 +303,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
 @pytest.mark.parametrize("name, use_cache", [("mistral_window", True), ("qwen2_biases", False),
                                              ("llama_yarn", True), ("gemma2", True),
                                              ("gemma3", False), ("gemma1", True),
-                                             ("phi3_window", True)])
+                                             ("phi3_window", True),
+                                             ("granite_tied_bias", False)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

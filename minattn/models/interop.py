@@ -469,6 +469,32 @@ def _llama_layer_from_hf(layer):
             "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
 
 
+def _granite_from_hf(model):
+    # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
+    # output, so each lands on a weight or on an existing keyword: the embeddings times
+    # embedding_multiplier (embedding_scale), the scores times attention_multiplier (in place of
+    # 1/sqrt(d_k): query_pre_attn_scalar = attention_multiplier^-2), each sublayer's output times
+    # residual_multiplier (folded into w_o and w_down), the logits divided by logits_scaling
+    # (folded into the unembedding, untied).
+    config = model.config
+    for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                "logits_scaling"):
+        if not getattr(config, key) > 0:
+            raise ValueError(f"{key}={getattr(config, key)!r} is not supported (a positive "
+                             "scale)")
+    params, kwargs = _llama_from_hf(model)
+    residual = config.residual_multiplier
+    for layer in params["layers"]:
+        attention, feed = layer["self_attention"], layer["feed_forward"]
+        attention.update({k: attention[k] * residual for k in ("w_o", "b_o") if k in attention})
+        feed["w_down"] = feed["w_down"] * residual
+    unembedding = params.get("lm_head", params["token_embedding"].T)
+    params["lm_head"] = unembedding / config.logits_scaling
+    kwargs.update(embedding_scale=config.embedding_multiplier,
+                  query_pre_attn_scalar=config.attention_multiplier ** -2)
+    return params, kwargs
+
+
 def _phi3_from_hf(model):
     # Phi-3: Llama's block with q, k, v fused in one projection and gate, up in another.
     return _llama_from_hf(model, _phi3_layer_from_hf)
@@ -492,12 +518,12 @@ def _phi3_layer_from_hf(layer):
 def _windows(config, n_layers):
     # -> None (every layer global), an int (every layer a sliding window), or a list with one
     # entry per layer (None: global). What each family's forward reads (transformers 5.24):
-    # Llama and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
+    # Llama, Granite and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
     # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
     # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
     # max_window_layers are folded into those two by its config, and not read by its forward).
     family = config.model_type
-    if family in ("llama", "gemma"):
+    if family in ("llama", "gemma", "granite"):
         return None
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
@@ -626,7 +652,8 @@ def _gemma_from_hf(model):
 
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
-           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "gemma": _gemma1_from_hf,
+           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "granite": _granite_from_hf,
+           "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
