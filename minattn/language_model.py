@@ -42,9 +42,9 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
               norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
               rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
-              embedding_scale=None, query_pre_attn_scalar=None, attn_logit_softcapping=None,
-              final_logit_softcapping=None, attention=self_attention, cache=None,
-              return_cache=False):
+              parallel=False, embedding_scale=None, query_pre_attn_scalar=None,
+              attn_logit_softcapping=None, final_logit_softcapping=None, attention=self_attention,
+              cache=None, return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied). With a cache (or
@@ -57,7 +57,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
     minattn.rope_scaling), partial_rotary_factor (RoPE on the first int(d_k * factor) features
     of each head), window (a sliding window of that many keys; a list: one per layer,
-    None for a global layer); rope_base and rope_scaling may be lists too. Gemma:
+    None for a global layer); rope_base and rope_scaling may be lists too. parallel: GPT-NeoX's
+    parallel residual (minattn.transformer_decoder.decoder_block). Gemma:
     embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
     attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
@@ -89,6 +90,7 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
                   rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
+                  parallel=parallel,
                   query_pre_attn_scalar=query_pre_attn_scalar,
                   attn_logit_softcapping=attn_logit_softcapping, attention=attention)
     h, new_cache = out if cache is not None else (out, None)

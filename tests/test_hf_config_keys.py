@@ -102,6 +102,17 @@ KEYS = {
         "rope_parameters": ("read", "test_hf_families::gemma1"),
         "hidden_act": ("refused", "relu"),  # (its config turns a legacy "gelu" into the tanh one)
         "use_bidirectional_attention": ("refused", True)}),
+    "gpt_neox": (transformers.GPTNeoXConfig, {
+        **{key: ("read", "test_hf_families::gpt_neox") for key in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "layer_norm_eps", "rope_parameters", "max_position_embeddings",
+            "use_parallel_residual")},
+        **{key: ("read", "test_hf_families::gpt_neox_sequential") for key in (
+            "attention_bias", "tie_word_embeddings")},
+        "hidden_act": ("read", "test_hf_families::gpt_neox_sequential", "silu"),
+        "hidden_dropout": ("inert", "dropout (eval mode)"),
+        "classifier_dropout": ("inert", "classification heads"),
+        "is_decoder": ("inert", "not read by transformers 5's GPT-NeoX")}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -223,6 +234,9 @@ TINY = {
     "phi3": (transformers.Phi3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
+    "gpt_neox": (transformers.GPTNeoXForCausalLM, dict(
+        vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+        num_attention_heads=2, max_position_embeddings=32)),
     "gpt2": (transformers.GPT2LMHeadModel, dict(vocab_size=37, n_positions=16, n_embd=16,
                                                 n_layer=1, n_head=4)),
     "deepseek_v3": (transformers.DeepseekV3ForCausalLM, dict(

@@ -53,6 +53,7 @@ def _build(family, dtype, **overrides):
         "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
         "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
         "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
+        "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -60,6 +61,9 @@ def _build(family, dtype, **overrides):
     longest = ORIGINAL if rope.get("rope_type") == "dynamic" else int(ORIGINAL * rope.get(
         "factor", 8))
     settings = {**COMMON, "max_position_embeddings": longest, **overrides}
+    if family == "gpt_neox":  # LayerNorm, one key/value head per head
+        settings = {k: v for k, v in settings.items()
+                    if k not in ("rms_norm_eps", "num_key_value_heads")}
     torch.manual_seed(0)
     return _randomized(model_class(config_class(**settings)), dtype)
 
@@ -122,6 +126,16 @@ FAMILIES = {
     "granite_tied_bias": ("granite", {"embedding_multiplier": 0.5, "attention_multiplier": 0.5,
                                       "residual_multiplier": 1.5, "logits_scaling": 0.3,
                                       "tie_word_embeddings": True, "attention_bias": True}),
+    # GPT-NeoX: the parallel residual, partial RoPE (a quarter of each 16-wide head), LayerNorm,
+    # the exact GELU, fused per-head q/k/v with biases; and its sequential residual, tied
+    # embeddings, no attention biases, half the head rotated with YaRN, the tanh GELU
+    "gpt_neox": ("gpt_neox", {"num_attention_heads": 2, "layer_norm_eps": 1e-3,
+                              "rope_parameters": {"rope_type": "default", "rope_theta": 300.0,
+                                                  "partial_rotary_factor": 0.25}}),
+    "gpt_neox_sequential": ("gpt_neox", {
+        "num_attention_heads": 2, "use_parallel_residual": False, "tie_word_embeddings": True,
+        "attention_bias": False, "hidden_act": "gelu_new", "rope_parameters": {
+            **ROPES["yarn"], "rope_theta": 300.0, "partial_rotary_factor": 0.5}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -188,16 +202,17 @@ def float64_islands(monkeypatch):
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite"):
+                   "granite", "gpt_neox"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
-                  "phi3": "Phi3", "granite": "Granite"}[family]
+                  "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
-        monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
-                            gemma_rms_norm_forward if gemma else rms_norm_forward)
+        if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
+            monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
+                                gemma_rms_norm_forward if gemma else rms_norm_forward)
         monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward if family == "gemma3"
                             else rotary_forward)
         if gemma:  # the eager attention (soft-capping) computes its softmax in float32
@@ -241,7 +256,7 @@ def test_logits_near_the_stock_float64_model(name):
 
 @pytest.mark.parametrize("name", ["mistral_window", "qwen3_head_dim", "llama_llama3",
                                   "llama_yarn", "gemma2", "gemma3", "gemma1",
-                                  "phi3_partial_longrope", "granite"])
+                                  "phi3_partial_longrope", "granite", "gpt_neox"])
 def test_logits_equal_hf_float32(name):
     model = _build(FAMILIES[name][0], torch.float32, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -262,7 +277,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
-                                  "phi3_window", "granite"])
+                                  "phi3_window", "granite", "gpt_neox"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -283,7 +298,7 @@ def _left_padded(seed=5):
 
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
-                                  "granite_tied_bias"])
+                                  "granite_tied_bias", "gpt_neox_sequential"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -304,7 +319,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("llama_yarn", True), ("gemma2", True),
                                              ("gemma3", False), ("gemma1", True),
                                              ("phi3_window", True),
-                                             ("granite_tied_bias", False)])
+                                             ("granite_tied_bias", False),
+                                             ("gpt_neox", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

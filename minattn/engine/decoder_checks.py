@@ -128,7 +128,7 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
 
 
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
-                         eps):
+                         eps, parallel=False, norm_first=True):
     # The self-attention sublayer checks its own params, cache and head width.
     where = "params"  # a decoder's layers are each a decoder_block's params
     x = checks.as_float_array("x", x)
@@ -151,6 +151,7 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
         raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
                          "the memory): pass memory, or leave memory_mask None")
     checks.check_no_renamed_block_keys(params, where)
+    _check_parallel(parallel, norm_first, memory, params)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
     for key in needed:
@@ -191,6 +192,19 @@ def _check_decoder(params, cache, mask=None, config=()):
                          f"({len(layers)} layers), got "
                          f"{len(cache) if isinstance(cache, checks.LIST_TYPES) else type(cache).__name__}")
     return layers
+
+
+def _check_parallel(parallel, norm_first, memory, params):
+    # A parallel block is pre-norm, self-attention and feed-forward only: a post-norm, a
+    # cross-attention or a sandwich norm would be left out, so each is refused by name.
+    if not isinstance(parallel, (bool, np.bool_)):
+        raise TypeError(f"parallel must be a bool, got {parallel!r}")
+    sandwich = [k for k in ("post_self_attention_norm", "post_feed_forward_norm") if k in params]
+    if parallel and (not norm_first or memory is not None or sandwich):
+        raise ValueError("parallel=True (both sublayers read the block's input) needs "
+                         "norm_first=True and takes no memory and no sandwich norms, got "
+                         f"norm_first={norm_first!r}, memory "
+                         f"{'given' if memory is not None else 'None'}, params with {sandwich}")
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,

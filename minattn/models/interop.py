@@ -469,6 +469,55 @@ def _llama_layer_from_hf(layer):
             "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
 
 
+def _gpt_neox_from_hf(model):
+    # GPT-NeoX (Pythia): LayerNorm, partial RoPE, a GELU feed-forward with biases, q, k, v fused
+    # head by head, and the parallel residual x + attention(ln_1(x)) + mlp(ln_2(x)) (or GPT-2's
+    # sequential one: use_parallel_residual=False).
+    config, inner = model.config, model.gpt_neox
+    activations = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                   "relu": "relu"}
+    if config.hidden_act not in activations:
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
+                         f"{', '.join(map(repr, activations))})")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    n_heads = config.num_attention_heads
+    layers = [_gpt_neox_layer_from_hf(layer, n_heads) for layer in inner.layers]
+    params = {"token_embedding": _array(inner.embed_in.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.final_layer_norm)[0],
+              **_unembedding(model, inner.embed_in.weight)}
+    kwargs = {"n_heads": n_heads, "norm": "layer_norm",
+              "activation": activations[config.hidden_act], "eps": config.layer_norm_eps,
+              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+              "partial_rotary_factor": partial, "parallel": bool(config.use_parallel_residual)}
+    return params, kwargs
+
+
+def _gpt_neox_layer_from_hf(layer, n_heads):
+    a, m = layer.attention, layer.mlp
+    # query_key_value's output is [H, 3, d_k] (view(..., H, 3 d_k), then chunk(3)): head h's
+    # q, k and v are its three consecutive d_k-wide slices.
+    w = _weight(a.query_key_value.weight)  # [D, 3 D]
+    d_k = w.shape[1] // (3 * n_heads)
+    heads = np.reshape(w, (w.shape[0], n_heads, 3, d_k))
+    attention = {f"w_{p}": np.reshape(heads[:, :, i], (w.shape[0], n_heads * d_k))
+                 for i, p in enumerate("qkv")}
+    if a.query_key_value.bias is not None:  # attention_bias=True (the default)
+        biases = np.reshape(_array(a.query_key_value.bias), (n_heads, 3, d_k))
+        attention.update({f"b_{p}": np.reshape(biases[:, i], (n_heads * d_k,))
+                          for i, p in enumerate("qkv")})
+    attention["w_o"] = _weight(a.dense.weight)
+    if a.dense.bias is not None:
+        attention["b_o"] = _array(a.dense.bias)
+    return {"self_attention": attention,
+            "self_attention_norm": _layer_norm_from_torch(layer.input_layernorm)[0],
+            "feed_forward": {"w_1": _weight(m.dense_h_to_4h.weight),
+                             "b_1": _array(m.dense_h_to_4h.bias),
+                             "w_2": _weight(m.dense_4h_to_h.weight),
+                             "b_2": _array(m.dense_4h_to_h.bias)},
+            "feed_forward_norm": _layer_norm_from_torch(layer.post_attention_layernorm)[0]}
+
+
 def _granite_from_hf(model):
     # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
     # output, so each lands on a weight or on an existing keyword: the embeddings times
@@ -655,6 +704,7 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "granite": _granite_from_hf,
            "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
+           "gpt_neox": _gpt_neox_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
