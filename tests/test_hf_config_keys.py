@@ -113,6 +113,16 @@ KEYS = {
         "hidden_dropout": ("inert", "dropout (eval mode)"),
         "classifier_dropout": ("inert", "classification heads"),
         "is_decoder": ("inert", "not read by transformers 5's GPT-NeoX")}),
+    "stablelm": (transformers.StableLmConfig, {
+        **{key: ("read", "test_hf_families::stablelm") for key in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "layer_norm_eps", "rope_parameters",
+            "max_position_embeddings")},
+        **{key: ("read", "test_hf_families::stablelm_parallel") for key in (
+            "use_parallel_residual", "use_qkv_bias", "tie_word_embeddings")},
+        "hidden_act": ("read", "test_hf_families::stablelm", "relu"),
+        "qk_layernorm": ("refused", True),
+        "hidden_dropout": ("inert", "dropout (eval mode)")}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -234,6 +244,7 @@ TINY = {
     "phi3": (transformers.Phi3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
+    "stablelm": (transformers.StableLmForCausalLM, LLAMA_SIZES),
     "gpt_neox": (transformers.GPTNeoXForCausalLM, dict(
         vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
         num_attention_heads=2, max_position_embeddings=32)),

@@ -54,6 +54,7 @@ def _build(family, dtype, **overrides):
         "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
         "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
         "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
+        "stablelm": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -61,9 +62,9 @@ def _build(family, dtype, **overrides):
     longest = ORIGINAL if rope.get("rope_type") == "dynamic" else int(ORIGINAL * rope.get(
         "factor", 8))
     settings = {**COMMON, "max_position_embeddings": longest, **overrides}
-    if family == "gpt_neox":  # LayerNorm, one key/value head per head
-        settings = {k: v for k, v in settings.items()
-                    if k not in ("rms_norm_eps", "num_key_value_heads")}
+    if family in ("gpt_neox", "stablelm"):  # LayerNorm (GPT-NeoX: no key/value head count)
+        settings = {k: v for k, v in settings.items() if k not in (
+            "rms_norm_eps", "num_key_value_heads" if family == "gpt_neox" else "")}
     torch.manual_seed(0)
     return _randomized(model_class(config_class(**settings)), dtype)
 
@@ -136,6 +137,15 @@ FAMILIES = {
         "num_attention_heads": 2, "use_parallel_residual": False, "tie_word_embeddings": True,
         "attention_bias": False, "hidden_act": "gelu_new", "rope_parameters": {
             **ROPES["yarn"], "rope_theta": 300.0, "partial_rotary_factor": 0.5}}),
+    # StableLM: LayerNorm, SwiGLU, a quarter of each head rotated, GQA; q/k/v biases and the
+    # parallel residual (one norm for both sublayers), linear RoPE scaling
+    "stablelm": ("stablelm", {"layer_norm_eps": 1e-3, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 300.0, "partial_rotary_factor": 0.25}}),
+    "stablelm_parallel": ("stablelm", {"use_qkv_bias": True, "use_parallel_residual": True,
+                                       "tie_word_embeddings": True,
+                                       "rope_parameters": {"rope_type": "linear", "factor": 2.0,
+                                                           "rope_theta": 300.0,
+                                                           "partial_rotary_factor": 0.5}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -202,12 +212,13 @@ def float64_islands(monkeypatch):
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite", "gpt_neox"):
+                   "granite", "gpt_neox", "stablelm"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
-                  "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX"}[family]
+                  "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX",
+                  "stablelm": "StableLm"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
@@ -277,7 +288,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
-                                  "phi3_window", "granite", "gpt_neox"])
+                                  "phi3_window", "granite", "gpt_neox", "stablelm_parallel"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -298,7 +309,7 @@ def _left_padded(seed=5):
 
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
-                                  "granite_tied_bias", "gpt_neox_sequential"])
+                                  "granite_tied_bias", "gpt_neox_sequential", "stablelm"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -320,7 +331,7 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("gemma3", False), ("gemma1", True),
                                              ("phi3_window", True),
                                              ("granite_tied_bias", False),
-                                             ("gpt_neox", True)])
+                                             ("gpt_neox", True), ("stablelm", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

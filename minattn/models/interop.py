@@ -450,6 +450,12 @@ def partial_rotary_factor(config):
 
 
 def _llama_layer_from_hf(layer):
+    return {**_llama_sublayers_from_hf(layer),
+            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
+            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+
+
+def _llama_sublayers_from_hf(layer):
     a, m = layer.self_attn, layer.mlp
     attention = {}
     for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
@@ -462,11 +468,9 @@ def _llama_layer_from_hf(layer):
     if getattr(m.gate_proj, "bias", None) is not None:
         raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
     return {"self_attention": attention,
-            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
             "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
                              "w_up": _weight(m.up_proj.weight),
-                             "w_down": _weight(m.down_proj.weight)},
-            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+                             "w_down": _weight(m.down_proj.weight)}}
 
 
 def _gpt_neox_from_hf(model):
@@ -516,6 +520,37 @@ def _gpt_neox_layer_from_hf(layer, n_heads):
                              "w_2": _weight(m.dense_4h_to_h.weight),
                              "b_2": _array(m.dense_4h_to_h.bias)},
             "feed_forward_norm": _layer_norm_from_torch(layer.post_attention_layernorm)[0]}
+
+
+def _stablelm_from_hf(model):
+    # StableLM: Llama's attention and SwiGLU with LayerNorm, partial RoPE, q/k/v biases
+    # (use_qkv_bias), and GPT-NeoX's parallel residual where use_parallel_residual, its two
+    # sublayers then reading the same input_layernorm.
+    config, inner = model.config, model.model
+    if config.qk_layernorm:
+        raise ValueError("qk_layernorm=True is not supported: StableLM's QK-norm is a LayerNorm "
+                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
+                         "shared by the heads")
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    parallel = bool(config.use_parallel_residual)
+    layers = []
+    for layer in inner.layers:
+        block = _llama_sublayers_from_hf(layer)
+        block["self_attention_norm"] = _layer_norm_from_torch(layer.input_layernorm)[0]
+        block["feed_forward_norm"] = block["self_attention_norm"] if parallel else \
+            _layer_norm_from_torch(layer.post_attention_layernorm)[0]
+        layers.append(block)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.norm)[0],
+              **_unembedding(model, inner.embed_tokens.weight)}
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "norm": "layer_norm", "activation": "swiglu", "eps": config.layer_norm_eps,
+              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+              "partial_rotary_factor": partial, "parallel": parallel}
+    return params, kwargs
 
 
 def _granite_from_hf(model):
@@ -704,7 +739,7 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "granite": _granite_from_hf,
            "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
-           "gpt_neox": _gpt_neox_from_hf,
+           "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
