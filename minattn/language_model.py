@@ -57,7 +57,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
     minattn.rope_scaling), partial_rotary_factor (RoPE on the first int(d_k * factor) features
     of each head), window (a sliding window of that many keys; a list: one per layer,
-    None for a global layer); rope_base and rope_scaling may be lists too. parallel: GPT-NeoX's
+    None for a global layer); rope_base and rope_scaling may be lists too (a layer whose
+    rope_base is None has no RoPE: SmolLM3). parallel: GPT-NeoX's
     parallel residual (minattn.transformer_decoder.decoder_block). Gemma:
     embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
@@ -83,12 +84,15 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
         return causal if attention_mask is None else causal & attention_mask[:, None, None, :]
 
     masks = [mask(w) for w in window] if isinstance(window, list) else mask(window)
+    rotated = positions if position == "rope" else None
+    if isinstance(rope_base, list):  # a layer without a base rotates nothing (SmolLM3's NoPE)
+        rotated = [None if base is None else rotated for base in rope_base]
     if cache is None and return_cache:
         cache = tuple({} for _ in params["layers"])  # empty: each layer fills its own
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, masks,
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
-                  positions=positions if position == "rope" else None, rope_base=rope_base,
+                  positions=rotated, rope_base=rope_base,
                   rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
                   parallel=parallel,
                   query_pre_attn_scalar=query_pre_attn_scalar,

@@ -123,6 +123,16 @@ KEYS = {
         "hidden_act": ("read", "test_hf_families::stablelm", "relu"),
         "qk_layernorm": ("refused", True),
         "hidden_dropout": ("inert", "dropout (eval mode)")}),
+    "smollm3": (transformers.SmolLM3Config, {
+        **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::smollm3_nope_first"),
+        "mlp_bias": ("refused", True),
+        "no_rope_layers": ("read", "test_hf_families::smollm3_nope_first"),
+        "no_rope_layer_interval": ("inert", "folded into no_rope_layers by the config's "
+                                            "__post_init__"),
+        "layer_types": ("read", "test_hf_families::smollm3"),
+        "sliding_window": ("read", "test_hf_families::smollm3"),
+        # folded into layer_types by __post_init__; where they disagree: refused (below)
+        "use_sliding_window": ("read", "test_hf_families::smollm3")}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -245,6 +255,7 @@ TINY = {
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
     "stablelm": (transformers.StableLmForCausalLM, LLAMA_SIZES),
+    "smollm3": (transformers.SmolLM3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gpt_neox": (transformers.GPTNeoXForCausalLM, dict(
         vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
         num_attention_heads=2, max_position_embeddings=32)),
@@ -318,3 +329,12 @@ def test_a_gemma3_layer_types_yarn_truncate_is_refused_where_transformers_never_
 def test_gemma3_bidirectional_attention_is_refused():
     with pytest.raises(ValueError, match="use_bidirectional_attention=True .*drops the causal"):
         from_hf(_tiny("gemma3_text", use_bidirectional_attention=True))
+
+
+def test_smollm3_sliding_layers_without_use_sliding_window_are_refused():
+    # transformers' SmolLM3 then windows those layers through its mask (sdpa, eager) but not in
+    # flash attention, which reads use_sliding_window
+    model = _tiny("smollm3", sliding_window=4, use_sliding_window=False,
+                  layer_types=["sliding_attention"])
+    with pytest.raises(ValueError, match="use_sliding_window is False"):
+        from_hf(model)

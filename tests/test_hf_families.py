@@ -55,6 +55,7 @@ def _build(family, dtype, **overrides):
         "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
         "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
         "stablelm": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
+        "smollm3": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -146,6 +147,13 @@ FAMILIES = {
                                        "rope_parameters": {"rope_type": "linear", "factor": 2.0,
                                                            "rope_theta": 300.0,
                                                            "partial_rotary_factor": 0.5}}),
+    # SmolLM3: every third layer without RoPE (NoPE), those with a sliding window of 4
+    "smollm3": ("smollm3", {"num_hidden_layers": 3, "no_rope_layer_interval": 3,
+                            "use_sliding_window": True, "sliding_window": 4,
+                            "rope_parameters": {"rope_type": "default", "rope_theta": 300.0}}),
+    "smollm3_nope_first": ("smollm3", {"no_rope_layers": [0, 1], "attention_bias": True,
+                                       "rope_parameters": {**ROPES["llama3"],
+                                                           "rope_theta": 100.0}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -212,13 +220,13 @@ def float64_islands(monkeypatch):
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite", "gpt_neox", "stablelm"):
+                   "granite", "gpt_neox", "stablelm", "smollm3"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
                   "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX",
-                  "stablelm": "StableLm"}[family]
+                  "stablelm": "StableLm", "smollm3": "SmolLM3"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
@@ -288,7 +296,8 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
-                                  "phi3_window", "granite", "gpt_neox", "stablelm_parallel"])
+                                  "phi3_window", "granite", "gpt_neox", "stablelm_parallel",
+                                  "smollm3"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -309,7 +318,8 @@ def _left_padded(seed=5):
 
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
-                                  "granite_tied_bias", "gpt_neox_sequential", "stablelm"])
+                                  "granite_tied_bias", "gpt_neox_sequential", "stablelm",
+                                  "smollm3_nope_first"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -331,7 +341,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("gemma3", False), ("gemma1", True),
                                              ("phi3_window", True),
                                              ("granite_tied_bias", False),
-                                             ("gpt_neox", True), ("stablelm", True)])
+                                             ("gpt_neox", True), ("stablelm", True),
+                                             ("smollm3", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

@@ -233,3 +233,15 @@ def test_a_gpt2_style_model_refuses_llama_keywords(keyword, value):
     params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, n_positions=8)
     with pytest.raises(ValueError, match=keyword):
         ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})
+
+
+def test_a_layer_whose_rope_base_is_none_has_no_position():
+    # Without positions, causal attention is blind to the order of the earlier tokens: the last
+    # token's logits do not change when two earlier tokens swap (SmolLM3's NoPE layers).
+    params, _ = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                  tied=False, n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    tokens = np.array([[3, 5, 7, 9, 11]])
+    swapped = np.array([[5, 3, 7, 9, 11]])
+    last = lambda t, base: ma.causal_lm(params, t, rope_base=base, **LLAMA)[0, -1]
+    np.testing.assert_allclose(last(tokens, [None]), last(swapped, [None]), atol=1e-12)
+    assert not np.allclose(last(tokens, [10000.0]), last(swapped, [10000.0]))

@@ -553,6 +553,19 @@ def _stablelm_from_hf(model):
     return params, kwargs
 
 
+def _smollm3_from_hf(model):
+    # SmolLM3: Llama with layers that have no RoPE at all (NoPE: no_rope_layers[i] == 0), told
+    # to causal_lm by a rope_base of None for those layers.
+    config = model.config
+    params, kwargs = _llama_from_hf(model)
+    rotated = list(config.no_rope_layers)[:len(params["layers"])]
+    if len(rotated) != len(params["layers"]):
+        raise ValueError(f"no_rope_layers has {len(rotated)} entries for "
+                         f"{len(params['layers'])} layers")
+    kwargs["rope_base"] = [kwargs["rope_base"] if use else None for use in rotated]
+    return params, kwargs
+
+
 def _granite_from_hf(model):
     # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
     # output, so each lands on a weight or on an existing keyword: the embeddings times
@@ -618,6 +631,11 @@ def _windows(config, n_layers):
                              "refused rather than picking one")
         return None if window is None else int(window)
     types = list(types or ["full_attention"] * n_layers)
+    if family == "smollm3" and "sliding_attention" in types and not config.use_sliding_window:
+        raise ValueError("layer_types names sliding_attention layers but use_sliding_window is "
+                         "False: transformers' SmolLM3 masks those layers by the window under "
+                         "sdpa and eager but not under flash attention; refused rather than "
+                         "picking one")
     unknown = set(types) - {"full_attention", "sliding_attention"}
     if unknown:
         raise ValueError(f"layer_types {sorted(unknown)} are not supported (minattn has "
@@ -740,6 +758,7 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
+           "smollm3": _smollm3_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
