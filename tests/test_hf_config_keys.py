@@ -133,6 +133,15 @@ KEYS = {
         "sliding_window": ("read", "test_hf_families::smollm3"),
         # folded into layer_types by __post_init__; where they disagree: refused (below)
         "use_sliding_window": ("read", "test_hf_families::smollm3")}),
+    "cohere": (transformers.CohereConfig, {
+        **{key: ("read", "test_hf_families::cohere") for key in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "layer_norm_eps", "logit_scale",
+            "max_position_embeddings", "tie_word_embeddings")},
+        **{key: ("read", "test_hf_families::cohere_tied_bias") for key in (
+            "attention_bias", "rope_parameters")},
+        "hidden_act": ("read", "test_hf_families::cohere", "gelu"),
+        "use_qk_norm": ("refused", True)}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -255,6 +264,7 @@ TINY = {
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
     "stablelm": (transformers.StableLmForCausalLM, LLAMA_SIZES),
+    "cohere": (transformers.CohereForCausalLM, LLAMA_SIZES),
     "smollm3": (transformers.SmolLM3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gpt_neox": (transformers.GPTNeoXForCausalLM, dict(
         vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=1,

@@ -56,6 +56,7 @@ def _build(family, dtype, **overrides):
         "gpt_neox": (transformers.GPTNeoXConfig, transformers.GPTNeoXForCausalLM),
         "stablelm": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
         "smollm3": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
+        "cohere": (transformers.CohereConfig, transformers.CohereForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -63,7 +64,7 @@ def _build(family, dtype, **overrides):
     longest = ORIGINAL if rope.get("rope_type") == "dynamic" else int(ORIGINAL * rope.get(
         "factor", 8))
     settings = {**COMMON, "max_position_embeddings": longest, **overrides}
-    if family in ("gpt_neox", "stablelm"):  # LayerNorm (GPT-NeoX: no key/value head count)
+    if family in ("gpt_neox", "stablelm", "cohere"):  # LayerNorm (GPT-NeoX: no H_kv)
         settings = {k: v for k, v in settings.items() if k not in (
             "rms_norm_eps", "num_key_value_heads" if family == "gpt_neox" else "")}
     torch.manual_seed(0)
@@ -154,6 +155,15 @@ FAMILIES = {
     "smollm3_nope_first": ("smollm3", {"no_rope_layers": [0, 1], "attention_bias": True,
                                        "rope_parameters": {**ROPES["llama3"],
                                                            "rope_theta": 100.0}}),
+    # Cohere: one LayerNorm for a parallel block, interleaved RoPE, the logits scaled; tied
+    # embeddings and attention biases, linear RoPE scaling
+    "cohere": ("cohere", {"logit_scale": 0.3, "layer_norm_eps": 1e-3, "tie_word_embeddings": False,
+                          "rope_parameters": {
+        "rope_type": "default", "rope_theta": 300.0}}),
+    "cohere_tied_bias": ("cohere", {"logit_scale": 2.0, "tie_word_embeddings": True,
+                                    "attention_bias": True, "rope_parameters": {
+                                        "rope_type": "linear", "factor": 2.0,
+                                        "rope_theta": 300.0}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -239,6 +249,18 @@ def float64_islands(monkeypatch):
                                 _float64_source(modeling.eager_attention_forward))
         monkeypatch.setattr(rotary, "compute_default_rope_parameters", staticmethod(
             _float64_source(rotary.compute_default_rope_parameters)))
+    # Cohere: its LayerNorm, interleaved cos/sin and apply_rotary_pos_emb cast to float32
+    cohere = transformers.models.cohere.modeling_cohere
+    monkeypatch.setattr(cohere.CohereLayerNorm, "forward", lambda self, x: self.weight * (
+        (x - x.mean(-1, keepdim=True)) * torch.rsqrt(
+            (x - x.mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True) + self.variance_epsilon)))
+    monkeypatch.setattr(cohere.CohereRotaryEmbedding, "forward", rope_utils.dynamic_rope_update(
+        _float64_source(cohere.CohereRotaryEmbedding.forward)))
+    monkeypatch.setattr(cohere, "apply_rotary_pos_emb",
+                        _float64_source(cohere.apply_rotary_pos_emb))
+    monkeypatch.setattr(cohere.CohereRotaryEmbedding, "compute_default_rope_parameters",
+                        staticmethod(_float64_source(
+                            cohere.CohereRotaryEmbedding.compute_default_rope_parameters)))
     yield
     torch.set_default_dtype(default_dtype)
 
@@ -297,7 +319,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
                                   "phi3_window", "granite", "gpt_neox", "stablelm_parallel",
-                                  "smollm3"])
+                                  "smollm3", "cohere"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -319,7 +341,7 @@ def _left_padded(seed=5):
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
                                   "granite_tied_bias", "gpt_neox_sequential", "stablelm",
-                                  "smollm3_nope_first"])
+                                  "smollm3_nope_first", "cohere_tied_bias"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -342,7 +364,7 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("phi3_window", True),
                                              ("granite_tied_bias", False),
                                              ("gpt_neox", True), ("stablelm", True),
-                                             ("smollm3", True)])
+                                             ("smollm3", True), ("cohere", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

@@ -566,6 +566,53 @@ def _smollm3_from_hf(model):
     return params, kwargs
 
 
+def _cohere_from_hf(model):
+    # Cohere (Command R): a parallel block under one LayerNorm without bias, SwiGLU, logits times
+    # logit_scale (folded into the unembedding, untied), and interleaved RoPE, which pairs
+    # features (2i, 2i + 1): each head's q and k columns are reordered to (even..., odd...) here,
+    # where minattn's rotate-half pairs i with i + d/2 (the same rotation; section 20 of the
+    # walkthrough, DeepSeek's interleaved RoPE).
+    config, inner = model.config, model.model
+    if config.use_qk_norm:
+        raise ValueError("use_qk_norm=True is not supported: Cohere's QK-norm is a LayerNorm "
+                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
+                         "shared by the heads")
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    rope_base, rope_scaling = rope_settings(config)
+    n_heads, n_kv_heads = config.num_attention_heads, config.num_key_value_heads
+    d_k = config.hidden_size // n_heads
+    layers = []
+    for layer in inner.layers:
+        block = _llama_sublayers_from_hf(layer)
+        attention = block["self_attention"]
+        for p, heads in (("q", n_heads), ("k", n_kv_heads)):
+            for key in (f"w_{p}", f"b_{p}"):
+                if key in attention:
+                    attention[key] = _halves_from_interleaved(attention[key], heads, d_k)
+        norm = {"gamma": _array(layer.input_layernorm.weight)}
+        norm["beta"] = np.zeros_like(norm["gamma"])  # CohereLayerNorm has no bias
+        block.update(self_attention_norm=norm, feed_forward_norm=norm)
+        layers.append(block)
+    final = {"gamma": _array(inner.norm.weight)}
+    unembedding = _unembedding(model, inner.embed_tokens.weight).get(
+        "lm_head", _array(inner.embed_tokens.weight).T)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": {**final, "beta": np.zeros_like(final["gamma"])},
+              "lm_head": unembedding * config.logit_scale}
+    kwargs = {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "norm": "layer_norm",
+              "activation": "swiglu", "eps": config.layer_norm_eps, "position": "rope",
+              "rope_base": rope_base, "rope_scaling": rope_scaling, "parallel": True}
+    return params, kwargs
+
+
+def _halves_from_interleaved(w, n_heads, d_k):
+    # [..., H d_k] with each head's features in RoPE pairs (x0, x1), (x2, x3), ... ->
+    # (x0, x2, ..., x1, x3, ...): the pairs (i, i + d_k/2) of rotate-half.
+    heads = np.reshape(w, w.shape[:-1] + (n_heads, d_k))
+    return np.reshape(np.concatenate([heads[..., 0::2], heads[..., 1::2]], axis=-1), w.shape)
+
+
 def _granite_from_hf(model):
     # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
     # output, so each lands on a weight or on an existing keyword: the embeddings times
@@ -615,12 +662,12 @@ def _phi3_layer_from_hf(layer):
 def _windows(config, n_layers):
     # -> None (every layer global), an int (every layer a sliding window), or a list with one
     # entry per layer (None: global). What each family's forward reads (transformers 5.24):
-    # Llama, Granite and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
+    # Llama, Granite, Cohere and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
     # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
     # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
     # max_window_layers are folded into those two by its config, and not read by its forward).
     family = config.model_type
-    if family in ("llama", "gemma", "granite"):
+    if family in ("llama", "gemma", "granite", "cohere"):
         return None
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
@@ -758,7 +805,7 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
-           "smollm3": _smollm3_from_hf,
+           "smollm3": _smollm3_from_hf, "cohere": _cohere_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
