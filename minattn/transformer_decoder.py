@@ -89,7 +89,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
     schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
     "post_feed_forward_norm": the sublayer's output normalised too,
-    x = x + post_norm(sublayer(norm(x))). parallel=True (GPT-NeoX's parallel residual, pre-norm,
+    x = x + post_norm(sublayer(norm(x))); where params has the post_ norm but not the norm
+    before, x = x + post_norm(sublayer(x)) (OLMo 2). parallel=True (GPT-NeoX's parallel residual, pre-norm,
     no cross-attention): both sublayers read the block's input,
     x = x + attention(norm_1(x)) + feed_forward(norm_2(x)). activation
     "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
@@ -102,8 +103,9 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
                  "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
 
     def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
-        if norm_first:
-            return x + sandwich(f(normalize(x, params[name])), f"post_{name}")
+        if norm_first:  # (OLMo 2 has no norm before, only the one after: x + post_norm(f(x)))
+            h = normalize(x, params[name]) if name in params else x
+            return x + sandwich(f(h), f"post_{name}")
         return normalize(x + f(x), params[name])
 
     def sandwich(h, name):  # Gemma's second norm, on the sublayer's output

@@ -142,6 +142,13 @@ KEYS = {
             "attention_bias", "rope_parameters")},
         "hidden_act": ("read", "test_hf_families::cohere", "gelu"),
         "use_qk_norm": ("refused", True)}),
+    "olmo2": (transformers.Olmo2Config, {
+        **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::olmo2"),
+        "rope_parameters": ("read", "test_hf_families::olmo2")}),
+    "olmo3": (transformers.Olmo3Config, {
+        **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::olmo2"),
+        **{key: ("read", "test_hf_families::olmo3") for key in (
+            "rope_parameters", "layer_types", "sliding_window")}}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -264,6 +271,9 @@ TINY = {
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
     "stablelm": (transformers.StableLmForCausalLM, LLAMA_SIZES),
+    "olmo2": (transformers.Olmo2ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
+    "olmo3": (transformers.Olmo3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0,
+                                              "sliding_window": 4}),
     "cohere": (transformers.CohereForCausalLM, LLAMA_SIZES),
     "smollm3": (transformers.SmolLM3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "gpt_neox": (transformers.GPTNeoXForCausalLM, dict(

@@ -57,6 +57,8 @@ def _build(family, dtype, **overrides):
         "stablelm": (transformers.StableLmConfig, transformers.StableLmForCausalLM),
         "smollm3": (transformers.SmolLM3Config, transformers.SmolLM3ForCausalLM),
         "cohere": (transformers.CohereConfig, transformers.CohereForCausalLM),
+        "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
+        "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -164,6 +166,17 @@ FAMILIES = {
                                     "attention_bias": True, "rope_parameters": {
                                         "rope_type": "linear", "factor": 2.0,
                                         "rope_theta": 300.0}}),
+    # OLMo 2: norms after the sublayers only, QK-norm over all heads (GQA: 4 q heads, 2 k heads);
+    # OLMo 3: with local layers (window 4, default RoPE) and a global one (linear scaling)
+    "olmo2": ("olmo2", {"attention_bias": True, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 300.0}}),
+    "olmo3": ("olmo3", {"num_hidden_layers": 3, "sliding_window": 4,
+                        "layer_types": ["sliding_attention", "full_attention",
+                                        "sliding_attention"],
+                        "rope_parameters": {
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 300.0},
+                            "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                               "rope_theta": 1000.0}}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -230,20 +243,21 @@ def float64_islands(monkeypatch):
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite", "gpt_neox", "stablelm", "smollm3"):
+                   "granite", "gpt_neox", "stablelm", "smollm3", "olmo2", "olmo3"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
                   "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX",
-                  "stablelm": "StableLm", "smollm3": "SmolLM3"}[family]
+                  "stablelm": "StableLm", "smollm3": "SmolLM3", "olmo2": "Olmo2",
+                  "olmo3": "Olmo3"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
             monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
                                 gemma_rms_norm_forward if gemma else rms_norm_forward)
-        monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward if family == "gemma3"
-                            else rotary_forward)
+        monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward
+                            if family in ("gemma3", "olmo3") else rotary_forward)
         if gemma:  # the eager attention (soft-capping) computes its softmax in float32
             monkeypatch.setattr(modeling, "eager_attention_forward",
                                 _float64_source(modeling.eager_attention_forward))
@@ -319,7 +333,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
                                   "phi3_window", "granite", "gpt_neox", "stablelm_parallel",
-                                  "smollm3", "cohere"])
+                                  "smollm3", "cohere", "olmo3"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -341,7 +355,7 @@ def _left_padded(seed=5):
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
                                   "granite_tied_bias", "gpt_neox_sequential", "stablelm",
-                                  "smollm3_nope_first", "cohere_tied_bias"])
+                                  "smollm3_nope_first", "cohere_tied_bias", "olmo2"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -364,7 +378,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("phi3_window", True),
                                              ("granite_tied_bias", False),
                                              ("gpt_neox", True), ("stablelm", True),
-                                             ("smollm3", True), ("cohere", True)])
+                                             ("smollm3", True), ("cohere", True),
+                                             ("olmo2", True), ("olmo3", False)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

@@ -245,3 +245,43 @@ def test_a_layer_whose_rope_base_is_none_has_no_position():
     last = lambda t, base: ma.causal_lm(params, t, rope_base=base, **LLAMA)[0, -1]
     np.testing.assert_allclose(last(tokens, [None]), last(swapped, [None]), atol=1e-12)
     assert not np.allclose(last(tokens, [10000.0]), last(swapped, [10000.0]))
+
+
+def _rms(x, gamma, eps):  # RMSNorm written out
+    return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * gamma
+
+
+def test_qk_norm_over_all_heads_normalises_each_token_across_its_heads():
+    # OLMo 2: gamma [H d_k] normalises q's H d_k features of a token together, then splits heads
+    rng = np.random.default_rng(10)
+    params = ma.init_decoder_block(rng, 16, 4, 8, n_kv_heads=2, norm="rms_norm",
+                                   activation="swiglu", bias=False)["self_attention"]
+    params["q_norm"], params["k_norm"] = {"gamma": rng.uniform(0.5, 2, 16)}, \
+        {"gamma": rng.uniform(0.5, 2, 8)}
+    x = rng.normal(size=(1, 5, 16))
+    _, cache = ma.self_attention(params, x, n_heads=4, n_kv_heads=2, eps=1e-6, cache={})
+    k = _rms(x @ params["w_k"], params["k_norm"]["gamma"], 1e-6)  # [1, 5, 2 * 4]
+    np.testing.assert_allclose(cache["k"], k.reshape(1, 5, 2, 4).transpose(0, 2, 1, 3),
+                               atol=1e-12)
+
+
+def test_a_block_without_its_norms_before_normalises_after_only():
+    # OLMo 2: x + post_norm(sublayer(x)), for both sublayers
+    rng = np.random.default_rng(11)
+    params = ma.init_decoder_block(rng, 8, 2, 12, norm="rms_norm", activation="swiglu")
+    post = {f"post_{k}": {"gamma": rng.uniform(0.5, 2, 8)}
+            for k in ("self_attention_norm", "feed_forward_norm")}
+    block = {"self_attention": params["self_attention"], "feed_forward": params["feed_forward"],
+             **post}
+    x = rng.normal(size=(1, 4, 8))
+    mask = ma.causal_mask(4, 4)
+    out = ma.decoder_block(block, x, mask, n_heads=2, norm_first=True, norm="rms_norm",
+                           activation="swiglu", eps=1e-6)
+    attended = ma.multi_head_attention(params["self_attention"], x, x, x, mask, n_heads=2)[0]
+    h = x + _rms(attended, post["post_self_attention_norm"]["gamma"], 1e-6)
+    expected = h + _rms(ma.gated_feed_forward(params["feed_forward"], h),
+                        post["post_feed_forward_norm"]["gamma"], 1e-6)
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+    with pytest.raises(ValueError, match="missing key 'self_attention_norm'"):
+        ma.decoder_block(block, x, mask, n_heads=2, norm_first=False, norm="rms_norm",
+                         activation="swiglu")

@@ -79,7 +79,8 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
                            dtype=None):
     """{"w_q": [D, H d_k], "w_k", "w_v": [D, H_kv d_k], "w_o": [H d_k, D]} with optional biases
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
-    "k_norm": {"gamma": [d_k]}}."""
+    "k_norm": {"gamma": [d_k]}} (each head), or {"gamma": [H d_k]} and [H_kv d_k] (all heads
+    at once)."""
     d_out = {"q": n_heads * d_k, "k": n_kv_heads * d_k, "v": n_kv_heads * d_k, "o": d_model}
     d_in = {"q": d_model, "k": d_model, "v": d_model, "o": n_heads * d_k}
     checks.check_params(params, {}, where)
@@ -89,10 +90,12 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
         **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
-    for key in ("q_norm", "k_norm"):
-        if key in params:
-            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]",
-                                              dtype)
+    for key, n in (("q_norm", n_heads), ("k_norm", n_kv_heads)):
+        if key in params:  # one gamma per head width, or one over all the heads (OLMo 2)
+            gamma = params[key].get("gamma") if isinstance(params[key], checks.DICT_TYPES) else None
+            width = n * d_k if numpy.shape(gamma) == (n * d_k,) else d_k
+            params[key] = checks.check_params(params[key], {"gamma": (width,)},
+                                              f"{where}[{key!r}]", dtype)
     return params
 
 
@@ -154,6 +157,10 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     _check_parallel(parallel, norm_first, memory, params)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
+    # OLMo 2 normalises after its pre-norm sublayers only (x + post_norm(sublayer(x))): a norm
+    # before may be left out where the one after is there.
+    needed = [k for k in needed
+              if not (norm_first and k.endswith("_norm") and f"post_{k}" in params)]
     for key in needed:
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: "

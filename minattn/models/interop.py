@@ -408,12 +408,13 @@ def _nested_rope(rope, layer_type):
     return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
 
 
-def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act"):
+def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act", rope=None):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
     # GQA.
     config = model.config
     partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
-    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    rope_base, rope_scaling = rope(config, config.num_hidden_layers) if rope else \
+        rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
     if activation_key and config.hidden_act != "silu":
@@ -613,6 +614,29 @@ def _halves_from_interleaved(w, n_heads, d_k):
     return np.reshape(np.concatenate([heads[..., 0::2], heads[..., 1::2]], axis=-1), w.shape)
 
 
+def _olmo_from_hf(model):
+    # OLMo 2 and 3: Llama's block with its norms after the sublayers only,
+    # x + post_norm(sublayer(x)), and QK-norm over all heads at once (gammas [H d_k] and
+    # [H_kv d_k]); OLMo 3 adds local (sliding) and global layers with their own RoPE.
+    rope = None if model.config.model_type == "olmo2" else _per_layer_rope
+    return _llama_from_hf(model, _olmo_layer_from_hf, rope=rope)
+
+
+def _olmo_layer_from_hf(layer):
+    return {**_llama_sublayers_from_hf(layer),
+            "post_self_attention_norm": {"gamma": _array(layer.post_attention_layernorm.weight)},
+            "post_feed_forward_norm": {"gamma": _array(layer.post_feedforward_layernorm.weight)}}
+
+
+def _per_layer_rope(config, n_layers):
+    # -> (rope_base, rope_scaling), each one value or a list with one entry per layer: the RoPE of
+    # each layer's type (Gemma 3, OLMo 3: transformers 5's rope_parameters per layer type).
+    types = list(getattr(config, "layer_types", None) or ["full_attention"] * n_layers)
+    bases, scalings = zip(*(rope_settings(config, t) for t in types[:n_layers]))
+    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    return same(bases), same(scalings)
+
+
 def _granite_from_hf(model):
     # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
     # output, so each lands on a weight or on an existing keyword: the embeddings times
@@ -662,12 +686,12 @@ def _phi3_layer_from_hf(layer):
 def _windows(config, n_layers):
     # -> None (every layer global), an int (every layer a sliding window), or a list with one
     # entry per layer (None: global). What each family's forward reads (transformers 5.24):
-    # Llama, Granite, Cohere and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
+    # Llama, Granite, Cohere, OLMo 2 and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
     # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
     # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
     # max_window_layers are folded into those two by its config, and not read by its forward).
     family = config.model_type
-    if family in ("llama", "gemma", "granite", "cohere"):
+    if family in ("llama", "gemma", "granite", "cohere", "olmo2"):
         return None
     window = getattr(config, "sliding_window", None)
     types = getattr(config, "layer_types", None)
@@ -779,16 +803,14 @@ def _gemma_from_hf(model):
                       "feed_forward_norm": one_plus(layer.pre_feedforward_layernorm),
                       "post_feed_forward_norm": one_plus(layer.post_feedforward_layernorm)})
         layers.append(block)
-    types = list(getattr(config, "layer_types", None) or ["full_attention"] * len(layers))
-    bases, scalings = zip(*(rope_settings(config, t) for t in types[:len(layers)]))
-    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    rope_base, rope_scaling = _per_layer_rope(config, len(layers))
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": one_plus(inner.norm), **_unembedding(model, inner.embed_tokens.weight)}
     scale = getattr(inner.embed_tokens, "embed_scale", None)  # the model's own (float32) value
     kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
               "d_k": config.head_dim, "norm": "rms_norm", "activation": "geglu_tanh",
-              "eps": config.rms_norm_eps, "position": "rope", "rope_base": same(bases),
-              "rope_scaling": same(scalings), "window": _windows(config, len(layers)),
+              "eps": config.rms_norm_eps, "position": "rope", "rope_base": rope_base,
+              "rope_scaling": rope_scaling, "window": _windows(config, len(layers)),
               "embedding_scale": float(scale) if scale is not None else config.hidden_size ** 0.5,
               "query_pre_attn_scalar": config.query_pre_attn_scalar,
               # transformers' Gemma3Attention does not apply attn_logit_softcapping (Gemma 3
@@ -805,7 +827,8 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "gemma": _gemma1_from_hf,
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
-           "smollm3": _smollm3_from_hf, "cohere": _cohere_from_hf,
+           "smollm3": _smollm3_from_hf, "cohere": _cohere_from_hf, "olmo2": _olmo_from_hf,
+           "olmo3": _olmo_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
