@@ -47,7 +47,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
               cache=None, return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
-    params["lm_head"], or the token embedding transposed when tied). With a cache (or
+    params["lm_head"], or the token embedding transposed when tied; plus
+    params["lm_head_bias"] [V] where given, Phi). With a cache (or
     return_cache=True, starting empty) -> (logits, new cache): the tokens continue the cached
     sequence at positions L_past .. L_past + L - 1.
     attention_mask (int or bool [B, L_past + L], Hugging Face's convention: 1 = real token,
@@ -100,6 +101,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]
+    if "lm_head_bias" in params:  # Phi's unembedding has a bias
+        logits = logits + params["lm_head_bias"]
     if final_logit_softcapping is not None:
         logits = soft_cap(logits, final_logit_softcapping)
     return logits if cache is None else (logits, new_cache)

@@ -149,6 +149,17 @@ KEYS = {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::olmo2"),
         **{key: ("read", "test_hf_families::olmo3") for key in (
             "rope_parameters", "layer_types", "sliding_window")}}),
+    "phi": (transformers.PhiConfig, {
+        **{key: ("read", "test_hf_families::phi") for key in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "layer_norm_eps",
+            "max_position_embeddings")},
+        **{key: ("read", "test_hf_families::phi_tied_yarn") for key in (
+            "rope_parameters", "tie_word_embeddings")},
+        "hidden_act": ("read", "test_hf_families::phi_tied_yarn", "silu"),
+        "qk_layernorm": ("refused", True),
+        "embd_pdrop": ("inert", "dropout (eval mode)"),
+        "resid_pdrop": ("inert", "dropout (eval mode)")}),
     "granite": (transformers.GraniteConfig, {
         **LLAMA_LIKE, "attention_bias": ("read", "test_hf_families::granite_tied_bias"),
         "tie_word_embeddings": ("read", "test_hf_families::granite_tied_bias"),
@@ -271,6 +282,7 @@ TINY = {
     "gemma": (transformers.GemmaForCausalLM, LLAMA_SIZES),
     "granite": (transformers.GraniteForCausalLM, LLAMA_SIZES),
     "stablelm": (transformers.StableLmForCausalLM, LLAMA_SIZES),
+    "phi": (transformers.PhiForCausalLM, LLAMA_SIZES),
     "olmo2": (transformers.Olmo2ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0}),
     "olmo3": (transformers.Olmo3ForCausalLM, {**LLAMA_SIZES, "pad_token_id": 0,
                                               "sliding_window": 4}),

@@ -59,6 +59,7 @@ def _build(family, dtype, **overrides):
         "cohere": (transformers.CohereConfig, transformers.CohereForCausalLM),
         "olmo2": (transformers.Olmo2Config, transformers.Olmo2ForCausalLM),
         "olmo3": (transformers.Olmo3Config, transformers.Olmo3ForCausalLM),
+        "phi": (transformers.PhiConfig, transformers.PhiForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -66,7 +67,7 @@ def _build(family, dtype, **overrides):
     longest = ORIGINAL if rope.get("rope_type") == "dynamic" else int(ORIGINAL * rope.get(
         "factor", 8))
     settings = {**COMMON, "max_position_embeddings": longest, **overrides}
-    if family in ("gpt_neox", "stablelm", "cohere"):  # LayerNorm (GPT-NeoX: no H_kv)
+    if family in ("gpt_neox", "stablelm", "cohere", "phi"):  # LayerNorm (GPT-NeoX: no H_kv)
         settings = {k: v for k, v in settings.items() if k not in (
             "rms_norm_eps", "num_key_value_heads" if family == "gpt_neox" else "")}
     torch.manual_seed(0)
@@ -177,6 +178,13 @@ FAMILIES = {
                             "sliding_attention": {"rope_type": "default", "rope_theta": 300.0},
                             "full_attention": {"rope_type": "linear", "factor": 2.0,
                                                "rope_theta": 1000.0}}}),
+    # Phi: the parallel block under one LayerNorm, half of each head rotated, biases everywhere
+    # (the unembedding's too); tied embeddings, the exact GELU, YaRN
+    "phi": ("phi", {"layer_norm_eps": 1e-3, "rope_parameters": {
+        "rope_type": "default", "rope_theta": 300.0, "partial_rotary_factor": 0.5}}),
+    "phi_tied_yarn": ("phi", {"tie_word_embeddings": True, "hidden_act": "gelu",
+                              "rope_parameters": {**ROPES["yarn"], "rope_theta": 300.0,
+                                                  "partial_rotary_factor": 0.5}}),
     # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
     "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
                                "layer_types": ["sliding_attention", "full_attention"],
@@ -243,14 +251,14 @@ def float64_islands(monkeypatch):
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
     for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite", "gpt_neox", "stablelm", "smollm3", "olmo2", "olmo3"):
+                   "granite", "gpt_neox", "stablelm", "smollm3", "olmo2", "olmo3", "phi"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
                   "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
                   "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX",
                   "stablelm": "StableLm", "smollm3": "SmolLM3", "olmo2": "Olmo2",
-                  "olmo3": "Olmo3"}[family]
+                  "olmo3": "Olmo3", "phi": "Phi"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
@@ -333,7 +341,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
                                   "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
                                   "phi3_window", "granite", "gpt_neox", "stablelm_parallel",
-                                  "smollm3", "cohere", "olmo3"])
+                                  "smollm3", "cohere", "olmo3", "phi"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -355,7 +363,8 @@ def _left_padded(seed=5):
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
                                   "llama_llama3", "gemma1", "phi3_partial_longrope",
                                   "granite_tied_bias", "gpt_neox_sequential", "stablelm",
-                                  "smollm3_nope_first", "cohere_tied_bias", "olmo2"])
+                                  "smollm3_nope_first", "cohere_tied_bias", "olmo2",
+                                  "phi_tied_yarn"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -379,7 +388,8 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
                                              ("granite_tied_bias", False),
                                              ("gpt_neox", True), ("stablelm", True),
                                              ("smollm3", True), ("cohere", True),
-                                             ("olmo2", True), ("olmo3", False)])
+                                             ("olmo2", True), ("olmo3", False),
+                                             ("phi", True)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)

@@ -285,3 +285,13 @@ def test_a_block_without_its_norms_before_normalises_after_only():
     with pytest.raises(ValueError, match="missing key 'self_attention_norm'"):
         ma.decoder_block(block, x, mask, n_heads=2, norm_first=False, norm="rms_norm",
                          activation="swiglu")
+
+
+def test_an_unembedding_bias_is_added_to_every_logit_and_checked_by_shape():
+    params = _llama()
+    tokens = np.array([[1, 2, 3]])
+    bias = np.linspace(-1, 1, V)
+    np.testing.assert_allclose(ma.causal_lm({**params, "lm_head_bias": bias}, tokens, **LLAMA),
+                               ma.causal_lm(params, tokens, **LLAMA) + bias, atol=1e-12)
+    with pytest.raises(ValueError, match="lm_head_bias"):
+        ma.causal_lm({**params, "lm_head_bias": bias[:-1]}, tokens, **LLAMA)

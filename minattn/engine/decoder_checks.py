@@ -248,6 +248,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                                               (tokens.shape[0], past + tokens.shape[1]))
     # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
     tables = {"token_embedding": embedding.shape, "lm_head": (embedding.shape[1], vocab_size),
+              "lm_head_bias": (vocab_size,),
               "position_embedding": ("n_positions", embedding.shape[1])}
     params = checks.check_params(params, {key: shape for key, shape in tables.items()
                                           if key in params}, "params", embedding.dtype)

@@ -637,6 +637,42 @@ def _per_layer_rope(config, n_layers):
     return same(bases), same(scalings)
 
 
+def _phi_from_hf(model):
+    # Phi (1, 1.5, 2): GPT-NeoX's parallel block under one LayerNorm, partial RoPE, q/k/v/o and
+    # a GELU feed-forward with biases, and an unembedding with a bias.
+    config, inner = model.config, model.model
+    if config.qk_layernorm:
+        raise ValueError("qk_layernorm=True is not supported: Phi's QK-norm is a LayerNorm; "
+                         "minattn's QK-norm is an RMSNorm")
+    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
+                   "relu": "relu"}
+    if config.hidden_act not in activations:
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
+                         f"{', '.join(map(repr, activations))})")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    layers = []
+    for layer in inner.layers:
+        a, m = layer.self_attn, layer.mlp
+        attention = {}
+        for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.dense)):
+            attention[f"w_{p}"], attention[f"b_{p}"] = _weight(proj.weight), _array(proj.bias)
+        norm = _layer_norm_from_torch(layer.input_layernorm)[0]  # one norm, both sublayers
+        layers.append({"self_attention": attention, "self_attention_norm": norm,
+                       "feed_forward": {"w_1": _weight(m.fc1.weight), "b_1": _array(m.fc1.bias),
+                                        "w_2": _weight(m.fc2.weight), "b_2": _array(m.fc2.bias)},
+                       "feed_forward_norm": norm})
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.final_layernorm)[0],
+              **_unembedding(model, inner.embed_tokens.weight),
+              "lm_head_bias": _array(model.lm_head.bias)}
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "norm": "layer_norm", "activation": activations[config.hidden_act],
+              "eps": config.layer_norm_eps, "position": "rope", "rope_base": rope_base,
+              "rope_scaling": rope_scaling, "partial_rotary_factor": partial, "parallel": True}
+    return params, kwargs
+
+
 def _granite_from_hf(model):
     # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
     # output, so each lands on a weight or on an existing keyword: the embeddings times
@@ -828,7 +864,7 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
            "smollm3": _smollm3_from_hf, "cohere": _cohere_from_hf, "olmo2": _olmo_from_hf,
-           "olmo3": _olmo_from_hf,
+           "olmo3": _olmo_from_hf, "phi": _phi_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
