@@ -143,10 +143,11 @@ def check_rope_scaling(scaling, name="rope_scaling"):
         if key in scaling:
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
     for key in ("short_factor", "long_factor"):  # longrope divides each frequency by one
-        if key in scaling and (isinstance(scaling[key], (str, bytes)) or np.ndim(scaling[key]) != 1):
+        factors = scaling.get(key, [])
+        if isinstance(factors, (str, bytes)) or np.ndim(factors) != 1:
             raise TypeError(f"{name}[{key!r}] must be a list of positive floats (one per "
-                            f"rotated feature pair), got {scaling[key]!r}")
-        for value in scaling.get(key, []):
+                            f"rotated feature pair), got {factors!r}")
+        for value in factors:
             checks.check_positive_real(f"{name}[{key!r}]", value)
     for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
         if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1

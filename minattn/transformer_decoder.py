@@ -90,8 +90,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
     "post_feed_forward_norm": the sublayer's output normalised too,
     x = x + post_norm(sublayer(norm(x))); where params has the post_ norm but not the norm
-    before, x = x + post_norm(sublayer(x)) (OLMo 2). parallel=True (GPT-NeoX's parallel residual, pre-norm,
-    no cross-attention): both sublayers read the block's input,
+    before, x = x + post_norm(sublayer(x)) (OLMo 2). parallel=True (GPT-NeoX's parallel
+    residual, pre-norm, no cross-attention): both sublayers read the block's input,
     x = x + attention(norm_1(x)) + feed_forward(norm_2(x)). activation
     "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
     sublayer, a function with self_attention's signature (an attention variant plugs in here);

@@ -1,5 +1,5 @@
 """Hugging Face converters for the attention variants: DeepSeek-V3 (multi-head latent attention,
-minattn.mla) and DiffLlama (differential attention, minattn.differential). Registered in
+minattn.mla; default RoPE or YaRN) and DiffLlama (differential attention, minattn.differential). Registered in
 from_hf's table (minattn.models.interop); nothing is downloaded, torch is imported by the caller.
 
 Each returns (params, kwargs): params in the decoder's layout ({"token_embedding", "layers":

@@ -308,8 +308,11 @@ def from_hf(model):
     minattn.generate(params, tokens, n, **config) model.generate(tokens, max_new_tokens=n,
     do_sample=False). Chosen by architecture (config.model_type, so a subclass works): see
     FROM_HF; anything else, mixture-of-experts included, is refused naming what is missing.
-    Reads the RoPE settings of transformers 5 (rope_parameters) and 4.x (rope_theta,
-    rope_scaling). Nothing is downloaded."""
+    Each converter reads the config keys its family's transformers forward reads, as that
+    forward reads them, and refuses by name a value it does not implement or a key the config
+    sets and the forward ignores (tests/test_hf_config_keys.py classifies every key). Reads the
+    RoPE settings of transformers 5 (rope_parameters) and 4.x (rope_theta, rope_scaling).
+    Nothing is downloaded."""
     # transformers model -> (params, config) for minattn.causal_lm
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
@@ -707,7 +710,8 @@ def _phi3_from_hf(model):
 def _phi3_layer_from_hf(layer):
     a, m = layer.self_attn, layer.mlp
     w_qkv, w_gate_up = _weight(a.qkv_proj.weight), _weight(m.gate_up_proj.weight)  # [D, ...]
-    q_width, kv_width = a.config.num_attention_heads * a.head_dim, a.num_key_value_heads * a.head_dim
+    q_width = a.config.num_attention_heads * a.head_dim
+    kv_width = a.num_key_value_heads * a.head_dim
     d_ff = w_gate_up.shape[1] // 2  # gate_up_proj's output: gate, then up (its .chunk(2))
     return {"self_attention": {"w_q": w_qkv[:, :q_width],
                                "w_k": w_qkv[:, q_width:q_width + kv_width],
@@ -722,10 +726,11 @@ def _phi3_layer_from_hf(layer):
 def _windows(config, n_layers):
     # -> None (every layer global), an int (every layer a sliding window), or a list with one
     # entry per layer (None: global). What each family's forward reads (transformers 5.24):
-    # Llama, Granite, Cohere, OLMo 2 and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
-    # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
-    # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
-    # max_window_layers are folded into those two by its config, and not read by its forward).
+    # Llama, Granite, Cohere, OLMo 2 and Gemma 1 no window at all (a sliding_window attribute is
+    # ignored); Mistral and Phi-3 config.sliding_window on every layer; Qwen2, Qwen3, SmolLM3,
+    # OLMo 3, Gemma 2 and 3 config.sliding_window on the layers config.layer_types names
+    # "sliding_attention" (Qwen's use_sliding_window and max_window_layers are folded into those
+    # two by its config, and not read by its forward).
     family = config.model_type
     if family in ("llama", "gemma", "granite", "cohere", "olmo2"):
         return None
