@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encoder import encoder as encoder_stack
+from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
 from .chat_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
 
