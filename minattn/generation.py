@@ -16,12 +16,12 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
     likely tokens and then to the nucleus (the most likely tokens whose probabilities add up to
     top_p) if given, with the np.random.Generator rng. attention_mask: as causal_lm (left
     padding). eos_token_id (an int or a list): a row that produced one has ended, and continues
-    with pad_token_id. use_cache=True feeds one token per step through the KV cache;
+    with pad_token_id (default: the first eos token, as model.generate). use_cache=True feeds one token per step through the KV cache;
     use_cache=False reruns the whole sequence every step (same tokens, quadratic cost).
     progress: an optional callable wrapping the step range (e.g. tqdm.trange's iterator).
     config as causal_lm."""
     # int [B, L] -> int [B, L + n_new]
-    n_new, tokens, attention_mask, eos = _check_generate(
+    n_new, tokens, attention_mask, eos, pad_token_id = _check_generate(
         params, tokens, n_new, attention_mask, temperature, top_k, top_p, rng, eos_token_id,
         pad_token_id, config)
     steps = range(n_new) if progress is None else progress(range(n_new))

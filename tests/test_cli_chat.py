@@ -45,7 +45,7 @@ def run(model, monkeypatch, capsys):
 def _greedy_reply(model, messages, n):
     ids = np.array([model.tokenizer.encode(model.chat_prompt(messages))])
     out = ma.generate(model.params, ids, n, eos_token_id=model.eos_token_id,
-                      pad_token_id=model.eos_token_id, **model.config)[0, ids.shape[1]:]
+                      **model.config)[0, ids.shape[1]:]
     return model.tokenizer.decode(out[out != model.eos_token_id])
 
 

@@ -157,7 +157,7 @@ def test_greedy_generation_equals_transformers_generate(model, hf_model):
         [{"role": "user", "content": "Write a short poem about the sea."}]))
     n = 24
     ours = ma.generate(model.params, np.array([ids]), n, eos_token_id=model.eos_token_id,
-                       pad_token_id=model.eos_token_id, **model.config)
+                      **model.config)
     with torch.no_grad():
         t = torch.tensor([ids])
         theirs = hf_model.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=n,

@@ -319,10 +319,12 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
     eos = None
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
+        if pad_token_id is None:  # as model.generate: a model without a pad token pads with eos
+            pad_token_id = int(eos[0])
         if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, numbers.Integral):
             raise ValueError(f"eos_token_id={eos_token_id!r} needs pad_token_id, the int that "
-                             f"fills a row after its end, got {pad_token_id!r} (model.generate "
-                             "uses the eos token when the model has no pad token)")
+                             f"fills a row after its end (default: the first eos token), got "
+                             f"{pad_token_id!r}")
     if config.get("position", "learned") == "learned" and isinstance(
             params, checks.DICT_TYPES) and "position_embedding" in params:
         table = checks.as_array("params['position_embedding']", params["position_embedding"])
@@ -331,4 +333,4 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
             raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
                              f"{tokens.shape[1] + n_new - 1} positions, but "
                              f"params['position_embedding'] has {n_positions}")
-    return int(n_new), tokens, attention_mask, eos
+    return int(n_new), tokens, attention_mask, eos, pad_token_id

@@ -7,7 +7,7 @@ Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat temp
     prompt = model.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
     ids = np.array([model.tokenizer.encode(prompt)])                                    # [1, L]
     out = ma.generate(model.params, ids, 30, eos_token_id=model.eos_token_id,
-                      pad_token_id=model.eos_token_id, **model.config)              # [1, L + n]
+                      **model.config)              # [1, L + n]
     print(model.tokenizer.decode(out[0, ids.shape[1]:]))
 
 A path is either
@@ -130,11 +130,13 @@ class LanguageModel:
         """Yield the reply to the prompt ids (list[int]) one token id at a time, as generate
         computes them (the same causal_lm through the KV cache, the same sampling), until the
         end-of-turn token (not yielded) or max_new_tokens; for streaming it as it is written."""
-        from ..decoder import _check_generate, _next_token, causal_lm
+        from ..engine.decoder_checks import _check_generate
+        from ..generation import _next_token
+        from ..language_model import causal_lm
 
         tokens = np.array([ids])  # [1, L]
         _check_generate(self.params, tokens, max_new_tokens, None, temperature, top_k, top_p,
-                        rng, self.eos_token_id, self.eos_token_id, self.config)
+                        rng, self.eos_token_id, None, self.config)
         self.check_fits(len(ids), max_new_tokens)
         cache = None
         for _ in range(max_new_tokens):
