@@ -30,9 +30,9 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
     for _ in steps:
         if use_cache:
             logits, cache = causal_lm(params, new, attention_mask, cache=cache,
-                                      return_cache=True, **config)
+                                      return_cache=True, logits_to_keep=1, **config)
         else:
-            logits = causal_lm(params, tokens, attention_mask, **config)
+            logits = causal_lm(params, tokens, attention_mask, logits_to_keep=1, **config)
         new = _next_token(logits[:, -1], temperature, top_k, top_p, rng)  # [B]
         if eos is not None:  # an ended row continues with padding
             new = np.where(ended, pad_token_id, new)

@@ -191,8 +191,11 @@ def _check_decoder(params, cache, mask=None, config=()):
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
-                     position, cache, embedding_scale=None, final_logit_softcapping=None):
+                     position, cache, embedding_scale=None, final_logit_softcapping=None,
+                     logits_to_keep=None):
     checks.check_choice("position", position, POSITIONS)
+    if logits_to_keep is not None:
+        checks.check_size("logits_to_keep", logits_to_keep)
     _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
     needed = ["token_embedding", "layers", "final_norm"] + (
         ["position_embedding"] if position == "learned" else [])

@@ -141,7 +141,7 @@ class LanguageModel:
         cache = None
         for _ in range(max_new_tokens):
             logits, cache = causal_lm(self.params, tokens, cache=cache, return_cache=True,
-                                      **self.config)  # [1, L, V]; then [1, 1, V] a step
+                                      logits_to_keep=1, **self.config)  # [1, 1, V]
             token = int(_next_token(logits[:, -1], temperature, top_k, top_p, rng)[0])
             if token == self.eos_token_id:
                 return
