@@ -29,6 +29,7 @@ HARD_STRINGS = [
     "def f(x):\n    return x ** 2  # square", "1234567890 3.14159 1e-10 2024-11-25",
     "<|im_start|>user\nhi<|im_end|>", "text<|endoftext|>more", "<|im_start", "a\u0301 combining",
     "\u0000 null and \u007f delete", "don't won't I'm they'll",
+    "a\x04b \x1d \U00041234",  # bytes the vocabulary lacks: dropped by both
 ]
 CONVERSATIONS = {
     "no_system": [{"role": "user", "content": "What is the capital of France?"}],
