@@ -11,9 +11,10 @@ from_pretrained(folder, gguf_file=...) (dequantized, plain Linear layers, its de
 attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harness.py):
 - decode: one step of generation, the new token through the cache of a 64-token prompt, its
   logits and their argmax; the median over --steps steps counts as the round's time per token;
-- prefill: the prompt of --prompt tokens read at once, the first step of generate: minattn's
-  causal_lm returning its cache; transformers' forward with use_cache=True and
-  logits_to_keep=1, as its generate calls it;
+- prefill: the prompt of --prompt tokens read at once, the first step of generate, as each
+  generate calls it: causal_lm returning its cache with logits_to_keep=1, and transformers'
+  forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
+  position (what generate computed before it asked for the last one only);
 - floor: the least a decode step can cost here, reading every float32 weight once: one
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
   weights, 540 MB), the tied embedding counted once.
@@ -77,15 +78,21 @@ def main(argv=None):
     def transformers_decode():
         with torch.no_grad():
             out = hf(torch.from_numpy(short), use_cache=True, logits_to_keep=1)
-            cache, token, times = getattr(out, "cache", None) or out.past_key_values, torch.from_numpy(short[:, -1:]), []
+            cache, times = getattr(out, "cache", None) or out.past_key_values, []
+            token = torch.from_numpy(short[:, -1:])
             for _ in range(args.steps):
                 start = time.perf_counter()
                 out = hf(token, cache=cache, use_cache=True)
-                cache, token = out.cache if hasattr(out, "cache") else out.past_key_values, out.logits[:, -1].argmax(-1)[:, None]
+                cache = getattr(out, "cache", None) or out.past_key_values
+                token = out.logits[:, -1].argmax(-1)[:, None]
                 times.append(time.perf_counter() - start)
         return float(np.median(times))
 
     def minattn_prefill():
+        causal_lm(model.params, prompt, cache=None, return_cache=True, logits_to_keep=1,
+                  **model.config)
+
+    def minattn_prefill_all_logits():
         causal_lm(model.params, prompt, cache=None, return_cache=True, **model.config)
 
     def transformers_prefill():
@@ -103,7 +110,9 @@ def main(argv=None):
         decode = _interleaved_results({"minattn": minattn_decode,
                                        "transformers": transformers_decode}, args.rounds)
         rest = interleaved({"floor": floor, "minattn_prefill": minattn_prefill,
-                            "transformers_prefill": transformers_prefill}, args.rounds)
+                            "transformers_prefill": transformers_prefill,
+                            "minattn_prefill_all_logits": minattn_prefill_all_logits},
+                           args.rounds)
     print("| what | minattn | transformers | minattn / transformers |")
     print("|---|---|---|---|")
     print(f"| decode, per token | {describe(decode['minattn'])} | "
@@ -112,6 +121,9 @@ def main(argv=None):
     print(f"| prefill, {args.prompt} tokens | {describe(rest['minattn_prefill'])} | "
           f"{describe(rest['transformers_prefill'])} | "
           f"{ratio(rest['minattn_prefill'], rest['transformers_prefill'])} |")
+    print(f"| prefill, {args.prompt} tokens, every position's logits | "
+          f"{describe(rest['minattn_prefill_all_logits'])} | | "
+          f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(rest['floor'])} | | |")
     print(f"decode / floor (medians): minattn "
           f"{np.median(decode['minattn']) / np.median(rest['floor']):.2f}, transformers "
