@@ -28,26 +28,69 @@ def permute(w, n_heads):
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def llama_tensors(rng, tied=True):
-    # GGUF names -> float32 [d_out, d_in] weights (torch's layout, as llama.cpp stores them)
+# transformers' name in a layer -> llama.cpp's (gguf's TensorNameMap, written out here)
+GGUF_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+              "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+
+
+def hf_tensors(rng, tied=True):
+    """transformers' names -> float32 weights [d_out, d_in], a random 2-layer Llama."""
     d_k = D // H
-    t = {"token_embd.weight": rng.normal(size=(len(TOKENS), D)),
-         "output_norm.weight": 1 + 0.1 * rng.normal(size=D)}
+    t = {"model.embed_tokens.weight": rng.normal(size=(len(TOKENS), D)),
+         "model.norm.weight": 1 + 0.1 * rng.normal(size=D)}
     if not tied:
-        t["output.weight"] = rng.normal(size=(len(TOKENS), D))
+        t["lm_head.weight"] = rng.normal(size=(len(TOKENS), D))
+    shapes = {"self_attn.q_proj": (H * d_k, D), "self_attn.k_proj": (H_KV * d_k, D),
+              "self_attn.v_proj": (H_KV * d_k, D), "self_attn.o_proj": (D, H * d_k),
+              "mlp.gate_proj": (F, D), "mlp.up_proj": (F, D), "mlp.down_proj": (D, F)}
     for i in range(N_LAYERS):
-        b = f"blk.{i}."
-        t.update({b + "attn_norm.weight": 1 + 0.1 * rng.normal(size=D),
-                  b + "ffn_norm.weight": 1 + 0.1 * rng.normal(size=D),
-                  b + "attn_q.weight": permute(rng.normal(size=(H * d_k, D)), H),
-                  b + "attn_k.weight": permute(rng.normal(size=(H_KV * d_k, D)), H_KV),
-                  b + "attn_v.weight": rng.normal(size=(H_KV * d_k, D)),
-                  b + "attn_output.weight": rng.normal(size=(D, H * d_k)),
-                  b + "ffn_gate.weight": rng.normal(size=(F, D)),
-                  b + "ffn_up.weight": rng.normal(size=(F, D)),
-                  b + "ffn_down.weight": rng.normal(size=(D, F))})
-    return {name: (w / np.sqrt(D)).astype(np.float32) if w.ndim == 2 else w.astype(np.float32)
-            for name, w in t.items()}
+        for norm in ("input_layernorm", "post_attention_layernorm"):
+            t[f"model.layers.{i}.{norm}.weight"] = 1 + 0.1 * rng.normal(size=D)
+        for name, shape in shapes.items():
+            t[f"model.layers.{i}.{name}.weight"] = rng.normal(size=shape) / np.sqrt(D)
+    return {name: w.astype(np.float32) for name, w in t.items()}
+
+
+def llama_tensors(rng, tied=True):
+    """The same weights under llama.cpp's names, w_q's and w_k's rows reordered as its
+    converter reorders them."""
+    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight":
+           "output_norm.weight", "lm_head.weight": "output.weight"}
+    out = {}
+    for name, w in hf_tensors(rng, tied).items():
+        if name in top:
+            out[top[name]] = w
+            continue
+        _, _, i, *rest = name.split(".")
+        base = ".".join(rest[:-1])
+        if base == "self_attn.q_proj":
+            w = permute(w, H)
+        if base == "self_attn.k_proj":
+            w = permute(w, H_KV)
+        out[f"blk.{i}.{GGUF_NAMES[base]}.weight"] = w
+    return out
+
+
+def write_folder(path, tensors, tied=True):
+    """A save_pretrained-style folder: config.json, model.safetensors, tokenizer.json."""
+    from safetensors.numpy import save_file
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    path.mkdir(exist_ok=True)
+    (path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": D, "num_hidden_layers": N_LAYERS,
+        "num_attention_heads": H, "num_key_value_heads": H_KV, "intermediate_size": F,
+        "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 64,
+        "tie_word_embeddings": tied, "eos_token_id": 1, "hidden_act": "silu"}))
+    save_file(tensors, str(path / "model.safetensors"))
+    backend = Tokenizer(models.BPE({t: i for i, t in enumerate(TOKENS)},
+                                   [tuple(m.split(" ")) for m in MERGES]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.save(str(path / "tokenizer.json"))
+    return path
 
 
 def write_gguf(path, tensors, quantize=None, arch="llama", tokenizer_model="gpt2", extra=None):
@@ -117,6 +160,26 @@ def test_the_q_and_k_rows_are_put_back_in_transformers_order(tiny):
     for i in range(d_k):
         original = i // 2 if i % 2 == 0 else d_k // 2 + i // 2
         np.testing.assert_array_equal(w_q[:, original], rows[i])
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_folder_and_a_gguf_of_the_same_weights_compute_the_same(tmp_path, tied):
+    # the GGUF holds w_q and w_k in llama.cpp's row order, the folder in transformers'
+    gguf_model = load_language_model(write_gguf(
+        tmp_path / "m.gguf", llama_tensors(np.random.default_rng(3), tied)), dtype=np.float64)
+    folder = load_language_model(write_folder(
+        tmp_path / "m", hf_tensors(np.random.default_rng(3), tied), tied), dtype=np.float64)
+    ids = np.random.default_rng(4).integers(0, len(TOKENS), size=(1, 10))
+    np.testing.assert_allclose(ma.causal_lm(folder.params, ids, **folder.config),
+                               ma.causal_lm(gguf_model.params, ids, **gguf_model.config),
+                               rtol=0, atol=1e-10)
+
+
+def test_an_untied_folder_without_lm_head_is_refused(tmp_path):
+    path = write_folder(tmp_path / "m", hf_tensors(np.random.default_rng(3), tied=True),
+                        tied=False)
+    with pytest.raises(ValueError, match="not tied .* no lm_head.weight"):
+        load_language_model(path)
 
 
 def test_tokenizer_and_template_come_from_the_metadata(tiny):

@@ -100,7 +100,7 @@ class LanguageModel:
     params: dict  # minattn params for causal_lm: token_embedding, layers, final_norm (lm_head)
     config: dict  # the keyword arguments of causal_lm and generate
     tokenizer: Tokenizer
-    eos_token_id: int  # the end-of-turn token (SmolLM2: <|im_end|>, also its padding)
+    eos_token_id: object  # the end-of-turn token, an int or a list (SmolLM2: 2, <|im_end|>)
     bos_token_id: object  # an int, or None
     context_length: int  # the positions the model was trained on (max_position_embeddings)
     chat_template: object  # a jinja2 Template, or None when the file has none
@@ -143,7 +143,7 @@ class LanguageModel:
             logits, cache = causal_lm(self.params, tokens, cache=cache, return_cache=True,
                                       logits_to_keep=1, **self.config)  # [1, 1, V]
             token = int(_next_token(logits[:, -1], temperature, top_k, top_p, rng)[0])
-            if token == self.eos_token_id:
+            if token in np.atleast_1d(self.eos_token_id):  # an int, or a list of them
                 return
             yield token
             tokens = np.array([[token]])
@@ -430,8 +430,11 @@ def _load_folder(path, dtype):
     if unknown:
         raise ValueError(f"{path}: tensors outside the Llama layout: {', '.join(unknown[:4])}"
                          f"{' ...' if len(unknown) > 4 else ''}")
-    if config.get("tie_word_embeddings", True) is not False:  # tied: one table, read once
+    if config.get("tie_word_embeddings", False):  # tied (transformers' default: not): one table
         tensors.pop(llama_layout.LM_HEAD, None)
+    elif llama_layout.LM_HEAD not in tensors:
+        raise ValueError(f"{path}: config.json says the embeddings are not tied "
+                         f"(tie_word_embeddings), but the weights have no {llama_layout.LM_HEAD}")
     params = llama_layout.llama_params(tensors.get, n_layers)
     context = config.get("max_position_embeddings", 2048)
     return LanguageModel(params, config_kwargs, tokenizer, eos, config.get("bos_token_id"),
