@@ -164,9 +164,8 @@ def gated_feed_forward(params, x):
     passes."""
     # [..., D] -> [..., F] -> [..., D]
     params, x = _check_gated_feed_forward(params, x)
-    tokens = np.reshape(x, (-1, x.shape[-1]))  # [N, D], N tokens: 2-D products, as in linear
-    hidden = silu(tokens @ params["w_gate"]) * (tokens @ params["w_up"])  # [N, F]
-    return np.reshape(hidden @ params["w_down"], np.shape(x))  # [N, D] -> [..., D]
+    hidden = silu(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    return hidden @ params["w_down"]  # [..., D]
 
 
 def _check_gated_feed_forward(params, x):
