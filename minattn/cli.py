@@ -670,7 +670,7 @@ def probability(text):
 
 
 def model_path(text):
-    if Path(text).exists():
+    if text and Path(text).exists():
         return text
     raise argparse.ArgumentTypeError(f"{text!r} does not exist (give a .gguf file or a model "
                                      "folder)")
