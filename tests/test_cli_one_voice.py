@@ -43,12 +43,15 @@ def bad_values(tmp):
         grader._student_path: ["", "missing.py", str(tmp / "notpy.txt")],
         grader._pitfall_name: ["no_such_pitfall", ""],
         grader._exercise_folder: ["", str(tmp / "notpy.txt"), str(tmp / "full")],
+        cli.non_negative_float: ["-1", "inf", "nan", "warm", ""],
+        cli.probability: ["0", "1.5", "-0.1", "nan", "most"],
+        cli.model_path: ["/no/such/model.gguf", ""],
     }
 
 
 # a command line of each subcommand that parses (None: the tour, no subcommand)
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
-         "exercises": ["new_folder"], "check": [SOLUTION]}
+         "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"]}
 
 
 def subcommands(parser):
@@ -93,13 +96,14 @@ def test_every_subcommand_and_option_is_swept(tmp_path):
 @pytest.fixture
 def no_work(monkeypatch):
     """Training or loading anything fails the test: every refusal comes before the work."""
-    from minattn.models import count_task, induction, pretrained, sorting_lm
+    from minattn.models import chat_model, count_task, induction, pretrained, sorting_lm
 
     def work(*args, **kwargs):
         raise AssertionError("the command started working before it refused its arguments")
     for module, name in ((count_task, "train_count_model"), (sorting_lm, "train_sort_model"),
                          (induction, "train_induction_model"),
                          (pretrained, "load_sentence_encoder"), (grader, "check_paths"),
+                         (chat_model, "load_language_model"),
                          (grader, "check_pitfall"), (grader, "copy_exercises")):
         monkeypatch.setattr(module, name, work)
 

@@ -248,7 +248,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           attn_logit_softcapping=None,
                                           final_logit_softcapping=None,
                                           attention=self_attention, cache=None,
-                                          return_cache=False):
+                                          return_cache=False, logits_to_keep=None):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
     The full forward pass is right, so are the first tokens of a generation; but each token fed
@@ -272,6 +272,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                   positions=positions if position == "rope" else None, rope_base=rope_base,
                   attention=attention)
     h, new_cache = out if cache is not None else (out, None)
+    if logits_to_keep is not None:
+        h = h[..., -logits_to_keep:, :]
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding
     return logits if cache is None else (logits, new_cache)

@@ -22,6 +22,7 @@ import numbers
 import autograd.numpy as np
 
 from ..rope_scaling import SCHEDULES, check_rope_scaling
+from . import llama_layout
 
 _INSTALL_HINT = ("pip install torch (the CPU build: pip install torch --index-url "
                  "https://download.pytorch.org/whl/cpu)")
@@ -413,28 +414,46 @@ def _nested_rope(rope, layer_type):
 
 def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act", rope=None):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
-    # GQA.
+    # GQA. Llama's own layers are read through llama_layout, the name map the GGUF and
+    # safetensors loaders share (models/chat_model.py); a family with other tensor names passes
+    # its own layer_from_hf.
     config = model.config
-    partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
-    rope_base, rope_scaling = rope(config, config.num_hidden_layers) if rope else \
-        rope_settings(config, partial_rotary_factor=partial)
-    n_heads = config.num_attention_heads
-    d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    if activation_key and config.hidden_act != "silu":
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    if layer_from_hf is None:
+        tensors = dict(model.named_parameters())  # a tied lm_head is embed_tokens': listed once
+        unknown = sorted(set(tensors) - set(llama_layout.names(len(model.model.layers))))
+        if unknown:  # mlp_bias=True, or a part of another architecture: refused, never dropped
+            raise ValueError(f"{type(model).__name__} has tensors outside the Llama layout: "
+                             f"{', '.join(unknown[:4])}{' ...' if len(unknown) > 4 else ''} "
+                             "(mlp_bias=True is not supported: minattn's SwiGLU has no biases)")
+    kwargs = llama_config(config, len(model.model.layers), activation_key=activation_key,
+                          rope=rope)
     inner = model.model
     layer_from_hf = layer_from_hf or _llama_layer_from_hf
     layers = [layer_from_hf(layer) for layer in inner.layers]
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}
+    return params, kwargs
+
+
+def llama_config(config, n_layers, *, activation_key="hidden_act", rope=None):
+    """A transformers Llama-style config (or any object with its attributes, e.g. config.json
+    read into a SimpleNamespace) -> the keyword arguments of causal_lm. rope(config, n_layers)
+    -> (rope_base, rope_scaling) for families whose layer types have their own RoPE."""
+    partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
+    rope_base, rope_scaling = rope(config, n_layers) if rope else \
+        rope_settings(config, partial_rotary_factor=partial)
+    n_heads = config.num_attention_heads
+    d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
+    if activation_key and config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
     kwargs = {"n_heads": n_heads, "n_kv_heads": config.num_key_value_heads, "d_k": d_k,
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
-              "window": _windows(config, len(layers))}
+              "window": _windows(config, n_layers)}
     if partial != 1.0:
         kwargs["partial_rotary_factor"] = partial
-    return params, kwargs
+    return kwargs
 
 
 # The families whose transformers forward rotates part of each head (apply_rotary_pos_emb
@@ -454,9 +473,13 @@ def partial_rotary_factor(config):
 
 
 def _llama_layer_from_hf(layer):
-    return {**_llama_sublayers_from_hf(layer),
-            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
-            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+    # One decoder layer's modules -> its params, through llama_layout (Gemma's converter adds its
+    # own norms on top).
+    if getattr(layer.mlp.gate_proj, "bias", None) is not None:
+        raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
+    tensors = dict(layer.named_parameters())
+    return llama_layout.layer_params(
+        lambda name: _array(tensors[name]) if name in tensors else None)
 
 
 def _llama_sublayers_from_hf(layer):
