@@ -1,0 +1,42 @@
+"""Text that sends a reader to a part of walkthrough.md by name (`walkthrough.md, "RoPE"`,
+`section "Backpropagation by hand"`) must name a heading the walkthrough has: a renamed heading
+otherwise leaves its references pointing nowhere."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WALKTHROUGH = ROOT / "walkthrough.md"
+# a quoted name after "walkthrough.md, " or "walkthrough.md section " or (inside the walkthrough)
+# after "section "; comment markers and line breaks inside the quote are ignored
+REFERENCE = re.compile(r'(?:walkthrough(?:\.md)?,?(?: section)?|[Ss]ection) "([^"]+)"')
+
+
+def _headings():
+    text = WALKTHROUGH.read_text(encoding="utf-8")
+    return [re.sub(r"^\d+\.\s*", "", h).strip()
+            for h in re.findall(r"^#+ (?:Appendix [A-Z]\. )?(.+)$", text, re.M)]
+
+
+def _references():
+    files = [ROOT / "README.md", WALKTHROUGH, *ROOT.glob("minattn/**/*.py"),
+             *ROOT.glob("docs/*.py"), *ROOT.glob("tests/*.py")]
+    for path in files:
+        if path.name == Path(__file__).name:
+            continue
+        text = path.read_text(encoding="utf-8")
+        flat = re.sub(r"\n\s*(?:#\s*)?", " ", text)  # a reference may run over comment lines
+        for name in REFERENCE.findall(flat):
+            yield path.relative_to(ROOT), " ".join(name.split())
+
+
+def test_every_reference_by_name_names_a_heading():
+    headings = _headings()
+    dangling = [(str(path), name) for path, name in _references()
+                if not any(h.startswith(name) for h in headings)]
+    assert not dangling, f"references to no heading of walkthrough.md: {dangling}"
+
+
+def test_the_references_are_found():
+    # the check above must see the references it exists for
+    names = {name for _, name in _references()}
+    assert {"Backpropagation by hand", "Attention sinks"} <= names
