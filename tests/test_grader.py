@@ -696,7 +696,7 @@ MISBEHAVING = {  # the body of softmax -> what the report must say
     "os.kill(os.getpid(), signal.SIGSEGV)": "killed by signal SIGSEGV while checking "
                                             "softmax_rows_sum_to_one",
     "while True:\n        try:\n            time.sleep(60)\n        except BaseException:\n"
-    "            pass": "no verdict after 3 s, the time limit of one file",
+    "            pass": "no verdict within 3 s, the time limit of one file",
 }
 
 
@@ -736,7 +736,8 @@ def test_a_file_that_exits_or_hangs_when_loaded_cannot_be_checked(top, reason, t
 def test_a_folder_goes_on_to_the_next_file_after_one_that_hangs(tmp_path):
     misbehaving(tmp_path, "while True:\n        pass")
     (tmp_path / "04_heads.py").write_text((SOLUTIONS / "04_heads.py").read_text())
-    code, out = grade_isolated(tmp_path)
+    # limits a correct answer meets even on a loaded machine (they are wall-clock time)
+    code, out = grade_isolated(tmp_path, seconds=3.0, file_seconds=60.0)
     summary = out.split("summary:")[1]
     assert code == 1 and "01_softmax.py: fails" in summary and "04_heads.py: passes" in summary
     assert "STOP  " in out  # the other properties of the file that hung were not run

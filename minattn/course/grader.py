@@ -44,7 +44,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -563,7 +562,6 @@ def grade_in_child(paths, max_examples, out, shrink, part, seconds, file_seconds
         copier = threading.Thread(target=lambda: [out.write(line) for line in child.stdout],
                                   daemon=True)
         copier.start()
-        started = time.monotonic()
         try:
             code = child.wait(timeout=file_seconds)
             timed_out = False
@@ -580,10 +578,9 @@ def grade_in_child(paths, max_examples, out, shrink, part, seconds, file_seconds
     where = f"while checking {running[-1]}" if running else "while loading the file"
     shown = " ".join(str(p) for p in paths)
     if timed_out:
-        reason = (f"no verdict after {time.monotonic() - started:.0f} s, the time limit of one "
-                  f"file ({file_seconds:g} s with --examples {max_examples}): the grading was "
-                  f"stopped {where}; a loop that never ends (one that catches every exception "
-                  "too), or far too much work")
+        reason = (f"no verdict within {file_seconds:g} s, the time limit of one file (with "
+                  f"--examples {max_examples}): the grading was stopped {where}; a loop that never "
+                  "ends (one that catches every exception too), or far too much work")
     elif code < 0:
         try:
             name = signal.Signals(-code).name
