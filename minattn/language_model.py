@@ -41,13 +41,14 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
 
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
               norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
-              rope_base=10000.0, rope_scaling=None, window=None, embedding_scale=None,
-              query_pre_attn_scalar=None, attn_logit_softcapping=None,
-              final_logit_softcapping=None, attention=self_attention, cache=None,
-              return_cache=False):
+              rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
+              parallel=False, embedding_scale=None, query_pre_attn_scalar=None,
+              attn_logit_softcapping=None, final_logit_softcapping=None, attention=self_attention,
+              cache=None, return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
-    params["lm_head"], or the token embedding transposed when tied). With a cache (or
+    params["lm_head"], or the token embedding transposed when tied; plus
+    params["lm_head_bias"] [V] where given, Phi). With a cache (or
     return_cache=True, starting empty) -> (logits, new cache): the tokens continue the cached
     sequence at positions L_past .. L_past + L - 1.
     attention_mask (int or bool [B, L_past + L], Hugging Face's convention: 1 = real token,
@@ -55,8 +56,11 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     count its real tokens from 0. Config: n_heads, n_kv_heads (grouped-query), d_k (head
     width), norm ("layer_norm", "rms_norm"), activation ("relu", "gelu", "gelu_tanh",
     "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
-    minattn.rope_scaling), window (a sliding window of that many keys; a list: one per layer,
-    None for a global layer); rope_base and rope_scaling may be lists too. Gemma:
+    minattn.rope_scaling), partial_rotary_factor (RoPE on the first int(d_k * factor) features
+    of each head), window (a sliding window of that many keys; a list: one per layer,
+    None for a global layer); rope_base and rope_scaling may be lists too (a layer whose
+    rope_base is None has no RoPE: SmolLM3). parallel: GPT-NeoX's
+    parallel residual (minattn.transformer_decoder.decoder_block). Gemma:
     embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
     attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
@@ -81,17 +85,24 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
         return causal if attention_mask is None else causal & attention_mask[:, None, None, :]
 
     masks = [mask(w) for w in window] if isinstance(window, list) else mask(window)
+    rotated = positions if position == "rope" else None
+    if isinstance(rope_base, list):  # a layer without a base rotates nothing (SmolLM3's NoPE)
+        rotated = [None if base is None else rotated for base in rope_base]
     if cache is None and return_cache:
         cache = tuple({} for _ in params["layers"])  # empty: each layer fills its own
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, masks,
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
-                  positions=positions if position == "rope" else None, rope_base=rope_base,
-                  rope_scaling=rope_scaling, query_pre_attn_scalar=query_pre_attn_scalar,
+                  positions=rotated, rope_base=rope_base,
+                  rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
+                  parallel=parallel,
+                  query_pre_attn_scalar=query_pre_attn_scalar,
                   attn_logit_softcapping=attn_logit_softcapping, attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]
+    if "lm_head_bias" in params:  # Phi's unembedding has a bias
+        logits = logits + params["lm_head_bias"]
     if final_logit_softcapping is not None:
         logits = soft_cap(logits, final_logit_softcapping)
     return logits if cache is None else (logits, new_cache)

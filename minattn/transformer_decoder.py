@@ -80,7 +80,8 @@ def _init_norm(d_model, norm, dtype):
 def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
                   n_kv_heads=None, d_k=None, norm_first=False, norm="layer_norm",
                   activation="relu", eps=1e-5, positions=None, rope_base=10000.0,
-                  rope_scaling=None, cache=None, attention=self_attention, **attention_config):
+                  rope_scaling=None, parallel=False, cache=None, attention=self_attention,
+                  **attention_config):
     """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
     Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
     x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
@@ -88,19 +89,23 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
     schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
     "post_feed_forward_norm": the sublayer's output normalised too,
-    x = x + post_norm(sublayer(norm(x))). activation
+    x = x + post_norm(sublayer(norm(x))); where params has the post_ norm but not the norm
+    before, x = x + post_norm(sublayer(x)) (OLMo 2). parallel=True (GPT-NeoX's parallel
+    residual, pre-norm, no cross-attention): both sublayers read the block's input,
+    x = x + attention(norm_1(x)) + feed_forward(norm_2(x)). activation
     "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
     sublayer, a function with self_attention's signature (an attention variant plugs in here);
     attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
-                                             norm, activation, eps)
+                                             norm, activation, eps, parallel, norm_first)
     normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
                  "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
 
     def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
-        if norm_first:
-            return x + sandwich(f(normalize(x, params[name])), f"post_{name}")
+        if norm_first:  # (OLMo 2 has no norm before, only the one after: x + post_norm(f(x)))
+            h = normalize(x, params[name]) if name in params else x
+            return x + sandwich(f(h), f"post_{name}")
         return normalize(x + f(x), params[name])
 
     def sandwich(h, name):  # Gemma's second norm, on the sublayer's output
@@ -125,6 +130,10 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
             return GATED[activation](params["feed_forward"], h)
         return feed_forward(params["feed_forward"], h, activation=activation)
 
+    if parallel:  # one residual step: both sublayers read the same x
+        x = x + attend_self(normalize(x, params["self_attention_norm"])) + \
+            feed(normalize(x, params["feed_forward_norm"]))
+        return x if cache is None else (x, new_cache[0])
     x = sublayer(x, "self_attention_norm", attend_self)
     if memory is not None:
         x = sublayer(x, "cross_attention_norm", attend_memory)

@@ -51,6 +51,24 @@ def test_llama3_schedule_equals_the_pairwise_reference(d, base, factor, n):
     assert attention_factor == 1.0
 
 
+@given(d=st.sampled_from([4, 8, 16]), base=st.floats(100, 1e6), n=st.integers(2, 64),
+       length=st.integers(1, 128), factor=st.floats(0.5, 64), seed=st.integers(0, 99))
+def test_longrope_equals_the_pairwise_reference(d, base, n, length, factor, seed):
+    # Microsoft's LongRoPE (Phi-3's modeling code) written out pair by pair: frequency i divided
+    # by ext[i], the long factors once the sequence outgrows n; sqrt(1 + ln factor / ln n).
+    rng = np.random.default_rng(seed)
+    short, long = rng.uniform(1, 4, d // 2), rng.uniform(1, 40, d // 2)
+    scaling = {"rope_type": "longrope", "short_factor": list(short), "long_factor": list(long),
+               "factor": factor, "original_max_position_embeddings": n}
+    inv_freq, attention_factor = rope_frequencies(d, np.arange(length), base=base,
+                                                  scaling=scaling)
+    ext = long if length > n else short
+    np.testing.assert_allclose(inv_freq, [1 / (ext[i] * base ** (2 * i / d))
+                                          for i in range(d // 2)], rtol=1e-12)
+    expected = math.sqrt(1 + math.log(factor) / math.log(n)) if factor > 1 else 1.0
+    assert attention_factor == pytest.approx(expected, rel=1e-15)
+
+
 def test_linear_scaling_is_default_rope_at_positions_divided_by_factor():
     x = np.random.default_rng(0).normal(size=(2, 6, 8))
     scaled = ma.apply_rope(x, np.arange(0, 24, 4), scaling={"rope_type": "linear", "factor": 4.0})
@@ -74,7 +92,7 @@ def test_yarn_attention_factor_scales_queries_and_keys():
 
 
 @pytest.mark.parametrize("scaling, match", [
-    ({"rope_type": "longrope"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
+    ({"rope_type": "su"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
     ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"),
     ("linear", "dict")])
 def test_unknown_rope_scaling_is_refused_by_name(scaling, match):
@@ -215,3 +233,65 @@ def test_a_gpt2_style_model_refuses_llama_keywords(keyword, value):
     params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, n_positions=8)
     with pytest.raises(ValueError, match=keyword):
         ma.causal_lm(params, [[1, 2, 3]], **{**config, keyword: value})
+
+
+def test_a_layer_whose_rope_base_is_none_has_no_position():
+    # Without positions, causal attention is blind to the order of the earlier tokens: the last
+    # token's logits do not change when two earlier tokens swap (SmolLM3's NoPE layers).
+    params, _ = ma.init_causal_lm(np.random.default_rng(0), V, 1, 16, 4, 24, position="rope",
+                                  tied=False, n_kv_heads=2, norm="rms_norm", activation="swiglu")
+    tokens = np.array([[3, 5, 7, 9, 11]])
+    swapped = np.array([[5, 3, 7, 9, 11]])
+    last = lambda t, base: ma.causal_lm(params, t, rope_base=base, **LLAMA)[0, -1]
+    np.testing.assert_allclose(last(tokens, [None]), last(swapped, [None]), atol=1e-12)
+    assert not np.allclose(last(tokens, [10000.0]), last(swapped, [10000.0]))
+
+
+def _rms(x, gamma, eps):  # RMSNorm written out
+    return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * gamma
+
+
+def test_qk_norm_over_all_heads_normalises_each_token_across_its_heads():
+    # OLMo 2: gamma [H d_k] normalises q's H d_k features of a token together, then splits heads
+    rng = np.random.default_rng(10)
+    params = ma.init_decoder_block(rng, 16, 4, 8, n_kv_heads=2, norm="rms_norm",
+                                   activation="swiglu", bias=False)["self_attention"]
+    params["q_norm"], params["k_norm"] = {"gamma": rng.uniform(0.5, 2, 16)}, \
+        {"gamma": rng.uniform(0.5, 2, 8)}
+    x = rng.normal(size=(1, 5, 16))
+    _, cache = ma.self_attention(params, x, n_heads=4, n_kv_heads=2, eps=1e-6, cache={})
+    k = _rms(x @ params["w_k"], params["k_norm"]["gamma"], 1e-6)  # [1, 5, 2 * 4]
+    np.testing.assert_allclose(cache["k"], k.reshape(1, 5, 2, 4).transpose(0, 2, 1, 3),
+                               atol=1e-12)
+
+
+def test_a_block_without_its_norms_before_normalises_after_only():
+    # OLMo 2: x + post_norm(sublayer(x)), for both sublayers
+    rng = np.random.default_rng(11)
+    params = ma.init_decoder_block(rng, 8, 2, 12, norm="rms_norm", activation="swiglu")
+    post = {f"post_{k}": {"gamma": rng.uniform(0.5, 2, 8)}
+            for k in ("self_attention_norm", "feed_forward_norm")}
+    block = {"self_attention": params["self_attention"], "feed_forward": params["feed_forward"],
+             **post}
+    x = rng.normal(size=(1, 4, 8))
+    mask = ma.causal_mask(4, 4)
+    out = ma.decoder_block(block, x, mask, n_heads=2, norm_first=True, norm="rms_norm",
+                           activation="swiglu", eps=1e-6)
+    attended = ma.multi_head_attention(params["self_attention"], x, x, x, mask, n_heads=2)[0]
+    h = x + _rms(attended, post["post_self_attention_norm"]["gamma"], 1e-6)
+    expected = h + _rms(ma.gated_feed_forward(params["feed_forward"], h),
+                        post["post_feed_forward_norm"]["gamma"], 1e-6)
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+    with pytest.raises(ValueError, match="missing key 'self_attention_norm'"):
+        ma.decoder_block(block, x, mask, n_heads=2, norm_first=False, norm="rms_norm",
+                         activation="swiglu")
+
+
+def test_an_unembedding_bias_is_added_to_every_logit_and_checked_by_shape():
+    params = _llama()
+    tokens = np.array([[1, 2, 3]])
+    bias = np.linspace(-1, 1, V)
+    np.testing.assert_allclose(ma.causal_lm({**params, "lm_head_bias": bias}, tokens, **LLAMA),
+                               ma.causal_lm(params, tokens, **LLAMA) + bias, atol=1e-12)
+    with pytest.raises(ValueError, match="lm_head_bias"):
+        ma.causal_lm({**params, "lm_head_bias": bias[:-1]}, tokens, **LLAMA)

@@ -21,8 +21,8 @@ def _generator():
 
 
 def test_the_committed_notebook_is_what_the_generator_makes():
-    assert NOTEBOOK.read_text(encoding="utf-8") == _generator().make_notebook(), (
-        "walkthrough.ipynb is out of date: run python docs/make_notebook.py")
+    if NOTEBOOK.read_text(encoding="utf-8") != _generator().make_notebook():  # no 100 kB diff
+        pytest.fail("walkthrough.ipynb is out of date: run python docs/make_notebook.py")
 
 
 def test_the_notebook_holds_the_first_reading_and_runs_its_examples_as_code():

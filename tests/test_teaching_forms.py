@@ -70,6 +70,24 @@ def test_heads(x, n_heads):
 
 
 @settings(deadline=None)
+@given(seeds, st.sampled_from([(4, 4), (4, 2), (4, 1), (6, 3)]),
+       st.sampled_from(["none", "shared", "per_head"]), st.sampled_from([0.0, 0.3]))
+def test_grouped_attention(seed, heads, mask_kind, dropout):
+    from minattn.multi_head import grouped_attention
+
+    n_heads, n_kv_heads = heads
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(2, n_heads, 3, 4))
+    k, v = rng.normal(size=(2, 2, n_kv_heads, 5, 4))
+    mask = {"none": None, "shared": rng.random((2, 1, 3, 5)) < 0.6,
+            "per_head": rng.random((2, n_heads, 3, 5)) < 0.6}[mask_kind]
+    ours = t.grouped_attention(q, k, v, mask, dropout=dropout, rng=np.random.default_rng(seed))
+    theirs = grouped_attention(q, k, v, mask, dropout=dropout, rng=np.random.default_rng(seed))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, **CLOSE)
+
+
+@settings(deadline=None)
 @given(float_arrays((2, 3, 4)), float_arrays((4, 5)), float_arrays((5,)), float_arrays((4,)),
        float_arrays((4,)))
 def test_linear_and_norms(x, w, b, gamma, beta):

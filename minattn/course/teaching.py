@@ -73,6 +73,14 @@ def merge_heads(x):
     return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
 
 
+def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
+    group = q.shape[-3] // k.shape[-3]  # G = H / H_kv query heads share each kv head
+    k = np.repeat(k, group, axis=-3)  # [..., H, L_k, d_k]: query head h reads kv head h // G
+    v = np.repeat(v, group, axis=-3)
+    return scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
+
+
 def linear(x, w, b):
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]
     return x @ w + b

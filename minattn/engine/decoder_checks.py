@@ -16,7 +16,7 @@ import numpy
 from . import checks
 from ..multi_head import PROJECTIONS, check_multi_head_params
 from ..position_wise import ACTIVATIONS, check_feed_forward_params, check_gated_feed_forward_params
-from ..rope import as_int_array, check_positions
+from ..rope import as_int_array, check_partial_rotary_factor, check_positions
 from ..rope_scaling import check_rope_scaling
 
 NORMS = ("layer_norm", "rms_norm")
@@ -28,7 +28,8 @@ POSITIONS = ("learned", "rope")
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None):
+                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None,
+                          partial_rotary_factor=None):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -44,9 +45,11 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
         positions = check_positions(positions, x)
         checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
         check_rope_scaling(rope_scaling)
-        if d_k % 2:
+        if d_k % 2 and partial_rotary_factor is None:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
                              f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
+        if partial_rotary_factor is not None:  # apply_partial_rope's check, on a head
+            check_partial_rotary_factor(partial_rotary_factor, d_k)
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
@@ -76,7 +79,8 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
                            dtype=None):
     """{"w_q": [D, H d_k], "w_k", "w_v": [D, H_kv d_k], "w_o": [H d_k, D]} with optional biases
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
-    "k_norm": {"gamma": [d_k]}}."""
+    "k_norm": {"gamma": [d_k]}} (each head), or {"gamma": [H d_k]} and [H_kv d_k] (all heads
+    at once)."""
     d_out = {"q": n_heads * d_k, "k": n_kv_heads * d_k, "v": n_kv_heads * d_k, "o": d_model}
     d_in = {"q": d_model, "k": d_model, "v": d_model, "o": n_heads * d_k}
     checks.check_params(params, {}, where)
@@ -86,10 +90,12 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
         **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
-    for key in ("q_norm", "k_norm"):
-        if key in params:
-            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]",
-                                              dtype)
+    for key, n in (("q_norm", n_heads), ("k_norm", n_kv_heads)):
+        if key in params:  # one gamma per head width, or one over all the heads (OLMo 2)
+            gamma = params[key].get("gamma") if isinstance(params[key], checks.DICT_TYPES) else None
+            width = n * d_k if numpy.shape(gamma) == (n * d_k,) else d_k
+            params[key] = checks.check_params(params[key], {"gamma": (width,)},
+                                              f"{where}[{key!r}]", dtype)
     return params
 
 
@@ -125,7 +131,7 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
 
 
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
-                         eps):
+                         eps, parallel=False, norm_first=True):
     # The self-attention sublayer checks its own params, cache and head width.
     where = "params"  # a decoder's layers are each a decoder_block's params
     x = checks.as_float_array("x", x)
@@ -148,8 +154,13 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
         raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
                          "the memory): pass memory, or leave memory_mask None")
     checks.check_no_renamed_block_keys(params, where)
+    _check_parallel(parallel, norm_first, memory, params)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
+    # OLMo 2 normalises after its pre-norm sublayers only (x + post_norm(sublayer(x))): a norm
+    # before may be left out where the one after is there.
+    needed = [k for k in needed
+              if not (norm_first and k.endswith("_norm") and f"post_{k}" in params)]
     for key in needed:
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: "
@@ -190,6 +201,19 @@ def _check_decoder(params, cache, mask=None, config=()):
     return layers
 
 
+def _check_parallel(parallel, norm_first, memory, params):
+    # A parallel block is pre-norm, self-attention and feed-forward only: a post-norm, a
+    # cross-attention or a sandwich norm would be left out, so each is refused by name.
+    if not isinstance(parallel, (bool, np.bool_)):
+        raise TypeError(f"parallel must be a bool, got {parallel!r}")
+    sandwich = [k for k in ("post_self_attention_norm", "post_feed_forward_norm") if k in params]
+    if parallel and (not norm_first or memory is not None or sandwich):
+        raise ValueError("parallel=True (both sublayers read the block's input) needs "
+                         "norm_first=True and takes no memory and no sandwich norms, got "
+                         f"norm_first={norm_first!r}, memory "
+                         f"{'given' if memory is not None else 'None'}, params with {sandwich}")
+
+
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
                      position, cache, embedding_scale=None, final_logit_softcapping=None):
     checks.check_choice("position", position, POSITIONS)
@@ -224,6 +248,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                                               (tokens.shape[0], past + tokens.shape[1]))
     # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
     tables = {"token_embedding": embedding.shape, "lm_head": (embedding.shape[1], vocab_size),
+              "lm_head_bias": (vocab_size,),
               "position_embedding": ("n_positions", embedding.shape[1])}
     params = checks.check_params(params, {key: shape for key, shape in tables.items()
                                           if key in params}, "params", embedding.dtype)

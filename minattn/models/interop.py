@@ -308,8 +308,11 @@ def from_hf(model):
     minattn.generate(params, tokens, n, **config) model.generate(tokens, max_new_tokens=n,
     do_sample=False). Chosen by architecture (config.model_type, so a subclass works): see
     FROM_HF; anything else, mixture-of-experts included, is refused naming what is missing.
-    Reads the RoPE settings of transformers 5 (rope_parameters) and 4.x (rope_theta,
-    rope_scaling). Nothing is downloaded."""
+    Each converter reads the config keys its family's transformers forward reads, as that
+    forward reads them, and refuses by name a value it does not implement or a key the config
+    sets and the forward ignores (tests/test_hf_config_keys.py classifies every key). Reads the
+    RoPE settings of transformers 5 (rope_parameters) and 4.x (rope_theta, rope_scaling).
+    Nothing is downloaded."""
     # transformers model -> (params, config) for minattn.causal_lm
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
@@ -322,7 +325,22 @@ def from_hf(model):
         raise TypeError(f"from_hf supports causal LMs (with an lm_head) of model_type "
                         f"{', '.join(map(repr, FROM_HF))}; got {type(model).__name__} "
                         f"(model_type={model_type!r})")
+    _refuse_what_the_forward_reads_otherwise(config)
     return FROM_HF[model_type](model)
+
+
+def _refuse_what_the_forward_reads_otherwise(config):
+    # Keys transformers' forward reads whatever the family: masking_utils builds a bidirectional
+    # mask where config.is_causal is False (Gemma 2 and 3: use_bidirectional_attention), and
+    # then whether a sdpa call is causal depends on the attention implementation. minattn's
+    # language model is causal: refused by name.
+    if getattr(config, "is_causal", True) is not True:
+        raise ValueError(f"is_causal={config.is_causal!r} (bidirectional attention) is not "
+                         "supported: minattn's causal_lm is causal")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise ValueError("use_bidirectional_attention=True is not supported: transformers then "
+                         "drops the causal mask (and Gemma 3 makes the sliding window "
+                         "symmetric); minattn's causal_lm is causal")
 
 
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
@@ -334,15 +352,17 @@ def _unembedding(model, embedding):
     return {} if head.data_ptr() == embedding.data_ptr() else {"lm_head": _weight(head)}
 
 
-def rope_settings(config, layer_type=None):
+def rope_settings(config, layer_type=None, partial_rotary_factor=1.0):
     """(rope_base, rope_scaling) from a transformers config: transformers 5's
     config.rope_parameters, else 4.x's config.rope_theta and config.rope_scaling; refused when
     neither is there (never a silent default). layer_type: "sliding_attention" or
     "full_attention", for models whose layer types have their own RoPE (Gemma 3: 5's
-    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers)."""
+    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers).
+    partial_rotary_factor: the one the caller's family applies (1: a family that rotates whole
+    heads); the config's must equal it."""
     rope = getattr(config, "rope_parameters", None)
     if isinstance(rope, dict) and layer_type in rope:  # transformers 5, per layer type
-        rope = rope[layer_type]
+        rope = _nested_rope(rope, layer_type)
     elif isinstance(rope, dict):  # transformers 5
         pass
     elif layer_type == "sliding_attention" and getattr(config, "rope_local_base_freq", None):
@@ -355,13 +375,21 @@ def rope_settings(config, layer_type=None):
     rope = {k: v for k, v in rope.items() if v is not None}
     rope_type = rope.pop("rope_type", rope.pop("type", "default"))  # 4.x's older key: "type"
     base = float(rope.pop("rope_theta"))
-    if rope.pop("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError("partial_rotary_factor != 1 (RoPE on part of each head) is not supported")
+    if rope.pop("partial_rotary_factor", 1.0) != partial_rotary_factor:
+        raise ValueError(f"{type(config).__name__}: partial_rotary_factor != 1 (RoPE on part of "
+                         "each head) is not supported by this family's converter")
     if rope_type == "default":
         return base, None
     if rope_type == "dynamic":  # transformers scales from max_position_embeddings
         rope = {"factor": rope["factor"],
                 "max_position_embeddings": config.max_position_embeddings}
+    if rope_type in ("llama3", "yarn", "longrope"):  # 4.x Phi-3 kept it beside rope_scaling
+        original = getattr(config, "original_max_position_embeddings", None)
+        rope.setdefault("original_max_position_embeddings", original)
+    if rope_type in ("yarn", "longrope") and "factor" not in rope and \
+            rope["original_max_position_embeddings"] is not None:  # transformers' default factor
+        rope["factor"] = config.max_position_embeddings / rope["original_max_position_embeddings"]
+    rope = {k: v for k, v in rope.items() if v is not None}
     if rope_type not in SCHEDULES:
         raise ValueError(f"RoPE type {rope_type!r} is not supported (minattn has "
                          f"'default', {', '.join(map(repr, SCHEDULES))})")
@@ -370,16 +398,33 @@ def rope_settings(config, layer_type=None):
     return base, scaling
 
 
-def _llama_from_hf(model):
-    # Llama and the models built like it (Mistral, Qwen2, Qwen3): RMSNorm, RoPE, SwiGLU, GQA.
+def _nested_rope(rope, layer_type):
+    # transformers' YaRN reads `truncate` from the top level of rope_parameters
+    # (config.rope_parameters.get("truncate", True)), never from a layer type's own dict: a
+    # layer type's truncate that disagrees with the top level's is refused, not picked.
+    layer = dict(rope[layer_type])
+    read = rope.get("truncate", True)
+    if layer.get("rope_type") == "yarn" and layer.get("truncate", read) != read:
+        raise ValueError(f"rope_parameters[{layer_type!r}]['truncate']={layer['truncate']!r} "
+                         f"disagrees with what transformers' YaRN reads, the top level's "
+                         f"rope_parameters.get('truncate', True) = {read!r}")
+    return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
+
+
+def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act", rope=None):
+    # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
+    # GQA.
     config = model.config
-    rope_base, rope_scaling = rope_settings(config)
+    partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
+    rope_base, rope_scaling = rope(config, config.num_hidden_layers) if rope else \
+        rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    if config.hidden_act != "silu":
+    if activation_key and config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
     inner = model.model
-    layers = [_llama_layer_from_hf(layer) for layer in inner.layers]
+    layer_from_hf = layer_from_hf or _llama_layer_from_hf
+    layers = [layer_from_hf(layer) for layer in inner.layers]
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}
@@ -387,10 +432,34 @@ def _llama_from_hf(model):
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "window": _windows(config, len(layers))}
+    if partial != 1.0:
+        kwargs["partial_rotary_factor"] = partial
     return params, kwargs
 
 
+# The families whose transformers forward rotates part of each head (apply_rotary_pos_emb
+# splitting off cos.shape[-1] features); Llama's, Mistral's and Qwen's rotate the whole head
+# (a partial_rotary_factor there fails in transformers, and is refused here).
+_PARTIAL_ROPE = ("phi3",)
+
+
+def partial_rotary_factor(config):
+    """The fraction of each head RoPE rotates: transformers 5's
+    config.rope_parameters["partial_rotary_factor"], else 4.x's config.partial_rotary_factor,
+    else 1."""
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and rope.get("partial_rotary_factor") is not None:
+        return float(rope["partial_rotary_factor"])
+    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
+
+
 def _llama_layer_from_hf(layer):
+    return {**_llama_sublayers_from_hf(layer),
+            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
+            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+
+
+def _llama_sublayers_from_hf(layer):
     a, m = layer.self_attn, layer.mlp
     attention = {}
     for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
@@ -403,32 +472,288 @@ def _llama_layer_from_hf(layer):
     if getattr(m.gate_proj, "bias", None) is not None:
         raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
     return {"self_attention": attention,
-            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
             "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
                              "w_up": _weight(m.up_proj.weight),
+                             "w_down": _weight(m.down_proj.weight)}}
+
+
+def _gpt_neox_from_hf(model):
+    # GPT-NeoX (Pythia): LayerNorm, partial RoPE, a GELU feed-forward with biases, q, k, v fused
+    # head by head, and the parallel residual x + attention(ln_1(x)) + mlp(ln_2(x)) (or GPT-2's
+    # sequential one: use_parallel_residual=False).
+    config, inner = model.config, model.gpt_neox
+    activations = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                   "relu": "relu"}
+    if config.hidden_act not in activations:
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
+                         f"{', '.join(map(repr, activations))})")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    n_heads = config.num_attention_heads
+    layers = [_gpt_neox_layer_from_hf(layer, n_heads) for layer in inner.layers]
+    params = {"token_embedding": _array(inner.embed_in.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.final_layer_norm)[0],
+              **_unembedding(model, inner.embed_in.weight)}
+    kwargs = {"n_heads": n_heads, "norm": "layer_norm",
+              "activation": activations[config.hidden_act], "eps": config.layer_norm_eps,
+              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+              "partial_rotary_factor": partial, "parallel": bool(config.use_parallel_residual)}
+    return params, kwargs
+
+
+def _gpt_neox_layer_from_hf(layer, n_heads):
+    a, m = layer.attention, layer.mlp
+    # query_key_value's output is [H, 3, d_k] (view(..., H, 3 d_k), then chunk(3)): head h's
+    # q, k and v are its three consecutive d_k-wide slices.
+    w = _weight(a.query_key_value.weight)  # [D, 3 D]
+    d_k = w.shape[1] // (3 * n_heads)
+    heads = np.reshape(w, (w.shape[0], n_heads, 3, d_k))
+    attention = {f"w_{p}": np.reshape(heads[:, :, i], (w.shape[0], n_heads * d_k))
+                 for i, p in enumerate("qkv")}
+    if a.query_key_value.bias is not None:  # attention_bias=True (the default)
+        biases = np.reshape(_array(a.query_key_value.bias), (n_heads, 3, d_k))
+        attention.update({f"b_{p}": np.reshape(biases[:, i], (n_heads * d_k,))
+                          for i, p in enumerate("qkv")})
+    attention["w_o"] = _weight(a.dense.weight)
+    if a.dense.bias is not None:
+        attention["b_o"] = _array(a.dense.bias)
+    return {"self_attention": attention,
+            "self_attention_norm": _layer_norm_from_torch(layer.input_layernorm)[0],
+            "feed_forward": {"w_1": _weight(m.dense_h_to_4h.weight),
+                             "b_1": _array(m.dense_h_to_4h.bias),
+                             "w_2": _weight(m.dense_4h_to_h.weight),
+                             "b_2": _array(m.dense_4h_to_h.bias)},
+            "feed_forward_norm": _layer_norm_from_torch(layer.post_attention_layernorm)[0]}
+
+
+def _stablelm_from_hf(model):
+    # StableLM: Llama's attention and SwiGLU with LayerNorm, partial RoPE, q/k/v biases
+    # (use_qkv_bias), and GPT-NeoX's parallel residual where use_parallel_residual, its two
+    # sublayers then reading the same input_layernorm.
+    config, inner = model.config, model.model
+    if config.qk_layernorm:
+        raise ValueError("qk_layernorm=True is not supported: StableLM's QK-norm is a LayerNorm "
+                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
+                         "shared by the heads")
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    parallel = bool(config.use_parallel_residual)
+    layers = []
+    for layer in inner.layers:
+        block = _llama_sublayers_from_hf(layer)
+        block["self_attention_norm"] = _layer_norm_from_torch(layer.input_layernorm)[0]
+        block["feed_forward_norm"] = block["self_attention_norm"] if parallel else \
+            _layer_norm_from_torch(layer.post_attention_layernorm)[0]
+        layers.append(block)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.norm)[0],
+              **_unembedding(model, inner.embed_tokens.weight)}
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "norm": "layer_norm", "activation": "swiglu", "eps": config.layer_norm_eps,
+              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+              "partial_rotary_factor": partial, "parallel": parallel}
+    return params, kwargs
+
+
+def _smollm3_from_hf(model):
+    # SmolLM3: Llama with layers that have no RoPE at all (NoPE: no_rope_layers[i] == 0), told
+    # to causal_lm by a rope_base of None for those layers.
+    config = model.config
+    params, kwargs = _llama_from_hf(model)
+    rotated = list(config.no_rope_layers)[:len(params["layers"])]
+    if len(rotated) != len(params["layers"]):
+        raise ValueError(f"no_rope_layers has {len(rotated)} entries for "
+                         f"{len(params['layers'])} layers")
+    kwargs["rope_base"] = [kwargs["rope_base"] if use else None for use in rotated]
+    return params, kwargs
+
+
+def _cohere_from_hf(model):
+    # Cohere (Command R): a parallel block under one LayerNorm without bias, SwiGLU, logits times
+    # logit_scale (folded into the unembedding, untied), and interleaved RoPE, which pairs
+    # features (2i, 2i + 1): each head's q and k columns are reordered to (even..., odd...) here,
+    # where minattn's rotate-half pairs i with i + d/2 (the same rotation; section 20 of the
+    # walkthrough, DeepSeek's interleaved RoPE).
+    config, inner = model.config, model.model
+    if config.use_qk_norm:
+        raise ValueError("use_qk_norm=True is not supported: Cohere's QK-norm is a LayerNorm "
+                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
+                         "shared by the heads")
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    rope_base, rope_scaling = rope_settings(config)
+    n_heads, n_kv_heads = config.num_attention_heads, config.num_key_value_heads
+    d_k = config.hidden_size // n_heads
+    layers = []
+    for layer in inner.layers:
+        block = _llama_sublayers_from_hf(layer)
+        attention = block["self_attention"]
+        for p, heads in (("q", n_heads), ("k", n_kv_heads)):
+            for key in (f"w_{p}", f"b_{p}"):
+                if key in attention:
+                    attention[key] = _halves_from_interleaved(attention[key], heads, d_k)
+        norm = {"gamma": _array(layer.input_layernorm.weight)}
+        norm["beta"] = np.zeros_like(norm["gamma"])  # CohereLayerNorm has no bias
+        block.update(self_attention_norm=norm, feed_forward_norm=norm)
+        layers.append(block)
+    final = {"gamma": _array(inner.norm.weight)}
+    unembedding = _unembedding(model, inner.embed_tokens.weight).get(
+        "lm_head", _array(inner.embed_tokens.weight).T)
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": {**final, "beta": np.zeros_like(final["gamma"])},
+              "lm_head": unembedding * config.logit_scale}
+    kwargs = {"n_heads": n_heads, "n_kv_heads": n_kv_heads, "norm": "layer_norm",
+              "activation": "swiglu", "eps": config.layer_norm_eps, "position": "rope",
+              "rope_base": rope_base, "rope_scaling": rope_scaling, "parallel": True}
+    return params, kwargs
+
+
+def _halves_from_interleaved(w, n_heads, d_k):
+    # [..., H d_k] with each head's features in RoPE pairs (x0, x1), (x2, x3), ... ->
+    # (x0, x2, ..., x1, x3, ...): the pairs (i, i + d_k/2) of rotate-half.
+    heads = np.reshape(w, w.shape[:-1] + (n_heads, d_k))
+    return np.reshape(np.concatenate([heads[..., 0::2], heads[..., 1::2]], axis=-1), w.shape)
+
+
+def _olmo_from_hf(model):
+    # OLMo 2 and 3: Llama's block with its norms after the sublayers only,
+    # x + post_norm(sublayer(x)), and QK-norm over all heads at once (gammas [H d_k] and
+    # [H_kv d_k]); OLMo 3 adds local (sliding) and global layers with their own RoPE.
+    rope = None if model.config.model_type == "olmo2" else _per_layer_rope
+    return _llama_from_hf(model, _olmo_layer_from_hf, rope=rope)
+
+
+def _olmo_layer_from_hf(layer):
+    return {**_llama_sublayers_from_hf(layer),
+            "post_self_attention_norm": {"gamma": _array(layer.post_attention_layernorm.weight)},
+            "post_feed_forward_norm": {"gamma": _array(layer.post_feedforward_layernorm.weight)}}
+
+
+def _per_layer_rope(config, n_layers):
+    # -> (rope_base, rope_scaling), each one value or a list with one entry per layer: the RoPE of
+    # each layer's type (Gemma 3, OLMo 3: transformers 5's rope_parameters per layer type).
+    types = list(getattr(config, "layer_types", None) or ["full_attention"] * n_layers)
+    bases, scalings = zip(*(rope_settings(config, t) for t in types[:n_layers]))
+    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    return same(bases), same(scalings)
+
+
+def _phi_from_hf(model):
+    # Phi (1, 1.5, 2): GPT-NeoX's parallel block under one LayerNorm, partial RoPE, q/k/v/o and
+    # a GELU feed-forward with biases, and an unembedding with a bias.
+    config, inner = model.config, model.model
+    if config.qk_layernorm:
+        raise ValueError("qk_layernorm=True is not supported: Phi's QK-norm is a LayerNorm; "
+                         "minattn's QK-norm is an RMSNorm")
+    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
+                   "relu": "relu"}
+    if config.hidden_act not in activations:
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
+                         f"{', '.join(map(repr, activations))})")
+    partial = partial_rotary_factor(config)
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
+    layers = []
+    for layer in inner.layers:
+        a, m = layer.self_attn, layer.mlp
+        attention = {}
+        for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.dense)):
+            attention[f"w_{p}"], attention[f"b_{p}"] = _weight(proj.weight), _array(proj.bias)
+        norm = _layer_norm_from_torch(layer.input_layernorm)[0]  # one norm, both sublayers
+        layers.append({"self_attention": attention, "self_attention_norm": norm,
+                       "feed_forward": {"w_1": _weight(m.fc1.weight), "b_1": _array(m.fc1.bias),
+                                        "w_2": _weight(m.fc2.weight), "b_2": _array(m.fc2.bias)},
+                       "feed_forward_norm": norm})
+    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+              "final_norm": _layer_norm_from_torch(inner.final_layernorm)[0],
+              **_unembedding(model, inner.embed_tokens.weight),
+              "lm_head_bias": _array(model.lm_head.bias)}
+    kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+              "norm": "layer_norm", "activation": activations[config.hidden_act],
+              "eps": config.layer_norm_eps, "position": "rope", "rope_base": rope_base,
+              "rope_scaling": rope_scaling, "partial_rotary_factor": partial, "parallel": True}
+    return params, kwargs
+
+
+def _granite_from_hf(model):
+    # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
+    # output, so each lands on a weight or on an existing keyword: the embeddings times
+    # embedding_multiplier (embedding_scale), the scores times attention_multiplier (in place of
+    # 1/sqrt(d_k): query_pre_attn_scalar = attention_multiplier^-2), each sublayer's output times
+    # residual_multiplier (folded into w_o and w_down), the logits divided by logits_scaling
+    # (folded into the unembedding, untied).
+    config = model.config
+    for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                "logits_scaling"):
+        if not getattr(config, key) > 0:
+            raise ValueError(f"{key}={getattr(config, key)!r} is not supported (a positive "
+                             "scale)")
+    params, kwargs = _llama_from_hf(model)
+    residual = config.residual_multiplier
+    for layer in params["layers"]:
+        attention, feed = layer["self_attention"], layer["feed_forward"]
+        attention.update({k: attention[k] * residual for k in ("w_o", "b_o") if k in attention})
+        feed["w_down"] = feed["w_down"] * residual
+    unembedding = params.get("lm_head", params["token_embedding"].T)
+    params["lm_head"] = unembedding / config.logits_scaling
+    kwargs.update(embedding_scale=config.embedding_multiplier,
+                  query_pre_attn_scalar=config.attention_multiplier ** -2)
+    return params, kwargs
+
+
+def _phi3_from_hf(model):
+    # Phi-3: Llama's block with q, k, v fused in one projection and gate, up in another.
+    return _llama_from_hf(model, _phi3_layer_from_hf)
+
+
+def _phi3_layer_from_hf(layer):
+    a, m = layer.self_attn, layer.mlp
+    w_qkv, w_gate_up = _weight(a.qkv_proj.weight), _weight(m.gate_up_proj.weight)  # [D, ...]
+    q_width = a.config.num_attention_heads * a.head_dim
+    kv_width = a.num_key_value_heads * a.head_dim
+    d_ff = w_gate_up.shape[1] // 2  # gate_up_proj's output: gate, then up (its .chunk(2))
+    return {"self_attention": {"w_q": w_qkv[:, :q_width],
+                               "w_k": w_qkv[:, q_width:q_width + kv_width],
+                               "w_v": w_qkv[:, q_width + kv_width:],
+                               "w_o": _weight(a.o_proj.weight)},
+            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
+            "feed_forward": {"w_gate": w_gate_up[:, :d_ff], "w_up": w_gate_up[:, d_ff:],
                              "w_down": _weight(m.down_proj.weight)},
             "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
 
 
 def _windows(config, n_layers):
-    # -> None (every layer global), an int (every layer a sliding window: Mistral), or a list
-    # with one entry per layer (None: global; transformers 5's layer_types, Qwen2's
-    # max_window_layers).
-    window = getattr(config, "sliding_window", None)
-    if getattr(config, "use_sliding_window", True) is False:  # Qwen2: off unless asked
-        window = None
-    types = getattr(config, "layer_types", None)
-    if window is None:
-        if types and "sliding_attention" in types:
-            raise ValueError("layer_types names sliding_attention layers but sliding_window "
-                             "is None")
+    # -> None (every layer global), an int (every layer a sliding window), or a list with one
+    # entry per layer (None: global). What each family's forward reads (transformers 5.24):
+    # Llama, Granite, Cohere, OLMo 2 and Gemma 1 no window at all (a sliding_window attribute is
+    # ignored); Mistral and Phi-3 config.sliding_window on every layer; Qwen2, Qwen3, SmolLM3,
+    # OLMo 3, Gemma 2 and 3 config.sliding_window on the layers config.layer_types names
+    # "sliding_attention" (Qwen's use_sliding_window and max_window_layers are folded into those
+    # two by its config, and not read by its forward).
+    family = config.model_type
+    if family in ("llama", "gemma", "granite", "cohere", "olmo2"):
         return None
-    if not types:
-        return int(window)
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if family in ("mistral", "phi3"):
+        if types is not None:  # transformers warns that Mistral ignores them
+            raise ValueError(f"layer_types={types!r} on a {family} config: its transformers "
+                             "forward ignores them and applies sliding_window to every layer; "
+                             "refused rather than picking one")
+        return None if window is None else int(window)
+    types = list(types or ["full_attention"] * n_layers)
+    if family == "smollm3" and "sliding_attention" in types and not config.use_sliding_window:
+        raise ValueError("layer_types names sliding_attention layers but use_sliding_window is "
+                         "False: transformers' SmolLM3 masks those layers by the window under "
+                         "sdpa and eager but not under flash attention; refused rather than "
+                         "picking one")
     unknown = set(types) - {"full_attention", "sliding_attention"}
     if unknown:
         raise ValueError(f"layer_types {sorted(unknown)} are not supported (minattn has "
                          "'full_attention' and 'sliding_attention')")
+    if window is None and "sliding_attention" in types:
+        raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
     windows = [int(window) if t == "sliding_attention" else None for t in types[:n_layers]]
     return windows if len(set(windows)) > 1 else windows[0]
 
@@ -472,16 +797,42 @@ def _gpt2_from_hf(model):
     return params, kwargs
 
 
+def _gemma1_from_hf(model):
+    # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
+    # tanh-GELU gated feed-forward (its hidden_act; Gemma 2 and 3 read hidden_activation).
+    config, inner = model.config, model.model
+    _check_tanh_gelu("hidden_act", config.hidden_act)
+    params, kwargs = _llama_from_hf(model, _gemma1_layer_from_hf, activation_key=None)
+    params["final_norm"] = _one_plus(inner.norm)
+    scale = inner.embed_tokens.embed_scale  # the model's own value (a float32 buffer)
+    kwargs.update(activation="geglu_tanh", embedding_scale=float(scale))
+    return params, kwargs
+
+
+def _gemma1_layer_from_hf(layer):
+    block = _llama_layer_from_hf(layer)
+    block.update(self_attention_norm=_one_plus(layer.input_layernorm),
+                 feed_forward_norm=_one_plus(layer.post_attention_layernorm))
+    return block
+
+
+def _one_plus(norm):  # Gemma's RMSNorm scales by (1 + w): stored as gamma = 1 + w
+    return {"gamma": 1.0 + _array(norm.weight)}
+
+
+def _check_tanh_gelu(key, value):
+    if value not in ("gelu_pytorch_tanh", "gelu_new"):
+        raise ValueError(f"{key}={value!r} is not supported (minattn's GEGLU uses the tanh GELU)")
+
+
 def _gemma_from_hf(model):
     # Gemma 2 and 3 (text): Llama's layout plus sandwich norms, RMSNorm with (1 + w) (stored
     # here as gamma = 1 + w), embeddings scaled by sqrt(D), the tanh-GELU gated feed-forward,
     # query_pre_attn_scalar, soft-capping, local (sliding) and global layers with their own
     # windows and RoPE bases.
     config, inner = model.config, model.model
-    if config.hidden_activation not in ("gelu_pytorch_tanh", "gelu_new"):
-        raise ValueError(f"hidden_activation={config.hidden_activation!r} is not supported "
-                         "(minattn's GEGLU uses the tanh GELU)")
-    one_plus = lambda norm: {"gamma": 1.0 + _array(norm.weight)}
+    _check_tanh_gelu("hidden_activation", config.hidden_activation)
+    one_plus = _one_plus
     layers = []
     for layer in inner.layers:
         block = _llama_layer_from_hf(layer)
@@ -493,16 +844,14 @@ def _gemma_from_hf(model):
                       "feed_forward_norm": one_plus(layer.pre_feedforward_layernorm),
                       "post_feed_forward_norm": one_plus(layer.post_feedforward_layernorm)})
         layers.append(block)
-    types = list(getattr(config, "layer_types", None) or ["full_attention"] * len(layers))
-    bases, scalings = zip(*(rope_settings(config, t) for t in types[:len(layers)]))
-    same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
+    rope_base, rope_scaling = _per_layer_rope(config, len(layers))
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": one_plus(inner.norm), **_unembedding(model, inner.embed_tokens.weight)}
     scale = getattr(inner.embed_tokens, "embed_scale", None)  # the model's own (float32) value
     kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
               "d_k": config.head_dim, "norm": "rms_norm", "activation": "geglu_tanh",
-              "eps": config.rms_norm_eps, "position": "rope", "rope_base": same(bases),
-              "rope_scaling": same(scalings), "window": _windows(config, len(layers)),
+              "eps": config.rms_norm_eps, "position": "rope", "rope_base": rope_base,
+              "rope_scaling": rope_scaling, "window": _windows(config, len(layers)),
               "embedding_scale": float(scale) if scale is not None else config.hidden_size ** 0.5,
               "query_pre_attn_scalar": config.query_pre_attn_scalar,
               # transformers' Gemma3Attention does not apply attn_logit_softcapping (Gemma 3
@@ -515,8 +864,12 @@ def _gemma_from_hf(model):
 
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
-           "qwen3": _llama_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
-           "gpt2": _gpt2_from_hf,
+           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "granite": _granite_from_hf,
+           "gemma": _gemma1_from_hf,
+           "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
+           "gpt_neox": _gpt_neox_from_hf, "stablelm": _stablelm_from_hf,
+           "smollm3": _smollm3_from_hf, "cohere": _cohere_from_hf, "olmo2": _olmo_from_hf,
+           "olmo3": _olmo_from_hf, "phi": _phi_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model)}
