@@ -425,7 +425,7 @@ def test_a_blockwise_loop_that_never_ends_is_a_fail_naming_the_time_limit(tmp_pa
     out = io.StringIO()
     assert grader.check_paths([path], 5, out, shrink=False, part=4, seconds=0.3) == 1
     assert "FAIL  blockwise_attention_matches_attention" in out.getvalue()
-    assert "ran for more than 0.3 s" in out.getvalue() and "STOP  " in out.getvalue()
+    assert " of one example)" in out.getvalue() and "STOP  " in out.getvalue()
 
 
 def test_the_blockwise_failure_names_the_block_and_the_rows(tmp_path):
@@ -686,8 +686,9 @@ def test_exercises_needs_no_hypothesis_and_check_works_from_the_exercise_folder(
 # --- a student's file that misbehaves: a FAIL line with its reason, never a hang or a silent exit
 
 MISBEHAVING = {  # the body of softmax -> what the report must say
-    "while True:\n        pass": "ran for more than 0.3 s (the time limit of one example)",
-    "time.sleep(60)": "ran for more than 0.3 s (the time limit of one example)",
+    # CPU time, or the clock's on a machine so loaded that the loop gets under a third of a core
+    "while True:\n        pass": " of one example)",
+    "time.sleep(60)": "did not return within 0.9 s while using less than 0.3 s of CPU time",
     "sys.exit(3)": "your code called sys.exit(3)",
     "raise SystemExit": "your code called sys.exit(None)",
     "os._exit(0)": "your code ended the Python process while checking softmax_rows_sum_to_one, "
@@ -696,7 +697,7 @@ MISBEHAVING = {  # the body of softmax -> what the report must say
     "os.kill(os.getpid(), signal.SIGSEGV)": "killed by signal SIGSEGV while checking "
                                             "softmax_rows_sum_to_one",
     "while True:\n        try:\n            time.sleep(60)\n        except BaseException:\n"
-    "            pass": "no verdict after 3 s, the time limit of one file",
+    "            pass": "no verdict within 3 s, the time limit of one file",
 }
 
 
@@ -707,7 +708,10 @@ def misbehaving(tmp_path, body, top=""):
     return path
 
 
-def grade_isolated(*paths, seconds=0.3, file_seconds=3.0):
+def grade_isolated(*paths, seconds=0.3, file_seconds=60.0):
+    # file_seconds: a limit the child's start, its warm-up and the properties up to the
+    # misbehaving one meet even on a loaded machine; the loop that catches every exception is
+    # given 3 s (it can only be stopped by this limit)
     out = io.StringIO()
     code = grader.check_paths(list(paths), 5, out, shrink=False, seconds=seconds, isolate=True,
                               file_seconds=file_seconds)
@@ -716,7 +720,9 @@ def grade_isolated(*paths, seconds=0.3, file_seconds=3.0):
 
 @pytest.mark.parametrize("body", sorted(MISBEHAVING))
 def test_a_file_that_hangs_exits_or_crashes_is_a_fail_line_with_its_reason(body, tmp_path):
-    code, out = grade_isolated(misbehaving(tmp_path, body))
+    timing = "while" in body or "sleep" in body  # what the limits must stop
+    code, out = grade_isolated(misbehaving(tmp_path, body), seconds=0.3 if timing else 5.0,
+                               file_seconds=3.0 if "BaseException" in body else 60.0)
     assert code == 1, out
     assert "FAIL  " in out and MISBEHAVING[body] in out, out
     assert "passed" not in out.splitlines()[-1] or "0 passed" in out, out
@@ -724,7 +730,7 @@ def test_a_file_that_hangs_exits_or_crashes_is_a_fail_line_with_its_reason(body,
 
 @pytest.mark.parametrize("top, reason", [
     ("sys.exit(3)", "its code calls sys.exit(3) when the file is loaded"),
-    ("while True:\n    pass", "ran for more than 0.3 s"),
+    ("while True:\n    pass", " of one example)"),
     ("os._exit(0)", "while loading the file, with exit status 0"),
 ])
 def test_a_file_that_exits_or_hangs_when_loaded_cannot_be_checked(top, reason, tmp_path):
@@ -736,7 +742,8 @@ def test_a_file_that_exits_or_hangs_when_loaded_cannot_be_checked(top, reason, t
 def test_a_folder_goes_on_to_the_next_file_after_one_that_hangs(tmp_path):
     misbehaving(tmp_path, "while True:\n        pass")
     (tmp_path / "04_heads.py").write_text((SOLUTIONS / "04_heads.py").read_text())
-    code, out = grade_isolated(tmp_path)
+    # limits a correct answer meets even on a loaded machine (they are wall-clock time)
+    code, out = grade_isolated(tmp_path, seconds=3.0, file_seconds=60.0)
     summary = out.split("summary:")[1]
     assert code == 1 and "01_softmax.py: fails" in summary and "04_heads.py: passes" in summary
     assert "STOP  " in out  # the other properties of the file that hung were not run
@@ -744,7 +751,7 @@ def test_a_folder_goes_on_to_the_next_file_after_one_that_hangs(tmp_path):
 
 def test_an_example_past_its_time_limit_in_process_too(tmp_path):
     code, out = grade_paths_seconds(misbehaving(tmp_path, "time.sleep(60)"))
-    assert code == 1 and "ran for more than 0.3 s" in out and "STOP  " in out, out
+    assert code == 1 and "did not return within 0.9 s" in out and "STOP  " in out, out
 
 
 def grade_paths_seconds(path):

@@ -20,8 +20,9 @@ checked; 2 FILE cannot be loaded (missing, not a .py file, a syntax error, an im
 exit while loading) or a function's signature does not match minattn's. Needs hypothesis (the
 extra `check`).
 
-Time limits: the student's code runs under a limit per example (EXAMPLE_SECONDS; an example
-past it is a FAIL naming the property and the example) and, from the command line, in a child
+Time limits: the student's code runs under a limit per example (EXAMPLE_SECONDS of CPU time,
+WAITING_FACTOR times that on the clock; the properties run once untimed first, so that imports
+never count; an example past it is a FAIL naming the property and the example) and, from the command line, in a child
 process under a limit per file (or per group of files graded together, FILE_SECONDS plus
 SECONDS_PER_EXAMPLE per example asked for): an infinite loop, a sleep, a crash of the
 interpreter, os._exit or sys.exit in the student's file each end as a FAIL line with the reason,
@@ -44,7 +45,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -93,25 +93,39 @@ class TooSlow(BaseException):
     catches it on the way out."""
 
 
+WAITING_FACTOR = 3  # an example may wait (sleep, block) this many times its CPU limit
+
+
 @contextlib.contextmanager
 def time_limit(seconds, what):
-    """Raise TooSlow in the code running inside after `seconds` (POSIX main thread: an interval
-    timer; elsewhere, and for seconds=None, no limit: the child process's limit still holds)."""
+    """Raise TooSlow in the code running inside after `seconds` of CPU time, or after
+    WAITING_FACTOR times that in wall-clock time (code that waits instead of computing: a
+    sleep). CPU time, so that a loaded machine, which slows the clock's time of a correct answer
+    and not its CPU time, never fails one. POSIX main thread: interval timers; elsewhere, and for
+    seconds=None, no limit (the child process's limit still holds)."""
     if seconds is None or not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def expire(signum, frame):
-        raise TooSlow(f"{what} ran for more than {seconds:g} s (the time limit of one example): "
-                      "a loop that never ends, a sleep, or far too much work")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    def computing(signum, frame):
+        raise TooSlow(f"{what} used more than {seconds:g} s of CPU time (the time limit of one "
+                      "example): a loop that never ends, or far too much work")
+
+    def waiting(signum, frame):
+        raise TooSlow(f"{what} did not return within {WAITING_FACTOR * seconds:g} s while using "
+                      f"less than {seconds:g} s of CPU time (the time limits of one example): a "
+                      "sleep, or waiting for input")
+    previous = signal.signal(signal.SIGPROF, computing), signal.signal(signal.SIGALRM, waiting)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, WAITING_FACTOR * seconds)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGPROF, previous[0])
+        signal.signal(signal.SIGALRM, previous[1])
 
 
 class NotTakenYet(TypeError):
@@ -341,6 +355,19 @@ CALLED_WITH = {
 }
 
 
+def warm_up(chosen):
+    """Run each property once on minattn's own functions, untimed and unreported: the imports and
+    first-call costs of the references and of minattn (scipy's erf for a GELU, say) are paid
+    here, never inside a student's timed example. Once per property and process."""
+    for prop in chosen:
+        if prop.name not in _WARM:
+            run_property(prop, 1, shrink=False, seconds=None)
+            _WARM.add(prop.name)
+
+
+_WARM = set()
+
+
 def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
           seconds=EXAMPLE_SECONDS, status=None):
     """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
@@ -350,6 +377,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     from . import properties
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
+    warm_up([p for p in chosen if p.part <= part])
     failed_own = []
     failures = checked = not_run = 0
     with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}), \
@@ -564,7 +592,6 @@ def grade_in_child(paths, max_examples, out, shrink, part, seconds, file_seconds
         copier = threading.Thread(target=lambda: [out.write(line) for line in child.stdout],
                                   daemon=True)
         copier.start()
-        started = time.monotonic()
         try:
             code = child.wait(timeout=file_seconds)
             timed_out = False
@@ -581,10 +608,9 @@ def grade_in_child(paths, max_examples, out, shrink, part, seconds, file_seconds
     where = f"while checking {running[-1]}" if running else "while loading the file"
     shown = " ".join(str(p) for p in paths)
     if timed_out:
-        reason = (f"no verdict after {time.monotonic() - started:.0f} s, the time limit of one "
-                  f"file ({file_seconds:g} s with --examples {max_examples}): the grading was "
-                  f"stopped {where}; a loop that never ends (one that catches every exception "
-                  "too), or far too much work")
+        reason = (f"no verdict within {file_seconds:g} s, the time limit of one file (with "
+                  f"--examples {max_examples}): the grading was stopped {where}; a loop that never "
+                  "ends (one that catches every exception too), or far too much work")
     elif code < 0:
         try:
             name = signal.Signals(-code).name
@@ -716,7 +742,8 @@ def add_commands(commands):
                      help=f"examples hypothesis tries per property, 1 to {MAX_EXAMPLES} "
                           "(default 20)")
     chk.add_argument("--time-limit", metavar="SECONDS", type=_seconds, default=EXAMPLE_SECONDS,
-                     help=f"time limit of one example (default {EXAMPLE_SECONDS:g})")
+                     help=f"time limit of one example, in CPU time (default {EXAMPLE_SECONDS:g}; "
+                          f"{WAITING_FACTOR} times that on the clock for code that waits)")
     chk.add_argument("--file-time-limit", metavar="SECONDS", type=_seconds,
                      help=f"time limit of one file (default {FILE_SECONDS:g} + "
                           f"{SECONDS_PER_EXAMPLE:g} per example)")
