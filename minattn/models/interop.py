@@ -22,6 +22,7 @@ import numbers
 import autograd.numpy as np
 
 from ..rope_scaling import SCHEDULES, check_rope_scaling
+from . import llama_layout
 
 _INSTALL_HINT = ("pip install torch (the CPU build: pip install torch --index-url "
                  "https://download.pytorch.org/whl/cpu)")
@@ -372,42 +373,38 @@ def rope_settings(config, layer_type=None):
 
 def _llama_from_hf(model):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3): RMSNorm, RoPE, SwiGLU, GQA.
-    config = model.config
+    # The names: llama_layout, shared with the GGUF and safetensors loaders.
+    tensors = dict(model.named_parameters())  # a tied lm_head is embed_tokens' tensor: listed once
+    unknown = sorted(set(tensors) - set(llama_layout.names(len(model.model.layers))))
+    if unknown:  # mlp_bias=True, or a part of another architecture: refused, never dropped
+        raise ValueError(f"{type(model).__name__} has tensors outside the Llama layout: "
+                         f"{', '.join(unknown[:4])}{' ...' if len(unknown) > 4 else ''} "
+                         "(mlp_bias=True is not supported: minattn's SwiGLU has no biases)")
+    params = llama_layout.llama_params(
+        lambda name: _array(tensors[name]) if name in tensors else None, len(model.model.layers))
+    return params, llama_config(model.config, len(params["layers"]))
+
+
+def llama_config(config, n_layers):
+    """A transformers Llama-style config (or any object with its attributes, e.g. config.json
+    read into a SimpleNamespace) -> the keyword arguments of causal_lm."""
     rope_base, rope_scaling = rope_settings(config)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
     if config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
-    inner = model.model
-    layers = [_llama_layer_from_hf(layer) for layer in inner.layers]
-    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
-              "final_norm": {"gamma": _array(inner.norm.weight)},
-              **_unembedding(model, inner.embed_tokens.weight)}
-    kwargs = {"n_heads": n_heads, "n_kv_heads": config.num_key_value_heads, "d_k": d_k,
-              "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
-              "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
-              "window": _windows(config, len(layers))}
-    return params, kwargs
+    return {"n_heads": n_heads, "n_kv_heads": config.num_key_value_heads, "d_k": d_k,
+            "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
+            "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
+            "window": _windows(config, n_layers)}
 
 
 def _llama_layer_from_hf(layer):
-    a, m = layer.self_attn, layer.mlp
-    attention = {}
-    for p, proj in zip("qkvo", (a.q_proj, a.k_proj, a.v_proj, a.o_proj)):
-        attention[f"w_{p}"] = _weight(proj.weight)
-        if proj.bias is not None:  # attention_bias=True; Qwen2: q, k, v only
-            attention[f"b_{p}"] = _array(proj.bias)
-    for key in ("q_norm", "k_norm"):  # QK-norm (Qwen3)
-        if getattr(a, key, None) is not None:
-            attention[key] = {"gamma": _array(getattr(a, key).weight)}
-    if getattr(m.gate_proj, "bias", None) is not None:
+    # One decoder layer's modules -> its params (Gemma's converter adds its own norms on top).
+    if getattr(layer.mlp.gate_proj, "bias", None) is not None:
         raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
-    return {"self_attention": attention,
-            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
-            "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
-                             "w_up": _weight(m.up_proj.weight),
-                             "w_down": _weight(m.down_proj.weight)},
-            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+    tensors = dict(layer.named_parameters())
+    return llama_layout.layer_params(lambda name: _array(tensors[name]) if name in tensors else None)
 
 
 def _windows(config, n_layers):
