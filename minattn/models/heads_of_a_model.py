@@ -103,6 +103,32 @@ def random_heads(lm, rng, k, exclude=()):
     return [pool[i] for i in sorted(rng.choice(len(pool), size=k, replace=False))]
 
 
+def induction_report(lm, tokens, k=5, rng=None, draws=3, progress=None):
+    """The experiment of `python -m minattn heads` on tokens [B, 2n] -> a dict: "previous_token"
+    and "induction" scores [n_layers][H]; the top k heads of each; the in-context loss
+    (first half, second half) intact ("intact"), with the top k induction heads ablated
+    ("induction_ablated") and with k random other heads ablated, `draws` times ("random_ablated",
+    a list; the heads drawn from rng in "random_heads"). progress(): called after each of the
+    3 + draws forward passes."""
+    progress = progress or (lambda: None)
+    scores = head_scores(lm, tokens)
+    progress()
+    top = top_heads(scores["induction"], k)
+    report = {name: value.tolist() for name, value in scores.items()}
+    report.update(top_previous_token=top_heads(scores["previous_token"], k), top_induction=top,
+                  intact=in_context_loss(lm, tokens))
+    progress()
+    report["induction_ablated"] = in_context_loss(lm, tokens, ablation_mask(lm, top))
+    progress()
+    report["random_heads"], report["random_ablated"] = [], []
+    for _ in range(draws):
+        heads = random_heads(lm, rng, k, exclude=top)
+        report["random_heads"].append(heads)
+        report["random_ablated"].append(in_context_loss(lm, tokens, ablation_mask(lm, heads)))
+        progress()
+    return report
+
+
 def _forward(lm, tokens, keep, head_mask=None):
     # causal_lm with its scaled_dot_product_attention watched: keep(weights [B, H, L, L]) is
     # called once per layer, in order, with the weights the model itself computed. Grouped-query
