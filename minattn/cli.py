@@ -528,7 +528,7 @@ def _draw_heads(args, lm, tokens, report):
     _, weights = attention_weights(lm, tokens)  # n_layers of [1, H, 2n, 2n]
     top = {"induction": report["top_induction"][0], "previous-token":
            report["top_previous_token"][0]}
-    labels = [str(i) for i in range(tokens.shape[1])]
+    labels = [str(i) if i % 10 == 0 else "" for i in range(tokens.shape[1])]  # every 10th
     if args.plot:
         from .display.plot import save_heatmaps, save_score_grids
 

@@ -52,8 +52,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
         k = _append(cache.get("k"), k)  # [..., H_kv, L_past + L, d_k]
         v = _append(cache.get("v"), v)
     heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping,
-                       params.get("sinks"))
-    return _project(params, _merge(heads, head_mask), "o"), {"k": k, "v": v}  # heads: [..., H, L, d_k]
+                       params.get("sinks"))  # heads: [..., H, L, d_k]
+    return _project(params, _merge(heads, head_mask), "o"), {"k": k, "v": v}
 
 
 def _merge(heads, head_mask=None):

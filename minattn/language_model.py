@@ -92,7 +92,7 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   positions=positions if position == "rope" else None, rope_base=rope_base,
                   rope_scaling=rope_scaling, query_pre_attn_scalar=query_pre_attn_scalar,
                   attn_logit_softcapping=attn_logit_softcapping, attention=attention,
-                  **({} if head_mask is None else {"head_mask": list(head_mask)}))  # one row a layer
+                  **({} if head_mask is None else {"head_mask": list(head_mask)}))  # row i: layer i
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding  # [B, L, V]

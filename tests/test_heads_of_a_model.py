@@ -216,3 +216,69 @@ def test_top_heads_and_the_ablation_mask():
 def test_bad_input_is_refused_by_name(model, tokens, call, error, match):
     with pytest.raises(error, match=match):
         call(model, tokens)
+
+
+# -- the command line: the model loaded once (this module's), handed to the CLI ------------------
+
+@pytest.fixture
+def cli_model(model, monkeypatch):
+    from minattn.models import language_model
+
+    monkeypatch.setattr(language_model, "load_language_model", lambda path=None: model)
+    return model
+
+
+def test_the_heads_command_prints_what_the_functions_compute(cli_model, tmp_path, capsys):
+    from minattn import cli
+
+    out_json = tmp_path / "heads.json"
+    assert cli.main(["heads", "--n", "6", "--batch", "1", "--seed", "3", "--k", "2",
+                     "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    import json
+
+    report = json.loads(out_json.read_text())
+    tokens = repeated_random_tokens(cli_model, np.random.default_rng(3), 6, 1)
+    scores = head_scores(cli_model, tokens)
+    np.testing.assert_allclose(report["induction"], scores["induction"], rtol=0, atol=1e-12)
+    assert [tuple(p) for p in report["top_induction"]] == top_heads(scores["induction"], 2)
+    np.testing.assert_allclose(report["induction_ablated"], in_context_loss(
+        cli_model, tokens, ablation_mask(cli_model, top_heads(scores["induction"], 2))),
+        rtol=1e-12)
+    layer, head = report["top_induction"][0]
+    assert f"layer {layer:2d} head {head}   {scores['induction'][layer, head]:.3f}" in out
+    assert "top 2 induction heads ablated" in out and "2 random heads ablated (draw 3)" in out
+    assert "6/6" in out  # the progress bar: 3 + 3 passes
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--n", "4097"], "--n 4097 gives 2n = 8194 tokens, more than the model's context of 8192"),
+    (["--k", "136"], "--k must be at most 135"),
+    (["--n", "65", "--html", "page.html"], "--html draws at most 128 tokens; --n 65 gives 130"),
+])
+def test_the_heads_command_refuses_sizes_by_name(cli_model, argv, match, tmp_path,
+                                                 monkeypatch):
+    from minattn import cli
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match=match):
+        cli.main(["heads", *argv])
+
+
+def test_the_page_of_a_language_model_draws_in_headless_chromium(cli_model, tmp_path, capsys):
+    from tests.test_html_page import CHROMIUM, _check_drawn
+
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
+    from minattn import cli
+
+    text = "The cat sat on the mat. The cat sat on the mat."
+    page = tmp_path / "smollm2.html"
+    assert cli.main(["attention", text, "--model", "smollm2", "--layer", "18", "--head", "6",
+                     "--html", str(page)]) == 0
+    assert "saved the attention page (30 layers x 9 heads)" in capsys.readouterr().out
+    labels = [cli._visible(cli_model.tokenizer.decode([i]))
+              for i in cli_model.tokenizer.encode(text)]
+    _check_drawn(tmp_path, page, labels, n_heads_shown=3)  # head 6's KV group: heads 6, 7, 8
+    dom = page.read_text()
+    assert '"group_size":3' in dom and "KV group" in dom

@@ -48,9 +48,11 @@ def head_scores(lm, tokens):
 
     def score(weights):  # one layer's weights [B, H, 2n, 2n], rows: queries
         t = np.arange(1, 2 * n)  # every query with a previous token
-        scores["previous_token"].append(np.mean(weights[..., t, t - 1], axis=(0, -1), dtype=float))
+        previous = weights[..., t, t - 1]  # [B, H, 2n - 1]
         t = np.arange(n, 2 * n)  # the queries of the repeat
-        scores["induction"].append(np.mean(weights[..., t, t - n + 1], axis=(0, -1), dtype=float))
+        induction = weights[..., t, t - n + 1]  # [B, H, n]: after the earlier occurrence
+        scores["previous_token"].append(np.mean(previous, axis=(0, -1), dtype=float))
+        scores["induction"].append(np.mean(induction, axis=(0, -1), dtype=float))
 
     _forward(lm, tokens, score)
     return {name: np.array(rows, dtype=np.float64) for name, rows in scores.items()}
