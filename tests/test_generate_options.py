@@ -225,3 +225,20 @@ def test_learned_positions_allow_exactly_n_positions_fed_tokens():
         ma.generate(params, tokens, 15, **config)
     assert str(info.value) == ("n_new=15 after 3 tokens needs 17 positions, but "
                                "params['position_embedding'] has 16")
+
+
+@pytest.mark.parametrize("n", [1, 3, 9])
+def test_logits_to_keep_gives_the_last_positions_logits(n):
+    params, config = _model("rope")
+    tokens = np.random.default_rng(1).integers(0, V, size=(2, 6))
+    full = ma.causal_lm(params, tokens, **config)  # [B, L, V]; n > L keeps all, as transformers
+    kept = ma.causal_lm(params, tokens, logits_to_keep=n, **config)
+    assert kept.shape == (2, min(n, 6), V)
+    np.testing.assert_allclose(kept, full[:, -n:], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("n, error", [(0, ValueError), (1.0, TypeError), (True, TypeError)])
+def test_logits_to_keep_must_be_a_positive_int(n, error):
+    params, config = _model("rope")
+    with pytest.raises(error, match="logits_to_keep must be a positive int"):
+        ma.causal_lm(params, [[1, 2]], logits_to_keep=n, **config)

@@ -222,9 +222,9 @@ def test_bad_input_is_refused_by_name(model, tokens, call, error, match):
 
 @pytest.fixture
 def cli_model(model, monkeypatch):
-    from minattn.models import language_model
+    from minattn.models import chat_model
 
-    monkeypatch.setattr(language_model, "load_language_model", lambda path=None: model)
+    monkeypatch.setattr(chat_model, "load_language_model", lambda path=None: model)
     return model
 
 

@@ -156,8 +156,14 @@ def test_generate_pads_ended_rows_and_stops_when_all_have_ended():
         expected = np.r_[new[:stop], [0] * (len(new) - stop)]
         np.testing.assert_array_equal(out[row, 4:], expected)
     assert out.shape[1] == 12 or (out[:, 4:] == eos).any(axis=1).all()
-    with pytest.raises(ValueError, match="pad_token_id"):
-        ma.generate(params, tokens, 2, eos_token_id=eos, **LLAMA)
+    # without pad_token_id the eos token pads, as model.generate pads a model without a pad token
+    default = ma.generate(params, tokens, 8, eos_token_id=eos, **LLAMA)
+    for row in range(3):
+        new = free[row, 4:4 + default.shape[1] - 4]
+        ends = np.flatnonzero(new == eos)
+        stop = ends[0] + 1 if ends.size else len(new)
+        expected = np.r_[new[:stop], [eos] * (len(new) - stop)]
+        np.testing.assert_array_equal(default[row, 4:], expected)
 
 
 def test_top_p_equals_transformers_top_p_warper():

@@ -205,8 +205,10 @@ def _check_decoder(params, cache, mask=None, config=()):
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
                      position, cache, embedding_scale=None, final_logit_softcapping=None,
-                     head_mask=None):
+                     logits_to_keep=None, head_mask=None):
     checks.check_choice("position", position, POSITIONS)
+    if logits_to_keep is not None:
+        checks.check_size("logits_to_keep", logits_to_keep)
     _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
     needed = ["token_embedding", "layers", "final_norm"] + (
         ["position_embedding"] if position == "learned" else [])
@@ -335,10 +337,12 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
     eos = None
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
+        if pad_token_id is None:  # as model.generate: a model without a pad token pads with eos
+            pad_token_id = int(eos[0])
         if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, numbers.Integral):
             raise ValueError(f"eos_token_id={eos_token_id!r} needs pad_token_id, the int that "
-                             f"fills a row after its end, got {pad_token_id!r} (model.generate "
-                             "uses the eos token when the model has no pad token)")
+                             f"fills a row after its end (default: the first eos token), got "
+                             f"{pad_token_id!r}")
     if config.get("position", "learned") == "learned" and isinstance(
             params, checks.DICT_TYPES) and "position_embedding" in params:
         table = checks.as_array("params['position_embedding']", params["position_embedding"])
@@ -347,4 +351,4 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
             raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
                              f"{tokens.shape[1] + n_new - 1} positions, but "
                              f"params['position_embedding'] has {n_positions}")
-    return int(n_new), tokens, attention_mask, eos
+    return int(n_new), tokens, attention_mask, eos, pad_token_id

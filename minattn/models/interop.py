@@ -404,7 +404,8 @@ def _llama_layer_from_hf(layer):
     if getattr(layer.mlp.gate_proj, "bias", None) is not None:
         raise ValueError("mlp_bias=True is not supported: minattn's SwiGLU has no biases")
     tensors = dict(layer.named_parameters())
-    return llama_layout.layer_params(lambda name: _array(tensors[name]) if name in tensors else None)
+    return llama_layout.layer_params(
+        lambda name: _array(tensors[name]) if name in tensors else None)
 
 
 def _windows(config, n_layers):

@@ -2,7 +2,7 @@
 
 One name map, shared by every way the weights arrive: a transformers model (interop.from_hf), a
 folder written by save_pretrained (model.safetensors) and a GGUF file, whose tensor names the
-gguf library translates from these (minattn/models/language_model.py). Names are transformers';
+gguf library translates from these (minattn/models/chat_model.py). Names are transformers';
 its Linear weights [d_out, d_in] are transposed to minattn's [d_in, d_out], so y = x @ w.
 
     params = llama_params(get, n_layers)   # get(name) -> array, or None where the file has none

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
-from .language_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
+from .chat_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
 from .heads_of_a_model import (ablation_mask, head_scores, in_context_loss,  # noqa: F401
                                repeated_random_tokens, top_heads)  # what a decoder's heads do
 

