@@ -207,7 +207,7 @@ def attention(args):
                             layer_names=[f"layer {i}" for i in layers],
                             layer=layers.index(args.layer), head=args.head,
                             group_size=getattr(args, "group_size", 1))
-        print(f"saved the attention page ({n_layers} layers x {n_heads} heads) to {args.html}")
+        print(f"saved the attention page ({len(layers)} layers x {n_heads} heads) to {args.html}")
     return 0
 
 

@@ -272,13 +272,17 @@ def test_the_page_of_a_language_model_draws_in_headless_chromium(cli_model, tmp_
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium)")
     from minattn import cli
 
-    text = "The cat sat on the mat. The cat sat on the mat."
+    text = "The cat sat on the mat, and the dog lay by the door. " * 8  # 105 tokens
     page = tmp_path / "smollm2.html"
     assert cli.main(["attention", text, "--model", "smollm2", "--layer", "18", "--head", "6",
                      "--html", str(page)]) == 0
-    assert "saved the attention page (30 layers x 9 heads)" in capsys.readouterr().out
     labels = [cli._visible(cli_model.tokenizer.decode([i]))
               for i in cli_model.tokenizer.encode(text)]
+    assert len(labels) > 100
+    fit = 1_500_000 // (9 * len(labels) ** 2)  # layers that fit the page's bound
+    out = capsys.readouterr().out
+    assert f"the page holds layers 18 to {18 + fit - 1} of 30" in out
+    assert f"saved the attention page ({fit} layers x 9 heads)" in out
     _check_drawn(tmp_path, page, labels, n_heads_shown=3)  # head 6's KV group: heads 6, 7, 8
     dom = page.read_text()
-    assert '"group_size":3' in dom and "KV group" in dom
+    assert '"group_size":3' in dom and "KV group" in dom and 'class="scroll"' in dom
