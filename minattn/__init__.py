@@ -27,7 +27,8 @@ Part II, the decoder and the language model:
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [21]
-    models/           count_task (a model that learns) [22], induction (what it learns) [23]
+    models/           count_task (a model that learns) [22], induction (what it learns) [23],
+                      heads_of_a_model (what a real model's heads do: minattn.pretrained)
     blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [25]
 
 Around the concepts, each in a sub-package named for what it holds. The engine room is what the

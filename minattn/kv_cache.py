@@ -21,7 +21,8 @@ from .softcap import capped_attention
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
                    rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
-                   query_pre_attn_scalar=None, attn_logit_softcapping=None, cache=None):
+                   query_pre_attn_scalar=None, attn_logit_softcapping=None, cache=None,
+                   head_mask=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
     width (default D / H; Qwen3 and Gemma set their own). positions (int, broadcasting to
@@ -33,12 +34,14 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     OLMo 2). Gemma: scores scaled by query_pre_attn_scalar^-1/2
     (not d_k^-1/2) and soft-capped at attn_logit_softcapping (minattn.softcap). mask covers all
     L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
-    params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss)."""
+    params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss). head_mask [H]:
+    each head's output times its entry before the output projection (0 ablates the head)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
-    params, x, mask, positions, d_k, cache, query_pre_attn_scalar, attn_logit_softcapping = \
-        _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                              rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping,
-                              partial_rotary_factor)
+    params, x, mask, positions, d_k, cache, query_pre_attn_scalar, attn_logit_softcapping, \
+        head_mask = _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
+                                          rope_base, rope_scaling, cache, query_pre_attn_scalar,
+                                          attn_logit_softcapping, partial_rotary_factor,
+                                          head_mask)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
@@ -57,8 +60,14 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
         k = _append(cache.get("k"), k)  # [..., H_kv, L_past + L, d_k]
         v = _append(cache.get("v"), v)
     heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping,
-                       params.get("sinks"))
-    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}  # heads: [..., H, L, d_k]
+                       params.get("sinks"))  # heads: [..., H, L, d_k]
+    return _project(params, _merge(heads, head_mask), "o"), {"k": k, "v": v}
+
+
+def _merge(heads, head_mask=None):
+    # [..., H, L, d_v] -> [..., L, H d_v]; with a head_mask [H], each head's output times its
+    # entry first (transformers' head_mask; 0 removes the head: an ablation). None: untouched.
+    return merge_heads(heads if head_mask is None else heads * head_mask[:, None, None])
 
 
 def _qk_norm(heads, gamma, eps):

@@ -44,7 +44,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
               rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
               parallel=False, embedding_scale=None, query_pre_attn_scalar=None,
               attn_logit_softcapping=None, final_logit_softcapping=None, attention=self_attention,
-              cache=None, return_cache=False, logits_to_keep=None):
+              cache=None, return_cache=False, logits_to_keep=None,
+              head_mask=None):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied; plus
@@ -66,12 +67,15 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
     differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
     from {} (empty). logits_to_keep=n: the logits of the last n positions only, [B, n, V]
-    (generate needs the last one: the unembedding is the largest product of a long prompt)."""
+    (generate needs the last one: the unembedding is the largest product of a long prompt).
+    head_mask [n_layers, H] (float): each head's output (its softmax-weighted values) times
+    head_mask[layer, head] before the output projection, as transformers' head_mask did;
+    0 ablates a head."""
     # int [B, L] -> [B, L, V]
-    params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping = \
+    params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping, head_mask = \
         _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm,
                          activation, position, cache, embedding_scale, final_logit_softcapping,
-                         logits_to_keep)
+                         logits_to_keep, head_mask)
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]  # [B, L, D]
     if embedding_scale is not None:
@@ -99,7 +103,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
                   parallel=parallel,
                   query_pre_attn_scalar=query_pre_attn_scalar,
-                  attn_logit_softcapping=attn_logit_softcapping, attention=attention)
+                  attn_logit_softcapping=attn_logit_softcapping, attention=attention,
+                  **({} if head_mask is None else {"head_mask": list(head_mask)}))  # row i: layer i
     h, new_cache = out if cache is not None else (out, None)
     if logits_to_keep is not None:
         h = h[..., -logits_to_keep:, :]  # [B, n, D]

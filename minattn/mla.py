@@ -24,8 +24,9 @@ import autograd.numpy as np
 
 from .attention import scaled_dot_product_attention
 from .engine import checks
-from .heads import merge_heads, split_heads
-from .kv_cache import _append
+from .engine.decoder_checks import check_head_mask
+from .heads import split_heads
+from .kv_cache import _append, _merge
 from .linear import linear
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions
@@ -34,7 +35,7 @@ from .rope_scaling import check_rope_scaling
 
 def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope_head_dim,
                      v_head_dim, positions, rope_base=10000.0, rope_scaling=None, latent_eps=1e-6,
-                     cache=None, absorb=False, eps=None, **others):
+                     cache=None, absorb=False, eps=None, head_mask=None, **others):
     """Multi-head latent attention of x [..., L, D] over its cached latents and its own:
     -> (output [..., L, D], new cache {"c_kv": [..., L_past + L, r], "k_rope": [..., L_past + L,
     d_rope]}). positions: int RoPE positions broadcasting to [..., L]; mask covers all
@@ -42,11 +43,12 @@ def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope
     (DeepSeek-V3's YaRN). absorb=True computes the absorbed form. Scores are scaled by
     1/sqrt(d_nope + d_rope). eps (a decoder block's, for its own norms) is not used: the latents'
     norms take latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, window,
-    ...) must be None: MLA has none of them."""
+    ...) must be None: MLA has none of them. head_mask [H]: each head's output times its
+    entry before w_o (0 ablates the head)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its token axis.
-    params, x, mask, positions = _check_latent_attention(
+    params, x, mask, positions, head_mask = _check_latent_attention(
         params, x, mask, n_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, positions,
-        rope_base, rope_scaling, latent_eps, cache, others)
+        rope_base, rope_scaling, latent_eps, cache, others, head_mask)
     d_nope, r = qk_nope_head_dim, params["gamma_kv_a"].shape[0]
     head_positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
     q = split_heads(_queries(params, x, latent_eps), n_heads)  # [..., H, L, d_nope + d_rope]
@@ -62,7 +64,7 @@ def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope
     w_uv = np.swapaxes(w_kv_b[..., d_nope:], 0, 1)  # [H, r, d_v]
     attend = _absorbed if absorb else _naive
     heads = attend(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mask)  # [..., H, L, d_v]
-    return _linear(params, merge_heads(heads), "o"), {"c_kv": c_kv, "k_rope": k_rope}
+    return _linear(params, _merge(heads, head_mask), "o"), {"c_kv": c_kv, "k_rope": k_rope}
 
 
 def _naive(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mask):
@@ -130,7 +132,7 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
 
 
 def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, rope_base,
-                            rope_scaling, eps, cache, others):
+                            rope_scaling, eps, cache, others, head_mask=None):
     checks.check_unused_keywords("latent_attention", others)
     if isinstance(params, checks.DICT_TYPES) and "sinks" in params:  # never silently ignored
         raise ValueError("latent_attention does not support attention sinks (params['sinks'])")
@@ -181,4 +183,4 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, positions
+    return params, x, mask, positions, check_head_mask(head_mask, (n_heads,), x.dtype)

@@ -29,7 +29,14 @@ from minattn.display.terminal import heatmap_text
                                                              "'/no/such/folder/p.html': folder "
                                                              "'/no/such/folder' does not exist"),
     (["attention", "a", "--model", "gpt5"], "argument --model: must be one of minilm, count, sort, "
-                                            "induction or a model directory, got 'gpt5'"),
+                                            "induction, smollm2, a model directory or a .gguf "
+                                            "file, got 'gpt5'"),
+    (["heads", "--n", "0"], "argument --n: must be a positive integer, got 0"),
+    (["heads", "--k", "x"], "argument --k: must be a positive integer, got 'x'"),
+    (["heads", "--batch", "0"], "argument --batch: must be a positive integer, got 0"),
+    (["heads", "--model", "/no/such.gguf"], "argument --model: model '/no/such.gguf' does not "
+                                            "exist"),
+    (["heads", "--plot", "grid.jpg"], "argument --plot: an image file name must end in"),
     (["attention", "a", "--seed", "-2"], "argument --seed: must be an integer >= 0, got -2"),
     (["similarity", "a", "--model", "/no/such/dir"], "argument --model: model directory "
                                                      "'/no/such/dir' does not exist"),

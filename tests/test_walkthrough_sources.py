@@ -13,11 +13,13 @@ import pytest
 import minattn
 
 WALKTHROUGH = Path(__file__).resolve().parent.parent / "walkthrough.md"
+# Sections written apart, to be placed in walkthrough.md: their excerpts are checked too.
+DOCUMENTS = [WALKTHROUGH]
 EXCERPT = re.compile(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", re.S)
 
 
 def excerpts():
-    return EXCERPT.findall(WALKTHROUGH.read_text(encoding="utf-8"))
+    return [e for doc in DOCUMENTS for e in EXCERPT.findall(doc.read_text(encoding="utf-8"))]
 
 
 def _resolve(dotted):
@@ -39,10 +41,11 @@ def shown_source(obj):
 
 def sync():
     """Rewrite every excerpt in walkthrough.md from the current source."""
-    text = WALKTHROUGH.read_text(encoding="utf-8")
-    text = EXCERPT.sub(lambda m: f"<!-- source: {m[1]} -->\n```py\n{shown_source(_resolve(m[1]))}```",
-                       text)
-    WALKTHROUGH.write_text(text, encoding="utf-8")
+    for doc in DOCUMENTS:
+        text = doc.read_text(encoding="utf-8")
+        text = EXCERPT.sub(
+            lambda m: f"<!-- source: {m[1]} -->\n```py\n{shown_source(_resolve(m[1]))}```", text)
+        doc.write_text(text, encoding="utf-8")
 
 
 @pytest.mark.parametrize("dotted, shown", excerpts(), ids=[d for d, _ in excerpts()])
@@ -58,8 +61,8 @@ def test_every_public_core_function_is_shown():
 
 
 def test_every_marker_is_followed_by_an_excerpt():
-    text = WALKTHROUGH.read_text(encoding="utf-8")
-    assert text.count("<!-- source:") == len(excerpts())
+    markers = sum(doc.read_text(encoding="utf-8").count("<!-- source:") for doc in DOCUMENTS)
+    assert markers == len(excerpts())
 
 
 def test_every_pitfall_is_an_exercise_with_its_answer():

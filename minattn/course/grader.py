@@ -65,7 +65,8 @@ LATER_PARAMETERS = {
     "scaled_dot_product_attention": {"sinks": 2},
     "self_attention": {"d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
                        "eps": None, "query_pre_attn_scalar": None,
-                       "attn_logit_softcapping": None},
+                       "attn_logit_softcapping": None, "head_mask": None},
+    "causal_lm": {"logits_to_keep": None, "head_mask": None},
 }
 
 

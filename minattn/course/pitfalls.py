@@ -216,7 +216,7 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
                                        d_k=None, positions=None, rope_base=10000.0,
                                        rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
                                        query_pre_attn_scalar=None, attn_logit_softcapping=None,
-                                       cache=None):
+                                       cache=None, head_mask=None):
     """self_attention that rotates the values with RoPE too, not just the queries and keys.
 
     RoPE belongs in the scores: rotating q and k makes q . k depend on the positions' offset only.
@@ -235,6 +235,7 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
         k = np.concatenate([cache["k"], k], axis=-2)
         v = np.concatenate([cache["v"], v], axis=-2)
     heads, _ = grouped_attention(q, k, v, mask)
+    heads = heads if head_mask is None else heads * head_mask[:, None, None]
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
 
 
@@ -248,7 +249,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           attn_logit_softcapping=None,
                                           final_logit_softcapping=None,
                                           attention=self_attention, cache=None,
-                                          return_cache=False, logits_to_keep=None):
+                                          return_cache=False, logits_to_keep=None,
+                                          head_mask=None):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
     The full forward pass is right, so are the first tokens of a generation; but each token fed
@@ -270,7 +272,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
-                  attention=attention)
+                  attention=attention,
+                  **({} if head_mask is None else {"head_mask": list(head_mask)}))
     h, new_cache = out if cache is not None else (out, None)
     if logits_to_keep is not None:
         h = h[..., -logits_to_keep:, :]

@@ -3,9 +3,11 @@ lines of inline JavaScript written here. No network, no CDN, no require.js: the 
 opened from disk, in Jupyter (AttentionView's _repr_html_), and in a slide (an iframe).
 
     head view    tokens on two sides (left: queries, right: keys), a line per (query, key, head)
-                 whose opacity is the weight, a colour per head (8 colours, then again);
-                 hover a token to isolate it;
-                 choose the layer and the heads
+                 whose opacity is the weight, a colour per head (12 distinct colours, then
+                 again); hover a token to isolate it; choose the layer and the heads; with
+                 grouped-query attention (group_size > 1) a button per KV group selects the
+                 query heads that share its keys and values, drawn together; a long text
+                 scrolls inside its box
     matrix view  one head's weights as coloured cells (viridis, colour-blind safe), the value
                  on hover; "PNG" and "SVG" buttons save it
 
@@ -29,19 +31,26 @@ _CSS = """
 .minattn-view svg text{font:12px monospace;cursor:default}
 .minattn-view .errors{color:#b00;white-space:pre-wrap}
 .minattn-view .tip{min-height:1.3em;font-family:monospace}
+.minattn-view .scroll{max-height:640px;max-width:900px;overflow:auto;border:1px solid #ddd}
+.minattn-view button.group{margin-right:4px}
 """
 
 # Everything the page does, in one function: minattnView(root element, data).
 _JS = r"""
 function minattnView(root, data) {
   var SVG = "http://www.w3.org/2000/svg";
+  // Okabe-Ito's eight (distinguishable with colour blindness), then four of Paul Tol's: twelve
+  // heads (SmolLM2 has 9, BERT-base 12) each get their own colour.
   var PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
-                 "#F0E442", "#000000"];  // Okabe-Ito: distinguishable with colour blindness
+                 "#F0E442", "#000000", "#882255", "#999933", "#AA4499", "#44AA99"];
   var VIRIDIS = [[68,1,84],[59,82,139],[33,145,140],[94,201,98],[253,231,37]];
   var q = function (sel) { return root.querySelector(sel); };
   var tokens = data.tokens, n = tokens.length, nHeads = data.weights[0].length;
   var state = {layer: data.start[0], heads: [], head: data.start[1], focus: null};
-  for (var h = 0; h < nHeads; h++) state.heads.push(h < 4 || h === state.head);
+  var group = data.group_size;  // query heads per KV head (1: no grouping)
+  function inGroup(h, g) { return Math.floor(h / group) === g; }
+  for (var h = 0; h < nHeads; h++)
+    state.heads.push(group > 1 ? inGroup(h, Math.floor(state.head / group)) : h < 4 || h === state.head);
   function w(layer, head, i, j) { return data.weights[layer][head][i * n + j] / 1000; }
   function colour(h) { return PALETTE[h % PALETTE.length]; }
   function viridis(x) {
@@ -62,7 +71,17 @@ function minattnView(root, data) {
     });
     layer.value = state.layer;
     layer.onchange = function () { state.layer = +layer.value; draw(); };
-    var heads = q(".heads"), single = q(".head");
+    var heads = q(".heads"), single = q(".head"), groups = q(".groups");
+    if (group > 1) for (var g = 0; g < nHeads / group; g++) (function (g) {
+      var b = document.createElement("button"); b.className = "group";
+      b.textContent = "KV group " + g + " (heads " + g * group + "-" + (g * group + group - 1) + ")";
+      b.onclick = function () {
+        var boxes = heads.querySelectorAll("input");
+        for (var h = 0; h < nHeads; h++) { state.heads[h] = inGroup(h, g); boxes[h].checked = state.heads[h]; }
+        drawHeads();
+      };
+      groups.appendChild(b);
+    })(g);
     for (var h = 0; h < nHeads; h++) (function (h) {
       var label = document.createElement("label"), box = document.createElement("input");
       box.type = "checkbox"; box.checked = state.heads[h];
@@ -170,11 +189,12 @@ function minattnView(root, data) {
 _BODY = """<div class="minattn-view" id="{uid}">
 <div class="title"><b>{title}</b></div>
 <div class="controls">layer <select class="layer"></select></div>
+<div class="controls groups"></div>
 <div class="controls heads"></div>
-<svg class="head-view" xmlns="http://www.w3.org/2000/svg"></svg>
+<div class="scroll"><svg class="head-view" xmlns="http://www.w3.org/2000/svg"></svg></div>
 <div class="controls">matrix of <select class="head"></select>
 <button class="png">save PNG</button> <button class="svg">save SVG</button></div>
-<div class="matrix-title"></div><div class="matrix-box"></div>
+<div class="matrix-title"></div><div class="matrix-box scroll"></div>
 <div class="tip"></div>
 <div class="errors"></div>
 </div>
@@ -191,19 +211,27 @@ _BODY = """<div class="minattn-view" id="{uid}">
 </script>"""
 
 
-def attention_fragment(tokens, weights, *, title="attention", layer_names=None, layer=0, head=0):
+def attention_fragment(tokens, weights, *, title="attention", layer_names=None, layer=0, head=0,
+                       group_size=1):
     """tokens [L] (str), weights [n_layers][H, L, L] in [0, 1] (rows: queries) -> an HTML
     fragment (a <div>, its <style> and <script>) that draws the head and matrix views, opened
-    at `layer` and `head`."""
+    at `layer` and `head`. group_size: query heads per KV head (grouped-query attention; head h
+    reads KV head h // group_size): the page opens on head's group and names each head's."""
     tokens, weights = _check_view(tokens, weights)
     n_layers, n_heads = weights.shape[:2]
     if not (0 <= layer < n_layers and 0 <= head < n_heads):
         raise ValueError(f"layer must be in [0, {n_layers - 1}] and head in [0, {n_heads - 1}], "
                          f"got layer={layer}, head={head}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1 or \
+            n_heads % group_size:
+        raise ValueError(f"group_size must be a positive int dividing the {n_heads} heads, got "
+                         f"{group_size!r}")
     data = {"tokens": tokens,
             "weights": numpy.rint(weights * 1000).astype(int).reshape(n_layers, n_heads, -1).tolist(),
             "layer_names": list(layer_names or (f"layer {i}" for i in range(n_layers))),
-            "head_names": [f"head {h}" for h in range(n_heads)], "start": [layer, head]}
+            "head_names": [f"head {h}" + (f" (kv {h // group_size})" if group_size > 1 else "")
+                           for h in range(n_heads)],
+            "group_size": group_size, "start": [layer, head]}
     body = _BODY.format(uid=f"minattn-{uuid.uuid4().hex[:12]}", title=html.escape(title),
                         js=_JS, data=json.dumps(data, separators=(",", ":")).replace("</", "<\\/"))
     return f"<style>{_CSS}</style>\n{body}"
@@ -232,7 +260,7 @@ class AttentionView:
 
     def __init__(self, tokens, weights, **options):
         self.tokens, self.weights = _check_view(tokens, weights)
-        self.options = options  # title, layer_names, layer, head: as attention_fragment's
+        self.options = options  # title, layer_names, layer, head, group_size: as attention_fragment's
 
     def _repr_html_(self):
         return attention_fragment(self.tokens, self.weights, **self.options)

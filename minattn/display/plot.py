@@ -14,11 +14,12 @@ SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=None,
-                  label="attention weight", annotate=None, vmax=1.0):
+                  label="attention weight", annotate=None, vmax=1.0, axis_labels=("key", "query")):
     """weights [n_maps, n_rows, n_cols] -> one image (PNG, SVG or PDF, by path's suffix) with a
     heatmap per map (e.g. per head) in a grid; annotate=None prints the values when there are at
     most 16 rows and columns (True: always, False: never). The colour scale runs from 0 to vmax
-    (1 by default; smaller weights are easier to tell apart on a shorter scale)."""
+    (1 by default; smaller weights are easier to tell apart on a shorter scale). axis_labels: the
+    (x, y) axis labels."""
     try:
         import matplotlib
 
@@ -53,13 +54,49 @@ def save_heatmaps(path, weights, row_labels, col_labels, titles=None, suptitle=N
         ax.set_xticks(range(len(col_labels)), [_cut(c, 12) for c in col_labels], rotation=90,
                       fontsize=font)
         ax.set_yticks(range(len(row_labels)), [_cut(r, 12) for r in row_labels], fontsize=font)
-        ax.set_xlabel("key")
-        ax.set_ylabel("query")
+        ax.set_xlabel(axis_labels[0])
+        ax.set_ylabel(axis_labels[1])
         if titles:
             ax.set_title(_cut(titles[i], TITLE_CHARS))
     fig.colorbar(image, ax=axes, shrink=0.6, label=label)
     if suptitle:
         fig.suptitle(_cut(suptitle, TITLE_CHARS))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def save_score_grids(path, grids, titles, suptitle=None, label="score"):
+    """grids [n_maps, n_layers, H] (scores in [0, 1]) -> one image with a layer x head grid per
+    map, side by side, each cell's value printed in it (two decimals)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy
+
+    grids = numpy.asarray(grids, dtype=float)
+    if not str(path).lower().endswith(SUFFIXES):
+        raise ValueError(f"the image file must end in {', '.join(SUFFIXES)}, got {str(path)!r}")
+    if grids.ndim != 3 or len(titles) != grids.shape[0]:
+        raise ValueError(f"grids must be [n_maps, n_layers, H] with a title each, got shape "
+                         f"{grids.shape} and {len(titles)} titles")
+    n, n_layers, n_heads = grids.shape
+    fig, axes = plt.subplots(1, n, squeeze=False, constrained_layout=True,
+                             figsize=(n * (0.42 * n_heads + 0.9) + 1.2, 0.27 * n_layers + 1.3))
+    for ax, grid, title in zip(axes.flat, grids, titles):
+        image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+        for (r, c), value in numpy.ndenumerate(grid):
+            ax.text(c, r, f"{value:.2f}"[1:] if value < 1 else "1", ha="center", va="center",
+                    fontsize=6, color="black" if value > 0.55 else "white")
+        ax.set_xticks(range(n_heads), range(n_heads), fontsize=7)
+        ax.set_yticks(range(n_layers), range(n_layers), fontsize=7)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(_cut(title, TITLE_CHARS), fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
+    if suptitle:
+        fig.suptitle(_cut(suptitle, TITLE_CHARS), fontsize=10)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

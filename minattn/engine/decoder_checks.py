@@ -29,7 +29,7 @@ POSITIONS = ("learned", "rope")
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
                           rope_scaling, cache, query_pre_attn_scalar=None, softcap=None,
-                          partial_rotary_factor=None):
+                          partial_rotary_factor=None, head_mask=None):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -63,7 +63,19 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
         raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
                          "attn_logit_softcapping are not supported")
-    return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap
+    head_mask = check_head_mask(head_mask, (n_heads,), x.dtype)
+    return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap, head_mask
+
+
+def check_head_mask(head_mask, shape, dtype, name="head_mask"):
+    """None, or a finite float array of `shape` ((n_layers, n_heads) for a model, (n_heads,) for
+    one attention sublayer), taken in dtype (the inputs')."""
+    if head_mask is None:
+        return None
+    head_mask = checks.check_shape(name, head_mask, shape, dtype)
+    if not bool(np.all(np.isfinite(checks.getval(head_mask)))):
+        raise ValueError(f"{name} must be finite, got a NaN or an infinity")
+    return head_mask
 
 
 def check_head_width(d_k, n_heads, d_model):
@@ -216,7 +228,7 @@ def _check_parallel(parallel, norm_first, memory, params):
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
                      position, cache, embedding_scale=None, final_logit_softcapping=None,
-                     logits_to_keep=None):
+                     logits_to_keep=None, head_mask=None):
     checks.check_choice("position", position, POSITIONS)
     if logits_to_keep is not None:
         checks.check_size("logits_to_keep", logits_to_keep)
@@ -269,7 +281,9 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     if final_logit_softcapping is not None:
         final_logit_softcapping = checks.check_positive_real(
             "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
-    return params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping
+    head_mask = check_head_mask(head_mask, (len(params["layers"]), n_heads), embedding.dtype)
+    return (params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping,
+            head_mask)
 
 
 def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,

