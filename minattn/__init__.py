@@ -24,6 +24,9 @@ Part II, the decoder and the language model:
     mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
     attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
+Attention and recurrence (a state of fixed size in place of the KV cache):
+    linear_attention.py  linear_attention  (attention without the softmax; loop and chunks)
+    delta_rule.py     delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [21]
     models/           count_task (a model that learns) [22], induction (what it learns) [23]
@@ -69,6 +72,8 @@ from .rope import apply_rope
 from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
                       init_decoder_block, self_attention)
 from .loss import cross_entropy
+from .linear_attention import linear_attention
+from .delta_rule import delta_rule, l2_normalize
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -92,4 +97,5 @@ __all__ = [
     "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
     "init_causal_lm", "causal_lm", "generate",
     "cross_entropy",
+    "linear_attention", "delta_rule", "l2_normalize",
 ]
