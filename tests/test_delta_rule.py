@@ -249,3 +249,20 @@ def test_a_bad_call_raises_this_whole_message(call, error, message):
 def test_g_of_zero_and_chunk_size_one_are_accepted():
     out = ma.delta_rule(Q, K, V, BETA, np.zeros((2, 5)), chunk_size=1)
     assert out.shape == (2, 5, 3)
+
+
+def test_the_walkthroughs_cost_table_uses_transformers_qwen3_next_sizes():
+    # walkthrough.md's cost table writes Qwen3-Next-80B-A3B's sizes out as a dict: they must be
+    # transformers' Qwen3NextConfig defaults (the 80B-A3B configuration, as its docstring says).
+    import ast
+    import re
+    from pathlib import Path
+
+    config = pytest.importorskip("transformers").Qwen3NextConfig()
+    text = (Path(__file__).resolve().parent.parent / "walkthrough.md").read_text(encoding="utf-8")
+    block = re.search(r">>> qwen3_next = (\{.*?\})\n", re.sub(r"\n\.\.\. +", " ", text), re.S)
+    sizes = ast.literal_eval(block[1])
+    interval = sizes.pop("full_attention_interval")
+    assert {name: getattr(config, name) for name in sizes} == sizes
+    assert config.layer_types == ["full_attention" if (i + 1) % interval == 0 else
+                                  "linear_attention" for i in range(config.num_hidden_layers)]
