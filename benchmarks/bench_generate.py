@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 
 from _harness import footer, header, interleaved, ratio  # noqa: E402
-from minattn.decoder import causal_lm, init_causal_lm  # noqa: E402
+from minattn.language_model import causal_lm, init_causal_lm  # noqa: E402
 
 STYLES = {
     "llama": dict(init=dict(position="rope", norm="rms_norm", activation="swiglu", bias=False,

@@ -10,15 +10,16 @@ Part I, attention and the encoder:
     linear.py         linear (x @ w + b);  multi_head.py  multi_head_attention [8]
     normalization.py  layer_norm, rms_norm                                     [9]
     position_wise.py  feed_forward;  dropout.py  dropout                       [10, 11]
-    encoder.py        encoder_block, encoder                                   [11, 12]
+    transformer_encoder.py  encoder_block, encoder                             [11, 12]
     positional.py     positional_encoding                                      [12]
 Part II, the decoder and the language model:
     multi_head.py     grouped_attention, n_kv_heads=  (grouped-query attention) [13]
     rope.py           apply_rope  (rotary position embedding, rotate-half)     [14]
-    decoder.py        self_attention (a KV cache; causal_mask(align=, window=)) [15]
-    position_wise.py  gated_feed_forward (SwiGLU);  decoder.py  decoder_block, decoder  [16]
-    decoder.py        causal_lm;  loss.py  cross_entropy                       [17]
-    decoder.py        generate  (greedy, temperature, top-k, top-p)            [18]
+    kv_cache.py       self_attention (a KV cache; causal_mask(align=, window=)) [15]
+    position_wise.py  gated_feed_forward (SwiGLU)                              [16]
+    transformer_decoder.py  decoder_block, decoder                             [16]
+    language_model.py causal_lm;  loss.py  cross_entropy                       [17]
+    generation.py     generate  (greedy, temperature, top-k, top-p)            [18]
     rope_scaling.py   rope_frequencies (long-context RoPE schedules);  softcap.py  soft_cap,
                       capped_attention (Gemma 2)                               [19]
     mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
@@ -35,10 +36,11 @@ Parts III and IV, learning and cost:
 Around the concepts, each in a sub-package named for what it holds. The engine room is what the
 concepts import; the course, the models and the display import the concepts, never the other way
 round, and are imported only when used (but for minattn.swap, which is light):
-    engine/           the engine room: argument checks (checks.py) and the policies a concept
-                      function carries as labels: float16_in_float32 (dtypes.py),
-                      gradient_by_hand (autograd_rules.py), one_blas_thread (threads.py),
-                      arrays on another array's device (devices.py), autograd on CuPy
+    engine/           the engine room: argument checks (checks.py; decoder_checks.py for the
+                      decoder side) and the policies a concept function carries as labels:
+                      float16_in_float32 (dtypes.py), gradient_by_hand (autograd_rules.py),
+                      one_blas_thread (threads.py), arrays on another array's device
+                      (devices.py), autograd on CuPy
     course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
                       swap.py (minattn.swap: use your own function wherever minattn calls one)
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
@@ -61,7 +63,6 @@ engine/cupy_autograd.py).
 """
 from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention
-from .encoder import encoder, encoder_block, init_encoder, init_encoder_block
 from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .multi_head import init_multi_head_attention, multi_head_attention
@@ -69,8 +70,11 @@ from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
 from .rope import apply_rope
-from .decoder import (causal_lm, decoder, decoder_block, generate, init_causal_lm, init_decoder,
-                      init_decoder_block, self_attention)
+from .transformer_encoder import encoder, encoder_block, init_encoder, init_encoder_block
+from .kv_cache import self_attention
+from .transformer_decoder import decoder, decoder_block, init_decoder, init_decoder_block
+from .language_model import causal_lm, init_causal_lm
+from .generation import generate
 from .loss import cross_entropy
 from .linear_attention import linear_attention
 from .delta_rule import delta_rule, l2_normalize

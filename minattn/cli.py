@@ -316,8 +316,8 @@ def _with_bar(steps, train):
 
 def _sorting_lm_weights(params, tokens):
     # The sorting LM's attention, layer by layer: each block's weights are those of its
-    # self-attention on the pre-normed input (decoder.causal_lm does not return them).
-    from .decoder import decoder_block
+    # self-attention on the pre-normed input (causal_lm does not return them).
+    from .transformer_decoder import decoder_block
     from .masks import causal_mask
     from .models.sorting_lm import CONFIG
     from .multi_head import multi_head_attention

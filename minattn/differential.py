@@ -18,9 +18,10 @@ import math
 
 import autograd.numpy as np
 
-from .decoder import _append, _check_layer_cache
 from .engine import checks
+from .engine.decoder_checks import _check_layer_cache
 from .heads import merge_heads, split_heads
+from .kv_cache import _append
 from .multi_head import _project, check_multi_head_params, grouped_attention
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions

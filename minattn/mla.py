@@ -23,9 +23,9 @@ DeepSeek's interleaved layout becomes rotate-half by permuting weight columns
 import autograd.numpy as np
 
 from .attention import scaled_dot_product_attention
-from .decoder import _append
 from .engine import checks
 from .heads import merge_heads, split_heads
+from .kv_cache import _append
 from .linear import linear
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions

@@ -4,7 +4,7 @@
 #
 #   tests/run_mutants.sh                  every module of setup.cfg's [mutmut], in order
 #   tests/run_mutants.sh blockwise masks  only these (minattn.<name>, e.g. engine.checks)
-#   tests/run_mutants.sh decoder:2/3      the 2nd of 3 parts of a module (its functions split
+#   tests/run_mutants.sh masks:2/3        the 2nd of 3 parts of a module (its functions split
 #                                         into 3 groups of about equal length), run afresh
 #   tests/run_mutants.sh --all            every module in one mutmut run (one start-up, the
 #                                         fastest way through everything; no per-module times;
@@ -23,8 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-ALL=(engine.checks masks heads linear dropout blockwise position_wise normalization encoder
-     attention multi_head positional rope rope_scaling softcap decoder loss engine.threads
+ALL=(engine.checks engine.decoder_checks masks heads linear dropout blockwise position_wise
+     normalization transformer_encoder attention multi_head positional rope rope_scaling softcap
+     kv_cache transformer_decoder language_model generation loss engine.threads
      engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential)
 [ -z "${SURVIVORS:-}" ] || rm -f mutants/mutmut-stats.json
 if [ "${1:-}" = "--all" ]; then

@@ -1,4 +1,4 @@
-"""minattn.decoder's argument checks, continued from test_decoder_errors.py: one row per bad
+"""The decoder side's argument checks (minattn/engine/decoder_checks.py), continued from test_decoder_errors.py: one row per bad
 argument with the WHOLE message a user reads, and beside each refusal the nearest call that is
 valid and must run (an unbatched x, a 2-D memory, a model with no layers, a cache of empty
 dicts, left padding). Then the dtype rule for the auxiliary numbers and params the checks take
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minattn as ma
-from minattn.decoder import check_attention_params
+from minattn.engine.decoder_checks import check_attention_params
 
 rng = np.random.default_rng(0)
 D, H = 8, 2  # d_k = 4
@@ -237,3 +237,10 @@ def test_cross_attention_params_are_taken_in_the_dtype_of_x_and_memory():
     want = ma.layer_norm(h + ma.feed_forward(ff32, h, activation="relu"),
                          XBLOCK["feed_forward_norm"]["gamma"], XBLOCK["feed_forward_norm"]["beta"])
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_checked_gated_activations_are_the_blocks_gated_feed_forwards():
+    # The names are checked in engine/decoder_checks.py, the functions live in the block's module.
+    from minattn.engine import decoder_checks
+    from minattn import transformer_decoder
+    assert tuple(transformer_decoder.GATED) == decoder_checks.GATED

@@ -1,4 +1,4 @@
-"""Every argument check of minattn.decoder, with its whole message: a catalogue of bad calls to
+"""Every argument check of the decoder side (minattn/engine/decoder_checks.py), with its whole message: a catalogue of bad calls to
 self_attention, decoder_block, decoder, the initialisers, causal_lm and generate. Each message
 names the argument that is wrong, the layout it should have and what it got."""
 import numpy as np

@@ -106,7 +106,7 @@ LIMITATIONS = {
          "has only 4 positions"),
         (lambda: ma.generate(LM, TOKENS, 4, **LM_CONFIG), ValueError,
          "n_new=4 after 2 tokens needs 5 positions")],
-    ("decoder.py, self_attention", "attention sinks with Gemma's scalars are not supported"): [
+    ("kv_cache.py, self_attention", "attention sinks with Gemma's scalars are not supported"): [
         (lambda: ma.self_attention(SINKS, X, n_heads=2, attn_logit_softcapping=50.0),
          ValueError, "attention sinks (params['sinks']) with query_pre_attn_scalar or "
                      "attn_logit_softcapping are not supported"),

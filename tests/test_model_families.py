@@ -163,7 +163,7 @@ def test_generate_pads_ended_rows_and_stops_when_all_have_ended():
 def test_top_p_equals_transformers_top_p_warper():
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from minattn.decoder import _nucleus
+    from minattn.generation import _nucleus
     logits = np.random.default_rng(8).normal(size=(4, 30)) * 2
     for top_p in (0.1, 0.5, 0.9, 1.0):
         warped = transformers.TopPLogitsWarper(top_p)(None, torch.from_numpy(logits)).numpy()

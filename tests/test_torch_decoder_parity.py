@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 torch = pytest.importorskip(
     "torch", reason="parity tests need PyTorch: pip install torch==2.13.0 (CPU)")
 
-from minattn.decoder import decoder, decoder_block  # noqa: E402
+from minattn.transformer_decoder import decoder, decoder_block  # noqa: E402
 from minattn.interop import from_torch, mask_from_torch  # noqa: E402
 
 from .strategies import model_sizes, seeds  # noqa: E402

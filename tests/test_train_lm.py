@@ -36,9 +36,10 @@ def test_without_the_causal_mask_the_model_learns_to_copy_and_generation_fails(m
     # Trained with every position seeing every token, the logits at t can read the answer token
     # t + 1 from the input: the model copies instead of sorting. Generation, which only ever has
     # the tokens so far, then fails. Measured: 0.3% of the same 300 strings (seed 0).
-    decoder = sys.modules["minattn.decoder"]
-    real = decoder.causal_mask
-    monkeypatch.setattr(decoder, "causal_mask", lambda *a, **k: np.ones_like(real(*a, **k)))
+    language_model = sys.modules["minattn.language_model"]
+    real = language_model.causal_mask
+    monkeypatch.setattr(language_model, "causal_mask",
+                        lambda *a, **k: np.ones_like(real(*a, **k)))
     params = train_lm.train_sort_model(seed=0, steps=300)
-    monkeypatch.setattr(decoder, "causal_mask", real)
+    monkeypatch.setattr(language_model, "causal_mask", real)
     assert train_lm.sort_accuracy(params, HELD_OUT) < 0.2

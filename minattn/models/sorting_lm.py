@@ -12,7 +12,8 @@ generation fails (tests/test_train_lm.py).
 import autograd.numpy as np
 from autograd import value_and_grad
 
-from ..decoder import causal_lm, generate, init_causal_lm
+from ..generation import generate
+from ..language_model import causal_lm, init_causal_lm
 from ..loss import cross_entropy
 from .count_task import adam_init, adam_update
 

@@ -1,0 +1,334 @@
+"""The argument checks of the decoder side, beside checks.py: self_attention and its KV cache
+(kv_cache.py), decoder_block and decoder (transformer_decoder.py), causal_lm
+(language_model.py) and generate (generation.py). Each concept function's first line calls
+its _check_<name> here; the keyword vocabularies (NORMS, GATED, POSITIONS) are defined here,
+where they are checked.
+
+The one module of the engine room that imports concepts: the param and position checks of the
+sublayers a decoder is built from (multi_head, position_wise, rope, rope_scaling), so that a
+block's params are checked exactly as each sublayer checks its own.
+"""
+import numbers
+
+import autograd.numpy as np
+import numpy
+
+from . import checks
+from ..multi_head import PROJECTIONS, check_multi_head_params
+from ..position_wise import ACTIVATIONS, check_feed_forward_params, check_gated_feed_forward_params
+from ..rope import as_int_array, check_positions
+from ..rope_scaling import check_rope_scaling
+
+NORMS = ("layer_norm", "rms_norm")
+# The gated feed-forwards (transformer_decoder.GATED maps each to its function); their params:
+# w_gate, w_up, w_down.
+GATED = ("swiglu", "geglu_tanh")
+DECODER_ACTIVATIONS = ACTIVATIONS + GATED
+POSITIONS = ("learned", "rope")
+
+
+def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
+                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None):
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    d_model = x.shape[-1]
+    d_k = check_head_width(d_k, n_heads, d_model)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
+    n_kv = n_kv_heads or n_heads
+    params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
+    past = 0
+    if cache is not None:  # {}: an empty cache, to be filled
+        cache = _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
+        past = cache["k"].shape[-2] if cache else 0
+    if positions is not None:  # RoPE
+        positions = check_positions(positions, x)
+        checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
+        check_rope_scaling(rope_scaling)
+        if d_k % 2:
+            raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
+                             f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
+    scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
+    mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
+    checks.check_mask_has_head_axis(mask, scores)
+    # Gemma's scalars: the scores are scaled by query_pre_attn_scalar^-1/2 (inf: by 0, uniform
+    # weights, as transformers) and capped at cap * tanh(s / cap), undefined at cap = 0.
+    if query_pre_attn_scalar is not None:
+        query_pre_attn_scalar = checks.check_positive_real(
+            "query_pre_attn_scalar", query_pre_attn_scalar, dtype=x.dtype, allow_inf=True)
+    if softcap is not None:
+        softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=x.dtype)
+    if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
+        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
+                         "attn_logit_softcapping are not supported")
+    return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap
+
+
+def check_head_width(d_k, n_heads, d_model):
+    """-> d_k: d_model / n_heads when None (which must divide), else a positive int."""
+    if d_k is None:
+        checks.check_n_heads(n_heads, d_model)
+        return d_model // n_heads
+    checks.check_size("n_heads", n_heads)
+    return checks.check_size("d_k", d_k)
+
+
+def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params",
+                           dtype=None):
+    """{"w_q": [D, H d_k], "w_k", "w_v": [D, H_kv d_k], "w_o": [H d_k, D]} with optional biases
+    b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
+    "k_norm": {"gamma": [d_k]}}."""
+    d_out = {"q": n_heads * d_k, "k": n_kv_heads * d_k, "v": n_kv_heads * d_k, "o": d_model}
+    d_in = {"q": d_model, "k": d_model, "v": d_model, "o": n_heads * d_k}
+    checks.check_params(params, {}, where)
+    params = checks.check_params(params, {
+        **{f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS},
+        **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
+        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
+    if ("q_norm" in params) != ("k_norm" in params):
+        raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
+    for key in ("q_norm", "k_norm"):
+        if key in params:
+            params[key] = checks.check_params(params[key], {"gamma": (d_k,)}, f"{where}[{key!r}]",
+                                              dtype)
+    return params
+
+
+def _check_layer_cache(cache, expected, where):
+    # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
+    if isinstance(cache, checks.DICT_TYPES) and not cache:
+        return cache  # {}: empty, to be filled
+    if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
+        got = (f"a dict with keys {list(cache)}" if isinstance(cache, checks.DICT_TYPES)
+               else type(cache).__name__)
+        raise TypeError(f"{where} must be a dict {{'k': ..., 'v': ...}} of arrays "
+                        f"[..., H_kv, L_past, d_k], got {got}")
+    cache = {**cache, **{key: checks.as_array(f"{where}[{key!r}]", cache[key]) for key in "kv"}}
+    for key in ("k", "v"):
+        a = cache[key]
+        if len(a.shape) != len(expected) + 1 or \
+                tuple(a.shape[:-2]) + (a.shape[-1],) != tuple(expected[:-1]) + (expected[-1],) \
+                or a.shape[-3] != expected[-2]:
+            shape = tuple(a.shape)
+            want = tuple(expected[:-1]) + ("L_past", expected[-1])
+            raise ValueError(f"{where}[{key!r}] has shape {shape}, expected {want}: "
+                             "a cache from another model or batch?")
+    if cache["k"].shape != cache["v"].shape:
+        raise ValueError(f"{where}['k'] and {where}['v'] differ in shape: "
+                         f"{tuple(cache['k'].shape)} vs {tuple(cache['v'].shape)}")
+    return cache
+
+
+def _check_config(n_heads, n_kv_heads, norm, activation):
+    checks.check_choice("norm", norm, NORMS)
+    checks.check_choice("activation", activation, DECODER_ACTIVATIONS)
+    checks.check_n_kv_heads(n_kv_heads, n_heads)
+
+
+def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
+                         eps):
+    # The self-attention sublayer checks its own params, cache and head width.
+    where = "params"  # a decoder's layers are each a decoder_block's params
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    d_model = x.shape[-1]
+    checks.check_size("n_heads", n_heads)
+    _check_config(n_heads, n_kv_heads, norm, activation)
+    checks.check_positive_real("eps", eps, allow_zero=True)
+    params = checks.check_params(params, {}, where)
+    if memory is not None:
+        memory = checks.as_float_array("memory", memory)
+        checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
+        batch = checks.broadcast_or_raise([("x", x.shape[:-2]), ("memory", memory.shape[:-2])],
+                                          "the batch dims of x and memory")
+        scores = batch + (n_heads, x.shape[-2], memory.shape[-2])
+        memory_mask = checks.check_mask(memory_mask, scores, "the cross-attention scores "
+                                        "(..., H, L, L_m)", "memory_mask")
+        checks.check_mask_has_head_axis(memory_mask, scores, "memory_mask")
+    elif memory_mask is not None:
+        raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
+                         "the memory): pass memory, or leave memory_mask None")
+    checks.check_no_renamed_block_keys(params, where)
+    needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
+    needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
+    for key in needed:
+        if key not in params:
+            raise ValueError(f"{where} is missing key {key!r} (expected keys: "
+                             f"{', '.join(map(repr, needed))})")
+    checked = {}
+    if memory is not None:  # checked before computing; multi_head_attention takes them in the
+        check_multi_head_params(params["cross_attention"], d_model,  # dtype of x and memory
+                                f"{where}['cross_attention']", n_heads=n_heads)
+    check_ff = (check_gated_feed_forward_params if activation in GATED
+                else check_feed_forward_params)
+    checked["feed_forward"] = check_ff(params["feed_forward"], d_model,
+                                       f"{where}['feed_forward']", x.dtype)
+    norm_shapes = {"gamma": (d_model,), **({"beta": (d_model,)} if norm == "layer_norm" else {})}
+    for key in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm",
+                "post_self_attention_norm", "post_feed_forward_norm"):
+        if key in needed or key.startswith("post") and key in params:
+            checked[key] = checks.check_params(params[key], norm_shapes, f"{where}[{key!r}]")
+            if norm == "rms_norm" and "beta" in params[key]:  # a LayerNorm's: never ignored
+                raise ValueError(f"norm='rms_norm' contradicts {where}[{key!r}], which has "
+                                 "'beta' (a LayerNorm's shift): pass norm='layer_norm'")
+    return {**params, **checked}, x, memory
+
+
+def _check_decoder(params, cache, mask=None, config=()):
+    if not isinstance(params, checks.DICT_TYPES) or not isinstance(
+            params.get("layers"), checks.LIST_TYPES):
+        raise ValueError("params must be a dict with key 'layers' holding a list of block params")
+    layers = [params["layers"][i] for i in range(len(params["layers"]))]
+    for name, value in [("mask", mask), *dict(config).items()]:
+        if isinstance(value, list) and len(value) != len(layers):
+            raise ValueError(f"{name} is a list of {len(value)} (one per layer), but params has "
+                             f"{len(layers)} layers")
+    if cache is not None and (not isinstance(cache, checks.LIST_TYPES)
+                              or len(cache) != len(layers)):
+        raise ValueError(f"cache must be a tuple with one {{'k', 'v'}} dict per layer "
+                         f"({len(layers)} layers), got "
+                         f"{len(cache) if isinstance(cache, checks.LIST_TYPES) else type(cache).__name__}")
+    return layers
+
+
+def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
+                     position, cache, embedding_scale=None, final_logit_softcapping=None):
+    checks.check_choice("position", position, POSITIONS)
+    _check_config(checks.check_size("n_heads", n_heads), n_kv_heads, norm, activation)
+    needed = ["token_embedding", "layers", "final_norm"] + (
+        ["position_embedding"] if position == "learned" else [])
+    if not isinstance(params, checks.DICT_TYPES) or any(k not in params for k in needed):
+        learned = position == "learned" and isinstance(params, checks.DICT_TYPES)
+        raise ValueError(f"params must be a dict with keys {', '.join(map(repr, needed))} "
+                         "(and 'lm_head' unless the embeddings are tied)" + (
+                             "; position='learned' (the default) needs 'position_embedding', a "
+                             "model with RoPE passes position='rope'" if learned else ""))
+    embedding = checks.check_shape("params['token_embedding']", params["token_embedding"],
+                                      ("V", "D"))
+    vocab_size = embedding.shape[0]
+    tokens = as_int_array("tokens", tokens)
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
+    if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(f"tokens must lie in [0, vocab_size={vocab_size}), got min "
+                         f"{int(tokens.min())}, max {int(tokens.max())}")
+    past = 0
+    if cache is not None:
+        layers = _check_decoder(params, cache)
+        first = cache[0] if layers else {}
+        if not isinstance(first, checks.DICT_TYPES):
+            raise TypeError("cache must be a tuple of dicts ({'k', 'v'}, or an attention "
+                            "variant's), one per layer")
+        past = next(iter(first.values())).shape[-2] if first else 0  # [..., L_past, d]
+    if attention_mask is not None:
+        attention_mask = check_attention_mask(attention_mask,
+                                              (tokens.shape[0], past + tokens.shape[1]))
+    # The model's dtype is its embedding's: the other tables are taken in it (checks.in_dtype).
+    tables = {"token_embedding": embedding.shape, "lm_head": (embedding.shape[1], vocab_size),
+              "position_embedding": ("n_positions", embedding.shape[1])}
+    params = checks.check_params(params, {key: shape for key, shape in tables.items()
+                                          if key in params}, "params", embedding.dtype)
+    if position == "learned":
+        n_positions = params["position_embedding"].shape[0]
+        if past + tokens.shape[1] > n_positions:
+            raise ValueError(f"tokens reach position {past + tokens.shape[1] - 1} (cache "
+                             f"{past} + tokens {tokens.shape[1]}), but params['position_embedding']"
+                             f" has only {n_positions} positions")
+    _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
+                              activation, position)
+    if embedding_scale is not None:
+        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
+                                                     allow_zero=True, dtype=embedding.dtype)
+    if final_logit_softcapping is not None:
+        final_logit_softcapping = checks.check_positive_real(
+            "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
+    return params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping
+
+
+def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
+                              position):
+    # A keyword that contradicts what params holds is refused by name: params alone cannot say
+    # everything (n_heads splits w_q's width any way it divides), so the config travels with them.
+    def refuse(keyword, value, fact):
+        raise ValueError(f"{keyword}={value!r} contradicts params: {fact}")
+    if position == "rope" and "position_embedding" in params:
+        refuse("position", position, "params has 'position_embedding' (learned positions)")
+    if ("beta" in params["final_norm"]) != (norm == "layer_norm"):
+        refuse("norm", norm, f"params['final_norm'] has keys {sorted(params['final_norm'])}")
+    layer = params["layers"][0] if len(params["layers"]) else {}
+    feed, attention = layer.get("feed_forward", {}), layer.get("self_attention", {})
+    if ("w_gate" in feed) != (activation in GATED):
+        refuse("activation", activation, f"the feed-forward has keys {sorted(feed)} (a gated "
+               f"one, {', '.join(GATED)}, has w_gate, w_up, w_down)")
+    if "w_q" not in attention or "w_k" not in attention:
+        return  # an attention variant with other params checks its own
+    where = "params['layers'][0]['self_attention']"  # read before the block checks them
+    w_q, w_k = (checks.as_array(f"{where}['{key}']", attention[key]) for key in ("w_q", "w_k"))
+    d_k = d_model // n_heads if d_k is None and d_model % n_heads == 0 else d_k
+    if d_k is not None and w_q.shape[-1] != n_heads * d_k:
+        refuse("d_k", d_k, f"w_q has shape {tuple(w_q.shape)}, not (D, n_heads * "
+               f"d_k) with n_heads={n_heads} (d_k defaults to d_model / n_heads)")
+    if d_k is not None and w_k.shape[-1] != (n_kv_heads or n_heads) * d_k:
+        refuse("n_kv_heads", n_kv_heads, f"w_k has shape {tuple(w_k.shape)}, "
+               f"not (D, n_kv_heads * d_k) with d_k={d_k} (n_kv_heads defaults to n_heads)")
+
+
+def check_attention_mask(attention_mask, shape):
+    """Hugging Face's attention_mask: int or bool [B, L_past + L], 1 = real token -> bool."""
+    attention_mask = checks.as_array("attention_mask", attention_mask)
+    if np.dtype(attention_mask.dtype).kind not in "biu":
+        raise TypeError(f"attention_mask must be int or bool (1 = real token, 0 = padding), "
+                        f"got dtype {attention_mask.dtype}")
+    if tuple(attention_mask.shape) != tuple(shape):
+        raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected "
+                         f"(B, L_past + L) = {tuple(shape)}")
+    return attention_mask != 0
+
+
+def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, top_p, rng,
+                    eos_token_id, pad_token_id, config):
+    if isinstance(n_new, bool) or not isinstance(n_new, numbers.Integral) or n_new < 0:
+        raise TypeError(f"n_new must be a non-negative int, got {n_new!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not temperature >= 0:
+        raise ValueError(f"temperature must be a number >= 0 (0: greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral)
+                              or top_k < 1):
+        raise TypeError(f"top_k must be None or a positive int, got {top_k!r}")
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, numbers.Real)
+                              or not 0 < top_p <= 1):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+    if temperature == 0 and (top_k is not None or top_p is not None):
+        raise ValueError(f"top_k={top_k!r} and top_p={top_p!r} restrict sampling, and "
+                         "temperature=0 does not sample (greedy): pass temperature > 0 to use "
+                         "them (transformers warns and ignores them)")
+    if temperature > 0 and not callable(getattr(rng, "random", None)):
+        raise ValueError(f"temperature={temperature} samples: it needs rng, a "
+                         "np.random.Generator (nothing here seeds a global RNG)")
+    tokens = as_int_array("tokens", tokens)
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"tokens must have shape (B, L) with L >= 1, got {tuple(tokens.shape)}")
+    if attention_mask is not None:
+        attention_mask = check_attention_mask(attention_mask, tokens.shape)
+        # Every row continues from its last position, so padding goes on the left (a 0 after a
+        # 1 would predict the first new token from a pad; transformers warns there).
+        right = np.any(attention_mask[:, :-1] & ~attention_mask[:, 1:], axis=-1)
+        if bool(np.any(right)):
+            raise ValueError(f"attention_mask has padding on the right (a 0 after a 1) in rows "
+                             f"{[int(b) for b in np.flatnonzero(right)]}; generate continues "
+                             "each row from its last position, so pad on the left")
+    eos = None
+    if eos_token_id is not None:
+        eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
+        if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, numbers.Integral):
+            raise ValueError(f"eos_token_id={eos_token_id!r} needs pad_token_id, the int that "
+                             f"fills a row after its end, got {pad_token_id!r} (model.generate "
+                             "uses the eos token when the model has no pad token)")
+    if config.get("position", "learned") == "learned" and isinstance(
+            params, checks.DICT_TYPES) and "position_embedding" in params:
+        table = checks.as_array("params['position_embedding']", params["position_embedding"])
+        n_positions = table.shape[0] if table.ndim else 0
+        if tokens.shape[1] + n_new - 1 > n_positions:
+            raise ValueError(f"n_new={n_new} after {tokens.shape[1]} tokens needs "
+                             f"{tokens.shape[1] + n_new - 1} positions, but "
+                             f"params['position_embedding'] has {n_positions}")
+    return int(n_new), tokens, attention_mask, eos

@@ -1,0 +1,172 @@
+"""The Transformer decoder: a block of causal self-attention (with its KV cache, kv_cache.py),
+optionally cross-attention to an encoder's memory, and a feed-forward; and the stack of blocks.
+
+One block covers three families through keyword arguments:
+    torch.nn.TransformerDecoderLayer  post- or pre-norm, LayerNorm, relu/gelu, cross-attention
+    GPT-2   pre-norm, LayerNorm, learned positions, gelu_tanh, biases, tied embeddings
+    Llama   pre-norm, rms_norm, RoPE, SwiGLU (activation="swiglu"), GQA, no biases
+"""
+import autograd.numpy as np
+
+from .engine import checks
+from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
+    check_head_width
+from .kv_cache import self_attention
+from .multi_head import init_multi_head_attention, multi_head_attention
+from .normalization import init_layer_norm, layer_norm, rms_norm
+from .position_wise import (feed_forward, gated_feed_forward, gelu_tanh, init_feed_forward,
+                            init_gated_feed_forward)
+
+
+def geglu_tanh(params, x):
+    """GEGLU with the tanh GELU (Gemma's MLP): down(gelu_tanh(gate(x)) * up(x)), [..., D] ->
+    [..., D]; params as gated_feed_forward's."""
+    # [..., D] -> [..., F] -> [..., D]
+    hidden = gelu_tanh(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    return hidden @ params["w_down"]
+
+
+# The gated feed-forwards (their names are checked in engine/decoder_checks.py's GATED).
+GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}
+
+
+def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None,
+                       cross_attention=False, norm="layer_norm", activation="relu", bias=True,
+                       qk_norm=False, dtype=np.float64):
+    """-> {"self_attention", "self_attention_norm", ["cross_attention", "cross_attention_norm",]
+    "feed_forward", "feed_forward_norm"} (each norm named for its sublayer; torch's norm1, norm2,
+    norm3). norm="rms_norm" gives {"gamma"} only; activation="swiglu" a gated
+    feed-forward without biases; bias=False drops the attention biases (Llama); d_k a head width
+    other than d_model / n_heads; qk_norm=True adds {"q_norm", "k_norm"} (Qwen3)."""
+    _check_config(n_heads, n_kv_heads, norm, activation)
+    d_k = check_head_width(d_k, n_heads, checks.check_size("d_model", d_model))
+    attention = (init_multi_head_attention(rng, d_model, n_heads, n_kv_heads=n_kv_heads,
+                                           bias=bias, dtype=dtype)
+                 if d_k * n_heads == d_model else
+                 _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype))
+    if qk_norm:
+        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
+                          for key in ("q_norm", "k_norm")})
+    params = {"self_attention": attention,
+              "self_attention_norm": _init_norm(d_model, norm, dtype)}
+    if cross_attention:
+        params["cross_attention"] = init_multi_head_attention(rng, d_model, n_heads, bias=bias,
+                                                              dtype=dtype)
+        params["cross_attention_norm"] = _init_norm(d_model, norm, dtype)
+    params["feed_forward"] = (init_gated_feed_forward(rng, d_model, d_ff, dtype=dtype)
+                              if activation in GATED else
+                              init_feed_forward(rng, d_model, d_ff, dtype=dtype))
+    params["feed_forward_norm"] = _init_norm(d_model, norm, dtype)
+    return params
+
+
+def _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype):
+    # With a head width d_k != d_model / n_heads: U(+-1/sqrt(d_in)) weights, zero biases.
+    n_kv = n_kv_heads or n_heads
+    shapes = {"q": (d_model, n_heads * d_k), "k": (d_model, n_kv * d_k),
+              "v": (d_model, n_kv * d_k), "o": (n_heads * d_k, d_model)}
+    params = {f"w_{p}": (rng.uniform(-1, 1, size=shape) / np.sqrt(shape[0])).astype(dtype)
+              for p, shape in shapes.items()}
+    if bias:
+        params.update({f"b_{p}": np.zeros(shape[1], dtype=dtype) for p, shape in shapes.items()})
+    return params
+
+
+def _init_norm(d_model, norm, dtype):
+    params = init_layer_norm(d_model, dtype=dtype)
+    return {"gamma": params["gamma"]} if norm == "rms_norm" else params
+
+
+def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
+                  n_kv_heads=None, d_k=None, norm_first=False, norm="layer_norm",
+                  activation="relu", eps=1e-5, positions=None, rope_base=10000.0,
+                  rope_scaling=None, cache=None, attention=self_attention, **attention_config):
+    """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
+    Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
+    x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
+    cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when params has it, the
+    feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
+    schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
+    "post_feed_forward_norm": the sublayer's output normalised too,
+    x = x + post_norm(sublayer(norm(x))). activation
+    "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
+    sublayer, a function with self_attention's signature (an attention variant plugs in here);
+    attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
+    # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
+    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
+                                             norm, activation, eps)
+    normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
+                 "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
+
+    def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
+        if norm_first:
+            return x + sandwich(f(normalize(x, params[name])), f"post_{name}")
+        return normalize(x + f(x), params[name])
+
+    def sandwich(h, name):  # Gemma's second norm, on the sublayer's output
+        return normalize(h, params[name]) if name in params else h
+
+    new_cache = []  # filled by the self-attention sublayer
+
+    def attend_self(h):
+        out, layer_cache = attention(params["self_attention"], h, mask, n_heads=n_heads,
+                                     n_kv_heads=n_kv_heads, d_k=d_k, positions=positions,
+                                     rope_base=rope_base, rope_scaling=rope_scaling, eps=eps,
+                                     cache=cache, **attention_config)
+        new_cache.append(layer_cache)
+        return out
+
+    def attend_memory(h):
+        return multi_head_attention(params["cross_attention"], h, memory, memory, memory_mask,
+                                    n_heads=n_heads)[0]
+
+    def feed(h):
+        if activation in GATED:
+            return GATED[activation](params["feed_forward"], h)
+        return feed_forward(params["feed_forward"], h, activation=activation)
+
+    x = sublayer(x, "self_attention_norm", attend_self)
+    if memory is not None:
+        x = sublayer(x, "cross_attention_norm", attend_memory)
+    x = sublayer(x, "feed_forward_norm", feed)
+    return x if cache is None else (x, new_cache[0])
+
+
+def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
+    """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
+    init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
+    n_layers = checks.check_size("n_layers", n_layers)
+    params = {"layers": [init_decoder_block(rng, d_model, n_heads, d_ff, **block_config)
+                         for _ in range(n_layers)]}
+    if final_norm:
+        params["final_norm"] = _init_norm(d_model, block_config.get("norm", "layer_norm"),
+                                          block_config.get("dtype", np.float64))
+    return params
+
+
+def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, **config):
+    """A stack of decoder blocks, x [..., L, D] -> [..., L, D] (+ the final norm if params has
+    one); with a cache (a tuple with one {"k", "v"} per layer) -> (x, new cache). config as
+    decoder_block (n_heads, n_kv_heads, d_k, norm_first, norm, activation, eps, positions,
+    rope_base, rope_scaling, attention). A list (for mask, or a config value) holds one entry
+    per layer: local and global layers with their own windows (masks) or RoPE bases."""
+    # [..., L, D] -> [..., L, D]
+    layers = _check_decoder(params, cache, mask, config)
+    per_layer = lambda value, i: value[i] if isinstance(value, list) else value
+    new_cache = []
+    for i, layer in enumerate(layers):
+        out = decoder_block(layer, x, per_layer(mask, i), memory=memory, memory_mask=memory_mask,
+                            cache=None if cache is None else cache[i],
+                            **{key: per_layer(value, i) for key, value in config.items()})
+        x, layer_cache = out if cache is not None else (out, None)
+        new_cache.append(layer_cache)
+    if "final_norm" in params:
+        x = _final_norm(params["final_norm"], x, config)
+    return x if cache is None else (x, tuple(new_cache))
+
+
+def _final_norm(p, x, config):
+    eps = config.get("eps", 1e-5)
+    if config.get("norm", "layer_norm") == "rms_norm":
+        return rms_norm(x, p["gamma"], eps)
+    return layer_norm(x, p["gamma"], p["beta"], eps)
