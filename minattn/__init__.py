@@ -26,8 +26,8 @@ Part II, the decoder and the language model:
     attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
 Attention and recurrence (a state of fixed size in place of the KV cache):
-    linear_attention.py  linear_attention  (attention without the softmax; loop and chunks)
-    delta_rule.py     delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
+    causal_linear_attention.py  linear_attention  (attention without the softmax)
+    gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [21]
     models/           count_task (a model that learns) [22], induction (what it learns) [23]
@@ -76,8 +76,8 @@ from .transformer_decoder import decoder, decoder_block, init_decoder, init_deco
 from .language_model import causal_lm, init_causal_lm
 from .generation import generate
 from .loss import cross_entropy
-from .linear_attention import linear_attention
-from .delta_rule import delta_rule, l2_normalize
+from .causal_linear_attention import linear_attention
+from .gated_delta_rule import delta_rule, l2_normalize
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

@@ -35,7 +35,7 @@ def check_sequence(q, k, v):
     return q, k, v, batch
 
 
-def check_linear_attention(q, k, v, chunk_size):
+def _check_linear_attention(q, k, v, chunk_size):
     q, k, v, _ = check_sequence(q, k, v)
     return q, k, v, check_chunk_size(chunk_size)
 
@@ -50,7 +50,7 @@ def _per_token(name, x, batch, length, dtype):
     return np.broadcast_to(x, tokens)
 
 
-def check_delta_rule(q, k, v, beta, g, scale, initial_state, chunk_size, return_state):
+def _check_delta_rule(q, k, v, beta, g, scale, initial_state, chunk_size, return_state):
     """-> q, k, v, beta, g (zeros when None), scale, the initial state (zeros when None), all
     broadcast to the common batch dims and in q's dtype, and chunk_size."""
     q, k, v, batch = check_sequence(q, k, v)
@@ -78,7 +78,7 @@ def check_delta_rule(q, k, v, beta, g, scale, initial_state, chunk_size, return_
     return q, k, v, beta, g, scale, initial_state, check_chunk_size(chunk_size)
 
 
-def check_l2_normalize(x, eps):
+def _check_l2_normalize(x, eps):
     """x [..., d] floating; eps >= 0, and eps = 0 only where no row of x is all zeros (0 / 0)."""
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 1, "(..., d)")

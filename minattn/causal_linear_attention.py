@@ -13,7 +13,7 @@ normalizer, as DeltaNet starts from). The same numbers come three ways: the quad
 import autograd.numpy as np
 
 from .engine.dtypes import float16_in_float32
-from .engine.recurrence_checks import check_linear_attention
+from .engine.recurrence_checks import _check_linear_attention
 from .engine.threads import one_blas_thread
 
 
@@ -25,7 +25,7 @@ def linear_attention(q, k, v, *, chunk_size=None):
     token by token); an int: the chunked form (chunk_size tokens at a time). Both equal
     (q kᵀ masked causally) v."""
     # [..., L, d_k], [..., L, d_k], [..., L, d_v] -> [..., L, d_v]
-    q, k, v, chunk_size = check_linear_attention(q, k, v, chunk_size)
+    q, k, v, chunk_size = _check_linear_attention(q, k, v, chunk_size)
     if chunk_size is None:
         return _recurrent(q, k, v)
     return _chunked(q, k, v, chunk_size)

@@ -1,6 +1,6 @@
 """The (gated) delta rule: a fixed-size state that learns, token by token, to map keys to values.
 
-Linear attention (linear_attention.py) only ever adds to its state: S_t = S_{t-1} + k_tᵀ v_t, so
+Linear attention (causal_linear_attention.py) only ever adds to its state: S_t = S_{t-1} + k_tᵀ v_t, so
 after d_k tokens the keys overlap and old values blur into new ones. The delta rule (Schlag et
 al. 2021; DeltaNet, Yang et al. 2024) writes only what the state failed to predict: one step of
 online regression of v on k, with learning rate β_t,
@@ -22,7 +22,7 @@ flash-linear-attention kernels do (walkthrough.md, "Attention and recurrence").
 import autograd.numpy as np
 
 from .engine.dtypes import float16_in_float32
-from .engine.recurrence_checks import check_delta_rule, check_l2_normalize
+from .engine.recurrence_checks import _check_delta_rule, _check_l2_normalize
 from .engine.threads import one_blas_thread
 
 
@@ -30,7 +30,7 @@ def l2_normalize(x, eps=1e-6):
     """x / sqrt(Σ x² + eps) along the last axis: x [..., d] -> [..., d], unit rows (the l2norm
     of transformers' Qwen3-Next and of flash-linear-attention, eps inside the root)."""
     # [..., d] -> [..., d]
-    x, eps = check_l2_normalize(x, eps)
+    x, eps = _check_l2_normalize(x, eps)
     return x / np.sqrt(np.sum(x * x, axis=-1, keepdims=True) + eps)
 
 
@@ -45,7 +45,7 @@ def delta_rule(q, k, v, beta, g=None, *, scale=None, initial_state=None, chunk_s
     defaults to 1/sqrt(d_k); initial_state [..., d_k, d_v] continues a sequence (zeros: a new
     one). chunk_size=None: the loop over time; an int: the chunked form (the same numbers)."""
     # [..., L, d_k] x 2, [..., L, d_v], [..., L] x 2 -> [..., L, d_v] (, [..., d_k, d_v])
-    q, k, v, beta, g, scale, state, chunk_size = check_delta_rule(
+    q, k, v, beta, g, scale, state, chunk_size = _check_delta_rule(
         q, k, v, beta, g, scale, initial_state, chunk_size, return_state)
     if chunk_size is None:
         out, state = _recurrent(q, k, v, beta, g, scale, state)
