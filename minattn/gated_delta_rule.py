@@ -72,6 +72,7 @@ def _chunked(q, k, v, beta, g, scale, state, chunk_size):
     #   out = scale (q e^G) S + scale (q kᵀ ⊙ Γ)(U − W S),   S ← e^{G_C} S + (k e^{G_C − G})ᵀ (U − W S)
     # U, W and the masked scores of every chunk are computed at once; only S is passed on.
     length, d_v = q.shape[-2], v.shape[-1]
+    chunk_size = min(chunk_size, max(length, 1))  # a short sequence is one chunk, unpadded
     pad = -length % chunk_size  # zeros at the end: β = 0 writes nothing, g = 0 forgets nothing
     n = (length + pad) // chunk_size
     if n == 0:

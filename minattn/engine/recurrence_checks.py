@@ -87,3 +87,80 @@ def _check_l2_normalize(x, eps):
         raise ValueError(f"eps=0 leaves the norm undefined (0 / 0) on a row of x (shape "
                          f"{tuple(x.shape)}) that is all zeros; give eps > 0")
     return x, eps
+
+
+def _check_causal_conv1d(x, weight, state):
+    """x [..., L, C] floating, weight [K, C], state None (zeros) or [..., K - 1, C] -> x, weight
+    and state in x's dtype."""
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, C)")
+    weight = checks.check_shape("weight", weight, ("K", x.shape[-1]), x.dtype)
+    if weight.shape[0] < 1:
+        raise ValueError(f"weight has shape {tuple(weight.shape)}: the kernel needs K >= 1 taps")
+    shape = x.shape[:-2] + (weight.shape[0] - 1, x.shape[-1])
+    if state is None:  # a new sequence: zeros before it, made from x (on its device)
+        return x, weight, np.zeros_like(x, shape=shape)
+    state = checks.in_dtype(checks.as_float_array("state", state), x.dtype)
+    if tuple(state.shape) != shape:
+        raise ValueError(f"state has shape {tuple(state.shape)}, expected (..., K - 1, C) = "
+                         f"{shape}: the last K - 1 inputs of the same batch")
+    return x, weight, state
+
+
+def _token_is_real(mask, x):
+    # causal_lm's mask [L, L_past + L] or [B, 1, L, L_past + L] (True = may attend) -> float
+    # [..., L]: 1 for a real token, 0 for padding, whose query may not even attend to itself.
+    length = x.shape[-2]
+    if mask is None:
+        return np.ones_like(x[..., 0])
+    mask = checks.as_array("mask", mask)
+    if np.dtype(mask.dtype).kind != "b" or mask.ndim < 2 or mask.shape[-2] != length \
+            or mask.shape[-1] < length or mask.ndim > x.ndim + 1:
+        raise ValueError(f"mask must be boolean [L, L_past + L] or [B, 1, L, L_past + L] (a "
+                         f"causal LM's, True = may attend) with L = {length}, got "
+                         f"{mask.dtype} of shape {tuple(mask.shape)}")
+    own = np.diagonal(mask[..., mask.shape[-1] - length:], axis1=-2, axis2=-1)  # [..., (1,) L]
+    own = own[..., 0, :] if own.ndim == x.ndim else own  # drop the head axis
+    return np.broadcast_to(own, x.shape[:-1]).astype(x.dtype)
+
+
+def _check_gated_deltanet(params, x, mask, n_key_heads, n_value_heads, eps, chunk_size, cache):
+    """-> params (checked, in x's dtype), x, which tokens are real [..., L], the convolution's
+    state and the delta rule's (None: zeros), d_k and d_v."""
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
+    for name, n in (("n_key_heads", n_key_heads), ("n_value_heads", n_value_heads)):
+        checks.check_size(name, n)
+    if n_value_heads % n_key_heads:
+        raise ValueError(f"n_value_heads={n_value_heads} must be a multiple of n_key_heads="
+                         f"{n_key_heads} (each key head serves a group of value heads)")
+    checks.check_positive_real("eps", eps, allow_zero=True)
+    check_chunk_size(chunk_size)
+    d_model = x.shape[-1]
+    params = checks.check_params(params, {"gamma": ("d_v",), "w_qkv": (d_model, "C"),
+                                          "conv": ("K", "C")}, "params")
+    d_v, channels = params["gamma"].shape[0], params["w_qkv"].shape[1]
+    d_k, odd = divmod(channels - n_value_heads * d_v, 2 * n_key_heads)
+    if odd or d_k < 1:
+        raise ValueError(f"params['w_qkv'] has {channels} columns, not 2 n_key_heads d_k + "
+                         f"n_value_heads d_v with n_key_heads={n_key_heads}, n_value_heads="
+                         f"{n_value_heads}, d_v={d_v} (params['gamma']) and an integer d_k >= 1")
+    h_v = n_value_heads
+    params = checks.check_params(params, {
+        "w_qkv": (d_model, channels), "conv": ("K", channels), "w_z": (d_model, h_v * d_v),
+        "w_b": (d_model, h_v), "w_a": (d_model, h_v), "dt_bias": (h_v,), "A_log": (h_v,),
+        "gamma": (d_v,), "w_out": (h_v * d_v, d_model)}, "params", x.dtype)
+    real = _token_is_real(mask, x)
+    conv_state = state = None
+    if cache is not None and not (isinstance(cache, checks.DICT_TYPES) and not cache):
+        if not isinstance(cache, checks.DICT_TYPES) or set(cache) != {"conv", "state"}:
+            raise ValueError("cache must be None, {} (a new sequence) or the {'conv', 'state'} "
+                             f"a previous call returned, got {type(cache).__name__}"
+                             + (f" with keys {sorted(cache)}"
+                                if isinstance(cache, checks.DICT_TYPES) else ""))
+        window = params["conv"].shape[0]
+        conv_state = checks.check_shape("cache['conv']", cache["conv"],
+                                        x.shape[:-2] + (window - 1, channels), x.dtype)
+        state = checks.check_shape("cache['state']", cache["state"],
+                                   x.shape[:-2] + (h_v, d_k, d_v), x.dtype)
+    return params, x, real, conv_state, state, d_k, d_v
