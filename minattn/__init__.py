@@ -28,6 +28,8 @@ Part II, the decoder and the language model:
 Attention and recurrence (a state of fixed size in place of the KV cache):
     causal_linear_attention.py  linear_attention  (attention without the softmax)
     gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
+    gated_deltanet.py gated_deltanet  (Qwen3-Next's recurrent layer; causal_conv1d, gated_rms_norm)
+    gated_attention.py  gated_attention  (Qwen3-Next's attention layers; rope.apply_partial_rope)
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [21]
     models/           count_task (a model that learns) [22], induction (what it learns) [23]

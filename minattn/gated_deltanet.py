@@ -62,7 +62,8 @@ def gated_deltanet(params, x, mask=None, *, n_key_heads, n_value_heads, eps=1e-6
     width = n_key_heads * d_k
     q, k = (split_heads(qkv[..., i * width:(i + 1) * width], n_key_heads) for i in (0, 1))
     group = n_value_heads // n_key_heads  # value head h reads key head h // group
-    q, k = (np.repeat(l2_normalize(t), group, axis=-3) for t in (q, k))  # [..., H_v, L, d_k]
+    # (axis counted from the front: autograd's gradient of np.repeat mishandles a negative one)
+    q, k = (np.repeat(l2_normalize(t), group, axis=t.ndim - 3) for t in (q, k))  # [.., H_v, L, d_k]
     v = split_heads(qkv[..., 2 * width:], n_value_heads)  # [..., H_v, L, d_v]
     beta = np.swapaxes(sigmoid(x @ params["w_b"]), -1, -2)  # write strength in (0, 1) [..., H_v, L]
     a = np.swapaxes(x @ params["w_a"], -1, -2) + params["dt_bias"][:, None]
