@@ -12,6 +12,7 @@ normalizer, as DeltaNet starts from). The same numbers come three ways: the quad
 """
 import autograd.numpy as np
 
+from .engine.devices import concatenate
 from .engine.dtypes import float16_in_float32
 from .engine.recurrence_checks import _check_linear_attention
 from .engine.threads import one_blas_thread
@@ -37,7 +38,7 @@ def _recurrent(q, k, v):
     for t in range(q.shape[-2]):
         state = state + k[..., t, :, None] * v[..., t, None, :]  # S_t = S_{t-1} + k_tᵀ v_t
         out.append(q[..., t, None, :] @ state)  # q_t S_t [..., 1, d_v]
-    return np.concatenate(out, axis=-2) if out else v  # [..., L, d_v] (v itself when L = 0)
+    return concatenate(out, axis=-2) if out else v  # [..., L, d_v] (v itself when L = 0)
 
 
 def _chunked(q, k, v, chunk_size):
@@ -49,4 +50,4 @@ def _chunked(q, k, v, chunk_size):
         scores = np.tril(q_c @ np.swapaxes(k_c, -1, -2))  # [..., C, C]: within the chunk
         out.append(q_c @ state + scores @ v_c)  # earlier chunks through the state, then this one
         state = state + np.swapaxes(k_c, -1, -2) @ v_c  # the whole chunk written at once
-    return np.concatenate(out, axis=-2) if out else v  # [..., L, d_v]
+    return concatenate(out, axis=-2) if out else v  # [..., L, d_v]

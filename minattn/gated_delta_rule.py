@@ -21,6 +21,7 @@ flash-linear-attention kernels do (walkthrough.md, "Attention and recurrence").
 """
 import autograd.numpy as np
 
+from .engine.devices import concatenate
 from .engine.dtypes import float16_in_float32
 from .engine.recurrence_checks import _check_delta_rule, _check_l2_normalize
 from .engine.threads import one_blas_thread
@@ -62,7 +63,7 @@ def _recurrent(q, k, v, beta, g, scale, state):
         error = v_t - k_t @ state  # what the state fails to predict for k_t [..., 1, d_v]
         state = state + np.swapaxes(k_t, -1, -2) @ (beta[..., t, None, None] * error)  # write it
         out.append((scale * q[..., t, None, :]) @ state)  # read: o_t = scale · q_t S_t
-    return (np.concatenate(out, axis=-2) if out else v), state  # [..., L, d_v], [..., d_k, d_v]
+    return (concatenate(out, axis=-2) if out else v), state  # [..., L, d_v], [..., d_k, d_v]
 
 
 def _chunked(q, k, v, beta, g, scale, state, chunk_size):
@@ -90,7 +91,7 @@ def _chunked(q, k, v, beta, g, scale, state, chunk_size):
     gamma = np.tril(np.exp(np.tril(big_g[..., :, None] - big_g[..., None, :])))  # [..., n, C, C]
     k_beta = k * beta[..., None]  # [..., n, C, d_k]
     a = np.tril((k_beta @ np.swapaxes(k, -1, -2)) * gamma, -1)  # [..., n, C, C]
-    solved = _solve_unit_lower(a, np.concatenate(
+    solved = _solve_unit_lower(a, concatenate(
         [v * beta[..., None], k_beta * np.exp(big_g)[..., None]], axis=-1))  # the triangular solve
     u, w = solved[..., :d_v], solved[..., d_v:]  # [..., n, C, d_v], [..., n, C, d_k]
     scores = (q @ np.swapaxes(k, -1, -2)) * gamma * scale  # [..., n, C, C], causal and decayed
@@ -102,7 +103,7 @@ def _chunked(q, k, v, beta, g, scale, state, chunk_size):
         new = u[..., c, :, :] - w[..., c, :, :] @ state  # [..., C, d_v]: the corrected values
         out.append(q_read[..., c, :, :] @ state + scores[..., c, :, :] @ new)
         state = chunk_decay[..., c, :, :] * state + np.swapaxes(k_write[..., c, :, :], -1, -2) @ new
-    return np.concatenate(out, axis=-2)[..., :length, :], state
+    return concatenate(out, axis=-2)[..., :length, :], state
 
 
 def _solve_unit_lower(a, b):
@@ -115,4 +116,4 @@ def _solve_unit_lower(a, b):
     h = size // 2
     top = _solve_unit_lower(a[..., :h, :h], b[..., :h, :])
     bottom = _solve_unit_lower(a[..., h:, h:], b[..., h:, :] - a[..., h:, :h] @ top)
-    return np.concatenate([top, bottom], axis=-2)
+    return concatenate([top, bottom], axis=-2)

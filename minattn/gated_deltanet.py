@@ -13,6 +13,7 @@ cache grows by a key and a value a token (walkthrough.md, "Attention and recurre
 """
 import autograd.numpy as np
 
+from .engine.devices import concatenate
 from .engine.recurrence_checks import _check_causal_conv1d, _check_gated_deltanet
 from .gated_delta_rule import delta_rule, l2_normalize
 from .heads import merge_heads, split_heads
@@ -27,7 +28,7 @@ def causal_conv1d(x, weight, state=None):
     # [..., L, C], [K, C] -> [..., L, C], [..., K - 1, C]
     x, weight, state = _check_causal_conv1d(x, weight, state)
     window = weight.shape[0]
-    padded = np.concatenate([state, x], axis=-2)  # [..., K - 1 + L, C]
+    padded = concatenate([state, x], axis=-2)  # [..., K - 1 + L, C]
     out = sum(padded[..., j:j + x.shape[-2], :] * weight[j] for j in range(window))
     return out, padded[..., padded.shape[-2] - (window - 1):, :]
 

@@ -8,7 +8,7 @@ so the dot product of a rotated query and key depends on their positions only th
 import autograd.numpy as np
 
 from .engine import checks
-from .engine.devices import arange
+from .engine.devices import arange, concatenate
 from .rope_scaling import check_rope_scaling, rope_frequencies
 
 
@@ -80,7 +80,7 @@ def apply_partial_rope(x, positions, rotary_dim, *, base=10000.0, scaling=None):
     # [..., L, d], int [..., L] -> [..., L, d]
     rotary_dim = _check_apply_partial_rope(x, rotary_dim)
     rotated = apply_rope(x[..., :rotary_dim], positions, base=base, scaling=scaling)
-    return np.concatenate([rotated, x[..., rotary_dim:]], axis=-1)
+    return concatenate([rotated, x[..., rotary_dim:]], axis=-1)
 
 
 def _check_apply_partial_rope(x, rotary_dim):
