@@ -27,6 +27,7 @@ from .engine.recurrence_checks import _check_delta_rule, _check_l2_normalize
 from .engine.threads import one_blas_thread
 
 
+@float16_in_float32("x")
 def l2_normalize(x, eps=1e-6):
     """x / sqrt(Σ x² + eps) along the last axis: x [..., d] -> [..., d], unit rows (the l2norm
     of transformers' Qwen3-Next and of flash-linear-attention, eps inside the root)."""
