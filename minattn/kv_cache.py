@@ -15,17 +15,19 @@ from .engine.decoder_checks import _check_self_attention
 from .heads import merge_heads, split_heads
 from .multi_head import _project, grouped_attention
 from .normalization import rms_norm
-from .rope import apply_rope
+from .rope import apply_partial_rope, apply_rope
 from .softcap import capped_attention
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
-                   rope_base=10000.0, rope_scaling=None, eps=1e-6, query_pre_attn_scalar=None,
-                   attn_logit_softcapping=None, cache=None):
+                   rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
+                   query_pre_attn_scalar=None, attn_logit_softcapping=None, cache=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
     width (default D / H; Qwen3 and Gemma set their own). positions (int, broadcasting to
-    [..., L]): apply RoPE (rope_base, rope_scaling: minattn.rope_scaling) to q and k, never v.
+    [..., L]): apply RoPE (rope_base, rope_scaling: minattn.rope_scaling) to q and k, never v;
+    partial_rotary_factor: to the first int(d_k * factor) features of each head only
+    (minattn.rope.apply_partial_rope: GPT-NeoX, Phi).
     QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}): each head of q and k
     RMS-normalised (with eps) before RoPE. Gemma: scores scaled by query_pre_attn_scalar^-1/2
     (not d_k^-1/2) and soft-capped at attn_logit_softcapping (minattn.softcap). mask covers all
@@ -34,7 +36,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, d_k, cache, query_pre_attn_scalar, attn_logit_softcapping = \
         _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                              rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping)
+                              rope_scaling, cache, query_pre_attn_scalar, attn_logit_softcapping,
+                              partial_rotary_factor)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
     k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
@@ -45,6 +48,9 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     if positions is not None:  # RoPE: q and k rotate by their absolute positions
         positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
         rotate = lambda t: apply_rope(t, positions, base=rope_base, scaling=rope_scaling)
+        if partial_rotary_factor is not None:  # only the first int(d_k * factor) features
+            rotate = lambda t: apply_partial_rope(t, positions, partial_rotary_factor,
+                                                  base=rope_base, scaling=rope_scaling)
         q, k = rotate(q), rotate(k)
     if cache is not None:  # the past's keys and values, computed once, reused every step
         k = _append(cache.get("k"), k)  # [..., H_kv, L_past + L, d_k]

@@ -41,8 +41,8 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
 
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
               norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
-              rope_base=10000.0, rope_scaling=None, window=None, embedding_scale=None,
-              query_pre_attn_scalar=None, attn_logit_softcapping=None,
+              rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
+              embedding_scale=None, query_pre_attn_scalar=None, attn_logit_softcapping=None,
               final_logit_softcapping=None, attention=self_attention, cache=None,
               return_cache=False):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
@@ -55,7 +55,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
     count its real tokens from 0. Config: n_heads, n_kv_heads (grouped-query), d_k (head
     width), norm ("layer_norm", "rms_norm"), activation ("relu", "gelu", "gelu_tanh",
     "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
-    minattn.rope_scaling), window (a sliding window of that many keys; a list: one per layer,
+    minattn.rope_scaling), partial_rotary_factor (RoPE on the first int(d_k * factor) features
+    of each head), window (a sliding window of that many keys; a list: one per layer,
     None for a global layer); rope_base and rope_scaling may be lists too. Gemma:
     embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
     attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
@@ -87,7 +88,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
-                  rope_scaling=rope_scaling, query_pre_attn_scalar=query_pre_attn_scalar,
+                  rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
+                  query_pre_attn_scalar=query_pre_attn_scalar,
                   attn_logit_softcapping=attn_logit_softcapping, attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T

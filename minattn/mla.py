@@ -29,29 +29,32 @@ from .kv_cache import _append
 from .linear import linear
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions
+from .rope_scaling import check_rope_scaling
 
 
 def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope_head_dim,
-                     v_head_dim, positions, rope_base=10000.0, latent_eps=1e-6, cache=None,
-                     absorb=False, eps=None, **others):
+                     v_head_dim, positions, rope_base=10000.0, rope_scaling=None, latent_eps=1e-6,
+                     cache=None, absorb=False, eps=None, **others):
     """Multi-head latent attention of x [..., L, D] over its cached latents and its own:
     -> (output [..., L, D], new cache {"c_kv": [..., L_past + L, r], "k_rope": [..., L_past + L,
     d_rope]}). positions: int RoPE positions broadcasting to [..., L]; mask covers all
-    L_past + L keys. absorb=True computes the absorbed form. Scores are scaled by
+    L_past + L keys. rope_scaling: a schedule of minattn.rope_scaling for the RoPE part
+    (DeepSeek-V3's YaRN). absorb=True computes the absorbed form. Scores are scaled by
     1/sqrt(d_nope + d_rope). eps (a decoder block's, for its own norms) is not used: the latents'
-    norms take latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, rope_scaling,
+    norms take latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, window,
     ...) must be None: MLA has none of them."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its token axis.
     params, x, mask, positions = _check_latent_attention(
         params, x, mask, n_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, positions,
-        rope_base, latent_eps, cache, others)
+        rope_base, rope_scaling, latent_eps, cache, others)
     d_nope, r = qk_nope_head_dim, params["gamma_kv_a"].shape[0]
     head_positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
     q = split_heads(_queries(params, x, latent_eps), n_heads)  # [..., H, L, d_nope + d_rope]
-    q_nope, q_rope = q[..., :d_nope], apply_rope(q[..., d_nope:], head_positions, base=rope_base)
+    rope = lambda t, p: apply_rope(t, p, base=rope_base, scaling=rope_scaling)
+    q_nope, q_rope = q[..., :d_nope], rope(q[..., d_nope:], head_positions)
     latent = _linear(params, x, "kv_a")  # [..., L, r + d_rope]
     c_kv = rms_norm(latent[..., :r], params["gamma_kv_a"], latent_eps)  # [..., L, r]
-    k_rope = apply_rope(latent[..., r:], positions, base=rope_base)  # [..., L, d_rope], one head
+    k_rope = rope(latent[..., r:], positions)  # [..., L, d_rope], one head
     if cache is not None:  # the past's latents: r + d_rope numbers per token
         c_kv, k_rope = _append(cache.get("c_kv"), c_kv), _append(cache.get("k_rope"), k_rope)
     w_kv_b = np.reshape(params["w_kv_b"], (r, n_heads, d_nope + v_head_dim))
@@ -127,7 +130,7 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
 
 
 def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, rope_base,
-                            eps, cache, others):
+                            rope_scaling, eps, cache, others):
     checks.check_unused_keywords("latent_attention", others)
     if isinstance(params, checks.DICT_TYPES) and "sinks" in params:  # never silently ignored
         raise ValueError("latent_attention does not support attention sinks (params['sinks'])")
@@ -142,6 +145,7 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
         raise ValueError(f"qk_rope_head_dim must be even (RoPE rotates pairs), got {d_rope}")
     checks.check_positive_real("latent_eps", eps, allow_zero=True)
     checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
+    check_rope_scaling(rope_scaling)
     checks.check_params(params, {}, "params")
     if "gamma_kv_a" not in params:
         raise ValueError("params is missing key 'gamma_kv_a' (the latent's RMSNorm, "

@@ -38,6 +38,41 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
     return np.reshape(rotated, x.shape)
 
 
+def apply_partial_rope(x, positions, partial_rotary_factor, *, base=10000.0, scaling=None):
+    """Partial RoPE (GPT-NeoX, Phi, StableLM, Phi-3 variants): rotate only the first
+    d_rope = rotary_width(d, partial_rotary_factor) features of x [..., L, d] with apply_rope
+    (its frequencies base^(-2i/d_rope) over those d_rope features); the other d - d_rope features
+    carry no position and pass through unchanged."""
+    # [..., L, d], int [..., L] -> [..., L, d]: [RoPE(x[..., :d_rope]), x[..., d_rope:]]
+    x, d_rope = _check_apply_partial_rope(x, partial_rotary_factor)
+    rotated = apply_rope(x[..., :d_rope], positions, base=base, scaling=scaling)
+    return np.concatenate([rotated, x[..., d_rope:]], axis=-1)
+
+
+def rotary_width(d, partial_rotary_factor):
+    """The number of rotated features of a head of width d: int(d * partial_rotary_factor),
+    rounded down as transformers' rope functions do (`int(head_dim * partial_rotary_factor)`)."""
+    return int(d * partial_rotary_factor)
+
+
+def _check_apply_partial_rope(x, partial_rotary_factor):
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d)")
+    return x, check_partial_rotary_factor(partial_rotary_factor, x.shape[-1])
+
+
+def check_partial_rotary_factor(partial_rotary_factor, d):
+    """partial_rotary_factor in (0, 1], rotating an even number >= 2 of a head's d features;
+    -> that number, rotary_width(d, partial_rotary_factor)."""
+    factor = checks.check_positive_real("partial_rotary_factor", partial_rotary_factor)
+    d_rope = rotary_width(d, factor)
+    if factor > 1 or d_rope < 2 or d_rope % 2:
+        raise ValueError(f"partial_rotary_factor must be in (0, 1] and rotate an even number "
+                         f">= 2 of the {d} features of a head, got partial_rotary_factor="
+                         f"{partial_rotary_factor!r}: int({d} * {partial_rotary_factor!r}) = "
+                         f"{d_rope}")
+    return d_rope
+
 def _check_apply_rope(x, positions, base, scaling):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")

@@ -13,6 +13,8 @@ dict passes through unchanged:
     {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048, ...}
     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
      "original_max_position_embeddings": 8192}
+    {"rope_type": "longrope", "short_factor": [...], "long_factor": [...], "factor": 32.0,
+     "original_max_position_embeddings": 4096}
 """
 import inspect
 import math
@@ -77,7 +79,32 @@ def llama3(exponents, base, positions, *, factor, low_freq_factor, high_freq_fac
     return inv_freq * (smooth + (1 - smooth) / factor), 1.0
 
 
-SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3}
+def longrope(exponents, base, positions, *, short_factor, long_factor, factor,
+             original_max_position_embeddings, attention_factor=None):
+    """LongRoPE (Ding et al. 2024; Phi-3's "longrope"): pair i's frequency divided by its own
+    searched rescale factor, short_factor[i] while the sequence L = max(positions) + 1 fits the
+    original context N, long_factor[i] beyond it (chosen per call, as dynamic scaling's base);
+    q and k scaled by attention_factor (default sqrt(1 + ln(factor) / ln(N)), or 1 where
+    factor <= 1)."""
+    _check_longrope(exponents, short_factor, long_factor)
+    length = int(np.max(positions)) + 1 if np.size(positions) else 0
+    rescale = long_factor if length > original_max_position_embeddings else short_factor
+    inv_freq = base ** -exponents / np.array(rescale, dtype=exponents.dtype, like=exponents)
+    if attention_factor is None:
+        attention_factor = 1.0 if factor <= 1 else math.sqrt(
+            1 + math.log(factor) / math.log(original_max_position_embeddings))
+    return inv_freq, attention_factor
+
+
+def _check_longrope(exponents, short_factor, long_factor):
+    for name, rescale in (("short_factor", short_factor), ("long_factor", long_factor)):
+        if np.ndim(rescale) != 1 or len(rescale) != exponents.shape[0]:
+            raise ValueError(f"longrope's {name} must hold one factor per rotated feature pair, "
+                             f"{exponents.shape[0]}, got {np.shape(rescale)}")
+
+
+SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3,
+             "longrope": longrope}
 
 
 def rope_frequencies(d, positions, *, base=10000.0, scaling=None):
@@ -115,6 +142,12 @@ def check_rope_scaling(scaling, name="rope_scaling"):
                 "beta_fast", "beta_slow"):  # YaRN takes the log of original / beta
         if key in scaling:
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
+    for key in ("short_factor", "long_factor"):  # longrope divides each frequency by one
+        if key in scaling and (isinstance(scaling[key], (str, bytes)) or np.ndim(scaling[key]) != 1):
+            raise TypeError(f"{name}[{key!r}] must be a list of positive floats (one per "
+                            f"rotated feature pair), got {scaling[key]!r}")
+        for value in scaling.get(key, []):
+            checks.check_positive_real(f"{name}[{key!r}]", value)
     for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
         if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1
             checks.check_positive_real(f"{name}[{key!r}]", scaling[key], allow_zero=zero)

@@ -81,10 +81,10 @@ CASES = [
     # RoPE scalings: an unknown type refused by name, each llama3 value named
     (lambda: rope_frequencies(8, np.arange(4), scaling={"rope_type": "ntk"}), ValueError,
      "rope_scaling must be None or a dict with 'rope_type' one of 'linear', 'dynamic', 'yarn', "
-     "'llama3', got 'ntk'"),
+     "'llama3', 'longrope', got 'ntk'"),
     (lambda: rope_frequencies(8, np.arange(4), scaling={"factor": 2.0}), ValueError,
      "rope_scaling must be None or a dict with 'rope_type' one of 'linear', 'dynamic', 'yarn', "
-     "'llama3', got None"),
+     "'llama3', 'longrope', got None"),
     (lambda: rope_frequencies(8, np.arange(4), scaling=_with(LLAMA3, low_freq_factor=-1.0)),
      ValueError, "rope_scaling['low_freq_factor'] must be a non-negative, finite float, got -1.0"),
     (lambda: rope_frequencies(8, np.arange(4), scaling=_with(LLAMA3, low_freq_factor="1")),

@@ -65,7 +65,7 @@ CASES = [
     (lambda: ma.self_attention(MHA, x, n_heads=2, positions=np.arange(3),
                                rope_scaling="linear"), ValueError,
      "rope_scaling must be None or a dict with 'rope_type' one of 'linear', 'dynamic', 'yarn',"
-     " 'llama3', got 'str'"),
+     " 'llama3', 'longrope', got 'str'"),
     # sa only q_norm
     (lambda: ma.self_attention({**MHA, "q_norm": {"gamma": np.ones(4)}}, x, n_heads=2), ValueError,
      "params has only one of 'q_norm' and 'k_norm' (QK-norm needs both)"),

@@ -121,8 +121,12 @@ LIMITATIONS = {
                                    positions=np.arange(3)), ValueError,
          "RoPE (positions given) needs an even head width d_k, got d_k=3")],
     ("check_rope_scaling's docstring", "anything else is refused naming the type or the keyword"): [
-        (lambda: ma.apply_rope(X, np.arange(3), scaling={"rope_type": "longrope"}), ValueError,
-         "got 'longrope'"),
+        (lambda: ma.apply_rope(X, np.arange(3), scaling={"rope_type": "su"}), ValueError,
+         "got 'su'"),
+        (lambda: ma.apply_rope(X, np.arange(3), scaling={
+            "rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0], "factor": 2.0,
+            "original_max_position_embeddings": 2}), ValueError,
+         "longrope's short_factor must hold one factor per rotated feature pair"),
         (lambda: ma.causal_lm(LLAMA, TOKENS, rope_scaling={"rope_type": "linear", "factor": 2.0,
                                                            "beta_fast": 32}, **LLAMA_CONFIG),
          ValueError,

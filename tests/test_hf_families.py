@@ -34,8 +34,11 @@ ROPES = {
                "high_freq_factor": 1.0, "original_max_position_embeddings": ORIGINAL},
 }
 
+LONGROPE = {"rope_type": "longrope", "rope_theta": 100.0, "short_factor": [1.0, 1.5, 2.0, 3.0],
+            "long_factor": [1.2, 3.0, 7.0, 11.0]}
+
 COMMON = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+              num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=3e-6,
               pad_token_id=0, bos_token_id=1, eos_token_id=2, attn_implementation="sdpa")
 
 
@@ -47,6 +50,9 @@ def _build(family, dtype, **overrides):
         "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
         "gemma2": (transformers.Gemma2Config, transformers.Gemma2ForCausalLM),
         "gemma3": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+        "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
+        "gemma": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
+        "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
     }[family]
     # dynamic NTK scales beyond max_position_embeddings itself; the others name their
     # original context in the dict (transformers advises max_position_embeddings = factor times it)
@@ -64,26 +70,66 @@ FAMILIES = {
     "qwen2_biases": ("qwen2", {}),
     "qwen2_windows": ("qwen2", {"use_sliding_window": True, "sliding_window": 3,
                                 "max_window_layers": 1}),
-    "qwen3_head_dim": ("qwen3", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
+    "llama_head_dim": ("llama", {"head_dim": 12}),  # 4 heads of 12 != 32 / 4
+    # not a LlamaConfig key, and transformers' Llama reads no window: neither does from_hf
+    "llama_sliding_window_attribute_ignored": ("llama", {"sliding_window": 3}),
+    "qwen2_head_dim": ("qwen2", {"head_dim": 12}),  # not a Qwen2Config key; its forward reads it
+    "qwen3_head_dim": ("qwen3", {"head_dim": 12, "attention_bias": True}),
     **{f"llama_{name}": ("llama", {"rope_parameters": {"rope_theta": 100.0, **rope}})
        for name, rope in ROPES.items()},
     # 6 pairs, beta_fast 2 and beta_slow 0.05: YaRN's ramp runs from pair 0 to pair 5
-    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": {
+    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "use_sliding_window": True, "sliding_window": 5,
+                                  "max_window_layers": 1, "rope_parameters": {
         "rope_theta": 50.0, **ROPES["yarn"], "beta_fast": 2.0, "beta_slow": 0.05}}),
     # Gemma 2: local (window 3) and global layers, caps small enough to bite (the scores and
     # logits here reach several units), query_pre_attn_scalar != d_k, head_dim 12 != 32 / 4
     "gemma2": ("gemma2", {"head_dim": 12, "sliding_window": 3, "attn_logit_softcapping": 1.5,
+                          "attention_bias": True,
                           "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20,
                           "attn_implementation": "eager"}),
     # Gemma 3: QK-norm, local layers with base 10000 and window 4, a global layer with base 1e6
     # and linear scaling
     "gemma3": ("gemma3", {"head_dim": 12, "sliding_window": 4, "query_pre_attn_scalar": 12,
+                          "attention_bias": True,
                           "layer_types": ["sliding_attention", "full_attention",
                                           "sliding_attention"], "num_hidden_layers": 3,
                           "rope_parameters": {
                               "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
                               "full_attention": {"rope_type": "linear", "factor": 4.0,
                                                  "rope_theta": 1e6}}}),
+    # Phi-3: fused q/k/v and gate/up projections; LongRoPE with short factors up to the original
+    # context of 8 and long factors beyond (one factor per pair of the 8-wide heads), its
+    # factor max_position_embeddings / 8 = 4 by default; a window on every layer
+    "phi3": ("phi3", {}),
+    "phi3_longrope": ("phi3", {"max_position_embeddings": 32, "original_max_position_embeddings":
+                               ORIGINAL, "rope_parameters": LONGROPE}),
+    "phi3_longrope_attention_factor": ("phi3", {"max_position_embeddings": 32,
+                                                "original_max_position_embeddings": ORIGINAL,
+                                                "rope_parameters": {**LONGROPE, "factor": 2.5,
+                                                                    "attention_factor": 0.9}}),
+    "phi3_window": ("phi3", {"sliding_window": 3}),
+    # partial RoPE: 4 of each 8-wide head's features rotated, with LongRoPE on their 2 pairs
+    "phi3_partial_longrope": ("phi3", {
+        "max_position_embeddings": 32, "original_max_position_embeddings": ORIGINAL,
+        "rope_parameters": {**LONGROPE, "partial_rotary_factor": 0.5, "short_factor": [1.0, 2.0],
+                            "long_factor": [1.5, 9.0]}}),
+    # Gemma (1): (1 + w) norms, embeddings times sqrt(D), GEGLU, its own head width, biases
+    "gemma1": ("gemma", {"head_dim": 12, "attention_bias": True, "rope_parameters": {
+        "rope_type": "linear", "factor": 2.0, "rope_theta": 300.0}}),
+    # Granite: its four multipliers, none 1 (attention_multiplier != 1/sqrt(d_k) = 0.35)
+    "granite": ("granite", {"embedding_multiplier": 3.0, "attention_multiplier": 0.2,
+                            "residual_multiplier": 0.4, "logits_scaling": 2.5}),
+    "granite_tied_bias": ("granite", {"embedding_multiplier": 0.5, "attention_multiplier": 0.5,
+                                      "residual_multiplier": 1.5, "logits_scaling": 0.3,
+                                      "tie_word_embeddings": True, "attention_bias": True}),
+    # Gemma 3 with YaRN on its global layers (truncate: the top level's default, True)
+    "gemma3_yarn": ("gemma3", {"head_dim": 8, "sliding_window": 4, "num_hidden_layers": 2,
+                               "layer_types": ["sliding_attention", "full_attention"],
+                               "rope_parameters": {
+                                   "sliding_attention": {"rope_type": "default",
+                                                         "rope_theta": 1e4},
+                                   "full_attention": {**ROPES["yarn"], "beta_fast": 4.0,
+                                                      "rope_theta": 100.0}}}),
     # (transformers' Gemma 3 caps the final logits only: its attention ignores the config's cap)
     "gemma3_capped": ("gemma3", {"head_dim": 8, "sliding_window": 5,
                                  "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
@@ -98,6 +144,7 @@ def _float64_source(fn):
     source = source.replace("dtype=torch.float32", "dtype=torch.float64")
     source = source.replace("device=device, dtype=torch.float)",
                             "device=device, dtype=torch.float64)")
+    source = source.replace(".float()", ".to(torch.float64)")  # LongRoPE's exponents
     source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
     namespace = dict(vars(inspect.getmodule(fn)))
     exec(source, namespace)
@@ -140,11 +187,13 @@ def float64_islands(monkeypatch):
         emb = torch.cat((freqs, freqs), dim=-1)
         return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
 
-    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3"):
+    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
+                   "granite"):
         module = getattr(transformers.models, family)
         modeling = getattr(module, f"modeling_{family}")
         prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
-                  "gemma2": "Gemma2", "gemma3": "Gemma3"}[family]
+                  "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
+                  "phi3": "Phi3", "granite": "Granite"}[family]
         rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
         gemma = family.startswith("gemma")
         monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
@@ -191,7 +240,8 @@ def test_logits_near_the_stock_float64_model(name):
 
 
 @pytest.mark.parametrize("name", ["mistral_window", "qwen3_head_dim", "llama_llama3",
-                                  "llama_yarn", "gemma2", "gemma3"])
+                                  "llama_yarn", "gemma2", "gemma3", "gemma1",
+                                  "phi3_partial_longrope", "granite"])
 def test_logits_equal_hf_float32(name):
     model = _build(FAMILIES[name][0], torch.float32, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -211,7 +261,8 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
 
 
 @pytest.mark.parametrize("name", ["qwen2_windows", "qwen3_head_dim", "llama_dynamic",
-                                  "llama_llama3", "gemma2", "gemma3"])
+                                  "llama_llama3", "gemma2", "gemma3", "gemma3_yarn", "gemma1",
+                                  "phi3_window", "granite"])
 def test_greedy_generation_equals_hf_generate(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -231,7 +282,8 @@ def _left_padded(seed=5):
 
 
 @pytest.mark.parametrize("name", ["llama_gqa", "mistral_window", "qwen3_head_dim",
-                                  "llama_llama3"])
+                                  "llama_llama3", "gemma1", "phi3_partial_longrope",
+                                  "granite_tied_bias"])
 def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -250,7 +302,9 @@ def test_left_padded_logits_equal_hf_with_generate_positions(name, float64_islan
 
 @pytest.mark.parametrize("name, use_cache", [("mistral_window", True), ("qwen2_biases", False),
                                              ("llama_yarn", True), ("gemma2", True),
-                                             ("gemma3", False)])
+                                             ("gemma3", False), ("gemma1", True),
+                                             ("phi3_window", True),
+                                             ("granite_tied_bias", False)])
 def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_islands):
     model = _build(FAMILIES[name][0], torch.float64, **FAMILIES[name][1])
     params, config = from_hf(model)
@@ -267,6 +321,7 @@ def test_left_padded_generation_with_eos_equals_hf(name, use_cache, float64_isla
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_new"])
 def test_gpt2_activations_equal_hf(activation):
     config = transformers.GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=2, n_head=4,
+                                     n_inner=24, layer_norm_epsilon=1e-3,
                                      activation_function=activation, attn_implementation="sdpa")
     torch.manual_seed(0)
     model = _randomized(transformers.GPT2LMHeadModel(config), torch.float64)
@@ -323,10 +378,33 @@ def test_rope_settings_of_4x_and_5_configs_agree(name):
 def test_rope_settings_refuse_what_they_cannot_read():
     with pytest.raises(ValueError, match="neither rope_parameters.*nor rope_theta"):
         rope_settings(types.SimpleNamespace())
-    with pytest.raises(ValueError, match="'longrope' is not supported"):
+    with pytest.raises(ValueError, match="'su' is not supported"):  # 4.x Phi-3's older name
+        rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
+            "rope_type": "su", "long_factor": [1.0], "short_factor": [1.0]}))
+    with pytest.raises(ValueError, match="missing: .'factor', 'original_max_position_embeddings'."):
         rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
             "rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}))
     with pytest.raises(ValueError, match="unknown: \\['low_freq_factr'\\]"):
         rope_settings(_config_4x(rope_theta=1e4, rope_scaling={
             **ROPES["llama3"], "low_freq_factr": 1.0}))
     assert rope_settings(_config_4x(rope_theta=1e4, rope_scaling=None)) == (1e4, None)
+
+
+def test_longrope_short_factors_within_the_original_context(float64_islands):
+    model = _build("phi3", torch.float64, **FAMILIES["phi3_longrope"][1])
+    params, config = from_hf(model)
+    tokens = _tokens(2, ORIGINAL)  # positions 0..7: the short factors
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["phi3_longrope", "phi3_partial_longrope"])
+def test_longrope_generation_across_the_original_context_equals_hf(name, float64_islands):
+    # transformers' Phi-3 drops its cache when the sequence first outgrows the original context
+    # (the keys were rotated with the short factors) and recomputes it with the long ones: what
+    # minattn's generate does with use_cache=False.
+    model = _build("phi3", torch.float64, **FAMILIES[name][1])
+    params, config = from_hf(model)
+    tokens, attention_mask = _left_padded()
+    ours = ma.generate(params, tokens, 10, attention_mask, use_cache=False, **config)
+    np.testing.assert_array_equal(ours, _hf_generate(model, tokens, 10, attention_mask))

@@ -118,9 +118,12 @@ def test_bad_inputs_are_refused_by_name():
     params, x, positions = _setup(sizes, {"kv_lora_rank": 3, "q_lora_rank": None}, 2)
     with pytest.raises(ValueError, match=r"params\['w_kv_b'\] has shape \(3, 10\), expected \(3, 12\)"):
         latent_attention(params, x, positions=positions, **{**sizes, "v_head_dim": 4})
-    with pytest.raises(ValueError, match="latent_attention does not support rope_scaling"):
+    with pytest.raises(ValueError, match="rope_scaling of rope_type 'yarn' takes .*missing: "
+                                         "\\['factor', 'original_max_position_embeddings'\\]"):
         latent_attention(params, x, positions=positions, rope_scaling={"rope_type": "yarn"},
                          d_k=None, **sizes)
+    with pytest.raises(ValueError, match="latent_attention does not support window"):
+        latent_attention(params, x, positions=positions, window=3, **sizes)
     with pytest.raises(ValueError, match="qk_rope_head_dim must be even"):
         latent_attention(params, x, positions=positions, **{**sizes, "qk_rope_head_dim": 3})
     cache = {"c_kv": np.zeros((2, 4, 5)), "k_rope": np.zeros((2, 4, 2))}

@@ -51,6 +51,24 @@ def test_llama3_schedule_equals_the_pairwise_reference(d, base, factor, n):
     assert attention_factor == 1.0
 
 
+@given(d=st.sampled_from([4, 8, 16]), base=st.floats(100, 1e6), n=st.integers(2, 64),
+       length=st.integers(1, 128), factor=st.floats(0.5, 64), seed=st.integers(0, 99))
+def test_longrope_equals_the_pairwise_reference(d, base, n, length, factor, seed):
+    # Microsoft's LongRoPE (Phi-3's modeling code) written out pair by pair: frequency i divided
+    # by ext[i], the long factors once the sequence outgrows n; sqrt(1 + ln factor / ln n).
+    rng = np.random.default_rng(seed)
+    short, long = rng.uniform(1, 4, d // 2), rng.uniform(1, 40, d // 2)
+    scaling = {"rope_type": "longrope", "short_factor": list(short), "long_factor": list(long),
+               "factor": factor, "original_max_position_embeddings": n}
+    inv_freq, attention_factor = rope_frequencies(d, np.arange(length), base=base,
+                                                  scaling=scaling)
+    ext = long if length > n else short
+    np.testing.assert_allclose(inv_freq, [1 / (ext[i] * base ** (2 * i / d))
+                                          for i in range(d // 2)], rtol=1e-12)
+    expected = math.sqrt(1 + math.log(factor) / math.log(n)) if factor > 1 else 1.0
+    assert attention_factor == pytest.approx(expected, rel=1e-15)
+
+
 def test_linear_scaling_is_default_rope_at_positions_divided_by_factor():
     x = np.random.default_rng(0).normal(size=(2, 6, 8))
     scaled = ma.apply_rope(x, np.arange(0, 24, 4), scaling={"rope_type": "linear", "factor": 4.0})
@@ -74,7 +92,7 @@ def test_yarn_attention_factor_scales_queries_and_keys():
 
 
 @pytest.mark.parametrize("scaling, match", [
-    ({"rope_type": "longrope"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
+    ({"rope_type": "su"}, "rope_type"), ({"rope_type": "linear"}, "missing: \\['factor'\\]"),
     ({"rope_type": "linear", "factor": 2.0, "beta": 1}, "unknown: \\['beta'\\]"),
     ("linear", "dict")])
 def test_unknown_rope_scaling_is_refused_by_name(scaling, match):

@@ -27,7 +27,7 @@ CASES = [
      "positions of shape (3, 3) must broadcast to x's (..., L) = (2, 3)"),
     (lambda: ma.apply_rope(X, P, scaling={"rope_type": "nope"}), ValueError,
      "scaling must be None or a dict with 'rope_type' one of 'linear', 'dynamic', 'yarn', "
-     "'llama3', got 'nope'"),
+     "'llama3', 'longrope', got 'nope'"),
     (lambda: ma.apply_rope(X, P, scaling={"rope_type": "linear"}), ValueError,
      "scaling of rope_type 'linear' takes ['factor']; unknown: [], missing: ['factor']"),
     (lambda: ma.apply_rope(np.ones((3, 2)), P + 10, scaling=DYNAMIC), ValueError,

@@ -19,6 +19,8 @@ VALID = {
              "beta_slow": 1.0, "attention_factor": 1.2, "mscale": 1.0, "mscale_all_dim": 0.5},
     "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                "original_max_position_embeddings": 64},
+    "longrope": {"short_factor": [1.0, 1.5, 2.0, 4.0], "long_factor": [1.0, 3.0, 8.0, 20.0],
+                 "factor": 4.0, "original_max_position_embeddings": 3, "attention_factor": 1.1},
 }
 ZERO_ALLOWED = {"low_freq_factor", "mscale", "mscale_all_dim"}
 CASES = [(rope_type, key) for rope_type, config in VALID.items() for key in config]
@@ -51,6 +53,18 @@ def test_a_value_the_schedule_cannot_use_is_refused_by_name(rope_type, key, bad)
         return
     with pytest.raises((ValueError, TypeError), match=rf"^scaling\['{key}'\] must be a "):
         rope(rope_type, **{key: bad})
+
+
+@pytest.mark.parametrize("key", ["short_factor", "long_factor"])
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, 0.0, "2"])
+def test_a_longrope_factor_the_schedule_cannot_use_is_refused_by_name(key, bad):
+    factors = list(VALID["longrope"][key])
+    factors[2] = bad
+    with pytest.raises((ValueError, TypeError), match=rf"^scaling\['{key}'\] must be a "):
+        rope("longrope", **{key: factors})
+    with pytest.raises(ValueError, match=rf"^longrope's {key} must hold one factor per rotated "
+                                         r"feature pair, 4, got \(3,\)"):
+        rope("longrope", **{key: VALID["longrope"][key][:3]})
 
 
 @pytest.mark.parametrize("bad", ["no", 1, None])

@@ -15,16 +15,17 @@ from .test_hf_parity import (_hf_generate, _hf_logits, _randomized, _tokens,  # 
 V = 37
 
 
-def _deepseek(dtype, q_lora_rank=12, interleave=True, n_layers=2, bias=False, dense=True):
-    config = transformers.DeepseekV3Config(
-        vocab_size=V, hidden_size=32, intermediate_size=40, moe_intermediate_size=8,
-        num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=4,
-        kv_lora_rank=8, q_lora_rank=q_lora_rank, qk_nope_head_dim=6, qk_rope_head_dim=4,
-        v_head_dim=5, first_k_dense_replace=n_layers if dense else 1, n_routed_experts=4,
-        n_group=1, topk_group=1, num_experts_per_tok=2, rope_interleave=interleave,
-        attention_bias=bias, rms_norm_eps=1e-5, max_position_embeddings=64,
-        tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        attn_implementation="sdpa")
+def _deepseek(dtype, q_lora_rank=12, interleave=True, n_layers=2, bias=False, dense=True,
+              **overrides):
+    config = transformers.DeepseekV3Config(**{
+        **dict(vocab_size=V, hidden_size=32, intermediate_size=40, moe_intermediate_size=8,
+               num_hidden_layers=n_layers, num_attention_heads=4, num_key_value_heads=4,
+               kv_lora_rank=8, q_lora_rank=q_lora_rank, qk_nope_head_dim=6, qk_rope_head_dim=4,
+               v_head_dim=5, first_k_dense_replace=n_layers if dense else 1, n_routed_experts=4,
+               n_group=1, topk_group=1, num_experts_per_tok=2, rope_interleave=interleave,
+               attention_bias=bias, rms_norm_eps=1e-5, max_position_embeddings=64,
+               tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+               attn_implementation="sdpa"), **overrides})
     torch.manual_seed(0)
     return _randomized(transformers.DeepseekV3ForCausalLM(config), dtype)
 
@@ -55,7 +56,8 @@ def _lm(params, tokens, kwargs, cache=None):
                                      mask, positions=positions,
                                      cache=None if cache is None else cache[i],
                                      **{key: config[key] for key in
-                                        ("n_heads", "n_kv_heads", "eps", "rope_base") if key in config})
+                                        ("n_heads", "n_kv_heads", "eps", "rope_base",
+                                         "rope_scaling") if key in config})
         x = x + out
         new_cache.append(layer_cache)
         x = x + ma.gated_feed_forward(layer["feed_forward"], ma.rms_norm(x, layer["feed_forward_norm"]["gamma"], eps))
@@ -225,3 +227,63 @@ def test_diffllama_through_causal_lm_and_generate(float64_diffllama):
                                rtol=0, atol=1e-10)
     np.testing.assert_array_equal(ma.generate(params, tokens, 12, **config),
                                   _hf_generate(model, tokens, 12))
+
+
+# DeepSeek-V3's YaRN: its frequencies and attention factor on the RoPE part, and the softmax
+# scale times m(factor, mscale_all_dim)^2 (transformers' yarn_apply_mscale). 8 RoPE features,
+# an original context of 8 and 20 positions; mscale != mscale_all_dim so the attention factor
+# is not 1.
+YARN = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "mscale": 0.8,
+        "mscale_all_dim": 0.6, "beta_fast": 8.0, "original_max_position_embeddings": 8}
+
+
+@pytest.fixture
+def float64_deepseek_yarn(monkeypatch):
+    """As float64_deepseek, with the rotary embedding's own (YaRN) frequencies: the yarn init
+    function re-run from its source in float64 (tests/test_hf_families.py's _float64_source),
+    cos and sin in float64."""
+    from .test_hf_families import _float64_source
+
+    deepseek = transformers.models.deepseek_v3.modeling_deepseek_v3
+    rope_utils = transformers.modeling_rope_utils
+    patch_float64_islands(monkeypatch, deepseek.DeepseekV3RMSNorm,
+                          deepseek.DeepseekV3RotaryEmbedding)
+    monkeypatch.setitem(rope_utils.ROPE_INIT_FUNCTIONS, "yarn",
+                        _float64_source(rope_utils.ROPE_INIT_FUNCTIONS["yarn"]))
+
+    def rotary_forward(self, x, position_ids):
+        freqs = position_ids[..., None].to(torch.float64) * self.inv_freq.to(torch.float64)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return ((emb.cos() * self.attention_scaling).to(x.dtype),
+                (emb.sin() * self.attention_scaling).to(x.dtype))
+
+    monkeypatch.setattr(deepseek.DeepseekV3RotaryEmbedding, "forward", rotary_forward)
+
+
+@pytest.mark.parametrize("q_lora_rank", [12, None])
+def test_deepseek_v3_yarn_equals_hf(q_lora_rank, float64_deepseek_yarn):
+    from minattn.interop import from_hf
+
+    model = _deepseek(torch.float64, q_lora_rank=q_lora_rank, qk_rope_head_dim=8,
+                      max_position_embeddings=32, rope_parameters=dict(YARN))
+    params, config = from_hf(model)
+    assert config["rope_scaling"]["rope_type"] == "yarn"
+    tokens = _tokens(2, 20)
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-10)
+    short = _tokens(2, 5, seed=3)
+    expected = _hf_generate(model, short, 12)
+    np.testing.assert_array_equal(ma.generate(params, short, 12, **config), expected)
+    np.testing.assert_array_equal(ma.generate(params, short, 12, use_cache=False, **config),
+                                  expected)
+
+
+def test_deepseek_v3_yarn_near_the_stock_model():
+    from minattn.interop import from_hf
+
+    model = _deepseek(torch.float64, qk_rope_head_dim=8, max_position_embeddings=32,
+                      rope_parameters=dict(YARN))
+    params, config = from_hf(model)
+    tokens = _tokens(2, 20)
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-5)

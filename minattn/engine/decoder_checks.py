@@ -16,7 +16,7 @@ import numpy
 from . import checks
 from ..multi_head import PROJECTIONS, check_multi_head_params
 from ..position_wise import ACTIVATIONS, check_feed_forward_params, check_gated_feed_forward_params
-from ..rope import as_int_array, check_positions
+from ..rope import as_int_array, check_partial_rotary_factor, check_positions
 from ..rope_scaling import check_rope_scaling
 
 NORMS = ("layer_norm", "rms_norm")
@@ -28,7 +28,8 @@ POSITIONS = ("learned", "rope")
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None):
+                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None,
+                          partial_rotary_factor=None):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -44,9 +45,11 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
         positions = check_positions(positions, x)
         checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
         check_rope_scaling(rope_scaling)
-        if d_k % 2:
+        if d_k % 2 and partial_rotary_factor is None:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
                              f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
+        if partial_rotary_factor is not None:  # apply_partial_rope's check, on a head
+            check_partial_rotary_factor(partial_rotary_factor, d_k)
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)

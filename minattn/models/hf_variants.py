@@ -8,12 +8,13 @@ Each returns (params, kwargs): params in the decoder's layout ({"token_embedding
 bound) and the block's config.
 """
 import functools
+import math
 
 import autograd.numpy as np
 
 from ..differential import differential_attention
 from ..mla import latent_attention
-from .interop import _array, _unembedding, _weight
+from .interop import _array, _unembedding, _weight, rope_settings
 
 
 def _default_rope(config):
@@ -30,7 +31,7 @@ def _swiglu(mlp):
             "w_down": _weight(mlp.down_proj.weight)}
 
 
-def _model(model, config, layers, attention):
+def _model(model, config, layers, attention, rope_base):
     # The parts every variant shares: embeddings, pre-norm RMSNorm blocks with SwiGLU, the head.
     if config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
@@ -45,7 +46,7 @@ def _model(model, config, layers, attention):
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}
     kwargs = {"n_heads": config.num_attention_heads, "norm": "rms_norm", "activation": "swiglu",
-              "eps": config.rms_norm_eps, "position": "rope", "rope_base": _default_rope(config)}
+              "eps": config.rms_norm_eps, "position": "rope", "rope_base": rope_base}
     return params, kwargs
 
 
@@ -63,6 +64,11 @@ def deepseek_v3_from_hf(model):
                          "dense")
     d_nope, d_rope = config.qk_nope_head_dim, config.qk_rope_head_dim
     n_heads, r = config.num_attention_heads, config.kv_lora_rank
+    if config.num_key_value_heads != n_heads:
+        raise ValueError(f"num_key_value_heads={config.num_key_value_heads} != "
+                         f"num_attention_heads={n_heads} is not supported: transformers' "
+                         "DeepSeek-V3 then repeats the latent's per-head keys (and fails); "
+                         "minattn's latent attention has one key per head")
     order = np.arange(d_rope)
     if config.rope_interleave:  # (x0, x1, x2, x3, ...) -> (x0, x2, ..., x1, x3, ...)
         order = np.concatenate([order[0::2], order[1::2]])
@@ -91,11 +97,29 @@ def deepseek_v3_from_hf(model):
 
     # The latents' RMSNorms keep DeepseekV3RMSNorm's default eps (1e-6), not rms_norm_eps.
     eps = {layer.self_attn.kv_a_layernorm.variance_epsilon for layer in model.model.layers}
-    params, kwargs = _model(model, config, model.model.layers, attention)
-    kwargs["attention"] = functools.partial(
+    rope_base, rope_scaling = rope_settings(config)
+    params, kwargs = _model(model, config, model.model.layers, attention, rope_base)
+    # DeepSeek's YaRN also multiplies the softmax scale by m(factor, mscale_all_dim)^2
+    # (transformers' yarn_apply_mscale): folded into the query weights, which scale q (its
+    # no-RoPE and RoPE parts alike, RoPE being linear) and so every score.
+    query_scale = _yarn_softmax_mscale(config.rope_parameters) if rope_scaling else 1.0
+    if query_scale != 1.0:
+        w = "w_q" if config.q_lora_rank is None else "w_q_b"
+        for layer in params["layers"]:
+            layer["self_attention"][w] = layer["self_attention"][w] * query_scale
+    kwargs.update(rope_scaling=rope_scaling, attention=functools.partial(
         latent_attention, qk_nope_head_dim=d_nope, qk_rope_head_dim=d_rope,
-        v_head_dim=config.v_head_dim, latent_eps=eps.pop())
+        v_head_dim=config.v_head_dim, latent_eps=eps.pop()))
     return params, kwargs
+
+
+def _yarn_softmax_mscale(rope):
+    # transformers' DeepSeek-V3: scaling * m^2 with m = 0.1 mscale_all_dim ln(factor) + 1 (1
+    # where factor <= 1), when rope_parameters has a truthy mscale_all_dim.
+    m = rope.get("mscale_all_dim") or 0
+    if not m or rope["factor"] <= 1:
+        return 1.0
+    return (0.1 * m * math.log(rope["factor"]) + 1.0) ** 2
 
 
 def diffllama_from_hf(model):
@@ -121,7 +145,7 @@ def diffllama_from_hf(model):
                              f"rms_norm_eps={config.rms_norm_eps}: minattn's block takes one eps")
         return params
 
-    params, kwargs = _model(model, config, model.model.layers, attention)
+    params, kwargs = _model(model, config, model.model.layers, attention, _default_rope(config))
     kwargs.update({"n_kv_heads": config.num_key_value_heads, "attention": differential_attention})
     return params, kwargs
 

@@ -323,7 +323,22 @@ def from_hf(model):
         raise TypeError(f"from_hf supports causal LMs (with an lm_head) of model_type "
                         f"{', '.join(map(repr, FROM_HF))}; got {type(model).__name__} "
                         f"(model_type={model_type!r})")
+    _refuse_what_the_forward_reads_otherwise(config)
     return FROM_HF[model_type](model)
+
+
+def _refuse_what_the_forward_reads_otherwise(config):
+    # Keys transformers' forward reads whatever the family: masking_utils builds a bidirectional
+    # mask where config.is_causal is False (Gemma 2 and 3: use_bidirectional_attention), and
+    # then whether a sdpa call is causal depends on the attention implementation. minattn's
+    # language model is causal: refused by name.
+    if getattr(config, "is_causal", True) is not True:
+        raise ValueError(f"is_causal={config.is_causal!r} (bidirectional attention) is not "
+                         "supported: minattn's causal_lm is causal")
+    if getattr(config, "use_bidirectional_attention", False):
+        raise ValueError("use_bidirectional_attention=True is not supported: transformers then "
+                         "drops the causal mask (and Gemma 3 makes the sliding window "
+                         "symmetric); minattn's causal_lm is causal")
 
 
 _EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
@@ -335,15 +350,17 @@ def _unembedding(model, embedding):
     return {} if head.data_ptr() == embedding.data_ptr() else {"lm_head": _weight(head)}
 
 
-def rope_settings(config, layer_type=None):
+def rope_settings(config, layer_type=None, partial_rotary_factor=1.0):
     """(rope_base, rope_scaling) from a transformers config: transformers 5's
     config.rope_parameters, else 4.x's config.rope_theta and config.rope_scaling; refused when
     neither is there (never a silent default). layer_type: "sliding_attention" or
     "full_attention", for models whose layer types have their own RoPE (Gemma 3: 5's
-    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers)."""
+    rope_parameters per layer type, 4.x's rope_local_base_freq for the sliding layers).
+    partial_rotary_factor: the one the caller's family applies (1: a family that rotates whole
+    heads); the config's must equal it."""
     rope = getattr(config, "rope_parameters", None)
     if isinstance(rope, dict) and layer_type in rope:  # transformers 5, per layer type
-        rope = rope[layer_type]
+        rope = _nested_rope(rope, layer_type)
     elif isinstance(rope, dict):  # transformers 5
         pass
     elif layer_type == "sliding_attention" and getattr(config, "rope_local_base_freq", None):
@@ -356,13 +373,21 @@ def rope_settings(config, layer_type=None):
     rope = {k: v for k, v in rope.items() if v is not None}
     rope_type = rope.pop("rope_type", rope.pop("type", "default"))  # 4.x's older key: "type"
     base = float(rope.pop("rope_theta"))
-    if rope.pop("partial_rotary_factor", 1.0) != 1.0:
-        raise ValueError("partial_rotary_factor != 1 (RoPE on part of each head) is not supported")
+    if rope.pop("partial_rotary_factor", 1.0) != partial_rotary_factor:
+        raise ValueError(f"{type(config).__name__}: partial_rotary_factor != 1 (RoPE on part of "
+                         "each head) is not supported by this family's converter")
     if rope_type == "default":
         return base, None
     if rope_type == "dynamic":  # transformers scales from max_position_embeddings
         rope = {"factor": rope["factor"],
                 "max_position_embeddings": config.max_position_embeddings}
+    if rope_type in ("llama3", "yarn", "longrope"):  # 4.x Phi-3 kept it beside rope_scaling
+        original = getattr(config, "original_max_position_embeddings", None)
+        rope.setdefault("original_max_position_embeddings", original)
+    if rope_type in ("yarn", "longrope") and "factor" not in rope and \
+            rope["original_max_position_embeddings"] is not None:  # transformers' default factor
+        rope["factor"] = config.max_position_embeddings / rope["original_max_position_embeddings"]
+    rope = {k: v for k, v in rope.items() if v is not None}
     if rope_type not in SCHEDULES:
         raise ValueError(f"RoPE type {rope_type!r} is not supported (minattn has "
                          f"'default', {', '.join(map(repr, SCHEDULES))})")
@@ -371,16 +396,32 @@ def rope_settings(config, layer_type=None):
     return base, scaling
 
 
-def _llama_from_hf(model):
-    # Llama and the models built like it (Mistral, Qwen2, Qwen3): RMSNorm, RoPE, SwiGLU, GQA.
+def _nested_rope(rope, layer_type):
+    # transformers' YaRN reads `truncate` from the top level of rope_parameters
+    # (config.rope_parameters.get("truncate", True)), never from a layer type's own dict: a
+    # layer type's truncate that disagrees with the top level's is refused, not picked.
+    layer = dict(rope[layer_type])
+    read = rope.get("truncate", True)
+    if layer.get("rope_type") == "yarn" and layer.get("truncate", read) != read:
+        raise ValueError(f"rope_parameters[{layer_type!r}]['truncate']={layer['truncate']!r} "
+                         f"disagrees with what transformers' YaRN reads, the top level's "
+                         f"rope_parameters.get('truncate', True) = {read!r}")
+    return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
+
+
+def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act"):
+    # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
+    # GQA.
     config = model.config
-    rope_base, rope_scaling = rope_settings(config)
+    partial = partial_rotary_factor(config) if config.model_type in _PARTIAL_ROPE else 1.0
+    rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    if config.hidden_act != "silu":
+    if activation_key and config.hidden_act != "silu":
         raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
     inner = model.model
-    layers = [_llama_layer_from_hf(layer) for layer in inner.layers]
+    layer_from_hf = layer_from_hf or _llama_layer_from_hf
+    layers = [layer_from_hf(layer) for layer in inner.layers]
     params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": {"gamma": _array(inner.norm.weight)},
               **_unembedding(model, inner.embed_tokens.weight)}
@@ -388,7 +429,25 @@ def _llama_from_hf(model):
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "window": _windows(config, len(layers))}
+    if partial != 1.0:
+        kwargs["partial_rotary_factor"] = partial
     return params, kwargs
+
+
+# The families whose transformers forward rotates part of each head (apply_rotary_pos_emb
+# splitting off cos.shape[-1] features); Llama's, Mistral's and Qwen's rotate the whole head
+# (a partial_rotary_factor there fails in transformers, and is refused here).
+_PARTIAL_ROPE = ("phi3",)
+
+
+def partial_rotary_factor(config):
+    """The fraction of each head RoPE rotates: transformers 5's
+    config.rope_parameters["partial_rotary_factor"], else 4.x's config.partial_rotary_factor,
+    else 1."""
+    rope = getattr(config, "rope_parameters", None)
+    if isinstance(rope, dict) and rope.get("partial_rotary_factor") is not None:
+        return float(rope["partial_rotary_factor"])
+    return float(getattr(config, "partial_rotary_factor", None) or 1.0)
 
 
 def _llama_layer_from_hf(layer):
@@ -411,25 +470,77 @@ def _llama_layer_from_hf(layer):
             "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
 
 
+def _granite_from_hf(model):
+    # Granite: Llama's block with four multipliers, each a scalar on a linear map's input or
+    # output, so each lands on a weight or on an existing keyword: the embeddings times
+    # embedding_multiplier (embedding_scale), the scores times attention_multiplier (in place of
+    # 1/sqrt(d_k): query_pre_attn_scalar = attention_multiplier^-2), each sublayer's output times
+    # residual_multiplier (folded into w_o and w_down), the logits divided by logits_scaling
+    # (folded into the unembedding, untied).
+    config = model.config
+    for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                "logits_scaling"):
+        if not getattr(config, key) > 0:
+            raise ValueError(f"{key}={getattr(config, key)!r} is not supported (a positive "
+                             "scale)")
+    params, kwargs = _llama_from_hf(model)
+    residual = config.residual_multiplier
+    for layer in params["layers"]:
+        attention, feed = layer["self_attention"], layer["feed_forward"]
+        attention.update({k: attention[k] * residual for k in ("w_o", "b_o") if k in attention})
+        feed["w_down"] = feed["w_down"] * residual
+    unembedding = params.get("lm_head", params["token_embedding"].T)
+    params["lm_head"] = unembedding / config.logits_scaling
+    kwargs.update(embedding_scale=config.embedding_multiplier,
+                  query_pre_attn_scalar=config.attention_multiplier ** -2)
+    return params, kwargs
+
+
+def _phi3_from_hf(model):
+    # Phi-3: Llama's block with q, k, v fused in one projection and gate, up in another.
+    return _llama_from_hf(model, _phi3_layer_from_hf)
+
+
+def _phi3_layer_from_hf(layer):
+    a, m = layer.self_attn, layer.mlp
+    w_qkv, w_gate_up = _weight(a.qkv_proj.weight), _weight(m.gate_up_proj.weight)  # [D, ...]
+    q_width, kv_width = a.config.num_attention_heads * a.head_dim, a.num_key_value_heads * a.head_dim
+    d_ff = w_gate_up.shape[1] // 2  # gate_up_proj's output: gate, then up (its .chunk(2))
+    return {"self_attention": {"w_q": w_qkv[:, :q_width],
+                               "w_k": w_qkv[:, q_width:q_width + kv_width],
+                               "w_v": w_qkv[:, q_width + kv_width:],
+                               "w_o": _weight(a.o_proj.weight)},
+            "self_attention_norm": {"gamma": _array(layer.input_layernorm.weight)},
+            "feed_forward": {"w_gate": w_gate_up[:, :d_ff], "w_up": w_gate_up[:, d_ff:],
+                             "w_down": _weight(m.down_proj.weight)},
+            "feed_forward_norm": {"gamma": _array(layer.post_attention_layernorm.weight)}}
+
+
 def _windows(config, n_layers):
-    # -> None (every layer global), an int (every layer a sliding window: Mistral), or a list
-    # with one entry per layer (None: global; transformers 5's layer_types, Qwen2's
-    # max_window_layers).
-    window = getattr(config, "sliding_window", None)
-    if getattr(config, "use_sliding_window", True) is False:  # Qwen2: off unless asked
-        window = None
-    types = getattr(config, "layer_types", None)
-    if window is None:
-        if types and "sliding_attention" in types:
-            raise ValueError("layer_types names sliding_attention layers but sliding_window "
-                             "is None")
+    # -> None (every layer global), an int (every layer a sliding window), or a list with one
+    # entry per layer (None: global). What each family's forward reads (transformers 5.24):
+    # Llama, Granite and Gemma 1 no window at all (a sliding_window attribute is ignored); Mistral, Phi-3
+    # config.sliding_window on every layer; Qwen2, Qwen3, Gemma 2 and 3 config.sliding_window on
+    # the layers config.layer_types names "sliding_attention" (Qwen's use_sliding_window and
+    # max_window_layers are folded into those two by its config, and not read by its forward).
+    family = config.model_type
+    if family in ("llama", "gemma", "granite"):
         return None
-    if not types:
-        return int(window)
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if family in ("mistral", "phi3"):
+        if types is not None:  # transformers warns that Mistral ignores them
+            raise ValueError(f"layer_types={types!r} on a {family} config: its transformers "
+                             "forward ignores them and applies sliding_window to every layer; "
+                             "refused rather than picking one")
+        return None if window is None else int(window)
+    types = list(types or ["full_attention"] * n_layers)
     unknown = set(types) - {"full_attention", "sliding_attention"}
     if unknown:
         raise ValueError(f"layer_types {sorted(unknown)} are not supported (minattn has "
                          "'full_attention' and 'sliding_attention')")
+    if window is None and "sliding_attention" in types:
+        raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
     windows = [int(window) if t == "sliding_attention" else None for t in types[:n_layers]]
     return windows if len(set(windows)) > 1 else windows[0]
 
@@ -473,16 +584,42 @@ def _gpt2_from_hf(model):
     return params, kwargs
 
 
+def _gemma1_from_hf(model):
+    # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
+    # tanh-GELU gated feed-forward (its hidden_act; Gemma 2 and 3 read hidden_activation).
+    config, inner = model.config, model.model
+    _check_tanh_gelu("hidden_act", config.hidden_act)
+    params, kwargs = _llama_from_hf(model, _gemma1_layer_from_hf, activation_key=None)
+    params["final_norm"] = _one_plus(inner.norm)
+    scale = inner.embed_tokens.embed_scale  # the model's own value (a float32 buffer)
+    kwargs.update(activation="geglu_tanh", embedding_scale=float(scale))
+    return params, kwargs
+
+
+def _gemma1_layer_from_hf(layer):
+    block = _llama_layer_from_hf(layer)
+    block.update(self_attention_norm=_one_plus(layer.input_layernorm),
+                 feed_forward_norm=_one_plus(layer.post_attention_layernorm))
+    return block
+
+
+def _one_plus(norm):  # Gemma's RMSNorm scales by (1 + w): stored as gamma = 1 + w
+    return {"gamma": 1.0 + _array(norm.weight)}
+
+
+def _check_tanh_gelu(key, value):
+    if value not in ("gelu_pytorch_tanh", "gelu_new"):
+        raise ValueError(f"{key}={value!r} is not supported (minattn's GEGLU uses the tanh GELU)")
+
+
 def _gemma_from_hf(model):
     # Gemma 2 and 3 (text): Llama's layout plus sandwich norms, RMSNorm with (1 + w) (stored
     # here as gamma = 1 + w), embeddings scaled by sqrt(D), the tanh-GELU gated feed-forward,
     # query_pre_attn_scalar, soft-capping, local (sliding) and global layers with their own
     # windows and RoPE bases.
     config, inner = model.config, model.model
-    if config.hidden_activation not in ("gelu_pytorch_tanh", "gelu_new"):
-        raise ValueError(f"hidden_activation={config.hidden_activation!r} is not supported "
-                         "(minattn's GEGLU uses the tanh GELU)")
-    one_plus = lambda norm: {"gamma": 1.0 + _array(norm.weight)}
+    _check_tanh_gelu("hidden_activation", config.hidden_activation)
+    one_plus = _one_plus
     layers = []
     for layer in inner.layers:
         block = _llama_layer_from_hf(layer)
@@ -516,8 +653,9 @@ def _gemma_from_hf(model):
 
 # model_type -> converter: a new architecture is one line here.
 FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_from_hf,
-           "qwen3": _llama_from_hf, "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf,
-           "gpt2": _gpt2_from_hf,
+           "qwen3": _llama_from_hf, "phi3": _phi3_from_hf, "granite": _granite_from_hf,
+           "gemma": _gemma1_from_hf,
+           "gemma2": _gemma_from_hf, "gemma3_text": _gemma_from_hf, "gpt2": _gpt2_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
            "diffllama": lambda model: _variant_from_hf(model),
