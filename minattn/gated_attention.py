@@ -5,7 +5,7 @@ sigmoid gate computed from the token itself, before the output projection,
     out = (attention(q, k, v) ⊙ sigmoid(x W_gate)) W_o
 
 with QK-norm (each head of q and k RMS-normalised) and RoPE on the first rotary_dim features of
-each head only (partial rotary embeddings). The gate lets a head output nothing for a token
+each head only (partial rotary embeddings, rope.apply_partial_rope). The gate lets a head output nothing for a token
 without parking its weight on a sink (compare attention sinks, walkthrough.md section 20).
 """
 import autograd.numpy as np
@@ -19,25 +19,27 @@ from .normalization import rms_norm
 from .rope import apply_partial_rope
 
 
-def gated_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, rotary_dim,
-                    positions=None, rope_base=10000.0, rope_scaling=None, eps=1e-6, cache=None,
-                    **others):
+def gated_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
+                    rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
+                    cache=None, **others):
     """Gated self-attention of x [..., L, D] over its cached keys and values -> (output [..., L,
     D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). params: "w_q", "w_gate" [D, H d_k],
     "w_k", "w_v" [D, H_kv d_k], "w_o" [H d_k, D], "q_norm", "k_norm" {"gamma": [d_k]}. RoPE
-    (positions given) on the first rotary_dim features of each head of q and k. Other keywords a
-    decoder block passes (query_pre_attn_scalar, attn_logit_softcapping) must be None."""
+    (positions given) on the first int(d_k * partial_rotary_factor) features of each head of q
+    and k (None: all of them). Other keywords a decoder block passes (query_pre_attn_scalar,
+    attn_logit_softcapping) must be None."""
     # [..., L, D] -> [..., L, D]
     params, x, mask, positions, d_k, cache = _check_gated_attention(
-        params, x, mask, n_heads, n_kv_heads, d_k, rotary_dim, positions, rope_base,
-        rope_scaling, eps, cache, others)
+        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling,
+        partial_rotary_factor, eps, cache, others)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = rms_norm(split_heads(_project(params, x, "q"), n_heads), params["q_norm"]["gamma"], eps)
     k = rms_norm(split_heads(_project(params, x, "k"), n_kv_heads), params["k_norm"]["gamma"], eps)
     v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
     if positions is not None:
         positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
-        rotate = lambda t: apply_partial_rope(t, positions, rotary_dim, base=rope_base,  # noqa: E731
+        factor = 1.0 if partial_rotary_factor is None else partial_rotary_factor
+        rotate = lambda t: apply_partial_rope(t, positions, factor, base=rope_base,  # noqa: E731
                                               scaling=rope_scaling)
         q, k = rotate(q), rotate(k)  # [..., H, L, d_k], [..., H_kv, L, d_k]
     if cache is not None:

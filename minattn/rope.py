@@ -46,7 +46,7 @@ def apply_partial_rope(x, positions, partial_rotary_factor, *, base=10000.0, sca
     # [..., L, d], int [..., L] -> [..., L, d]: [RoPE(x[..., :d_rope]), x[..., d_rope:]]
     x, d_rope = _check_apply_partial_rope(x, partial_rotary_factor)
     rotated = apply_rope(x[..., :d_rope], positions, base=base, scaling=scaling)
-    return np.concatenate([rotated, x[..., d_rope:]], axis=-1)
+    return concatenate([rotated, x[..., d_rope:]], axis=-1)  # engine/devices.py: CuPy-safe
 
 
 def rotary_width(d, partial_rotary_factor):
@@ -107,22 +107,3 @@ def check_positions(positions, x):
         raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
                          f"x's (..., L) = {tuple(x.shape[:-1])}")
     return positions
-
-def apply_partial_rope(x, positions, rotary_dim, *, base=10000.0, scaling=None):
-    """RoPE on the first rotary_dim features of x [..., L, d] only, the others passed through
-    (transformers' partial_rotary_factor = rotary_dim / d: Qwen3-Next, GPT-NeoX, Phi): the pairs
-    (i, i + rotary_dim / 2) rotate at the frequencies base^(-2i / rotary_dim)."""
-    # [..., L, d], int [..., L] -> [..., L, d]
-    rotary_dim = _check_apply_partial_rope(x, rotary_dim)
-    rotated = apply_rope(x[..., :rotary_dim], positions, base=base, scaling=scaling)
-    return concatenate([rotated, x[..., rotary_dim:]], axis=-1)
-
-
-def _check_apply_partial_rope(x, rotary_dim):
-    x = checks.as_float_array("x", x)
-    checks.check_min_ndim("x", x, 2, "(..., L, d)")
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, int) or rotary_dim < 2 \
-            or rotary_dim % 2 or rotary_dim > x.shape[-1]:
-        raise ValueError(f"rotary_dim must be an even int in [2, d={x.shape[-1]}], got "
-                         f"{rotary_dim!r}")
-    return rotary_dim

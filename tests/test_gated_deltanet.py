@@ -44,7 +44,7 @@ def test_causal_conv1d_equals_a_loop_and_continues_from_its_state():
 def test_partial_rope_rotates_the_first_features_and_passes_the_rest():
     rng = np.random.default_rng(2)
     x, positions = rng.normal(size=(2, 5, 8)), np.arange(5)
-    out = apply_partial_rope(x, positions, 4, base=100.0)
+    out = apply_partial_rope(x, positions, 0.5, base=100.0)
     np.testing.assert_allclose(out[..., :4], ma.apply_rope(x[..., :4], positions, base=100.0),
                                **tolerance(np.float64))
     np.testing.assert_array_equal(out[..., 4:], x[..., 4:])
@@ -113,10 +113,7 @@ BAD = [
     (lambda: causal_conv1d(np.ones((4, 5)), np.ones((3, 5)), np.ones((1, 5))), ValueError,
      "state has shape (1, 5), expected (..., K - 1, C) = (2, 5): the last K - 1 inputs of the "
      "same batch"),
-    (lambda: apply_partial_rope(np.ones((3, 8)), np.arange(3), 3), ValueError,
-     "rotary_dim must be an even int in [2, d=8], got 3"),
-    (lambda: gated_attention({"w_q": np.ones((4, 4))}, np.ones((2, 4)), n_heads=2,
-                             rotary_dim=2), ValueError,
+    (lambda: gated_attention({"w_q": np.ones((4, 4))}, np.ones((2, 4)), n_heads=2), ValueError,
      "params must be a dict with 'w_gate' (the output gate's projection), 'q_norm' and "
      "'k_norm' besides self-attention's 'w_q', 'w_k', 'w_v', 'w_o'"),
 ]

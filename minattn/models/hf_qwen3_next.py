@@ -40,9 +40,7 @@ def qwen3_next_from_hf(model):
                 n_value_heads=config.linear_num_value_heads))
         else:
             mixer = _gated_attention(layer.self_attn, config)
-            rotary_dim = int(config.head_dim * config.rope_parameters.get(
-                "partial_rotary_factor", 1.0))
-            sublayers.append(functools.partial(gated_attention, rotary_dim=rotary_dim))
+            sublayers.append(gated_attention)
         m = layer.mlp
         layers.append({"self_attention": mixer,
                        "self_attention_norm": zero_centered(layer.input_layernorm),
@@ -56,7 +54,9 @@ def qwen3_next_from_hf(model):
     kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
               "d_k": config.head_dim, "norm": "rms_norm", "activation": "swiglu",
               "eps": config.rms_norm_eps, "position": "rope",
-              "rope_base": float(config.rope_parameters["rope_theta"]), "attention": sublayers}
+              "rope_base": float(config.rope_parameters["rope_theta"]),
+              "partial_rotary_factor": config.rope_parameters.get("partial_rotary_factor", 1.0),
+              "attention": sublayers}
     return params, kwargs
 
 
