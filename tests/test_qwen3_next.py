@@ -97,12 +97,14 @@ def test_logits_equal_transformers_float64(float64_qwen3_next):
                                rtol=0, atol=1e-10)
 
 
-# Other hybrids: attention first, a 2-layer interval, experts configured but every layer dense.
+# Other hybrids: attention first, a 2-layer interval, experts configured but every layer dense,
+# tied embeddings, one kv head with RoPE on every feature.
 VARIANTS = {
     "attention_first": {"layer_types": ["full_attention", "linear_attention", "linear_attention"],
                         "num_hidden_layers": 3},
     "interval_2_mlp_only": {"num_hidden_layers": 4, "full_attention_interval": 2,
                             "num_experts": 4, "mlp_only_layers": [0, 1, 2, 3]},
+    "tied": {"tie_word_embeddings": True},
     "one_kv_head_full_rope": {"num_key_value_heads": 1, "linear_num_key_heads": 4,
                               "rope_parameters": {"rope_type": "default", "rope_theta": 500.0,
                                                   "partial_rotary_factor": 1.0}},
@@ -216,7 +218,7 @@ def test_left_padded_generation_with_eos_equals_transformers(use_cache, float64_
     ({"hidden_act": "gelu"}, r"hidden_act='gelu' is not supported"),
     ({"attention_bias": True}, r"attention_bias=True is not supported for Qwen3-Next"),
     ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}},
-     r"RoPE type 'linear' is not supported"),
+     r"rope_parameters with rope_type 'linear' are not supported for Qwen3-Next"),
 ])
 def test_unsupported_configurations_are_refused_by_name(changes, message):
     model = _qwen3_next(**changes)

@@ -106,8 +106,8 @@ def _check_supported(config):
         raise ValueError("attention_bias=True is not supported for Qwen3-Next")
     rope = dict(config.rope_parameters)
     if rope.get("rope_type", "default") != "default":
-        raise ValueError(f"Qwen3-Next with RoPE type {rope['rope_type']!r} is not supported "
-                         "(default RoPE only, partial or not)")
+        raise ValueError(f"rope_parameters with rope_type {rope['rope_type']!r} are not "
+                         "supported for Qwen3-Next (default RoPE only, partial or not)")
     unknown = set(config.layer_types[:n_layers]) - {"linear_attention", "full_attention"}
     if unknown:
         raise ValueError(f"layer_types {sorted(unknown)} are not supported (Qwen3-Next has "
