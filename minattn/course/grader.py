@@ -49,7 +49,8 @@ LATER_PARAMETERS = {
     "scaled_dot_product_attention": {"sinks": 2},
     "delta_rule": {"chunk_size": None},
     "self_attention": {"d_k": None, "rope_scaling": None, "eps": None,
-                       "query_pre_attn_scalar": None, "attn_logit_softcapping": None},
+                       "query_pre_attn_scalar": None, "attn_logit_softcapping": None,
+                       "partial_rotary_factor": None},
 }
 
 

@@ -201,8 +201,9 @@ def causal_mask_off_by_one(n_q, n_k=None, *, align="top_left", window=None, like
 
 def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_heads=None,
                                        d_k=None, positions=None, rope_base=10000.0,
-                                       rope_scaling=None, eps=1e-6, query_pre_attn_scalar=None,
-                                       attn_logit_softcapping=None, cache=None):
+                                       rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
+                                       query_pre_attn_scalar=None, attn_logit_softcapping=None,
+                                       cache=None):
     """self_attention that rotates the values with RoPE too, not just the queries and keys.
 
     RoPE belongs in the scores: rotating q and k makes q . k depend on the positions' offset only.
@@ -227,7 +228,8 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
 def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *, n_heads,
                                           n_kv_heads=None, d_k=None, norm="layer_norm",
                                           activation="gelu_tanh", eps=1e-5, position="learned",
-                                          rope_base=10000.0, rope_scaling=None, window=None,
+                                          rope_base=10000.0, rope_scaling=None,
+                                          partial_rotary_factor=None, window=None,
                                           embedding_scale=None, query_pre_attn_scalar=None,
                                           attn_logit_softcapping=None,
                                           final_logit_softcapping=None,
@@ -254,7 +256,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
-                  attention=attention)
+                  partial_rotary_factor=partial_rotary_factor, attention=attention)
     h, new_cache = out if cache is not None else (out, None)
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding
