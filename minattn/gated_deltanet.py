@@ -13,6 +13,7 @@ cache grows by a key and a value a token (walkthrough.md, "Attention and recurre
 """
 import autograd.numpy as np
 
+from .engine.autograd_rules import where
 from .engine.devices import concatenate
 from .engine.recurrence_checks import _check_causal_conv1d, _check_gated_deltanet
 from .gated_delta_rule import delta_rule, l2_normalize
@@ -36,6 +37,12 @@ def causal_conv1d(x, weight, state=None):
 def sigmoid(x):
     # 1 / (1 + e^-x) through logaddexp, as silu: no overflow warning for large negative x.
     return np.exp(-np.logaddexp(0.0, -x))
+
+
+def softplus(x):
+    # log(1 + e^x), and x itself above 20, as torch's softplus (its threshold: the two differ by
+    # less than 2.1e-9 there)
+    return where(x > 20, x, np.logaddexp(0.0, np.minimum(x, 20)))
 
 
 def gated_rms_norm(x, gamma, gate, eps=1e-6):
@@ -68,7 +75,7 @@ def gated_deltanet(params, x, mask=None, *, n_key_heads, n_value_heads, eps=1e-6
     v = split_heads(qkv[..., 2 * width:], n_value_heads)  # [..., H_v, L, d_v]
     beta = np.swapaxes(sigmoid(x @ params["w_b"]), -1, -2)  # write strength in (0, 1) [..., H_v, L]
     a = np.swapaxes(x @ params["w_a"], -1, -2) + params["dt_bias"][:, None]
-    g = -np.exp(params["A_log"])[:, None] * np.logaddexp(0.0, a)  # log decay <= 0 [..., H_v, L]
+    g = -np.exp(params["A_log"])[:, None] * softplus(a)  # log decay <= 0 [..., H_v, L]
     out, state = delta_rule(q, k, v, beta, g, initial_state=state, chunk_size=chunk_size,
                             return_state=True)  # [..., H_v, L, d_v]
     z = split_heads(x @ params["w_z"], n_value_heads)  # the output gate [..., H_v, L, d_v]

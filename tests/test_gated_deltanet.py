@@ -124,3 +124,12 @@ def test_a_bad_call_raises_this_whole_message(call, error, message):
     with pytest.raises(error) as info:
         call()
     assert str(info.value) == message
+
+
+def test_softplus_is_torchs_on_both_sides_of_its_threshold():
+    torch = pytest.importorskip("torch")
+    from minattn.gated_deltanet import softplus
+
+    x = np.array([-30.0, -1.0, 0.0, 3.0, 19.99, 20.0, 20.01, 40.0])
+    np.testing.assert_allclose(softplus(x), torch.nn.functional.softplus(torch.from_numpy(x)),
+                               rtol=1e-15, atol=0)
