@@ -964,10 +964,10 @@ def draw_delta_rule(data, dtype=np.float64):
       "and its final state", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
-      "from initial_state", part=2)
+      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=2)
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data)
-    scale = data.draw(st.sampled_from([None, 0.5, 2.0]), "scale")
+    scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
     out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
                                     return_state=True)
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
