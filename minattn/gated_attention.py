@@ -4,9 +4,9 @@ sigmoid gate computed from the token itself, before the output projection,
 
     out = (attention(q, k, v) ⊙ sigmoid(x W_gate)) W_o
 
-with QK-norm (each head of q and k RMS-normalised) and RoPE on the first rotary_dim features of
-each head only (partial rotary embeddings, rope.apply_partial_rope). The gate lets a head output nothing for a token
-without parking its weight on a sink (compare attention sinks, walkthrough.md section 20).
+with QK-norm (each head of q and k RMS-normalised) and RoPE on the first features of each head
+only (partial_rotary_factor: rope.apply_partial_rope). The gate lets a head output nothing for a
+token without parking its weight on a sink (compare walkthrough.md, "Attention sinks").
 """
 import autograd.numpy as np
 
