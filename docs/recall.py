@@ -1,5 +1,5 @@
 """Exact recall of an arbitrary earlier token: softmax attention against a delta-rule state of
-the same head size (walkthrough.md, "What a fixed state cannot do"). Not a test: an experiment
+the same head size (walkthrough.md, "What a state costs, and what it cannot do"). Not a test: an experiment
 whose output the walkthrough quotes.
 
 One head, d_k = d_v = 32. A sequence writes L key-value pairs (random unit keys, random unit
