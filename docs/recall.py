@@ -1,6 +1,6 @@
 """Exact recall of an arbitrary earlier token: softmax attention against a delta-rule state of
-the same head size (walkthrough.md, "What a state costs, and what it cannot do"). Not a test: an experiment
-whose output the walkthrough quotes.
+the same head size (walkthrough.md, "What a state costs, and what it cannot do"). Not a test:
+an experiment whose output the walkthrough quotes.
 
 One head, d_k = d_v = 32. A sequence writes L key-value pairs (random unit keys, random unit
 values); then each of 200 queries asks for the value of one earlier token by presenting its
