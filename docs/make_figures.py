@@ -140,32 +140,41 @@ def attention_head(path):
 
 def attention_block(path):
     # A post-norm encoder block (the 2017 paper): two sublayers, each wrapped in a residual
-    # connection and a normalization; a model stacks N such blocks.
+    # connection and a normalization; a model stacks N such blocks. Every arrow starts and ends
+    # at a box's edge (half-heights below, in axis units: 1 unit = 1 inch), never on its text.
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 7.5))
+    fig, ax = plt.subplots(figsize=(6.5, 8.0))
     ax.set_xlim(0, 6.5)
-    ax.set_ylim(0, 7.5)
+    ax.set_ylim(0, 8.0)
     ax.axis("off")
-    _box(ax, 2.5, 0.4, "x: L tokens, D features each  [L, D]", "#f3f3f3")
-    _box(ax, 2.5, 1.7, "multi-head attention\nH heads side by side, concatenated, W^O\n"
-                       "(tokens exchange information)")
-    _box(ax, 2.5, 3.0, "add & norm:  norm(x + attention(x))", "#fdf0d5")
-    _box(ax, 2.5, 4.3, "feed-forward network\na small two-layer network,\napplied to every token\n"
-                       "(each token on its own)")
-    _box(ax, 2.5, 5.6, "add & norm:  norm(h + ffn(h))", "#fdf0d5")
-    _box(ax, 2.5, 6.9, "output  [L, D]: the next block's input", "#dff3e0")
-    for y0, y1 in ((0.4, 1.7), (1.7, 3.0), (3.0, 4.3), (4.3, 5.6), (5.6, 6.9)):
-        _arrow(ax, (2.5, y0), (2.5, y1), shrink=16)
-    # The residual paths: the sublayer's input goes around it (right of the boxes) and is added
-    # back in the add & norm box.
-    for y0, y1 in ((1.0, 3.0), (3.55, 5.6)):  # branch off the main path between two boxes
+    boxes = [  # (y, half-height, text, colour)
+        (0.4, 0.15, "x: L tokens, D features each  [L, D]", "#f3f3f3"),
+        (1.8, 0.33, "multi-head attention\nH heads side by side, concatenated, W^O\n"
+                    "(tokens exchange information)", "#dde8f6"),
+        (3.2, 0.15, "add & norm:  norm(x + attention(x))", "#fdf0d5"),
+        (4.7, 0.40, "feed-forward network\na small two-layer network,\napplied to every token\n"
+                    "(each token on its own)", "#dde8f6"),
+        (6.2, 0.15, "add & norm:  norm(h + ffn(h))", "#fdf0d5"),
+        (7.4, 0.15, "output  [L, D]: the next block's input", "#dff3e0"),
+    ]
+    for y, _, text, colour in boxes:
+        _box(ax, 2.5, y, text, colour)
+    for (y0, h0, *_), (y1, h1, *_) in zip(boxes, boxes[1:]):
+        _arrow(ax, (2.5, y0 + h0 + 0.06), (2.5, y1 - h1 - 0.06))
+    # The residual paths: the sublayer's input leaves the main path in the gap below the
+    # sublayer, goes around it (right of the boxes) and is added back in the add & norm box.
+    for below, norm in ((0, 2), (2, 4)):
+        y_below, h_below = boxes[below][:2]
+        y_sub, h_sub = boxes[below + 1][:2]
+        y0 = (y_below + h_below + y_sub - h_sub) / 2  # halfway along the gap
+        y1 = boxes[norm][0]
         ax.plot([2.5, 5.0, 5.0], [y0, y0, y1], color="#b03a2e", lw=1.2)
-        ax.annotate("", xy=(4.35, y1), xytext=(5.0, y1),
+        ax.annotate("", xy=(4.45, y1), xytext=(5.0, y1),
                     arrowprops=dict(arrowstyle="-|>", color="#b03a2e", lw=1.2))
         ax.text(5.1, (y0 + y1) / 2, "residual:\nadd the\ninput back", fontsize=8, color="#b03a2e",
                 va="center")
-    ax.text(0.0, 3.6, "x N blocks", fontsize=10, rotation=90, va="center")
+    ax.text(0.0, 3.8, "x N blocks", fontsize=10, rotation=90, va="center")
     ax.set_title("one Transformer (encoder) block, post-norm as in the 2017 paper")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -44,7 +44,8 @@ round, and are imported only when used (but for minattn.swap, which is light):
                       one_blas_thread (threads.py), arrays on another array's device
                       (devices.py), autograd on CuPy
     course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
-                      swap.py (minattn.swap: use your own function wherever minattn calls one)
+                      swap.py (minattn.swap: use your own function wherever minattn calls one),
+                      teaching.py (the walkthrough's plain forms, tested equal to the concepts)
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
                       interop.py (from_torch, from_hf, mask_from_torch; needs torch)
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)

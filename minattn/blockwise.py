@@ -68,8 +68,8 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
 
 def _flash_vjp(argnums, outputs, args, kwargs):
     # FlashAttention-2's backward (Dao 2023, algorithm 2), tile by tile: with
-    # P = exp(S - lse) recomputed, dV += Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP - D) where
-    # D = rowsum(dO ⊙ O), dQ += scale · dS K, dK += scale · dSᵀ Q.
+    # P = exp(S - lse) recomputed, dV += Pᵀ dO, dP = dO Vᵀ, dS = P ⊙ (dP - δ) where
+    # δ = rowsum(dO ⊙ O), dQ += scale · dS K, dK += scale · dSᵀ Q.
     (out, lse), (q, k, v, key_mask, scale, causal, block_size) = outputs, args
 
     @one_blas_thread()
@@ -81,7 +81,7 @@ def _flash_vjp(argnums, outputs, args, kwargs):
         grads = {0: np.zeros_like(np.broadcast_to(q, batch + q.shape[-2:])),
                  1: np.zeros_like(np.broadcast_to(k, batch + k.shape[-2:])),
                  2: np.zeros_like(np.broadcast_to(v, batch + v.shape[-2:])), 4: 0.0}
-        delta = np.sum(d_out * out, axis=-1, keepdims=True)  # D [..., L_q, 1]
+        delta = np.sum(d_out * out, axis=-1, keepdims=True)  # δ [..., L_q, 1]
         for q_start in range(0, q.shape[-2], block_size):
             rows = slice(q_start, q_start + block_size)
             q_b, d_out_b, lse_b = q[..., rows, :], d_out[..., rows, :], lse[..., rows, :]

@@ -9,6 +9,10 @@
     python -m minattn check FILE.py        grade your functions by minattn's properties
                                            (several files, or a folder; --part 2 for Part II)
     python -m minattn check --pitfall NAME the worked example: a classic bug being caught
+
+One voice for every command (new subcommands get it from Parser and main, nothing to add):
+a bad value is one line `error: ...` on stderr naming the option and the value, exit code 2,
+before any training or loading. Progress bars go to stderr; stdout carries the results.
 """
 import argparse
 import os
@@ -17,6 +21,33 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+EXIT_CODES = """exit codes:
+  0    done (check: every property checked passed)
+  1    the work failed, said in one line `error: ...` on stderr (a model file that cannot be
+       read, a file that cannot be written); check: a property failed (a wrong value, an
+       example past its time limit, a crash or exit of the student's code), or nothing was
+       checked
+  2    refused before any work: a bad value or a missing optional package, one line
+       `error: ...` on stderr; check: a FILE that cannot be checked (syntax error, import
+       error, a signature that is not the exercise's)
+  130  interrupted (Ctrl-C)"""
+
+
+class UsageError(Exception):
+    """A command line refused before any work: main() prints `error: <message>` on stderr and
+    returns 2. argparse's own errors (Parser.error) and the checks a command makes before it
+    trains or loads anything raise it alike."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, speaking with the command line's one voice: a usage error raises UsageError
+    (one line, no usage block) instead of printing and exiting. add_subparsers makes every
+    subcommand's parser a Parser too."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
 
 EXAMPLE_Q = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # used as both Q and K (W^Q = W^K = identity)
 EXAMPLE_V = [[2.0, 1.0], [1.0, 3.0], [0.0, 2.0]]
@@ -40,7 +71,7 @@ def _check_plot_available():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
+        raise UsageError("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
                          "clone, pip install '.[plot]')") from None
 
 
@@ -56,7 +87,7 @@ def tour(args):
     worked_example()
     print(f"\n2. Training a {train.N_HEADS}-head encoder to count: for each token, how many times "
           f"does it occur in its sequence? (seed {args.seed})")
-    with tqdm(total=args.steps, unit="step", ncols=80, mininterval=0.5, file=sys.stdout) as bar:
+    with tqdm(total=args.steps, unit="step", ncols=80, mininterval=0.5, file=sys.stderr) as bar:
         def progress(step, loss):
             bar.update(1)
             if step % 10 == 0 or step == args.steps - 1:
@@ -96,7 +127,7 @@ def generate(args):
     print(f"Training a {train_lm.CONFIG['n_heads']}-head causal LM to sort {n}-digit strings "
           f"(seed {args.seed}):")
     with tqdm(total=args.train_steps, unit="step", ncols=80, mininterval=0.5,
-              file=sys.stdout) as bar:
+              file=sys.stderr) as bar:
         def progress(step, loss):
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
@@ -105,7 +136,7 @@ def generate(args):
                                            callback=progress)
     held_out = train_lm.make_sort_task(np.random.default_rng([args.seed, 1]), 1000)
     print("Generating the answers token by token through the KV cache:")
-    bar = lambda steps: tqdm(steps, unit="token", ncols=80, file=sys.stdout)
+    bar = lambda steps: tqdm(steps, unit="token", ncols=80, file=sys.stderr)
     acc = train_lm.sort_accuracy(params, held_out, progress=bar)
     shown = np.concatenate([np.array(prompts, dtype=np.int64).reshape(-1, n + 1),
                             held_out[:3, :n + 1]]) if prompts else held_out[:5, :n + 1]
@@ -119,12 +150,13 @@ def generate(args):
     return 0
 
 
+SORT_DIGITS = 6  # minattn.models.sorting_lm.N_DIGITS; here so that parsing imports no model
+
+
 def _digit_prompt(text, option="--digits"):
     from .models import sorting_lm as train_lm
 
-    if len(text) != train_lm.N_DIGITS or not text.isdigit():
-        raise ValueError(f"{option} takes exactly {train_lm.N_DIGITS} digits, got {text!r}")
-    return [int(c) for c in text] + [train_lm.SEPARATOR]
+    return [int(c) for c in digit_string(text, option)] + [train_lm.SEPARATOR]
 
 
 def _tree(f):
@@ -140,14 +172,14 @@ def _device(name):
     try:
         import cupy
     except ImportError:
-        raise SystemExit("--device gpu needs CuPy: pip install cupy-cuda12x or cupy-cuda13x, "
+        raise UsageError("--device gpu needs CuPy: pip install cupy-cuda12x or cupy-cuda13x, "
                          "matching your CUDA (nvidia-smi shows it)") from None
     try:
         n_devices = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # no driver, or no device: CuPy raises CUDARuntimeError
-        raise SystemExit(f"--device gpu: CuPy sees no CUDA device ({error})") from None
+        raise UsageError(f"--device gpu: CuPy sees no CUDA device ({error})") from None
     if n_devices == 0:
-        raise SystemExit("--device gpu: CuPy sees no CUDA device")
+        raise UsageError("--device gpu: CuPy sees no CUDA device")
     from .engine import cupy_autograd
 
     cupy_autograd.register(cupy.ndarray)
@@ -220,11 +252,16 @@ def _attention_of(args):
         tokens, weights = run()
         return tokens, weights, trained_here[model]
     if args.steps is not None:
-        raise SystemExit(f"--steps is for the models trained here (count, sort, induction); "
+        raise UsageError(f"--steps is for the models trained here (count, sort, induction); "
                          f"{model} is pretrained")
-    from .models.pretrained import load_sentence_encoder
+    from .models import pretrained
 
-    encoder = load_sentence_encoder(None if model == "minilm" else model)
+    path = pretrained.default_model_path() if model == "minilm" else Path(model)
+    if (path / "config.json").is_file():  # the layer and the head first, from the config alone
+        config = pretrained._read_config(path)
+        _check_layer_head_size(args, (config["num_hidden_layers"],
+                                      config["num_attention_heads"]), None)
+    encoder = pretrained.load_sentence_encoder(path)
     encoding = encoder.tokenizer.encode_batch([args.sentence])[0]
     if encoding.overflowing:
         print(f"the text is longer than the model reads: cut to its first "
@@ -239,12 +276,12 @@ def _attention_of(args):
 def _check_layer_head_size(args, sizes, n_tokens):
     n_layers, n_heads = sizes
     if not 0 <= args.layer < n_layers:
-        raise SystemExit(f"--layer must be in [0, {n_layers - 1}], got {args.layer}")
+        raise UsageError(f"argument --layer: must be in [0, {n_layers - 1}], got {args.layer}")
     if not 0 <= args.head < n_heads:
-        raise SystemExit(f"--head must be in [0, {n_heads - 1}], got {args.head}")
+        raise UsageError(f"argument --head: must be in [0, {n_heads - 1}], got {args.head}")
     for option in ("html", "plot"):
-        if getattr(args, option) and n_tokens > _page_limit():
-            raise SystemExit(f"--{option} draws at most {_page_limit()} tokens; the text has "
+        if getattr(args, option) and n_tokens is not None and n_tokens > _page_limit():
+            raise UsageError(f"--{option} draws at most {_page_limit()} tokens; the text has "
                              f"{n_tokens}: shorten it")
 
 
@@ -258,7 +295,7 @@ def _trained_model(model, text, args):
 
         letters = text.replace(" ", "").upper()
         if not 1 <= len(letters) <= 32 or set(letters) - set(task.ALPHABET[:task.VOCAB_SIZE]):
-            raise SystemExit(f"--model count reads 1 to 32 letters from "
+            raise UsageError(f"--model count reads 1 to 32 letters from "
                              f"{task.ALPHABET[:task.VOCAB_SIZE]}, got {text!r}")
         ids = np.array([[task.ALPHABET.index(c) for c in letters]])
 
@@ -272,7 +309,10 @@ def _trained_model(model, text, args):
     if model == "sort":
         from .models import sorting_lm as task
 
-        digits = _digit_prompt(text.replace(" ", ""), "--model sort")
+        try:
+            digits = _digit_prompt(text.replace(" ", ""), "--model sort")
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(str(error)) from None
 
         def run():
             params = _with_bar(steps or 300, lambda **kw: task.train_sort_model(
@@ -287,7 +327,7 @@ def _trained_model(model, text, args):
     words = text.split()
     limit = task.BLOCK_LENGTHS[1] * 2
     if not 1 <= len(words) <= limit:
-        raise SystemExit(f"--model induction reads 1 to {limit} words (its positions), got "
+        raise UsageError(f"--model induction reads 1 to {limit} words (its positions), got "
                          f"{len(words)}")
     ids = {}
     tokens = np.array([[ids.setdefault(w, len(ids)) for w in words]])  # ids by first appearance
@@ -305,8 +345,8 @@ def _trained_model(model, text, args):
 def _with_bar(steps, train):
     from tqdm import tqdm
 
-    print(f"training the model first ({steps} steps; --steps to change):")
-    with tqdm(total=steps, unit="step", ncols=80, mininterval=0.5, file=sys.stdout) as bar:
+    print(f"training the model first ({steps} steps; --steps to change):", file=sys.stderr)
+    with tqdm(total=steps, unit="step", ncols=80, mininterval=0.5, file=sys.stderr) as bar:
         def progress(step, loss):
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
@@ -408,11 +448,18 @@ def _sibling(path, tag):
     return str(path.with_name(path.stem + tag + path.suffix))
 
 
+def examples(*lines):
+    """A subcommand's epilog: its example command lines (every --help shows at least one)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m minattn",
+    parser = Parser(
+        prog="python -m minattn", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="minattn: attention in NumPy. With no command, runs the tour: the worked "
-                    "example, training a tiny encoder, and its attention map.")
+                    "example, training a tiny encoder, and its attention map.",
+        epilog=examples("python -m minattn --steps 300 --seed 1",
+                        "python -m minattn attention --help") + "\n\n" + EXIT_CODES)
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"minattn {__version__}")
@@ -427,13 +474,21 @@ def build_parser():
                         help="train on the CPU (NumPy, the default) or on a GPU (CuPy)")
     parser.set_defaults(run=tour)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    sim = commands.add_parser("similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)")
-    sim.add_argument("sentences", nargs="+", metavar="SENTENCE")
+    sim = commands.add_parser(
+        "similarity", help="cosine similarities of sentences (all-MiniLM-L6-v2)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples('python -m minattn similarity "A man plays guitar." '
+                        '"Someone plays a guitar." "The stock market fell."'))
+    sim.add_argument("sentences", nargs="+", metavar="SENTENCE", type=utf8_text)
     sim.add_argument("--model", metavar="DIR", type=model_directory,
                      help="model directory (default: the packaged model)")
     sim.set_defaults(run=similarity)
-    att = commands.add_parser("attention", help="one layer's/head's attention over a sentence's word pieces")
-    att.add_argument("sentence", metavar="TEXT",
+    att = commands.add_parser(
+        "attention", help="one layer's/head's attention over a sentence's word pieces",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples('python -m minattn attention "The cat sat on the mat." --layer 2 --head 3',
+                        'python -m minattn attention "A B A C" --model count --html page.html'))
+    att.add_argument("sentence", metavar="TEXT", type=utf8_text,
                      help="minilm: any text (cut at 256 word pieces, said when it is); count: up "
                           "to 32 letters A-E; sort: 6 digits; induction: up to 32 words")
     att.add_argument("--layer", type=non_negative_int, default=0,
@@ -455,16 +510,23 @@ def build_parser():
                      help="seed of that training (default 0)")
     att.set_defaults(run=attention)
     gen = commands.add_parser("generate", help="train a tiny causal LM to sort digit strings, "
-                                               "then generate through the KV cache")
+                                               "then generate through the KV cache",
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=examples("python -m minattn generate --digits 314159 "
+                                              "--digits 271828"))
     gen.add_argument("--train-steps", type=positive_int, default=300,
                      help="Adam steps (default 300)")
     gen.add_argument("--seed", type=non_negative_int, default=0,
                      help="seed of the training (default 0)")
-    gen.add_argument("--digits", action="append", default=[], metavar="DIGITS",
+    gen.add_argument("--digits", action="append", default=[], metavar="DIGITS", type=digit_string,
                      help="a 6-digit string to sort (repeatable)")
     gen.set_defaults(run=generate)
     ind = commands.add_parser("induction", help="grow an induction head: train a two-layer "
-                                                "attention-only model on repeated random blocks")
+                                                "attention-only model on repeated random blocks",
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=examples("python -m minattn induction --json run.json "
+                                              "--plot heads.png", "python -m minattn induction "
+                                              "--layers 1"))
     ind.add_argument("--steps", type=positive_int, default=INDUCTION_STEPS,
                      help=f"Adam steps (default {INDUCTION_STEPS})")
     ind.add_argument("--seed", type=non_negative_int, default=0,
@@ -473,7 +535,7 @@ def build_parser():
                      help="2 (default) grows an induction head; 1 shows that one layer does not")
     ind.add_argument("--json", metavar="FILE.json", type=json_file,
                      help="write the scores and losses as JSON")
-    ind.add_argument("--plot", metavar="FILE.png", type=image_file,
+    ind.add_argument("--plot", metavar="FILE.png", type=induction_plot,
                      help="save every head's attention on a held-out sequence (and the training "
                           "curve next to it, FILE-curve.png)")
     ind.set_defaults(run=induction)
@@ -499,17 +561,56 @@ def non_negative_int(text):
     return positive_int(text, least=0, what="an integer >= 0")
 
 
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # models.pretrained's
+
+
 def model_directory(text):
-    if Path(text).is_dir():
-        return text
-    raise argparse.ArgumentTypeError(f"model directory {text!r} does not exist")
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"model directory {text!r} does not exist")
+    missing = [name for name in MODEL_FILES if not (Path(text) / name).is_file()]
+    if missing:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sentence-encoder directory: it has "
+                                         f"no {', '.join(missing)} (needs {', '.join(MODEL_FILES)})")
+    return text
 
 
 def model_choice(text):
-    if text in MODELS or Path(text).is_dir():
+    if text in MODELS:
         return text
+    if Path(text).is_dir():
+        return model_directory(text)
     raise argparse.ArgumentTypeError(f"must be one of {', '.join(MODELS)} or a model directory, "
                                      f"got {text!r}")
+
+
+def utf8_text(text):
+    # A command line that is not valid UTF-8 reaches Python as surrogate escapes, which the
+    # tokenizer cannot encode: refused here, naming the bytes, instead of in its traceback.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(f"is not valid UTF-8 text, got {raw!r}") from None
+    return text
+
+
+def digit_string(text, option=None):
+    # isdigit() alone accepts '²' and Arabic-Indic digits, which int() then reads or refuses
+    if len(text) != SORT_DIGITS or not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError(f"{option + ' ' if option else ''}takes exactly "
+                                         f"{SORT_DIGITS} digits (0-9), got {text!r}")
+    return text
+
+
+def induction_plot(text):
+    # induction --plot FILE also writes FILE-curve.png: both are checked before training
+    image_file(text)
+    try:
+        writable_file(_sibling(text, "-curve"))
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{text!r} also writes the training curve: {error}") \
+            from None
+    return text
 
 
 def _with_suffix(text, suffixes, what):
@@ -548,12 +649,22 @@ def writable_file(text):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """The command line -> its exit code (EXIT_CODES). The one place that turns an error into
+    the line `error: ...` on stderr: UsageError (refused before any work) exits 2; an
+    ImportError (an optional package missing) exits 2 too; an OSError or ValueError during the
+    work exits 1."""
     try:
+        args = build_parser().parse_args(argv)
         return args.run(args)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    except (ImportError, OSError, ValueError) as error:  # a message for the user, no traceback
+    except ImportError as error:  # an optional package missing: nothing could run
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as error:  # a message for the user, no traceback
         print(f"error: {error}", file=sys.stderr)
         return 1

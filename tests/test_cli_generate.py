@@ -1,4 +1,6 @@
 """python -m minattn generate: trains the digit-sorting LM, then generates through the cache."""
+import pytest
+
 from minattn.cli import main
 
 
@@ -8,7 +10,16 @@ def test_generate_sorts_the_given_digits(capsys):
     assert "314159 | 113459   right" in out and "held-out accuracy: " in out
 
 
-def test_generate_refuses_bad_digits_before_training(capsys):
-    assert main(["generate", "--digits", "12"]) == 1
-    captured = capsys.readouterr()
-    assert "--digits takes exactly 6 digits" in captured.err and "Training" not in captured.out
+@pytest.mark.parametrize("digits", ["12", "²²²²²²", "١٢٣٤٥٦", "12345x"])
+def test_generate_refuses_bad_digits_before_training(digits, capsys):
+    assert main(["generate", "--digits", digits]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: argument --digits: takes exactly 6 digits (0-9), got {digits!r}")
+    assert out == "" and len(err.splitlines()) == 1
+
+
+def test_the_sort_digits_the_command_line_checks_are_the_models():
+    from minattn import cli
+    from minattn.models import sorting_lm
+
+    assert cli.SORT_DIGITS == sorting_lm.N_DIGITS

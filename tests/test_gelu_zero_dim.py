@@ -15,6 +15,8 @@ def test_gelu_of_one_number(value, dtype):
     assert out.shape == () and out.dtype == dtype
     x = float(np.array(value, dtype))
     exact = x * (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
-    # float32: within the 4.5e-7 the float32 GELU is documented (and tested) to keep
-    tolerance = dict(abs=4.5e-7) if dtype == np.float32 else dict(rel=1e-14, abs=1e-300)
+    # float32: within the error the float32 GELU is documented (and tested, tests/test_vjps.py)
+    # to keep on every CPU: the approximation's 2.2e-7 plus 4 float32 ulps of max(|x|, 1)
+    tolerance = dict(abs=2.2e-7 + 2.0 ** -21 * max(abs(x), 1.0)) if dtype == np.float32 else \
+        dict(rel=1e-14, abs=1e-300)
     assert float(out) == pytest.approx(exact, **tolerance)

@@ -153,6 +153,68 @@ def source_mutants():
             yield f"{file}-drops-eps@{match.start()}", file, source[:match.start()] + "])" + source[match.end():]
 
 
+# --- the `x or default` class: an explicit 0 (or 0.0) read as "not given" ------------------------
+
+# parameters whose zero is not a valid value (so `x or default` changes nothing a caller may
+# pass), and why; parameters whose default is itself 0 or False (dropout, norm_first) have no
+# such mutant: `dropout or 0.0` is the identity
+ZERO_INVALID = {"mask": "an array (`mask or ...` raises on it)", "key_mask": "an array",
+                "sinks": "an array", "positions": "an array", "cache": "a dict",
+                "rng": "a Generator", "like": "an array", "activation": "a name",
+                "align": "a name", "window": "a positive int (0 is refused)",
+                "n_kv_heads": "a positive int (0 is refused)", "base": "positive (0 ** -x)",
+                "rope_base": "positive", "block_size": "a positive int",
+                "g": "an array, one log decay per token (0-d is refused; zeros are g=None)",
+                "initial_state": "an array [..., d_k, d_v] (0-d is refused)"}
+
+
+def zero_as_not_given(function, parameter):
+    """`function` reading `parameter` as `parameter or default`: 0 becomes the default."""
+    signature = inspect.signature(function)
+    default = signature.parameters[parameter].default
+
+    def mutant(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        value = bound.arguments.get(parameter, default)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0:
+            bound.arguments[parameter] = default
+        return function(*bound.args, **bound.kwargs)
+    mutant.__signature__ = signature
+    return mutant
+
+
+def zero_mutants():
+    for file in sorted(MUTATED):
+        for name, function in answer(file).items():
+            for parameter in inspect.signature(function).parameters.values():
+                default = parameter.default
+                if default is parameter.empty or (default is not None and not default) \
+                        or parameter.name in ZERO_INVALID:
+                    continue
+                yield f"{name}-{parameter.name}-or-default", name, file, \
+                    lambda f=function, p=parameter.name: zero_as_not_given(f, p)
+
+
+ZERO_MUTANTS = list(zero_mutants())
+
+
+def test_the_zero_mutants_cover_every_argument_whose_zero_means_something():
+    covered = {m.split("-")[0] + "." + m.split("-")[1] for m, *_ in ZERO_MUTANTS}
+    assert covered >= {"softmax.axis", "scaled_dot_product_attention.scale", "causal_mask.n_k",
+                       "layer_norm.eps", "encoder_block.eps", "softmax_vjp.axis",
+                       "blockwise_attention.scale"}, covered
+
+
+@pytest.mark.parametrize("mutant, name, file, make", ZERO_MUTANTS, ids=[m[0] for m in ZERO_MUTANTS])
+def test_an_argument_of_zero_read_as_not_given_fails_with_a_property_of_its_function(
+        mutant, name, file, make):
+    functions = answer(file)
+    functions[name] = make()
+    failed, out = first_failure(functions)
+    assert failed is not None, f"{mutant} passes every property:\n{out}"
+    assert properties.BY_NAME[failed].of == name, out
+
+
 ARGUMENT_MUTANTS = list(argument_mutants())
 SOURCE_MUTANTS = list(source_mutants())
 
@@ -276,6 +338,118 @@ MISTAKES = {
 }
 
 
+# The classes of wrong answers that pass properties drawing only typical values -> the property
+# that must fail on each (with the box's command; others may fail too).
+CLASSES = {
+    "scale or default": ("02_attention.py", "if scale is None:\n        scale = q.shape[-1] ** -0.5",
+                         "scale = scale or q.shape[-1] ** -0.5", "attention_uses_the_given_scale"),
+    "eps or default": ("06_layer_norm.py", "    mean = x.mean(", "    eps = eps or 1e-5\n    mean = x.mean(",
+                       "layer_norm_matches_the_formula"),
+    "axis or -1": ("01_softmax.py", "    if mask is not None:\n        x = np.where",
+                   "    axis = axis or -1\n    if mask is not None:\n        x = np.where",
+                   "softmax_along_any_axis"),
+    "n_k or n_q": ("03_masks_part2.py", "    n_k = n_q if n_k is None else n_k", "    n_k = n_k or n_q",
+                   "causal_mask_hides_the_future"),
+    "block scale or default": ("13_blockwise_attention.py",
+                               "scale = q.shape[-1] ** -0.5 if scale is None else scale",
+                               "scale = scale or q.shape[-1] ** -0.5",
+                               "blockwise_attention_matches_attention"),
+    "softmax masked after exp": ("01_softmax.py", "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n"
+                                 "    top = np.max(x, axis=axis, keepdims=True)\n"
+                                 "    top = np.where(top == -np.inf, 0, top)  # a fully masked slice: shift by 0\n"
+                                 "    e = np.exp(x - top)\n",
+                                 "    top = np.max(x, axis=axis, keepdims=True)\n    e = np.exp(x - top)\n"
+                                 "    if mask is not None:\n        e = np.where(mask, e, 0)\n",
+                                 "softmax_ignores_masked_values_however_large"),
+    "softmax max over masked entries": ("01_softmax.py", "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n"
+                                        "    top = np.max(x, axis=axis, keepdims=True)\n",
+                                        "    top = np.max(x, axis=axis, keepdims=True)\n"
+                                        "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n",
+                                        "softmax_ignores_masked_values_however_large"),
+    "attention masked after the softmax": ("02_attention.py", "weights = minattn.softmax(scores, mask=mask)",
+                                           "weights = minattn.softmax(scores)\n    if mask is not None:\n"
+                                           "        weights = np.where(mask, weights, 0)\n"
+                                           "        total = weights.sum(axis=-1, keepdims=True)\n"
+                                           "        weights = weights / np.where(total == 0, 1, total)",
+                                           "attention_ignores_masked_scores_however_large"),
+    "dropout on the feed-forward output": ("07_feed_forward.py", "    if dropout:\n        keep = rng.random(h.shape) >= dropout\n"
+                                           "        h = np.where(keep, h / (1 - dropout), 0).astype(h.dtype)\n"
+                                           "    return h @ params[\"w_2\"] + params[\"b_2\"]",
+                                           "    h = h @ params[\"w_2\"] + params[\"b_2\"]\n    if dropout:\n"
+                                           "        keep = rng.random(h.shape) >= dropout\n"
+                                           "        h = np.where(keep, h / (1 - dropout), 0).astype(h.dtype)\n"
+                                           "    return h", "feed_forward_drops_hidden_units"),
+    "dropout on the feed-forward input": ("07_feed_forward.py", "    h = x @ params",
+                                          "    if dropout:\n        x = np.where(rng.random(x.shape) >= dropout, "
+                                          "x / (1 - dropout), 0)\n        dropout = 0.0\n    h = x @ params",
+                                          "feed_forward_drops_hidden_units"),
+    "dropout on the residual sum": ("08_encoder_block.py", "        x = norm(x + out, \"self_attention_norm\")",
+                                    "        x = norm(minattn.dropout(x + out, dropout, rng), \"self_attention_norm\")",
+                                    "encoder_block_keeps_dropout_off_the_residual_path"),
+    "dropout on the block's output": ("08_encoder_block.py", "    return (x, weights) if return_weights else x",
+                                      "    x = minattn.dropout(x, dropout, rng)\n    return (x, weights) if return_weights else x",
+                                      "encoder_block_keeps_dropout_off_the_residual_path"),
+    "the last partial block lost": ("13_blockwise_attention.py", "range(0, l_k, block_size)",
+                                    "range(0, l_k - block_size + 1, block_size)",
+                                    "blockwise_attention_reads_the_last_partial_block"),
+    "L_k // block_size blocks": ("13_blockwise_attention.py", "range(0, l_k, block_size)",
+                                 "range(0, l_k // block_size * block_size, block_size)",
+                                 "blockwise_attention_reads_the_last_partial_block"),
+    "the block max over masked keys": ("13_blockwise_attention.py",
+                                       "m_new = np.maximum(m, s.max(axis=-1, keepdims=True))",
+                                       "m_new = np.maximum(m, np.where(keep, s, raw).max(axis=-1, keepdims=True))",
+                                       "blockwise_attention_ignores_masked_keys_however_large"),
+}
+
+
+def edited(file, old, new, tmp_path):
+    source = (SOLUTIONS / file).read_text()
+    if file == "13_blockwise_attention.py" and "raw" in new:  # the scores before masking
+        source = source.replace("        s = np.where(keep, s, -np.inf)",
+                                "        raw = s\n        s = np.where(keep, s, -np.inf)")
+    assert source.count(old) == 1, f"the edit {old!r} no longer applies to {file}"
+    path = tmp_path / file
+    path.write_text(source.replace(old, new))
+    return path
+
+
+@pytest.mark.parametrize("mistake", sorted(CLASSES))
+def test_each_class_of_wrong_answer_fails_its_property(mistake, tmp_path):
+    file, old, new, prop = CLASSES[mistake]
+    functions = grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0]
+    out = io.StringIO()
+    grader.grade(functions, 20, out, shrink=False, part=ANSWERS[file])
+    assert f"FAIL  {prop}:" in out.getvalue(), out.getvalue()
+
+
+def test_a_blockwise_loop_that_never_ends_is_a_fail_naming_the_time_limit(tmp_path):
+    path = edited("13_blockwise_attention.py", "    for start in range(0, l_k, block_size):\n",
+                  "    start = 0\n    while start < l_k:\n", tmp_path)
+    source = path.read_text().replace("        m = m_new\n", "        m = m_new\n"
+                                      "        start += block_size if stop - start == block_size else 0\n")
+    path.write_text(source)
+    out = io.StringIO()
+    assert grader.check_paths([path], 5, out, shrink=False, part=4, seconds=0.3) == 1
+    assert "FAIL  blockwise_attention_matches_attention" in out.getvalue()
+    assert "ran for more than 0.3 s" in out.getvalue() and "STOP  " in out.getvalue()
+
+
+def test_the_blockwise_failure_names_the_block_and_the_rows(tmp_path):
+    file, old, new, _ = CLASSES["the last partial block lost"]
+    out = io.StringIO()
+    grader.grade(grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0], 20, out,
+                 shrink=True, part=4)
+    report = out.getvalue().split("FAIL  blockwise_attention_reads_the_last_partial_block")[1]
+    assert re.search(r"the output is attention without keys \d+\.\.\d+, the last block \(a "
+                     r"partial one: \d of \d keys\)", report), report
+    file, old, new, _ = MISTAKES["online softmax without rescaling"]
+    out = io.StringIO()
+    grader.grade(grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0], 20, out,
+                 shrink=True, part=4)
+    report = out.getvalue().split("FAIL  blockwise_attention_matches_attention")[1]
+    assert "whose largest kept score comes in a later block" in report, report
+
+
 @pytest.mark.parametrize("mistake", sorted(MISTAKES))
 def test_a_common_mistake_fails_with_its_property_named_first(mistake, tmp_path):
     file, old, new, prop = MISTAKES[mistake]
@@ -303,6 +477,13 @@ PITFALL_PROPERTIES = {
     "causal_mask_off_by_one": "causal_mask_hides_the_future",
     "self_attention_with_rope_on_values": "rope_attention_depends_on_offsets_only",
     "causal_lm_without_advancing_positions": "causal_lm_cache_matches_the_full_pass",
+    "attention_with_scale_or_default": "attention_uses_the_given_scale",
+    "softmax_masking_after_exp": "softmax_ignores_masked_values_however_large",
+    "feed_forward_with_dropout_on_the_output": "feed_forward_drops_hidden_units",
+    "encoder_block_with_dropout_on_the_residual_sum":
+        "encoder_block_keeps_dropout_off_the_residual_path",
+    "blockwise_attention_without_the_last_partial_block":
+        "blockwise_attention_reads_the_last_partial_block",
 }
 
 
@@ -350,7 +531,7 @@ def test_several_files_are_graded_together_and_a_folder_file_by_file(tmp_path):
     code, out = grade_paths(tmp_path)
     assert code == 0, out
     summary = out.split("summary:")[1]
-    assert summary.index("03_masks.py: not started") < summary.index("04_heads.py: passes")
+    assert summary.index("03_masks.py: not implemented yet") < summary.index("04_heads.py: passes")
     (tmp_path / "06_layer_norm.py").write_text("def layer_norm(x, gamma, beta, eps=1e-5):\n    return x\n")
     assert grade_paths(tmp_path)[0] == 1
 
@@ -399,6 +580,59 @@ def test_fresh_stubs_have_nothing_to_check_and_copying_never_overwrites(tmp_path
     assert grader.copy_exercises("", out) == 2 and "give a folder name" in out.getvalue()
 
 
+@pytest.mark.parametrize("part", [2, 4])
+def test_fresh_stubs_checked_at_a_later_part_report_not_implemented_per_exercise(part, tmp_path):
+    assert grader.copy_exercises(tmp_path, io.StringIO()) == 0
+    code, out = grade_paths(tmp_path, part=part)
+    assert code == 1 and "FAIL" not in out and "does not take" not in out, out
+    summary = out.split("summary:")[1].strip().splitlines()
+    assert len(summary) == len(list(tmp_path.glob("[0-9]*.py")))
+    assert all(line.endswith(": not implemented yet") for line in summary), summary
+    assert "03_masks.py: not implemented yet: causal_mask, padding_mask (raise " \
+           "NotImplementedError)" in out
+    assert "01_softmax.py: not implemented yet: softmax (raises NotImplementedError)" in out
+
+
+def test_two_files_defining_the_same_function_are_refused_naming_both(tmp_path):
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text((SOLUTIONS / "01_softmax.py").read_text())
+    second.write_text("import numpy as np\n\ndef softmax(x, axis=-1, mask=None):\n    return x\n")
+    code, out = grade_paths(first, second)
+    assert code == 2 and f"softmax is defined in both {first} and {second}" in out, out
+
+
+@pytest.mark.parametrize("source", [
+    "def rms_norm(x, gamma, eps=1e-6):\n    return x\n",
+    "def positional_encoding(n_positions, d_model):\n    return 0\n",
+    "def rms_norm(x, weight, eps=1e-6):\n    return x\n",  # not even minattn's signature
+])
+def test_a_file_with_no_exercise_function_says_so(source, tmp_path):
+    path = tmp_path / "extra.py"
+    path.write_text(source)
+    code, out = grade_paths(path)
+    assert code == 1 and "no exercise" in out and "defines no function an exercise asks for" in out
+    assert "min()" not in out and "does not take" not in out, out
+    path.write_text(source + (SOLUTIONS / "06_layer_norm.py").read_text())
+    code, out = grade_paths(path)
+    assert code == 0 and "not graded: " in out and "checking layer_norm" in out, out
+
+
+def test_a_composite_failure_says_how_the_composite_calls_the_function(tmp_path):
+    path = tmp_path / "04_heads.py"
+    # merge_heads right on its own property's heads (a batch of 2), wrong on a batch of 1, which
+    # minattn's multi_head_attention gives it
+    path.write_text((SOLUTIONS / "04_heads.py").read_text() + "\n\n_merge = merge_heads\n\n\n"
+                    "def merge_heads(x):\n    return _merge(x) * (2 if x.shape[0] == 1 else 1)\n")
+    out = io.StringIO()
+    functions = grader.attempted(grader.load(path))[0]
+    grader.grade({"merge_heads": functions["merge_heads"]}, 10, out, shrink=False)
+    text = " ".join(out.getvalue().split())
+    assert "PASS merge_heads_inverts_split_heads" in text, text
+    assert "caused by your merge_heads: it passes its own properties but not inside minattn's " \
+           "multi_head_attention, which calls merge_heads with the heads' outputs" in text, text
+    assert "more leading axes" not in text
+
+
 def test_stubs_have_the_exercise_signatures():
     for stub in sorted(grader.EXERCISES.glob("[0-9]*.py")):
         module = grader.load(stub)
@@ -432,7 +666,8 @@ def test_a_bad_command_line_exits_2_with_a_sentence(args, capsys, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notpy.txt").write_text("x = 1\n")
     assert cli.main(args) == 2  # raising instead would fail this test with the traceback
-    assert "cannot" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and err.count("\n") == 1, err
 
 
 def test_check_help_lists_the_pitfalls_and_the_parts(capsys):
@@ -452,3 +687,89 @@ def test_exercises_needs_no_hypothesis_and_check_works_from_the_exercise_folder(
     assert run_cli("check", "06_layer_norm.py", "--examples", "3", cwd=folder).returncode == 0
     assert run_cli("check", "my_attention/06_layer_norm.py", "--examples", "3",
                    cwd=tmp_path).returncode == 0
+
+
+# --- a student's file that misbehaves: a FAIL line with its reason, never a hang or a silent exit
+
+MISBEHAVING = {  # the body of softmax -> what the report must say
+    "while True:\n        pass": "ran for more than 0.3 s (the time limit of one example)",
+    "time.sleep(60)": "ran for more than 0.3 s (the time limit of one example)",
+    "sys.exit(3)": "your code called sys.exit(3)",
+    "raise SystemExit": "your code called sys.exit(None)",
+    "os._exit(0)": "your code ended the Python process while checking softmax_rows_sum_to_one, "
+                   "with exit status 0",
+    "os._exit(3)": "with exit status 3",
+    "os.kill(os.getpid(), signal.SIGSEGV)": "killed by signal SIGSEGV while checking "
+                                            "softmax_rows_sum_to_one",
+    "while True:\n        try:\n            time.sleep(60)\n        except BaseException:\n"
+    "            pass": "no verdict after 3 s, the time limit of one file",
+}
+
+
+def misbehaving(tmp_path, body, top=""):
+    path = tmp_path / "01_softmax.py"
+    path.write_text(f"import os, signal, sys, time\n{top}\n\ndef softmax(x, axis=-1, mask=None):\n"
+                    f"    {body}\n")
+    return path
+
+
+def grade_isolated(*paths, seconds=0.3, file_seconds=3.0):
+    out = io.StringIO()
+    code = grader.check_paths(list(paths), 5, out, shrink=False, seconds=seconds, isolate=True,
+                              file_seconds=file_seconds)
+    return code, out.getvalue()
+
+
+@pytest.mark.parametrize("body", sorted(MISBEHAVING))
+def test_a_file_that_hangs_exits_or_crashes_is_a_fail_line_with_its_reason(body, tmp_path):
+    code, out = grade_isolated(misbehaving(tmp_path, body))
+    assert code == 1, out
+    assert "FAIL  " in out and MISBEHAVING[body] in out, out
+    assert "passed" not in out.splitlines()[-1] or "0 passed" in out, out
+
+
+@pytest.mark.parametrize("top, reason", [
+    ("sys.exit(3)", "its code calls sys.exit(3) when the file is loaded"),
+    ("while True:\n    pass", "ran for more than 0.3 s"),
+    ("os._exit(0)", "while loading the file, with exit status 0"),
+])
+def test_a_file_that_exits_or_hangs_when_loaded_cannot_be_checked(top, reason, tmp_path):
+    code, out = grade_isolated(misbehaving(tmp_path, "return x", top))
+    assert code in (1, 2) and reason in out, out
+    assert code == (1 if "os._exit" in top else 2)
+
+
+def test_a_folder_goes_on_to_the_next_file_after_one_that_hangs(tmp_path):
+    misbehaving(tmp_path, "while True:\n        pass")
+    (tmp_path / "04_heads.py").write_text((SOLUTIONS / "04_heads.py").read_text())
+    code, out = grade_isolated(tmp_path)
+    summary = out.split("summary:")[1]
+    assert code == 1 and "01_softmax.py: fails" in summary and "04_heads.py: passes" in summary
+    assert "STOP  " in out  # the other properties of the file that hung were not run
+
+
+def test_an_example_past_its_time_limit_in_process_too(tmp_path):
+    code, out = grade_paths_seconds(misbehaving(tmp_path, "time.sleep(60)"))
+    assert code == 1 and "ran for more than 0.3 s" in out and "STOP  " in out, out
+
+
+def grade_paths_seconds(path):
+    out = io.StringIO()
+    return grader.check_paths([path], 5, out, shrink=False, seconds=0.3), out.getvalue()
+
+
+def test_a_correct_answer_passes_in_the_child_process_too():
+    code, out = grade_isolated(SOLUTIONS / "04_heads.py", seconds=10, file_seconds=60)
+    assert code == 0 and "FAIL" not in out, out
+
+
+def test_huge_examples_are_refused_and_the_time_limits_are_documented(capsys):
+    from minattn import cli
+
+    assert cli.main(["check", str(SOLUTIONS / "01_softmax.py"), "--examples", "1000000000"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: argument --examples: must be a positive integer up to {grader.MAX_EXAMPLES}, "
+        "got 1000000000")
+    help_text = cli.build_parser()._actions[-1].choices["check"].format_help()
+    assert "--time-limit" in help_text and "--file-time-limit" in help_text
+    assert "exit codes: 0" in help_text and "crash or exit" in help_text

@@ -11,7 +11,8 @@ from hypothesis import Phase, settings
 import minattn
 from minattn.course import pitfalls
 
-from . import test_attention, test_decoder, test_encoder, test_heads, test_layer_norm, test_softmax
+from . import (test_attention, test_decoder, test_encoder, test_heads, test_layer_norm,
+               test_softmax, test_wrong_answer_classes)
 
 # (pitfall, the real function it replaces, the property that catches it, that test's parameters)
 CASES = [
@@ -42,6 +43,16 @@ CASES = [
      test_decoder.test_cached_decoding_equals_the_full_forward_pass, {"style": "gpt2"}),
     ("causal_lm_without_advancing_positions", "causal_lm",
      test_decoder.test_cached_decoding_equals_the_full_forward_pass, {"style": "llama"}),
+    ("attention_with_scale_or_default", "scaled_dot_product_attention",
+     test_wrong_answer_classes.test_attention_uses_the_given_scale, {}),
+    ("softmax_masking_after_exp", "softmax",
+     test_wrong_answer_classes.test_softmax_ignores_masked_values_however_large, {}),
+    ("feed_forward_with_dropout_on_the_output", "feed_forward",
+     test_wrong_answer_classes.test_feed_forward_drops_hidden_units, {}),
+    ("encoder_block_with_dropout_on_the_residual_sum", "encoder_block",
+     test_wrong_answer_classes.test_encoder_block_keeps_dropout_off_the_residual_path, {}),
+    ("blockwise_attention_without_the_last_partial_block", "blockwise_attention",
+     test_wrong_answer_classes.test_blockwise_attention_reads_the_last_partial_block, {}),
 ]
 IDS = [f"{name}-{'-'.join(map(str, kwargs.values())) or 'default'}" for name, _, _, kwargs in CASES]
 

@@ -154,7 +154,9 @@ def test_gelu_in_chunks_is_the_same_as_in_one_piece(shape):
     np.testing.assert_array_equal(chunked, whole)  # elementwise: the chunks change no bit
     np.testing.assert_array_equal(transposed, whole.T)
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / math.sqrt(2)))
-    assert chunked.dtype == np.float32 and np.all(np.abs(chunked - exact) < 4.5e-7)
+    # within the error documented in position_wise.py on every CPU (tests/test_vjps.py)
+    bound = 2.2e-7 + 2.0 ** -21 * np.maximum(np.abs(x.astype(np.float64)), 1.0)
+    assert chunked.dtype == np.float32 and np.all(np.abs(chunked - exact) <= bound)
 
 
 def test_large_inputs_reach_the_threads_and_match_a_float64_computation():

@@ -177,6 +177,33 @@ def test_linear_relu_and_gelu_vjps_equal_autograd_of_the_composition():
     check_grads(lambda x, w, b: gelu(linear(x, w, b)), modes=["rev"], order=2)(x, w, b)
 
 
+# The float32 GELU's error has two parts (the comment in position_wise.py states both): the
+# Abramowitz & Stegun formula's own, the same on every CPU (measured below in float64), and
+# float32 rounding, which depends on the CPU (NumPy's float32 exp differs by SIMD path, within
+# a few ulps): allowed as 2^-21 (4 float32 ulps) of max(|x|, 1).
+APPROXIMATION = 2.2e-7
+
+
+def float32_rounding(x):
+    return 2.0 ** -21 * np.maximum(np.abs(np.asarray(x, np.float64)), 1.0)
+
+
+def test_the_gelu_approximation_in_float64_is_within_its_stated_error():
+    # The formula itself, evaluated in float64: no float32 rounding, no CPU dependence.
+    from scipy.special import erf
+
+    from minattn import position_wise
+
+    x = np.linspace(-12, 12, 400_001)
+    z = np.abs(x) / np.sqrt(2.0)
+    t = 1 / (1 + position_wise._P * z)
+    a1, a2, a3, a4, a5 = position_wise._A
+    erfc = t * (a1 + t * (a2 + t * (a3 + t * (a4 + t * a5)))) * np.exp(-z * z)
+    approximate = 0.5 * x * (1 + np.sign(x) * (1 - erfc))
+    exact = 0.5 * x * (1 + erf(x / np.sqrt(2.0)))
+    assert np.abs(approximate - exact).max() < APPROXIMATION
+
+
 def test_float32_gelu_is_within_its_stated_error_of_the_float64_gelu():
     from scipy.special import erf
 
@@ -186,8 +213,8 @@ def test_float32_gelu_is_within_its_stated_error_of_the_float64_gelu():
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / np.sqrt(2.0)))
     got = gelu(x)
     assert got.dtype == np.float32
-    error = np.abs(got.astype(np.float64) - exact).max()
-    assert error < 4.5e-7, error  # the comment in position_wise.py states this bound
+    error = np.abs(got.astype(np.float64) - exact)
+    assert np.all(error <= APPROXIMATION + float32_rounding(x)), error.max()
     # float64 stays exact (scipy's erf)
     np.testing.assert_allclose(gelu(x.astype(np.float64)), exact, rtol=1e-15, atol=1e-15)
 
@@ -198,8 +225,8 @@ F32_MAX = float(np.finfo(np.float32).max)
 @given(st.lists(st.floats(-F32_MAX, F32_MAX, width=32), min_size=1, max_size=64))
 def test_float32_gelu_holds_its_bound_over_the_whole_float32_range(values):
     # Huge |x| (z * z would overflow), subnormals, zeros of both signs: no warning (warnings are
-    # errors here), float32 out, and within the stated 4.5e-7 of the float64 GELU (plus float32's
-    # own rounding of large results), as in the body of the range.
+    # errors here), float32 out, and within the stated error of the float64 GELU, as in the body
+    # of the range.
     from scipy.special import erf
 
     from minattn.position_wise import gelu
@@ -208,7 +235,7 @@ def test_float32_gelu_holds_its_bound_over_the_whole_float32_range(values):
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / np.sqrt(2.0)))
     got = gelu(x)
     assert got.dtype == np.float32 and np.all(np.isfinite(got))
-    assert np.all(np.abs(got - exact) <= 4.5e-7 + 2.0 ** -23 * np.abs(exact))
+    assert np.all(np.abs(got - exact) <= APPROXIMATION + float32_rounding(x))
 
 
 def test_float32_gelu_of_inf_and_nan_is_what_the_float64_gelu_gives():
@@ -238,13 +265,15 @@ def test_linear_adds_the_bias_as_numpy_would_and_leaves_its_inputs_alone(b_dtype
         np.testing.assert_array_equal(a, c)
 
 
-def test_torchs_float32_gelu_is_as_accurate_as_the_comment_in_position_wise_says():
+def test_torchs_float32_gelu_is_the_exact_gelu_up_to_float32_rounding():
+    # What the comment in position_wise.py says of torch, on any CPU: its float32 GELU is the erf
+    # GELU, not an approximation (the tanh one is 1e-4 away), up to a rounding that depends on the
+    # instruction set (3.8e-7 at most on an AVX2 CPU, 1.1e-6 on an AVX-512 one): bounded here as
+    # 2e-6 + 4 float32 ulps of max(|x|, 1), which both satisfy.
     torch = pytest.importorskip("torch")
-    if not torch.__version__.startswith("2.13."):
-        pytest.skip("the comment states torch 2.13's accuracy")
     from scipy.special import erf
 
     x = np.linspace(-12, 12, 400_001).astype(np.float32)
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / np.sqrt(2.0)))
     theirs = torch.nn.functional.gelu(torch.from_numpy(x)).numpy().astype(np.float64)
-    assert np.abs(theirs - exact).max() < 3.8e-7
+    assert np.all(np.abs(theirs - exact) <= 2e-6 + float32_rounding(x))

@@ -14,9 +14,18 @@ parameters Part II adds (`align`, `window`, `n_kv_heads`, `sinks`): they wait fo
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
-named, and a hint. Exit codes: 0 every property checked passed; 1 a property failed, or nothing
-was checked; 2 FILE cannot be loaded (missing, not a .py file, a syntax error, an import error)
-or a function's signature does not match minattn's. Needs hypothesis (the extra `check`).
+named, and a hint. Exit codes: 0 every property checked passed; 1 a property failed (a wrong
+value, an example past its time limit, the student's code ending the process), or nothing was
+checked; 2 FILE cannot be loaded (missing, not a .py file, a syntax error, an import error, an
+exit while loading) or a function's signature does not match minattn's. Needs hypothesis (the
+extra `check`).
+
+Time limits: the student's code runs under a limit per example (EXAMPLE_SECONDS; an example
+past it is a FAIL naming the property and the example) and, from the command line, in a child
+process under a limit per file (or per group of files graded together, FILE_SECONDS plus
+SECONDS_PER_EXAMPLE per example asked for): an infinite loop, a sleep, a crash of the
+interpreter, os._exit or sys.exit in the student's file each end as a FAIL line with the reason,
+never a hang and never a silent exit.
 """
 import argparse
 import ast
@@ -26,9 +35,16 @@ import importlib.machinery
 import importlib.util
 import inspect
 import io
+import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -62,8 +78,41 @@ def exercise_signature(name):
                                          if p.name not in never])
 
 
+EXAMPLE_SECONDS = 10.0  # one example of one property: far more than a correct answer needs
+FILE_SECONDS = 120.0  # the grading of one file (or of files graded together), plus:
+SECONDS_PER_EXAMPLE = 0.5  # per example asked for (--examples), for each property
+MAX_EXAMPLES = 1000  # --examples beyond this is refused: a correct answer would hit the limit
+
+
 class CannotCheck(Exception):
     """FILE cannot be graded (exit code 2): the message says why."""
+
+
+class TooSlow(BaseException):
+    """An example ran past its time limit. A BaseException, so that neither a student's
+    `except Exception:` nor hypothesis (which would shrink it, running it again and again)
+    catches it on the way out."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what):
+    """Raise TooSlow in the code running inside after `seconds` (POSIX main thread: an interval
+    timer; elsewhere, and for seconds=None, no limit: the child process's limit still holds)."""
+    if seconds is None or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TooSlow(f"{what} ran for more than {seconds:g} s (the time limit of one example): "
+                      "a loop that never ends, a sleep, or far too much work")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class NotTakenYet(TypeError):
@@ -75,16 +124,26 @@ def plural(n, word):
 
 
 def course_functions():
-    """-> {name: minattn's version} of every function the grader can take from a student."""
+    """-> {name: minattn's version} of every function the grader can take from a student: those
+    some property exercises."""
     from . import properties
 
-    return {**{name: getattr(minattn, name) for name in minattn.__all__}, **properties.COURSE}
+    graded = set().union(*(p.uses for p in properties.PROPERTIES))
+    return {**{name: getattr(minattn, name) for name in minattn.__all__ if name in graded},
+            **properties.COURSE}
 
 
-def load(path):
-    """FILE -> its module; raises CannotCheck naming the reason. FILE's folder is on sys.path
-    while it loads, so it may import a helper module beside it (not an exercise file: a module
-    name cannot start with a digit; give the grader several files instead)."""
+def ungraded(module):
+    """-> the names of minattn's public functions `module` defines that no exercise asks for
+    (rms_norm, positional_encoding, ...): reported, never swapped in."""
+    return [name for name in minattn.__all__ if name not in course_functions()
+            and callable(getattr(module, name, None))
+            and getattr(getattr(module, name), "__module__", None) == module.__name__]
+
+
+def check_file_name(path):
+    """A FILE given to the grader -> Path; raises CannotCheck if it is missing, not a file or not
+    a .py file (the command line refuses it before grading anything)."""
     path = Path(path)
     if not path.exists():
         nearby = sorted(Path.cwd().glob(f"*/{path.name}")) if len(path.parts) == 1 else []
@@ -93,14 +152,29 @@ def load(path):
         raise CannotCheck(f"{path}: not a file")
     if path.suffix.lower() != ".py":
         raise CannotCheck(f"{path}: not a Python file (FILE.py expected)")
+    return path
+
+
+def load(path, seconds=None):
+    """FILE -> its module; raises CannotCheck naming the reason. FILE's folder is on sys.path
+    while it loads, so it may import a helper module beside it (not an exercise file: a module
+    name cannot start with a digit; give the grader several files instead). Its top-level code
+    runs under the time limit of one example (seconds)."""
+    path = check_file_name(path)
     name = f"_student_{abs(hash(str(path.resolve())))}"
     loader = importlib.machinery.SourceFileLoader(name, str(path))
     module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
     sys.path.insert(0, str(path.resolve().parent))
     try:
-        loader.exec_module(module)
+        with time_limit(seconds, f"loading {path}"):
+            loader.exec_module(module)
     except SyntaxError as error:
         raise CannotCheck(f"{path}: syntax error on line {error.lineno}: {error.msg}") from None
+    except SystemExit as error:
+        raise CannotCheck(f"{path}: cannot be loaded: its code calls sys.exit({error.code!r}) "
+                          "when the file is loaded (at the top level)") from None
+    except TooSlow as error:
+        raise CannotCheck(f"{path}: cannot be loaded: {error}") from None
     except Exception as error:  # an import error, or code at the top level that fails
         raise CannotCheck(f"{path}: cannot be loaded: {type(error).__name__}: {error}") from None
     finally:
@@ -159,6 +233,11 @@ def adapt(name, function, reference, missing):
     return adapted
 
 
+class Stop(str):
+    """A failure's reason after which the grading of the file stops (the student's code ran past
+    its time limit or tried to end the program): every other property would wait or exit too."""
+
+
 class Named:
     """hypothesis's `data`, remembering what each draw was called, for the report."""
 
@@ -195,10 +274,11 @@ def show_drawn(drawn):
     return "\n".join(([", ".join(scalars)] if scalars else []) + arrays)
 
 
-def run_property(prop, max_examples, shrink=True):
+def run_property(prop, max_examples, shrink=True, seconds=EXAMPLE_SECONDS):
     """-> None if the property holds on max_examples examples, else (what failed, counterexample
     with its arguments named). shrink=False reports the first failing example as found (faster;
-    for tests)."""
+    for tests). Each example runs under a time limit of `seconds` (None: none); one past it
+    fails the property at once, unshrunk."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 
@@ -214,13 +294,20 @@ def run_property(prop, max_examples, shrink=True):
     def check(data):
         named = Named(data)
         last[:] = [named]
-        prop.check(named)
+        with time_limit(seconds, "this example"):
+            prop.check(named)
 
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
             numpy.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a student's overflow warning is not the verdict
         try:
             check()
+        except TooSlow as error:
+            return Stop(error), show_drawn(last[0].drawn) if last else ""
+        except SystemExit as error:  # hypothesis re-raises it after shrinking, as a failure
+            return (Stop(f"your code called sys.exit({error.code!r}) (or raised SystemExit): a "
+                         "function returns its result, it never ends the program"),
+                    show_drawn(last[0].drawn) if last else "")
         except Exception as error:
             reason = str(error).strip() if isinstance(error, (AssertionError, NotTakenYet)) \
                 else f"{type(error).__name__}: {error}".strip()
@@ -236,15 +323,36 @@ def order(chosen, functions):
     return own + [p for p in chosen if p.of not in functions]
 
 
-def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False):
+# How minattn's composites call each function a student may write: what a function that passes
+# its own properties but fails inside a composite should be tried on.
+CALLED_WITH = {
+    "softmax": "scores with a head axis [B, H, L_q, L_k] and a boolean mask that broadcasts to "
+               "them ([L_q, L_k], [B, 1, 1, L_k])",
+    "scaled_dot_product_attention": "q, k, v with a head axis [B, H, L, d_k], L_q != L_k, and a "
+                                    "mask that broadcasts over the heads",
+    "split_heads": "query, key and value projections [B, L, D] of different lengths L_q, L_k",
+    "merge_heads": "the heads' outputs [B, H, L_q, d_k] of attention, whose L_q may differ from "
+                   "the keys' L_k",
+    "layer_norm": "the residual stream [B, L, D], with the eps the block was given",
+    "feed_forward": "the normed residual stream [B, L, D], with the activation, dropout and rng "
+                    "the block was given",
+    "multi_head_attention": "query = key = value [B, L, D] and the block's mask, dropout and rng",
+    "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] that broadcast "
+                  "over the heads",
+}
+
+
+def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
+          seconds=EXAMPLE_SECONDS, status=None):
     """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
-    first failure with first_failure=True); -> (failures, properties checked)."""
+    first failure with first_failure=True), each example under a limit of `seconds`; status(name)
+    is told each property before it runs; -> (failures, properties checked)."""
     out = sys.stdout if out is None else out  # looked up now: a test may capture it
     from . import properties
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
     failed_own = []
-    failures = checked = 0
+    failures = checked = not_run = 0
     with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}), \
             properties.student(**{n: f for n, f in functions.items() if n in properties.COURSE}):
         for prop in chosen:
@@ -257,8 +365,10 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                           f"(check it with --part {prop.part})", file=out)
                 continue
             checked += 1
+            if status is not None:
+                status(label)
             # only the first failure is shrunk to its smallest example: the rest follow from it
-            result = run_property(prop, max_examples, shrink and not failures)
+            result = run_property(prop, max_examples, shrink and not failures, seconds)
             print(f"{'PASS' if result is None else 'FAIL'}  {label}: {prop.statement}", file=out)
             if result is None:
                 continue
@@ -275,13 +385,25 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 print(f"      caused by your {', '.join(sorted(set(yours) & set(failed_own)))}: "
                       "fix the failures of its own properties above first", file=out)
             else:
-                print(f"      caused by your {', '.join(yours)}: it passes its own properties "
-                      f"but not inside minattn's {prop.of}, which calls it with more leading axes "
-                      "or broadcasting masks; try your function on such inputs", file=out)
+                called = "; ".join(f"{name} with {CALLED_WITH[name]}" for name in yours
+                                   if name in CALLED_WITH)
+                print(textwrap.indent(textwrap.fill(
+                    f"caused by your {', '.join(yours)}: it passes its own properties but not "
+                    f"inside minattn's {prop.of}, which calls "
+                    + (called if called else "it with other arguments than its own properties "
+                       "draw") + ": try your function on such inputs", 92), "      "), file=out)
             if first_failure:
                 break
-    waiting = len(chosen) - checked
+            if isinstance(reason, Stop):
+                left = [p for p in chosen[chosen.index(prop) + 1:] if p.part <= part]
+                not_run = len(left)
+                if left:
+                    print(f"STOP  {plural(not_run, 'more property')} not run: the failure "
+                          "above would repeat in each", file=out)
+                break
+    waiting = len([p for p in chosen if p.part > part])
     print(f"{plural(checked, 'property')} checked: {checked - failures} passed, {failures} failed"
+          + (f"; {not_run} not run" if not_run else "")
           + (f"; {waiting} waiting for a later part" if waiting else ""), file=out)
     return failures, checked
 
@@ -292,37 +414,57 @@ def check_files(paths, max_examples=20, out=None, shrink=True, part=1):
     return EXIT[grade_files(paths, max_examples, out, shrink, part)]
 
 
-EXIT = {"passes": 0, "fails": 1, "not started": 1, "waits for a later part": 1,
-        "cannot be checked": 2}
+# each verdict on a FILE (or files graded together) -> the exit code
+EXIT = {"passes": 0, "fails": 1, "not implemented yet": 1, "waits for a later part": 1,
+        "nothing to check": 1, "stopped": 1, "cannot be checked": 2}
 
 
-def grade_files(paths, max_examples=20, out=None, shrink=True, part=1):
+def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=EXAMPLE_SECONDS,
+                status=None):
     """-> one of EXIT's verdicts, after printing the report."""
     out = sys.stdout if out is None else out  # looked up now: a test may capture it
-    functions, stubs, left_out = {}, [], {}
+    functions, stubs, left_out, where, others = {}, [], {}, {}, []
     try:
         for path in paths:
-            mine, not_yet, skipped = attempted(load(path))
+            module = load(path, seconds)
+            mine, not_yet, skipped = attempted(module)
+            for name in mine:
+                if name in where:  # never let the last file win silently
+                    raise CannotCheck(f"{name} is defined in both {where[name]} and {path}: "
+                                      "give the grader the file that holds the one to check")
+                where[name] = path
             functions.update(mine)
-            stubs += not_yet
+            stubs += [name for name in not_yet if name not in stubs]
             left_out.update(skipped)
+            others += [name for name in ungraded(module) if name not in others]
     except CannotCheck as error:
         print(f"cannot check: {error}", file=out)
         return "cannot be checked"
+    stubs = [name for name in stubs if name not in functions]
     shown = " ".join(str(p) for p in paths)
+    if others:
+        print(f"not graded: {', '.join(others)} ({'has' if len(others) == 1 else 'have'} no "
+              "exercise, so the grader has no property for "
+              f"{'it' if len(others) == 1 else 'them'}; minattn's own is used)", file=out)
     if not functions:
-        print(f"{shown} implements no exercise function yet "
-              f"({', '.join(stubs) + ' still raise NotImplementedError' if stubs else 'none defined'}): "
-              "nothing to check", file=out)
-        return "not started"
+        if stubs:
+            print(f"{shown}: not implemented yet: {', '.join(stubs)} "
+                  f"({'raises' if len(stubs) == 1 else 'raise'} NotImplementedError): nothing "
+                  "to check", file=out)
+            return "not implemented yet"
+        exercises = sorted(n for n in course_functions())
+        print(f"{shown} defines no function an exercise asks for: nothing to check (the "
+              f"exercise functions: {', '.join(exercises)})", file=out)
+        return "nothing to check"
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
-          + (f" (not attempted yet: {', '.join(stubs)})" if stubs else "")
+          + (f" (not implemented yet: {', '.join(stubs)})" if stubs else "")
           + ("; what Part I teaches" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
     for name, parameters in left_out.items():
         if parameters:
             print(f"your {name} leaves out {', '.join(parameters)}: the properties that need them "
                   "wait for the part that teaches them", file=out)
-    failures, checked = grade(functions, max_examples, out, shrink, part)
+    failures, checked = grade(functions, max_examples, out, shrink, part, seconds=seconds,
+                              status=status)
     if not checked:
         later = min(p.part for p in _properties_of(functions))
         print(f"nothing here is taught by {PART_NAMES[part] if part == 1 else f'parts 1 to {part}'}: "
@@ -337,43 +479,142 @@ def _properties_of(functions):
     return [p for p in properties.PROPERTIES if p.uses & set(functions)]
 
 
-def check_paths(paths, max_examples=20, out=None, shrink=True, part=1):
-    """The `check` command: files are graded together; a folder grades each of its exercise
-    files (NN_name.py) alone, in order, then prints a summary -> exit code (the worst)."""
-    out = sys.stdout if out is None else out  # looked up now: a test may capture it
+def grading_units(paths):
+    """FILEs and folders given to `check` -> [[files graded together], ...] and whether they came
+    from a folder; raises CannotCheck for what cannot be graded at all (before anything runs)."""
     if not paths or any(not str(p).strip() for p in paths):  # Path("") would be "."
-        print("cannot check: give a FILE.py or a folder of exercise files", file=out)
-        return 2
+        raise CannotCheck("give a FILE.py or a folder of exercise files")
     paths = [Path(p) for p in paths]
     folders = [p for p in paths if p.is_dir()]
     if not folders:
-        return check_files(paths, max_examples, out, shrink, part)
+        return [[check_file_name(p) for p in paths]], False
     if len(paths) > 1:
-        print("cannot check: give one folder, or files (not both)", file=out)
-        return 2
+        raise CannotCheck("give one folder, or files (not both)")
     files = sorted(folders[0].glob("[0-9]*.py"), key=lambda f: f.name)
     if not files:
-        print(f"cannot check: {folders[0]} holds no exercise files (NN_name.py); copy them with "
-              f"python -m minattn exercises {folders[0]}", file=out)
+        raise CannotCheck(f"{folders[0]} holds no exercise files (NN_name.py); copy them with "
+                          f"python -m minattn exercises {folders[0]}")
+    return [[file] for file in files], True
+
+
+def check_paths(paths, max_examples=20, out=None, shrink=True, part=1, seconds=EXAMPLE_SECONDS,
+                isolate=False, file_seconds=None):
+    """The `check` command: files are graded together; a folder grades each of its exercise
+    files (NN_name.py) alone, in order, then prints a summary -> exit code (the worst).
+    isolate=True grades each file (or the files together) in a child process under a limit of
+    file_seconds (None: file_limit(max_examples)), as the command line does."""
+    out = sys.stdout if out is None else out  # looked up now: a test may capture it
+    try:
+        units, from_folder = grading_units(paths)
+    except CannotCheck as error:
+        print(f"cannot check: {error}", file=out)
         return 2
+
+    def grade_unit(files):
+        if isolate:
+            return grade_in_child(files, max_examples, out, shrink, part, seconds,
+                                  file_limit(max_examples) if file_seconds is None else file_seconds)
+        return grade_files(files, max_examples, out, shrink, part, seconds)
+    if not from_folder:
+        return EXIT[grade_unit(units[0])]
     verdicts = []
-    for file in files:
+    for [file] in units:
         print(f"=== {file.name}", file=out)
-        verdicts.append(grade_files([file], max_examples, out, shrink, part))
+        verdicts.append(grade_unit([file]))
         print(file=out)
     print("summary:", file=out)
-    for file, verdict in zip(files, verdicts):
+    for [file], verdict in zip(units, verdicts):
         print(f"  {file.name}: {verdict}", file=out)
     # exit 0: every file started so far passes what the part teaches
     if "cannot be checked" in verdicts:
         return 2
-    return 1 if "fails" in verdicts or "passes" not in verdicts else 0
+    return 1 if {"fails", "stopped"} & set(verdicts) or "passes" not in verdicts else 0
 
 
 def check_file(path, max_examples=20, out=None, shrink=True, part=1):
     """The `check` command on one FILE -> exit code (kept for callers of the single-file form)."""
     out = sys.stdout if out is None else out  # looked up now: a test may capture it
     return check_paths([path], max_examples, out, shrink, part)
+
+
+# --- the child process: a student's code cannot hang or end the grader -----------------------
+
+def file_limit(max_examples):
+    """The time limit (s) of grading one file (or files graded together) with max_examples."""
+    return FILE_SECONDS + SECONDS_PER_EXAMPLE * max_examples
+
+
+def grade_in_child(paths, max_examples, out, shrink, part, seconds, file_seconds):
+    """grade_files in a child process that may take at most file_seconds; its report is copied
+    to `out` as it comes. A child that ends without a verdict (os._exit, a crash, a signal) or
+    runs past the limit (and is killed) -> a FAIL line saying so and which property was running;
+    -> the verdict."""
+    with tempfile.TemporaryDirectory(prefix="minattn-check-") as folder:
+        state = Path(folder) / "status"
+        request = json.dumps({"paths": [str(p) for p in paths], "max_examples": max_examples,
+                              "shrink": shrink, "part": part, "seconds": seconds,
+                              "status": str(state)})
+        package_root = str(Path(minattn.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+            "PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from minattn.course.grader import child_main; "
+             "sys.exit(child_main(sys.argv[1]))", request], stdout=subprocess.PIPE, env=env,
+            stdin=subprocess.DEVNULL, encoding="utf-8", errors="replace")
+        copier = threading.Thread(target=lambda: [out.write(line) for line in child.stdout],
+                                  daemon=True)
+        copier.start()
+        started = time.monotonic()
+        try:
+            code = child.wait(timeout=file_seconds)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            child.kill()
+            code, timed_out = child.wait(), True
+        copier.join(timeout=5)
+        child.stdout.close()
+        lines = state.read_text(encoding="utf-8").splitlines() if state.exists() else []
+    verdicts = [line[len("verdict "):] for line in lines if line.startswith("verdict ")]
+    if verdicts and not timed_out and code == EXIT[verdicts[-1]]:
+        return verdicts[-1]
+    running = [line[len("property "):] for line in lines if line.startswith("property ")]
+    where = f"while checking {running[-1]}" if running else "while loading the file"
+    shown = " ".join(str(p) for p in paths)
+    if timed_out:
+        reason = (f"no verdict after {time.monotonic() - started:.0f} s, the time limit of one "
+                  f"file ({file_seconds:g} s with --examples {max_examples}): the grading was "
+                  f"stopped {where}; a loop that never ends (one that catches every exception "
+                  "too), or far too much work")
+    elif code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        reason = (f"the Python process running your code was killed by signal {name} {where} "
+                  "(a crash of the interpreter or of a library it calls)")
+    else:
+        reason = (f"your code ended the Python process {where}, with exit status {code} "
+                  "(os._exit, or a crash): a function returns its result, it never ends the "
+                  "program")
+    print(f"FAIL  {shown}: {reason}", file=out)
+    return "stopped"
+
+
+def child_main(request):
+    """The child process of grade_in_child: grade, telling the status file each property before
+    it runs and the verdict at the end -> the verdict's exit code."""
+    request = json.loads(request)
+    with open(request["status"], "a", encoding="utf-8") as state:
+        def status(label):
+            state.write(f"property {label}\n")
+            state.flush()
+        verdict = grade_files([Path(p) for p in request["paths"]], request["max_examples"],
+                              sys.stdout, request["shrink"], request["part"], request["seconds"],
+                              status)
+        sys.stdout.flush()
+        state.write(f"verdict {verdict}\n")
+    return EXIT[verdict]
 
 
 def pitfall_target(name):
@@ -389,7 +630,7 @@ def pitfall_target(name):
     raise CannotCheck(f"pitfall {name!r} has no public counterpart")  # pragma: no cover
 
 
-def check_pitfall(name, max_examples=20, out=None, shrink=True, part=4):
+def check_pitfall(name, max_examples=20, out=None, shrink=True, part=4, seconds=EXAMPLE_SECONDS):
     """The worked example: grade a pitfall as if a student had written it -> exit code."""
     out = sys.stdout if out is None else out  # looked up now: a test may capture it
     try:
@@ -399,7 +640,7 @@ def check_pitfall(name, max_examples=20, out=None, shrink=True, part=4):
         return 2
     summary = inspect.getdoc(pitfall).splitlines()[0]
     print(f"pitfall {name} stands in for {public}: {summary}", file=out)
-    failures, _ = grade({public: pitfall}, max_examples, out, shrink, part)
+    failures, _ = grade({public: pitfall}, max_examples, out, shrink, part, seconds=seconds)
     return 1 if failures else 0
 
 
@@ -436,9 +677,13 @@ def copy_exercises(folder, out=None):
 # --- the command line: `python -m minattn check` and `exercises` (minattn/cli.py adds them) ---
 
 def add_commands(commands):
-    """Add the `exercises` and `check` subcommands to cli.py's subparsers."""
-    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder")
-    ex.add_argument("folder", metavar="DIR")
+    """Add the `exercises` and `check` subcommands to cli.py's subparsers. What they refuse
+    (argparse types, and args.refuse: the parser's error) speaks with cli.py's one voice."""
+    ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder",
+                             formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog="examples:\n  python -m minattn exercises my_attention")
+    ex.add_argument("folder", metavar="DIR", type=_exercise_folder,
+                    help="a new or empty folder (existing files are never overwritten)")
     ex.set_defaults(run=lambda args: copy_exercises(args.folder))
     from . import pitfalls
 
@@ -446,41 +691,112 @@ def add_commands(commands):
         "check", help="grade your functions (FILE.py) by minattn's properties",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Grade the functions FILE.py implements (several files are graded together; "
-                    "a folder grades each of its exercise files in order).",
-        epilog="pitfalls (for --pitfall NAME):\n" + "\n".join(
-            f"  {name:40} {inspect.getdoc(getattr(pitfalls, name)).splitlines()[0]}"
-            for name in pitfalls.PITFALLS))
-    chk.add_argument("files", nargs="*", metavar="FILE.py",
+                    "a folder grades each of its exercise files in order). Each file is graded "
+                    "in a child process, each example under --time-limit and each file under "
+                    "--file-time-limit: a loop that never ends, a sleep, a crash or an exit in "
+                    "your code is a FAIL with its reason.",
+        epilog="examples:\n  python -m minattn check my_attention/01_softmax.py\n"
+               "  python -m minattn check my_attention --part 2\n"
+               "  python -m minattn check --pitfall attention_without_scaling\n\n"
+               "exit codes: 0 every property checked passed; 1 a property failed (a wrong value, "
+               "an example\npast --time-limit, a file past --file-time-limit, a crash or exit of "
+               "your code), or\nnothing was checked; 2 a FILE cannot be checked (syntax error, "
+               "import error, exit while\nloading, a signature that is not the exercise's) or a "
+               "bad command line (`error: ...` on\nstderr)\n\n"
+               "pitfalls (for --pitfall NAME):\n" + "\n".join(
+                   f"  {name:40} {inspect.getdoc(getattr(pitfalls, name)).splitlines()[0]}"
+                   for name in pitfalls.PITFALLS))
+    chk.add_argument("files", nargs="*", metavar="FILE.py", type=_student_path,
                      help="files defining exercise functions by their names, or a folder")
-    chk.add_argument("--pitfall", metavar="NAME",
+    chk.add_argument("--pitfall", metavar="NAME", type=_pitfall_name,
                      help="grade one of minattn.course.pitfalls instead: a bug being caught")
     chk.add_argument("--part", type=int, choices=[1, 2, 3, 4], default=1,
                      help="check what walkthrough.md's parts 1..N teach: 1 Part I (default), "
                           "2 Part II (the decoder), 3 Part III (gradients), 4 Part IV (blockwise)")
-    chk.add_argument("--examples", type=_positive_int, default=20,
-                     help="examples hypothesis tries per property (default 20)")
-    chk.set_defaults(run=_check_command)
+    chk.add_argument("--examples", type=_examples, default=20,
+                     help=f"examples hypothesis tries per property, 1 to {MAX_EXAMPLES} "
+                          "(default 20)")
+    chk.add_argument("--time-limit", metavar="SECONDS", type=_seconds, default=EXAMPLE_SECONDS,
+                     help=f"time limit of one example (default {EXAMPLE_SECONDS:g})")
+    chk.add_argument("--file-time-limit", metavar="SECONDS", type=_seconds,
+                     help=f"time limit of one file (default {FILE_SECONDS:g} + "
+                          f"{SECONDS_PER_EXAMPLE:g} per example)")
+    chk.set_defaults(run=_check_command, refuse=chk.error)
 
 
-def _positive_int(text):
+def _positive_int(text, most=None):
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    if value < 1 or (most is not None and value > most):
+        raise argparse.ArgumentTypeError(f"must be a positive integer" + (
+            f" up to {most}" if most else "") + f", got {value}")
     return value
+
+
+def _examples(text):
+    return _positive_int(text, MAX_EXAMPLES)
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
+
+
+def _student_path(text):
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"give a FILE.py or a folder of exercise files, got {text!r}")
+    if Path(text).is_dir():
+        return text
+    try:
+        check_file_name(text)
+    except CannotCheck as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _pitfall_name(text):
+    from . import pitfalls
+
+    if text not in pitfalls.PITFALLS:
+        raise argparse.ArgumentTypeError(f"no pitfall {text!r}; the pitfalls are: "
+                                         f"{', '.join(pitfalls.PITFALLS)}")
+    return text
+
+
+def _exercise_folder(text):
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a folder name, e.g. python -m minattn exercises "
+                                         f"my_attention, got {text!r}")
+    folder = Path(text)
+    if folder.exists() and not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    clashes = [s.name for s in sorted(EXERCISES.glob("[0-9]*.py")) if (folder / s.name).exists()]
+    if clashes:
+        raise argparse.ArgumentTypeError(f"{text!r} already has {', '.join(clashes)} (nothing "
+                                         "was changed)")
+    return text
 
 
 def _check_command(args):
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        raise SystemExit("the grader needs hypothesis: pip install hypothesis (or, in your "
-                         "minattn clone, pip install '.[check]')") from None
+        args.refuse("the grader needs hypothesis: pip install hypothesis (or, in your minattn "
+                    "clone, pip install '.[check]')")
     if args.pitfall is not None:
         if args.files:
-            print("cannot check: give FILE.py or --pitfall NAME, not both")
-            return 2
-        return check_pitfall(args.pitfall, args.examples, part=4)
-    return check_paths(args.files, args.examples, part=args.part)
+            args.refuse("give FILE.py or --pitfall NAME, not both")
+        return check_pitfall(args.pitfall, args.examples, part=4, seconds=args.time_limit)
+    try:
+        grading_units(args.files)
+    except CannotCheck as error:
+        args.refuse(str(error))
+    return check_paths(args.files, args.examples, part=args.part, seconds=args.time_limit,
+                       isolate=True, file_seconds=args.file_time_limit)

@@ -9,6 +9,7 @@ Do not use these functions for anything else.
 import autograd.numpy as np
 
 from ..attention import scaled_dot_product_attention, softmax
+from ..blockwise import blockwise_attention
 from ..kv_cache import self_attention
 from ..transformer_decoder import decoder
 from ..heads import merge_heads, split_heads
@@ -42,6 +43,18 @@ PITFALLS = {
         "tests/test_decoder.py::test_rope_attention_is_invariant_to_shifting_all_positions",
     "causal_lm_without_advancing_positions":
         "tests/test_decoder.py::test_cached_decoding_equals_the_full_forward_pass",
+    # the classes of wrong answers that pass a property drawing only small, typical values
+    "attention_with_scale_or_default":
+        "tests/test_wrong_answer_classes.py::test_attention_uses_the_given_scale",
+    "softmax_masking_after_exp":
+        "tests/test_wrong_answer_classes.py::test_softmax_ignores_masked_values_however_large",
+    "feed_forward_with_dropout_on_the_output":
+        "tests/test_wrong_answer_classes.py::test_feed_forward_drops_hidden_units",
+    "encoder_block_with_dropout_on_the_residual_sum":
+        "tests/test_wrong_answer_classes.py::"
+        "test_encoder_block_keeps_dropout_off_the_residual_path",
+    "blockwise_attention_without_the_last_partial_block":
+        "tests/test_wrong_answer_classes.py::test_blockwise_attention_reads_the_last_partial_block",
 }
 
 
@@ -261,3 +274,94 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
     logits = h @ unembedding
     return logits if cache is None else (logits, new_cache)
+
+
+# --- classes of wrong answers: each passes a property that draws only typical values ---------
+
+def attention_with_scale_or_default(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
+                                    sinks=None):
+    """scaled_dot_product_attention reading its scale as `scale or 1 / sqrt(d_k)`.
+
+    0 is falsy, so scale=0 (every key the same weight: a uniform average of the values) silently
+    becomes the default. The same idiom breaks every argument whose zero means something:
+    `eps or 1e-5`, `axis or -1`, `n_k or n_q`. `if scale is None` is the test for "not given".
+    """
+    scale = scale or q.shape[-1] ** -0.5  # the bug: should be `if scale is None`
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale, dropout=dropout, rng=rng,
+                                        sinks=sinks)
+
+
+def softmax_masking_after_exp(x, axis=-1, mask=None):
+    """softmax that subtracts the max of every entry, masked ones included, and masks after exp().
+
+    Right while the masked entries are about as large as the kept ones. When a masked entry is
+    much larger (a padding position's score, a future token's), exp(kept - max) underflows to 0
+    for every kept entry and the row comes out all zeros (or NaN without a guard). Mask first,
+    np.where(mask, x, -inf), then take the max of what is kept.
+    """
+    top = np.max(x, axis=axis, keepdims=True)  # the bug: the max over the masked entries too
+    e = np.exp(x - top)
+    if mask is not None:
+        e = np.where(mask, e, 0.0)  # the bug: masked after exp(), not before the max
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1.0)
+
+
+def feed_forward_with_dropout_on_the_output(params, x, *, activation="relu", dropout=0.0,
+                                            rng=None):
+    """feed_forward dropping its output units instead of its hidden units.
+
+    Inverted dropout keeps the mean, so the output averaged over many tokens is still right;
+    but the network trained is a different one (torch's TransformerEncoderLayer drops the hidden
+    layer, then the sublayer's output, separately), and a token's output is no longer
+    act(x w_1 + b_1) ⊙ m / (1 - p) w_2 + b_2 for any mask m of the hidden units.
+    """
+    out = feed_forward(params, x, activation=activation)
+    return _dropout(out, dropout, rng)  # the bug: dropout belongs on act(x w_1 + b_1)
+
+
+def encoder_block_with_dropout_on_the_residual_sum(params, x, mask=None, *, n_heads,
+                                                   norm_first=False, activation="relu", eps=1e-5,
+                                                   dropout=0.0, rng=None, return_weights=False):
+    """encoder_block computing dropout(x + sublayer(x)) instead of x + dropout(sublayer(x)).
+
+    The residual path must carry x through untouched: dropping it zeroes and rescales the input
+    itself, so even a sublayer that outputs 0 changes the block's output, and in a deep stack the
+    signal (and the gradient) that the skip connections should carry is thinned at every layer.
+    """
+    def norm(h, which):
+        return layer_norm(h, params[which]["gamma"], params[which]["beta"], eps)
+
+    weights = []
+
+    def attend(h):
+        out, w = multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
+                                      dropout=dropout, rng=rng)
+        weights.append(w)
+        return out
+
+    def ff(h):
+        return feed_forward(params["feed_forward"], h, activation=activation, dropout=dropout,
+                            rng=rng)
+
+    for sublayer, which in ((attend, "self_attention_norm"), (ff, "feed_forward_norm")):
+        h = sublayer(norm(x, which) if norm_first else x)
+        x = _dropout(x + h, dropout, rng)  # the bug: should be x + _dropout(h, dropout, rng)
+        x = x if norm_first else norm(x, which)
+    return (x, weights[0]) if return_weights else x
+
+
+def blockwise_attention_without_the_last_partial_block(q, k, v, *, causal=False, key_mask=None,
+                                                       scale=None, block_size=128):
+    """blockwise_attention whose loop reads only the L_k // block_size whole blocks of keys.
+
+    `for start in range(0, L_k - block_size + 1, block_size)` (or L_k // block_size
+    iterations) stops before the last block when L_k is not a multiple of block_size: the last
+    L_k % block_size keys are never attended, and with L_k < block_size no key is. Examples
+    whose lengths are multiples of the block size (block_size=1, say) never show it.
+    """
+    whole = k.shape[-2] // block_size * block_size
+    read = np.broadcast_to(np.arange(k.shape[-2]) < whole, k.shape[:-1])  # the bug
+    key_mask = read if key_mask is None else key_mask & read
+    return blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, scale=scale,
+                               block_size=block_size)

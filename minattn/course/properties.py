@@ -253,13 +253,15 @@ def _(data):
     close(minattn.softmax(x), np.array([ref_softmax(r) for r in x]), 1e-9, "softmax(x)")
 
 
-@prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a",
-      {"softmax"}, "use the axis argument in the max and the sum, not a fixed -1")
+@prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
+      "axis=0 included", {"softmax"}, "use the axis argument in the max and the sum, not a fixed "
+      "-1; `axis or -1` turns axis=0 into -1: test `if axis is None`, or use axis as given")
 def _(data):
     x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
-    axis = data.draw(st.sampled_from([0, 1, -1, -2]), "axis")
-    expected = np.apply_along_axis(ref_softmax, axis, x)
-    close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
+    drawn = data.draw(st.sampled_from([1, -1, -2]), "axis")
+    for axis in (drawn, 0):  # 0, the boundary, in every example
+        expected = np.apply_along_axis(ref_softmax, axis, x)
+        close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
 
 
 @prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep), masked "
@@ -272,6 +274,24 @@ def _(data):
     keep = data.draw(hnp.arrays(bool, shape), "mask")
     expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
     close(minattn.softmax(x, mask=keep), expected, 1e-9, "softmax(x, mask=mask)")
+
+
+@prop("softmax_ignores_masked_values_however_large", "softmax", "what a masked entry holds "
+      "never matters: masked entries far larger (or smaller) than the kept ones, up to ±1e4, leave "
+      "the kept entries' weights what they are without them", {"softmax"},
+      "mask BEFORE the max and the exponential: np.where(mask, x, -np.inf), then the max of what is "
+      "left; a max taken over masked entries, or a mask applied after exp(), underflows every kept "
+      "entry to 0 when a masked one is much larger")
+def _(data):
+    shape = (data.draw(sizes, "rows"), data.draw(st.integers(2, 5), "n"))
+    x = data.draw(floats(shape), "x (kept entries)")
+    keep = data.draw(hnp.arrays(bool, shape), "mask")
+    loud = data.draw(st.sampled_from([1e4, -1e4, 1e3]), "masked entries set to")
+    x = np.where(keep, x, loud)
+    data.show("x", x)
+    expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
+    close(minattn.softmax(x, mask=keep), expected, 1e-9,
+          f"softmax(x, mask=mask) with the masked entries at {loud:g}")
 
 
 @prop("softmax_keeps_float32", "softmax", "softmax of a float32 array is float32, masked or not",
@@ -306,15 +326,17 @@ def _(data):
 
 
 @prop("attention_uses_the_given_scale", "scaled_dot_product_attention", "with scale=s the scores "
-      "are q kᵀ · s (s replaces 1/√d_k)", ATTENTION,
-      "scale = d_k ** -0.5 only when scale is None; otherwise multiply the scores by the scale given")
+      "are q kᵀ · s (s replaces 1/√d_k; s = 0 gives every key the same weight)", ATTENTION,
+      "scale = d_k ** -0.5 only when scale is None (`scale or d_k ** -0.5` ignores scale=0, which "
+      "gives uniform weights); otherwise multiply the scores by the scale given")
 def _(data):
     q, k, v = data.draw(qkv(batch=False), "q, k, v")
-    scale = data.draw(st.sampled_from([0.1, 1.0, 2.5]), "scale")
-    out, weights = minattn.scaled_dot_product_attention(q, k, v, scale=scale)
-    ref_out, ref_w = ref_attention(q, k, v, scale=scale)
-    close(weights, ref_w, 1e-9, f"the weights with scale={scale}")
-    close(out, ref_out, 1e-9, f"the output with scale={scale}")
+    drawn = data.draw(st.sampled_from([0.1, 1.0, 2.5]), "scale")
+    for scale in (drawn, 0.0):  # 0, the boundary, in every example
+        out, weights = minattn.scaled_dot_product_attention(q, k, v, scale=scale)
+        ref_out, ref_w = ref_attention(q, k, v, scale=scale)
+        close(weights, ref_w, 1e-9, f"the weights with scale={scale}")
+        close(out, ref_out, 1e-9, f"the output with scale={scale}")
 
 
 @prop("attention_mask_hides_keys", "scaled_dot_product_attention", "a key the boolean mask hides "
@@ -360,6 +382,24 @@ def _(data):
     check_seeds(lambda rng: np.asarray(attend(rng)[1]), "the weights")
 
 
+@prop("attention_ignores_masked_scores_however_large", "scaled_dot_product_attention", "a key the "
+      "mask hides changes nothing even when its score is thousands above (or below) the others': "
+      "the weights and the output are those of the kept keys alone", ATTENTION,
+      "mask the scores before the softmax (np.where(mask, scores, -np.inf)), never the weights "
+      "after it: exp(score - max) of the kept keys underflows to 0 when the max is a masked key's")
+def _(data):
+    q, k, v = data.draw(qkv(batch=False), "q, k, v")
+    hidden = data.draw(hnp.arrays(bool, (k.shape[0],)), "hidden keys")
+    k = np.where(hidden[:, None], k * data.draw(st.sampled_from([1000.0, -1000.0]), "hidden keys "
+                                                                                   "scaled by"), k)
+    data.show("k", k)
+    keep = np.broadcast_to(~hidden, (q.shape[0], k.shape[0]))
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
+    ref_out, ref_w = ref_attention(q, k, v, keep)
+    close(weights, ref_w, 1e-9, "the weights")
+    close(out, ref_out, 1e-9, "the output")
+
+
 @prop("attention_keeps_float32", "scaled_dot_product_attention", "attention on float32 q, k, v "
       "returns float32 output and weights, with or without a mask or a scale", ATTENTION,
       "scale by a Python float (d_k ** -0.5 or 1 / math.sqrt(d_k)), not np.sqrt(d_k)")
@@ -377,12 +417,15 @@ def _(data):
       {"causal_mask"}, "query i may see keys 0..i: rows[:, None] >= cols[None, :] (>=, not >)")
 def _(data):
     n_q = data.draw(st.integers(0, 6), "n_q")
-    n_k = data.draw(st.one_of(st.none(), st.integers(0, 6)), "n_k")
-    cols = n_q if n_k is None else n_k
-    expected = np.array([[j <= i for j in range(cols)] for i in range(n_q)], bool).reshape(n_q, cols)
-    got = np.asarray(minattn.causal_mask(n_q) if n_k is None else minattn.causal_mask(n_q, n_k))
-    assert got.dtype == bool and got.shape == (n_q, cols), f"got {got.dtype} {got.shape}, expected bool {(n_q, cols)}"
-    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+    drawn = data.draw(st.one_of(st.none(), st.integers(0, 6)), "n_k")
+    for n_k in (drawn, 0):  # n_k=0 (no key: shape [n_q, 0], not n_k defaulting to n_q) always
+        cols = n_q if n_k is None else n_k
+        expected = np.array([[j <= i for j in range(cols)] for i in range(n_q)], bool).reshape(n_q, cols)
+        got = np.asarray(minattn.causal_mask(n_q) if n_k is None else minattn.causal_mask(n_q, n_k))
+        assert got.dtype == bool and got.shape == (n_q, cols), (
+            f"causal_mask({n_q}{'' if n_k is None else f', {n_k}'}): got {got.dtype} {got.shape}, "
+            f"expected bool {(n_q, cols)}")
+        assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
 @prop("causal_mask_aligns_and_windows", "causal_mask", "causal_mask(n_q, n_k, align='bottom_"
@@ -408,11 +451,14 @@ def _(data):
 def _(data):
     n = data.draw(st.integers(1, 6), "n")
     lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
-    got = np.asarray(minattn.padding_mask(lengths, n))
-    expected = np.array([[j < length for j in range(n)] for length in lengths])[:, None, None, :]
-    assert got.shape == expected.shape, f"shape {got.shape}, expected {expected.shape}"
-    assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
-    assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+    for n, lengths in ((n, lengths), (0, np.zeros_like(lengths))):  # n=0 too, in every example
+        got = np.asarray(minattn.padding_mask(lengths, n))
+        expected = np.array([[j < length for j in range(n)] for length in lengths],
+                            bool).reshape(len(lengths), n)[:, None, None, :]
+        assert got.shape == expected.shape, (f"padding_mask({lengths.tolist()}, {n}) has shape "
+                                             f"{got.shape}, expected {expected.shape}")
+        assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
+        assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
 @prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
@@ -513,17 +559,19 @@ def _(data):
 @prop("layer_norm_matches_the_formula", "layer_norm", "layer_norm(x, gamma, beta, eps) = (x - mean)"
       " / sqrt(var + eps) * gamma + beta over the last axis, with the biased variance (divide by "
       "D), as torch.nn.LayerNorm — also for rows of tiny variance and any eps", {"layer_norm"},
-      "mean and variance over axis=-1 with keepdims; variance divides by D; eps (the argument) "
-      "inside the sqrt")
+      "mean and variance over axis=-1 with keepdims; variance divides by D; eps (the argument, "
+      "even 0: `eps or 1e-5` ignores it) inside the sqrt")
 def _(data):
     d = data.draw(st.integers(2, 6), "D")
     x = data.draw(floats((data.draw(sizes, "rows"), d)), "x")
     x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
-    eps = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
-    got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
-    close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
-          f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
+    drawn = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
+    # eps=0 too, in every example whose rows all vary (eps=0 is refused on a constant row)
+    for eps in (drawn, 0.0) if (np.ptp(x, axis=-1) > 0).all() else (drawn,):
+        got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
+        close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
+              f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
 
 
 @prop("layer_norm_keeps_float32", "layer_norm", "layer_norm of float32 inputs is float32",
@@ -572,6 +620,32 @@ def _(data):
     check_seeds(lambda rng: run(rng)[:8], "the output")
 
 
+@prop("feed_forward_drops_hidden_units", "feed_forward", "with dropout=p, each token's output is "
+      "act(x w_1 + b_1) ⊙ m / (1 - p) w_2 + b_2 for some 0/1 mask m over the F hidden units: "
+      "dropout acts on the hidden layer, after the activation, not on the input or the output",
+      {"feed_forward"},
+      "drop the hidden units h = act(x @ w_1 + b_1): np.where(keep, h / (1 - p), 0) with keep of "
+      "h's shape, THEN @ w_2 + b_2; dropping the output instead keeps the mean but not the form")
+def _(data):
+    d = data.draw(st.integers(1, 3), "D")
+    p = random_params(data.draw(seeds, "params seed"), d, d_ff=3)["feed_forward"]
+    x = data.draw(floats((8, d), bound=2.0), "x")
+    rate = data.draw(st.sampled_from([0.5, 0.25]), "dropout")
+    activation = data.draw(st.sampled_from(["relu", "gelu"]), "activation")
+    got = np.asarray(minattn.feed_forward(p, x, activation=activation, dropout=rate,
+                                          rng=np.random.default_rng(0)))
+    hidden = ref_feed_forward({**p, "w_2": np.eye(3), "b_2": np.zeros(3)}, x, activation)
+    masks = np.array(list(np.ndindex(2, 2, 2)), float)  # every 0/1 mask of the 3 hidden units
+    outs = (hidden[:, None, :] * masks[None] / (1 - rate)) @ p["w_2"] + p["b_2"]  # [8, 8 masks, D]
+    assert got.shape == x.shape, f"the output has shape {got.shape}, expected {x.shape}"
+    for t in range(len(x)):
+        assert np.isclose(outs[t], got[t], rtol=1e-7, atol=1e-9).all(axis=-1).any(), (
+            f"token {t}'s output {show(got[t])} is not act(x w_1 + b_1) ⊙ m / (1 - {rate}) w_2 + "
+            f"b_2 for any 0/1 mask m of the hidden units (without dropout it is "
+            f"{show(ref_feed_forward(p, x[t], activation))}): is dropout applied somewhere else "
+            "than to the hidden units?")
+
+
 @prop("feed_forward_keeps_float32", "feed_forward", "the feed-forward network on float32 inputs "
       "and params returns float32, for every activation", {"feed_forward"},
       "np.vectorize(math.erf) and NumPy float64 scalars return float64: cast back to x.dtype")
@@ -593,21 +667,27 @@ def _(data):
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
-    length, norm_first = data.draw(sizes, "L"), data.draw(st.sampled_from([True, False]), "norm_first")
+    length = data.draw(sizes, "L")
     activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
-    eps = data.draw(st.sampled_from([1e-5, 0.5]), "eps")
+    drawn = data.draw(st.sampled_from([0.5, 1e-5]), "eps")
     p = random_params(data.draw(seeds, "params seed"), d_model)
     x = data.draw(floats((length, d_model)), "x") * data.draw(st.sampled_from([1.0, 0.1]), "x scaled by")
     keep = np.tril(np.ones((length, length), bool))
     data.show("mask", keep)
-    got, weights = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
-                                         activation=activation, eps=eps, return_weights=True)
-    ref_out, ref_w = ref_encoder_block(p, x, n_heads, keep, norm_first, eps, activation)
-    close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first})")
-    close(np.asarray(weights)[0], ref_w, 1e-7, "the attention weights (return_weights=True)")
-    plain = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
-                                  activation=activation, eps=eps)
-    close(plain, got, 0, "encoder_block without return_weights (the output alone)")
+    # both norms, and eps=0 too when every row of x varies (eps=0 is refused on a constant row)
+    for norm_first, eps in [(False, drawn), (True, drawn)] + (
+            [(False, 0.0), (True, 0.0)] if (np.ptp(x, axis=-1) > 0).all() else []):
+        got, weights = minattn.encoder_block(p, x[None], keep, n_heads=n_heads,
+                                             norm_first=norm_first, activation=activation,
+                                             eps=eps, return_weights=True)
+        ref_out, ref_w = ref_encoder_block(p, x, n_heads, keep, norm_first, eps, activation)
+        close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first}, "
+                                                 f"eps={eps})")
+        close(np.asarray(weights)[0], ref_w, 1e-7, "the attention weights (return_weights=True, "
+                                                   f"norm_first={norm_first})")
+        plain = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
+                                      activation=activation, eps=eps)
+        close(plain, got, 0, "encoder_block without return_weights (the output alone)")
 
 
 @prop("encoder_block_passes_dropout_on", "encoder_block", "with dropout=p and an rng, the "
@@ -644,6 +724,31 @@ def _(data):
     check_dropout(np.asarray(weights)[0], ref_encoder_block(p, x, n_heads, None, norm_first)[1],
                   rate, "the attention weights")
     check_seeds(lambda rng: np.asarray(block(rng)[0]), "the output")
+
+
+@prop("encoder_block_keeps_dropout_off_the_residual_path", "encoder_block", "dropout acts inside "
+      "the sublayers (and on their outputs), never on the residual path: with sublayers whose "
+      "output is zero (w_o, b_o, w_2, b_2 all 0), the block with dropout returns exactly what it "
+      "returns without (x for pre-norm, the two norms of x for post-norm)", BLOCK,
+      "drop the sublayer's output before adding it to x: x + dropout(sublayer(x)); never "
+      "dropout(x + sublayer(x)), and never the block's output")
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_model, length = 2 * n_heads, data.draw(st.integers(2, 5), "L")
+    p = random_params(data.draw(seeds, "params seed"), d_model)
+    zero = lambda a: np.zeros_like(a)
+    p = {**p, "self_attention": {**p["self_attention"], "w_o": zero(p["self_attention"]["w_o"]),
+                                 "b_o": zero(p["self_attention"]["b_o"])},
+         "feed_forward": {**p["feed_forward"], "w_2": zero(p["feed_forward"]["w_2"]),
+                          "b_2": zero(p["feed_forward"]["b_2"])}}
+    x = data.draw(floats((length, d_model)), "x")
+    rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
+    for norm_first in (False, True):
+        got = minattn.encoder_block(p, x[None], n_heads=n_heads, norm_first=norm_first,
+                                    dropout=rate, rng=np.random.default_rng(0))
+        close(np.asarray(got)[0], ref_encoder_block(p, x, n_heads, None, norm_first)[0], 1e-9,
+              f"the block's output with dropout={rate} and sublayers that output 0 "
+              f"(norm_first={norm_first})")
 
 
 @prop("encoder_block_keeps_float32", "encoder_block", "an encoder block on float32 inputs and "
@@ -1048,23 +1153,24 @@ def _(data):
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
-      "differences give it, along any axis", set(),
+      "differences give it, along any axis (axis=0 included)", set(),
       "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's axis",
       part=3)
 def _(data):
     shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
-    axis = data.draw(st.sampled_from([0, None, -1]), "axis")
-    along = -1 if axis is None else axis
-    soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
-    h, expected = 1e-6, np.zeros(shape)
-    for index in np.ndindex(shape):
-        step = np.zeros(shape)
-        step[index] = h
-        expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
-    axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
-    got = _CURRENT["softmax_vjp"](soft(x), g, **call)
-    close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
+    drawn = data.draw(st.sampled_from([None, -1, 1]), "axis")
+    for axis in (drawn, 0):  # axis=0, the boundary (`axis or -1` loses it), in every example
+        along = -1 if axis is None else axis
+        soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
+        h, expected = 1e-6, np.zeros(shape)
+        for index in np.ndindex(shape):
+            step = np.zeros(shape)
+            step[index] = h
+            expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
+        axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
+        got = _CURRENT["softmax_vjp"](soft(x), g, **call)
+        close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
 
 
 @prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",
@@ -1076,10 +1182,69 @@ def _(data):
     assert got.dtype == np.float32, f"float32 in, {got.dtype} out"
 
 
+def key_blocks(length, block_size):
+    # the blocks of keys a blockwise loop visits: (first, last) key of each, the last maybe partial
+    return [(a, min(a + block_size, length) - 1) for a in range(0, length, block_size)]
+
+
+def blockwise_diagnosis(got, q, k, v, keep, scale, block_size):
+    """One batch entry of a wrong blockwise output -> what it shows, in the student's terms:
+    which rows are wrong, and which block they lose (or what else their pattern points to)."""
+    ref = ref_attention(q, k, v, keep, scale)[0]
+    wrong = [i for i in range(len(q)) if not np.allclose(got[i], ref[i], rtol=1e-9, atol=1e-9)]
+    blocks = key_blocks(k.shape[0], block_size)
+    listed = ", ".join(f"{a}..{b}" for a, b in blocks)
+    where = f"with block_size={block_size} the {k.shape[0]} keys form the blocks {listed}"
+    for which, (a, b) in (("last", blocks[-1]), ("first", blocks[0])):
+        without = keep.copy()
+        without[:, a:b + 1] = False
+        if np.allclose(got, ref_attention(q, k, v, without, scale)[0], rtol=1e-9, atol=1e-9):
+            partial = b - a + 1 < block_size
+            return (f"the output is attention without keys {a}..{b}, the {which} block"
+                    + (f" (a partial one: {b - a + 1} of {block_size} keys)" if partial else "")
+                    + f": {where}, and your loop never reads that one"
+                    + ("; range(0, L_k, block_size) reaches it, L_k // block_size blocks do not"
+                       if partial else ""))
+    empty = [i for i in wrong if not keep[i].any()]
+    if empty:
+        return (f"queries {empty} see no key (every one is masked): their output must be zeros; "
+                "where the running sum l is 0, divide by 1")
+    scores = (q @ k.T) * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    late = [i for i in wrong
+            if np.argmax(np.where(keep[i], scores[i], -np.inf)) // block_size
+            > min(j // block_size for j in np.flatnonzero(keep[i]))]
+    if late and late == wrong:
+        return (f"the wrong queries {wrong} are exactly those whose largest kept score comes in "
+                f"a later block than their first kept key ({where}): when the running max grows, "
+                "rescale l and acc by exp(m - m_new)")
+    return (f"queries {wrong} of {len(q)} are wrong ({where}; "
+            f"{'masked keys: ' + str([j for j in range(k.shape[0]) if not keep[:, j].any()]) if (~keep).all(axis=0).any() else 'no key is masked for every query'})")
+
+
+def check_blockwise(data, q, k, v, causal=False, key_mask=None, scale=None, block_size=2):
+    # blockwise_attention against the slow loop, batch entry by batch entry, diagnosed on failure
+    got = np.asarray(minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask,
+                                                 scale=scale, block_size=block_size))
+    assert got.shape == q.shape[:-1] + v.shape[-1:], (
+        f"the output has shape {got.shape}, expected {q.shape[:-1] + v.shape[-1:]}")
+    for b in range(q.shape[0]):
+        keep = np.ones((q.shape[1], k.shape[1]), bool)
+        if causal:
+            keep &= np.tril(keep)
+        if key_mask is not None:
+            keep &= key_mask[b][None, :]
+        try:
+            close(got[b], ref_attention(q[b], k[b], v[b], keep, scale)[0], 1e-9,
+                  f"the output of batch entry {b}")
+        except AssertionError as error:
+            raise AssertionError(f"{blockwise_diagnosis(got[b], q[b], k[b], v[b], keep, scale, block_size)}"
+                                 f"\n{error}") from None
+
+
 @prop("blockwise_attention_matches_attention", "blockwise_attention", "blockwise_attention(q, k, "
       "v, causal=c, key_mask=m, scale=s, block_size=n) equals attention's output for any block "
-      "size: the online softmax rescales the running sum whenever the running max grows",
-      {"blockwise_attention"},
+      "size and any scale (0 included): the online softmax rescales the running sum whenever the "
+      "running max grows", {"blockwise_attention"},
       "keep per query a running max m, sum l and output acc; for each block of keys: m_new = "
       "max(m, block max), rescale l and acc by exp(m - m_new), add the block's; divide at the end",
       part=4)
@@ -1087,18 +1252,42 @@ def _(data):
     q, k, v = data.draw(qkv(), "q, k, v")
     causal = data.draw(st.sampled_from([True, False]), "causal")
     key_mask = data.draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()), "key_mask")
-    scale = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
+    drawn = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
-    got = minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, scale=scale,
-                                      block_size=block_size)
-    for b in range(q.shape[0]):
-        keep = np.ones((q.shape[1], k.shape[1]), bool)
-        if causal:
-            keep &= np.tril(keep)
-        if key_mask is not None:
-            keep &= key_mask[b][None, :]
-        close(np.asarray(got)[b], ref_attention(q[b], k[b], v[b], keep, scale)[0], 1e-9,
-              f"the output of batch entry {b}")
+    for scale in (drawn, 0.0):  # 0, the boundary, in every example
+        check_blockwise(data, q, k, v, causal, key_mask, scale, block_size)
+
+
+@prop("blockwise_attention_reads_the_last_partial_block", "blockwise_attention", "when L_k is "
+      "not a multiple of block_size (L_k = n · block_size + r, 0 < r < block_size, n >= 0), the "
+      "last, partial block of r keys counts like the others", {"blockwise_attention"},
+      "loop over the block starts range(0, L_k, block_size) and slice k[..., a:a + block_size, "
+      ":] (a slice past the end is just shorter); L_k // block_size blocks lose the last r keys",
+      part=4)
+def _(data):
+    block_size = data.draw(st.integers(2, 4), "block_size")
+    n_full = data.draw(st.integers(0, 2), "full blocks")
+    length = n_full * block_size + data.draw(st.integers(1, block_size - 1), "keys in the last block")
+    batch, l_q, d = data.draw(st.integers(1, 2), "B"), data.draw(sizes, "L_q"), data.draw(sizes, "d")
+    q = data.draw(floats((batch, l_q, d)), "q")
+    k, v = data.draw(floats((batch, length, d)), "k"), data.draw(floats((batch, length, d)), "v")
+    key_mask = data.draw(st.one_of(st.none(), hnp.arrays(bool, (batch, length))), "key_mask")
+    check_blockwise(data, q, k, v, key_mask=key_mask, block_size=block_size)
+
+
+@prop("blockwise_attention_ignores_masked_keys_however_large", "blockwise_attention", "keys the "
+      "key_mask (or causality) hides change nothing even when their scores are thousands above "
+      "the others': the running max is taken over the kept keys only", {"blockwise_attention"},
+      "mask a block's scores to -inf BEFORE its max (m_new = max(m, max of the kept scores)); "
+      "where a block keeps nothing, shift by 0 instead of -inf", part=4)
+def _(data):
+    q, k, v = data.draw(qkv(), "q, k, v")
+    causal = data.draw(st.sampled_from([False, True]), "causal")
+    key_mask = data.draw(hnp.arrays(bool, k.shape[:-1]), "key_mask")
+    loud = data.draw(hnp.arrays(bool, k.shape[:-1]), "keys scaled by 1000")
+    k = np.where(loud[..., None], 1000.0 * k, k)
+    data.show("k", k)
+    check_blockwise(data, q, k, v, causal, key_mask, None, data.draw(st.integers(1, 3), "block_size"))
 
 
 @prop("blockwise_attention_keeps_float32", "blockwise_attention", "blockwise_attention of "

@@ -3,7 +3,7 @@
 The task, "count": for every token, output how many times it occurs in its sequence.
 Attention is the only sublayer that moves information between tokens, so it must gather it.
 The task is permutation equivariant, so no positional encoding is needed; without positions,
-equal tokens get equal attention rows (walkthrough.md, section 22).
+equal tokens get equal attention rows (walkthrough.md, section 20).
 """
 import autograd.numpy as np
 from autograd import value_and_grad

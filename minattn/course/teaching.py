@@ -1,0 +1,185 @@
+"""Teaching forms: each concept of walkthrough.md's first reading as the formula alone.
+
+minattn's own functions carry what production code needs besides the math: argument checks,
+float16 computed in float32, hand-written gradients, one BLAS thread, other array libraries
+(walkthrough.md's appendix "The production functions"). The walkthrough shows these plain forms
+first, in plain NumPy, with the same names and arguments (for what they cover), and
+tests/test_teaching_forms.py checks that each one computes what minattn's function computes, on
+random inputs, masks and fully masked rows included. They check no arguments: give them what
+the production function accepts.
+"""
+import math
+
+import numpy as np
+
+import minattn as ma
+
+
+def softmax(x, axis=-1, mask=None):
+    # [..., n] -> [..., n]; a fully masked row gives zeros
+    if mask is not None:
+        x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
+    x_max = np.max(x, axis=axis, keepdims=True)
+    x_max = np.where(np.isfinite(x_max), x_max, 0.0)  # a fully masked row: shift by 0
+    e = np.exp(x - x_max)  # the largest exponent is exp(0) = 1: no overflow
+    total = np.sum(e, axis=axis, keepdims=True)
+    return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
+
+
+def apply_dropout(weights, rate, rng):
+    # [...] -> [...]: each entry zeroed with probability `rate`, the kept ones divided by 1 - rate
+    if rate == 0:
+        return weights
+    keep = rng.random(weights.shape) >= rate
+    return np.where(keep, weights / (1.0 - rate), 0.0)
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
+    if mask is not None and mask.dtype != bool:  # a floating mask is added: -inf removes a key
+        scores, mask = scores + mask, None
+    weights = softmax(scores, mask=mask)  # each row sums to 1 (or is 0 where all is masked)
+    weights = apply_dropout(weights, dropout, rng)  # training only: see the text
+    return weights @ v, weights
+
+
+def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
+    # -> bool [n_q, n_k]: True where query i may attend to key j
+    n_k = n_q if n_k is None else n_k
+    offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q keys
+    query = np.arange(n_q)[:, None] + offset  # [n_q, 1]: each query's position
+    key = np.arange(n_k)[None, :]  # [1, n_k]
+    mask = query >= key  # no key from the future
+    return mask if window is None else mask & (key > query - window)
+
+
+def padding_mask(lengths, n):
+    # int [B] -> bool [B, 1, 1, n]: key j is real when j < the sequence's length
+    return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
+
+
+def split_heads(x, n_heads):
+    # [..., L, D] -> [..., H, L, d_k]
+    *lead, length, d_model = x.shape
+    x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
+    return np.swapaxes(x, -3, -2)
+
+
+def merge_heads(x):
+    # [..., H, L, d_k] -> [..., L, H * d_k]
+    *lead, n_heads, length, d_k = x.shape
+    return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
+
+
+def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
+    group = q.shape[-3] // k.shape[-3]  # G = H / H_kv query heads share each kv head
+    k = np.repeat(k, group, axis=-3)  # [..., H, L_k, d_k]: query head h reads kv head h // G
+    v = np.repeat(v, group, axis=-3)
+    return scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
+
+
+def linear(x, w, b):
+    # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]
+    return x @ w + b
+
+
+def layer_norm(x, gamma, beta, eps=1e-5):
+    # [..., D], [D], [D] -> [..., D]: biased variance, eps inside the square root
+    mean = np.mean(x, axis=-1, keepdims=True)
+    variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + eps) * gamma + beta
+
+
+def rms_norm(x, gamma, eps=1e-6):
+    # [..., D], [D] -> [..., D]: no centering, no beta
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+
+def gelu(x):
+    # x Φ(x), Φ the standard normal's cumulative distribution, through erf
+    from scipy.special import erf
+
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def positional_encoding(n_positions, d_model):
+    # -> [n_positions, d_model]: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)
+    position = np.arange(n_positions)[:, None]  # [L, 1]
+    pair = np.arange(d_model) // 2  # features 2i and 2i + 1 share frequency i
+    angle = position / 10000.0 ** (2.0 * pair / d_model)  # [L, D]
+    return np.where(np.arange(d_model) % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def apply_rope(x, positions, *, base=10000.0):
+    # [..., L, d], int [..., L] -> [..., L, d]: pair (x_i, x_{i + d/2}) turns by the angle m θ_i
+    d = x.shape[-1]
+    theta = base ** (-np.arange(0, d, 2) / d)  # [d/2]: θ_i = base^(-2i/d)
+    angles = positions[..., None] * theta  # [..., L, d/2]: m θ_i
+    cos, sin = np.cos(angles), np.sin(angles)
+    x1, x2 = x[..., :d // 2], x[..., d // 2:]  # "rotate half": feature i pairs with i + d/2
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+
+
+def cross_entropy(logits, targets):
+    # [..., V], int [...] -> the mean of -log p(target)
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
+    log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
+    return -np.mean(np.take_along_axis(log_probs, targets[..., None], axis=-1))
+
+
+def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer_norm",
+              activation="gelu_tanh", eps=1e-5, position="learned", rope_base=10000.0):
+    # int [B, L] -> [B, L, V]: embed, run the decoder under a causal mask, unembed
+    length = tokens.shape[-1]
+    positions = np.arange(length)  # [L]
+    x = params["token_embedding"][tokens]  # [B, L, D]
+    if position == "learned":  # GPT-2: add a learned vector per position
+        x = x + params["position_embedding"][positions]
+    h = ma.decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x,
+                   causal_mask(length), n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k,
+                   norm_first=True, norm=norm, activation=activation, eps=eps,
+                   positions=positions if position == "rope" else None,  # Llama: RoPE
+                   rope_base=rope_base)  # [B, L, D]
+    unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
+    return h @ unembedding  # [B, L, V]
+
+
+def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+    # [B, V] -> int [B]: greedy, or a sample from softmax(logits / T) among the top_k / top_p
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)
+    logits = (logits - np.max(logits, axis=-1, keepdims=True)) / temperature
+    if top_k is not None:  # keep the top_k largest logits of each row
+        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        logits = np.where(logits >= kth, logits, -np.inf)
+    if top_p is not None:  # keep the most likely tokens until their probabilities reach top_p
+        p = softmax(logits)
+        order = np.argsort(logits, axis=-1, kind="stable")  # least likely first
+        cumulative = np.cumsum(np.take_along_axis(p, order, axis=-1), axis=-1)
+        keep = cumulative > 1 - top_p
+        keep[:, -1] = True  # the most likely token always stays
+        logits = np.where(np.take_along_axis(keep, np.argsort(order, axis=-1), axis=-1),
+                          logits, -np.inf)
+    cdf = np.cumsum(np.exp(logits - np.max(logits, axis=-1, keepdims=True)), axis=-1)
+    cdf = cdf / cdf[:, -1:]  # [B, V], ending at exactly 1
+    u = rng.random((logits.shape[0], 1))  # one uniform number per row
+    return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u
+
+
+def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, rng=None,
+             **config):
+    # int [B, L] -> int [B, L + n_new]: the prompt once, then one token at a time through the cache
+    cache, new = None, tokens
+    for _ in range(n_new):
+        logits, cache = ma.causal_lm(params, new, cache=cache, return_cache=True, **config)
+        new = next_token(logits[:, -1], temperature, top_k, top_p, rng)[:, None]  # [B, 1]
+        tokens = np.concatenate([tokens, new], axis=1)
+    return tokens
+
+
+def softmax_vjp(y, g, axis=-1):
+    # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
+    return y * (g - np.sum(g * y, axis=axis, keepdims=True))
