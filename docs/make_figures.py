@@ -6,6 +6,8 @@ masks.png           causal, padding and combined masks (True = may attend)
 count_heads.png     the trained count model's four heads on one held-out sequence, with values
 attention_head.png  one attention head: x -> q, k, v -> scores -> weights -> output (section 1)
 attention_block.png one Transformer block: attention and feed-forward, residuals and norms
+delta_chunks.png    the gated delta rule's chunked form: what each chunk computes, what the
+                    state carries, and one chunk's triangular system
 """
 import argparse
 import os
@@ -35,6 +37,7 @@ def main(argv=None):
     saturation(os.path.join(args.out, "saturation.png"))
     attention_head(os.path.join(args.out, "attention_head.png"))
     attention_block(os.path.join(args.out, "attention_block.png"))
+    delta_chunks(os.path.join(args.out, "delta_chunks.png"))
 
     causal = ma.causal_mask(6)
     padding = ma.padding_mask(np.array([4]), 6)[0, 0]  # [1, 6]
@@ -55,7 +58,7 @@ def main(argv=None):
                   vmax=0.5, label="attention weight (colours stop at 0.5)",
                   suptitle="count task: who attends to whom (one held-out sequence)")
     print(f"wrote worked_example.png, saturation.png, masks.png, count_heads.png, "
-          f"attention_head.png, attention_block.png to {args.out}")
+          f"attention_head.png, attention_block.png, delta_chunks.png to {args.out}")
     return 0
 
 
@@ -173,6 +176,49 @@ def attention_block(path):
                 va="center")
     ax.text(0.0, 3.8, "x N blocks", fontsize=10, rotation=90, va="center")
     ax.set_title("one Transformer (encoder) block, post-norm as in the 2017 paper")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def delta_chunks(path, length=24, chunk=6, d_k=4):
+    # The delta rule's output is linear in the values: out = M v for an [L, L] lower-triangular M
+    # fixed by q, k, β and g. M is read off by passing the identity as v (one value per token).
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    rng = np.random.default_rng(0)
+    q, k = (ma.l2_normalize(rng.normal(size=(length, d_k))) for _ in range(2))
+    beta, g = np.full(length, 0.8), np.full(length, -0.1)
+    m = ma.delta_rule(q, k, np.eye(length), beta, g, chunk_size=chunk)  # [L, L]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5.2), width_ratios=[1.6, 1])
+    left.imshow(np.abs(m), cmap="Greys", vmin=0, vmax=np.abs(m).max())
+    for c in range(0, length, chunk):  # each chunk's block on the diagonal: computed inside it
+        left.add_patch(Rectangle((c - 0.5, c - 0.5), chunk, chunk, fill=False, lw=2,
+                                 edgecolor="#1f6fb4"))
+        if c:  # everything left of the block: the earlier chunks, read through the state
+            left.add_patch(Rectangle((-0.5, c - 0.5), c, chunk, facecolor="#e8a33d", alpha=0.25,
+                                     edgecolor="#b06d00", lw=1))
+            left.text(c / 2 - 0.5, c + chunk / 2 - 0.5, f"S_{c // chunk}", ha="center",
+                      va="center", fontsize=10, color="#7a4a00")
+    left.set_xlabel("value of token s")
+    left.set_ylabel("output of token t")
+    left.set_title(f"|M|, out = M v (L = {length}, chunk_size = {chunk}, d_k = {d_k}):\n"
+                   "blue: within a chunk, matrix products and one triangular solve;\n"
+                   "orange: earlier chunks, only through the state S_c they left",
+                   fontsize=9)
+    a = np.tril((beta[:chunk, None] * k[:chunk]) @ k[:chunk].T
+                * np.exp(np.cumsum(g[:chunk])[:, None] - np.cumsum(g[:chunk])[None, :]), -1)
+    system = np.eye(chunk) + a
+    right.imshow(system, cmap="RdBu_r", vmin=-2, vmax=2)
+    for (i, j), value in np.ndenumerate(system):
+        if j <= i:
+            right.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+    right.set_title("one chunk's system I + A, A_ij = β_i (k_i · k_j) e^(G_i - G_j), j < i:\n"
+                    "(I + A) U = β v and (I + A) W = β k e^G, solved by forward substitution",
+                    fontsize=9)
+    right.set_xticks(range(chunk))
+    right.set_yticks(range(chunk))
+    fig.suptitle("the gated delta rule, chunked (the WY / UT transform)", y=1.04)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 

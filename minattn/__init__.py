@@ -25,6 +25,11 @@ Part II, the decoder and the language model:
     mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
     attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
+Attention and recurrence (a state of fixed size in place of the KV cache):
+    causal_linear_attention.py  linear_attention  (attention without the softmax)
+    gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
+    gated_deltanet.py gated_deltanet  (Qwen3-Next's recurrent layer; causal_conv1d, gated_rms_norm)
+    gated_attention.py  gated_attention  (Qwen3-Next's attention layers; rope.apply_partial_rope)
 Parts III and IV, learning and cost:
     the hand-written gradients sit beside their forwards                       [21]
     models/           count_task (a model that learns) [22], induction (what it learns) [23],
@@ -75,6 +80,8 @@ from .transformer_decoder import decoder, decoder_block, init_decoder, init_deco
 from .language_model import causal_lm, init_causal_lm
 from .generation import generate
 from .loss import cross_entropy
+from .causal_linear_attention import linear_attention
+from .gated_delta_rule import delta_rule, l2_normalize
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"
@@ -98,4 +105,5 @@ __all__ = [
     "self_attention", "init_decoder_block", "decoder_block", "init_decoder", "decoder",
     "init_causal_lm", "causal_lm", "generate",
     "cross_entropy",
+    "linear_attention", "delta_rule", "l2_normalize",
 ]

@@ -8,7 +8,7 @@ so the dot product of a rotated query and key depends on their positions only th
 import autograd.numpy as np
 
 from .engine import checks
-from .engine.devices import arange
+from .engine.devices import arange, concatenate
 from .rope_scaling import check_rope_scaling, rope_frequencies
 
 
@@ -46,7 +46,7 @@ def apply_partial_rope(x, positions, partial_rotary_factor, *, base=10000.0, sca
     # [..., L, d], int [..., L] -> [..., L, d]: [RoPE(x[..., :d_rope]), x[..., d_rope:]]
     x, d_rope = _check_apply_partial_rope(x, partial_rotary_factor)
     rotated = apply_rope(x[..., :d_rope], positions, base=base, scaling=scaling)
-    return np.concatenate([rotated, x[..., d_rope:]], axis=-1)
+    return concatenate([rotated, x[..., d_rope:]], axis=-1)  # engine/devices.py: CuPy-safe
 
 
 def rotary_width(d, partial_rotary_factor):

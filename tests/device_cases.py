@@ -429,3 +429,51 @@ def cross_entropy(put, dtype):
 def grad_cross_entropy(put, dtype):
     targets = put(np.arange(B * L).reshape(B, L) % 7)
     return (lambda logits: ma.cross_entropy(logits, targets)), [put(_normal(B, L, 7, dtype=dtype))]
+
+
+# --- attention and recurrence: linear attention, the gated delta rule (both forms) ---
+
+def _delta_inputs(put, dtype):  # unit q, k [B, H, L, d_k], v, beta, g (<= 0), a state
+    q, k, v = (_normal(B, H, L, D // H, dtype=dtype, seed=s) for s in (1, 2, 3))
+    q, k = (a / np.linalg.norm(a, axis=-1, keepdims=True) for a in (q, k))
+    beta = np.abs(_normal(B, H, L, dtype=dtype, seed=4)) / 3
+    g = -np.abs(_normal(B, H, L, dtype=dtype, seed=5))
+    return tuple(put(a) for a in (q, k, v, beta, g, _normal(B, H, D // H, D // H, dtype=dtype,
+                                                            seed=6)))
+
+
+@case("linear_attention")
+def linear_attention(put, dtype):
+    q, k, v = _qkv(put, dtype)
+    return ma.linear_attention(q, k, v), ma.linear_attention(q, k, v, chunk_size=2)
+
+
+@case("delta_rule")
+def delta_rule(put, dtype):
+    q, k, v, beta, g, s0 = _delta_inputs(put, dtype)
+    return (ma.delta_rule(q, k, v, beta, g, initial_state=s0, return_state=True),
+            ma.delta_rule(q, k, v, beta, g, initial_state=s0, chunk_size=2, return_state=True))
+
+
+@case("l2_normalize")
+def l2_normalize(put, dtype):
+    return ma.l2_normalize(put(_normal(B, L, D, dtype=dtype)))
+
+
+@grad_case("linear_attention", (0, "q"), (2, "v"))
+def grad_linear_attention(put, dtype):
+    return (lambda q, k, v: (ma.linear_attention(q, k, v),
+                             ma.linear_attention(q, k, v, chunk_size=2))), list(_qkv(put, dtype))
+
+
+@grad_case("delta_rule", (1, "k"), (3, "beta"), (4, "g"), (5, "initial_state"))
+def grad_delta_rule(put, dtype):
+    return (lambda q, k, v, beta, g, s0: (
+        ma.delta_rule(q, k, v, beta, g, initial_state=s0, return_state=True),
+        ma.delta_rule(q, k, v, beta, g, initial_state=s0, chunk_size=2, return_state=True))), \
+        list(_delta_inputs(put, dtype))
+
+
+@grad_case("l2_normalize", (0, "x"))
+def grad_l2_normalize(put, dtype):
+    return ma.l2_normalize, [put(_normal(B, L, D, dtype=dtype))]

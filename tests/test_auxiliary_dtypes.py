@@ -90,6 +90,11 @@ CASES = {
     ("encoder", "params"): (ENC, lambda dt, p: ma.encoder(p, x_(dt), n_heads=2)),
     ("encoder", "eps"): (SCALAR, lambda dt, e: ma.encoder(_cast(ENC, dt), x_(dt), n_heads=2,
                                                           eps=e)),
+    ("delta_rule", "beta"): (rng.uniform(0, 1, size=(2, 3)), lambda dt, b: ma.delta_rule(
+        ma.l2_normalize(x_(dt)), ma.l2_normalize(x_(dt)[::-1]), x_(dt), b, return_state=True)),
+    ("delta_rule", "scale"): (SCALAR, lambda dt, a: ma.delta_rule(
+        x_(dt), x_(dt), x_(dt), np.full((2, 3), 0.5, dt), scale=a, chunk_size=2)),
+    ("l2_normalize", "eps"): (SCALAR, lambda dt, e: ma.l2_normalize(x_(dt), e)),
     ("apply_rope", "base"): (SCALAR * 100, lambda dt, b: ma.apply_rope(x_(dt), np.arange(3),
                                                                        base=b)),
     ("self_attention", "params"): (DEC["self_attention"], lambda dt, p: (

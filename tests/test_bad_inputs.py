@@ -181,6 +181,19 @@ CASES.update({
         temperature=a.get("temperature", 0.0), top_k=a.get("top_k"), rng=a.get("rng")), {
         "tokens": TOKEN_VALUES, "n_new": [-1, 1.5, "2", True, None, 7],
         "temperature": [-1.0, "1", None, True], "top_k": [0, 1.5, "3", True]}),
+    "linear_attention": (lambda **a: ma.linear_attention(
+        a.get("q", X), a.get("k", X), a.get("v", X), chunk_size=a.get("chunk_size")), {
+        "q": ARRAYS, "k": ARRAYS, "v": ARRAYS, "chunk_size": [0, -1, 2.5, "4", True]}),
+    "delta_rule": (lambda **a: ma.delta_rule(
+        a.get("q", X), a.get("k", X), a.get("v", X), a.get("beta", np.ones((2, 3))), a.get("g"),
+        scale=a.get("scale"), initial_state=a.get("initial_state"),
+        chunk_size=a.get("chunk_size"), return_state=a.get("return_state", False)), {
+        "q": ARRAYS, "k": ARRAYS, "v": ARRAYS, "beta": ARRAYS + [np.ones((2, 4))],
+        "g": ARRAYS[:1] + ARRAYS[2:] + [np.ones((2, 3)), np.zeros(4)],
+        "scale": POSITIVE_REALS[:-1], "initial_state": ARRAYS[:1] + ARRAYS[2:] + [np.ones((3, 4))],
+        "chunk_size": [0, -1, 2.5, "4", True], "return_state": [1, "yes", None]}),
+    "l2_normalize": (lambda **a: ma.l2_normalize(a.get("x", X), a.get("eps", 1e-6)),
+                     {"x": ARRAYS, "eps": POSITIVE_REALS}),
     "generate rng": (lambda **a: ma.generate(LM, TOKENS, 2, n_heads=2, temperature=1.0,
                                              rng=a.get("rng")), {"rng": [42, "rng", None]}),
     "cross_entropy": (lambda **a: ma.cross_entropy(

@@ -142,6 +142,21 @@ CASES.update(_decoder_cases())
 CASES["cross_entropy dlogits"] = lambda: (
     _x(2, 5, 7), lambda a: ma.cross_entropy(a, np.arange(10).reshape(2, 5) % 7))
 
+# attention and recurrence: each differentiable argument of the delta rule, both forms
+_UNIT = ma.l2_normalize(_x(2, 5, 3, seed=1))
+_DELTA = {"q": _x(2, 5, 3, seed=2), "k": _UNIT, "v": _x(2, 5, 4, seed=3),
+          "beta": np.full((2, 5), 0.5, F32), "g": np.full((2, 5), -0.1, F32),
+          "initial_state": _x(2, 3, 4, seed=4)}
+for _name in _DELTA:
+    for _chunks in (None, 2):
+        CASES[f"delta_rule d{_name} chunk_size={_chunks}"] = (
+            lambda name=_name, chunks=_chunks: (_DELTA[name], lambda a: ma.delta_rule(
+                **{**_DELTA, name: a}, chunk_size=chunks, return_state=True)))
+for _chunks in (None, 2):
+    CASES[f"linear_attention dq chunk_size={_chunks}"] = lambda chunks=_chunks: (
+        _x(2, 5, 3), lambda a: ma.linear_attention(a, _UNIT, _x(2, 5, 4), chunk_size=chunks))
+CASES["l2_normalize dx"] = lambda: (_x(2, 5, 3), ma.l2_normalize)
+
 
 def _scalar(out):
     # every output (and the weights, where returned) feeds the loss, each through a fixed direction

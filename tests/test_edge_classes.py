@@ -52,7 +52,20 @@ SCALED = {  # every public function with a scale: f(q, k, v, scale, keep) -> out
 
 
 def test_the_scale_catalogue_covers_every_function_with_a_scale():
-    assert _takes("scale") == set(SCALED)
+    # delta_rule's scale multiplies the queries of a recurrence, no softmax: its own test below
+    assert _takes("scale") - {"delta_rule"} == set(SCALED)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 2])
+def test_the_delta_rules_scale_multiplies_its_output_and_zero_gives_zeros(chunk_size):
+    k, v, beta = ma.l2_normalize(K[:, :3]), V[:, :3], np.full(Q.shape[:-1], 0.5)  # one per query
+    one = ma.delta_rule(Q, k, v, beta, scale=1.0, chunk_size=chunk_size)
+    for scale in (0.0, 0, np.array(0.0), 2.5):
+        np.testing.assert_allclose(
+            ma.delta_rule(Q, k, v, beta, scale=scale, chunk_size=chunk_size),
+            float(scale) * one, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="scale must be a non-negative, finite float"):
+        ma.delta_rule(Q, k, v, beta, scale=np.nan, chunk_size=chunk_size)
 
 
 @pytest.mark.parametrize("name", SCALED)
@@ -276,6 +289,12 @@ DIFFERENTIABLE = {
     "decoder": lambda x: ma.decoder(DECODER, x, CAUSAL, memory=KV3, n_heads=2, norm="rms_norm",
                                     activation="swiglu"),
     "cross_entropy": lambda x: ma.cross_entropy(x, np.array([[0, 3, 1], [2, 2, 0]])),
+    "linear_attention": lambda x: ma.linear_attention(x, KV3, x) + ma.linear_attention(
+        KV3, x, x, chunk_size=2),
+    "delta_rule": lambda x: sum(ma.delta_rule(  # q, k (unit rows) and v, both forms
+        x, ma.l2_normalize(x[:, ::-1]), x ** 2, np.full((2, 3), 0.5), np.full((2, 3), -0.2),
+        chunk_size=chunk_size) for chunk_size in (None, 2)),
+    "l2_normalize": lambda x: ma.l2_normalize(x),
     "causal_lm": lambda x: ma.causal_lm(  # through the first 6 of the 7 token embeddings
         {**LM, "token_embedding": anp.concatenate([anp.reshape(x, (6, 4)),
                                                    LM["token_embedding"][6:]])},

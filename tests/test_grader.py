@@ -23,12 +23,13 @@ ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks
            "04_heads.py": 1, "05_multi_head_attention.py": 1, "06_layer_norm.py": 1,
            "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
            "09_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
-           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 2}
+           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 2,
+           "15_delta_rule.py": 2}
 # the most complete answer for each exercise function: the one the mutants are made from
 MUTATED = {"01_softmax.py", "14_attention_sinks.py", "03_masks_part2.py", "04_heads.py",
            "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
            "09_grouped_query_attention.py", "11_kv_cache.py", "12_softmax_backward.py",
-           "13_blockwise_attention.py"}
+           "13_blockwise_attention.py", "15_delta_rule.py"}
 # documented arguments no output can show, and why
 EXEMPT = {("causal_mask", "like"): "the array whose device the mask follows; NumPy has one",
           ("blockwise_attention", "block_size"): "changes the memory used, never the output"}
@@ -162,7 +163,9 @@ ZERO_INVALID = {"mask": "an array (`mask or ...` raises on it)", "key_mask": "an
                 "rng": "a Generator", "like": "an array", "activation": "a name",
                 "align": "a name", "window": "a positive int (0 is refused)",
                 "n_kv_heads": "a positive int (0 is refused)", "base": "positive (0 ** -x)",
-                "rope_base": "positive", "block_size": "a positive int"}
+                "rope_base": "positive", "block_size": "a positive int",
+                "g": "an array, one log decay per token (0-d is refused; zeros are g=None)",
+                "initial_state": "an array [..., d_k, d_v] (0-d is refused)"}
 
 
 def zero_as_not_given(function, parameter):
@@ -329,6 +332,9 @@ MISTAKES = {
     "the mask applied after the softmax": ("14_attention_sinks.py", "mask=keep)[..., :-1]",
                                            "mask=None)[..., :-1] * keep[..., :-1]",
                                            "attention_sinks_join_after_masking"),
+    "the value written, not the error (linear attention)": (
+        "15_delta_rule.py", "k_t[..., :, None] * error[..., None, :]",
+        "k_t[..., :, None] * v[..., t, None, :]", "delta_rule_matches_a_loop"),
 }
 
 

@@ -226,6 +226,31 @@ KEYS = {
         "head_dim": ("refused", 8),
         "hidden_act": ("refused", "gelu"),
         "lambda_std_dev": ("inert", "the initialisation of the λ vectors")}),
+    # Qwen3-Next: tests/test_qwen3_next.py (its float64 parity model, and VARIANTS of it)
+    "qwen3_next": (transformers.Qwen3NextConfig, {
+        **{key: ("read", "test_qwen3_next::test_logits_equal_transformers_float64") for key in (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "head_dim", "rms_norm_eps", "linear_conv_kernel_dim",
+            "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+            "linear_num_value_heads")},
+        "num_key_value_heads": ("read", "test_qwen3_next::one_kv_head_full_rope"),
+        "rope_parameters": ("read", "test_qwen3_next::one_kv_head_full_rope",
+                            {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}),
+        "layer_types": ("read", "test_qwen3_next::attention_first",
+                        ["linear_attention", "sliding_attention"]),
+        "tie_word_embeddings": ("read", "test_qwen3_next::tied"),
+        "num_experts": ("read", "test_qwen3_next::interval_2_mlp_only", 4),
+        "mlp_only_layers": ("read", "test_qwen3_next::interval_2_mlp_only"),
+        "decoder_sparse_step": ("read", "test_qwen3_next::"
+                                "test_unsupported_configurations_are_refused_by_name"),
+        "hidden_act": ("refused", "gelu"),
+        "attention_bias": ("refused", True),
+        "max_position_embeddings": ("inert", "read by RoPE schedules only; from_hf refuses "
+                                             "any but the default"),
+        **{key: ("inert", "the experts' layers (refused by num_experts, mlp_only_layers and "
+                          "decoder_sparse_step)") for key in (
+            "moe_intermediate_size", "shared_expert_intermediate_size", "num_experts_per_tok",
+            "norm_topk_prob", "output_router_logits", "router_aux_loss_coef")}}),
 }
 
 
@@ -300,6 +325,11 @@ TINY = {
         first_k_dense_replace=1, n_routed_experts=4, n_group=1, topk_group=1,
         num_experts_per_tok=2)),
     "diffllama": (transformers.DiffLlamaForCausalLM, LLAMA_SIZES),
+    "qwen3_next": (transformers.Qwen3NextForCausalLM, dict(
+        vocab_size=37, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=8, linear_num_key_heads=2,
+        linear_num_value_heads=2, linear_key_head_dim=4, linear_value_head_dim=4, num_experts=0,
+        full_attention_interval=2)),
 }
 
 

@@ -29,7 +29,7 @@ PUBLIC = {name: getattr(ma, name) for name in ma.__all__}
 NUMERIC_NAMES = {"scale", "n_heads", "n_kv_heads", "d_k", "d_model", "d_ff", "n_layers",
                  "vocab_size", "n_q", "n_k", "n", "n_positions", "window", "top_k", "top_p",
                  "n_new", "embedding_scale", "query_pre_attn_scalar", "attn_logit_softcapping",
-                 "final_logit_softcapping", "rope_scaling", "scaling"}
+                 "final_logit_softcapping", "rope_scaling", "scaling", "chunk_size"}
 
 # (function, argument) -> the test below that takes it to its limits
 COVERED = {
@@ -40,7 +40,10 @@ COVERED = {
         "layer_norm", "rms_norm", "encoder_block", "encoder", "self_attention", "decoder_block",
         "causal_lm")},
     **{(f, "scale"): "test_edge_classes.py" for f in (
-        "scaled_dot_product_attention", "blockwise_attention")},
+        "scaled_dot_product_attention", "blockwise_attention", "delta_rule")},
+    ("l2_normalize", "eps"): "test_eps_zero_is_the_limit_and_refused_where_it_is_0_over_0",
+    **{(f, "chunk_size"): "test_delta_rule.py, test_linear_attention.py: chunks of 1 and beyond L"
+       for f in ("linear_attention", "delta_rule")},
     ("blockwise_attention", "block_size"): "test_block_sizes_of_one_and_beyond_the_length",
     ("softmax", "axis"): "test_every_axis_of_softmax_as_torch",
     **{(f, a): "test_empty_sizes_give_empty_results" for f, a in (
@@ -177,6 +180,7 @@ NORMS = {  # name -> f(x, eps) for x [2, 3, 4]
                                                        eps=eps)[0],
     "decoder_block": lambda x, eps: ma.decoder_block(QK, x, n_heads=2, eps=eps, norm="rms_norm",
                                                      activation="swiglu", norm_first=True),
+    "l2_normalize": lambda x, eps: ma.l2_normalize(x, eps),
     "causal_lm": lambda x, eps: ma.causal_lm(  # x picks the tokens: a zero row is token 0
         LM_ZERO, np.where(np.all(x[..., :1] == 0, -1), 0, 1 + np.arange(3) % 6)[:1], eps=eps,
         **LM_CONFIG),

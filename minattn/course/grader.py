@@ -63,6 +63,7 @@ LATER_PARAMETERS = {
     "multi_head_attention": {"n_kv_heads": 2},
     "apply_rope": {"scaling": None},
     "scaled_dot_product_attention": {"sinks": 2},
+    "delta_rule": {"chunk_size": None},
     "self_attention": {"d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
                        "eps": None, "query_pre_attn_scalar": None,
                        "attn_logit_softcapping": None, "head_mask": None},

@@ -272,7 +272,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                   cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, norm_first=True,
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
-                  attention=attention,
+                  partial_rotary_factor=partial_rotary_factor, attention=attention,
                   **({} if head_mask is None else {"head_mask": list(head_mask)}))
     h, new_cache = out if cache is not None else (out, None)
     if logits_to_keep is not None:

@@ -1,6 +1,8 @@
 """The engine room: what production code needs around the math, each policy defined once here.
 
     checks.py          argument checks: every public function's one `checks.check_*` line
+    recurrence_checks.py  the checks of the recurrent layers (linear_attention, delta_rule,
+                       gated_deltanet); hybrid_checks.py: gated_attention's
     decoder_checks.py  the decoder side's checks: self_attention, decoder_block, decoder,
                        causal_lm, generate (each function's one `_check_<name>` line)
     threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)

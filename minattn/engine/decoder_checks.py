@@ -257,6 +257,10 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
         if not isinstance(first, checks.DICT_TYPES):
             raise TypeError("cache must be a tuple of dicts ({'k', 'v'}, or an attention "
                             "variant's), one per layer")
+        # A recurrent layer's cache ({"conv", "state"}: minattn.gated_deltanet) has no token
+        # axis: the length is read from the first layer that keeps one per token.
+        first = next((c for c in cache if not (isinstance(c, checks.DICT_TYPES) and "state" in c)),
+                     {})
         past = next(iter(first.values())).shape[-2] if first else 0  # [..., L_past, d]
     if attention_mask is not None:
         attention_mask = check_attention_mask(attention_mask,

@@ -318,7 +318,8 @@ def from_hf(model):
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
     experts = [k for k in _EXPERT_KEYS if getattr(config, k, None)]
-    if experts and model_type != "deepseek_v3":  # its converter checks which layers are dense
+    if experts and model_type not in ("deepseek_v3", "qwen3_next"):  # their converters check
+        # which layers are dense
         raise ValueError(f"{type(model).__name__} ({model_type}): mixture of experts layers "
                          f"({', '.join(f'{k}={getattr(config, k)}' for k in experts)}) are not "
                          "supported: minattn has no experts layer")
@@ -895,10 +896,17 @@ FROM_HF = {"llama": _llama_from_hf, "mistral": _llama_from_hf, "qwen2": _llama_f
            "olmo3": _olmo_from_hf, "phi": _phi_from_hf,
            # attention variants: minattn/models/hf_variants.py (imported when used)
            "deepseek_v3": lambda model: _variant_from_hf(model),
-           "diffllama": lambda model: _variant_from_hf(model)}
+           "diffllama": lambda model: _variant_from_hf(model),
+           "qwen3_next": lambda model: _qwen3_next_from_hf(model)}  # models/hf_qwen3_next.py
 
 
 def _variant_from_hf(model):
     from . import hf_variants
 
     return hf_variants.CONVERTERS[model.config.model_type](model)
+
+
+def _qwen3_next_from_hf(model):
+    from .hf_qwen3_next import qwen3_next_from_hf
+
+    return qwen3_next_from_hf(model)
