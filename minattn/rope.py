@@ -46,7 +46,7 @@ def apply_partial_rope(x, positions, partial_rotary_factor, *, base=10000.0, sca
     # [..., L, d], int [..., L] -> [..., L, d]: [RoPE(x[..., :d_rope]), x[..., d_rope:]]
     x, d_rope = _check_apply_partial_rope(x, partial_rotary_factor)
     rotated = apply_rope(x[..., :d_rope], positions, base=base, scaling=scaling)
-    return concatenate([rotated, x[..., d_rope:]], axis=-1)  # engine/devices.py: CuPy-safe
+    return concatenate([rotated, x[..., d_rope:]], axis=-1)  # np.concatenate (engine/devices.py)
 
 
 def rotary_width(d, partial_rotary_factor):

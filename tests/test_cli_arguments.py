@@ -34,8 +34,8 @@ from minattn.display.terminal import heatmap_text
     (["heads", "--n", "0"], "argument --n: must be a positive integer, got 0"),
     (["heads", "--k", "x"], "argument --k: must be a positive integer, got 'x'"),
     (["heads", "--batch", "0"], "argument --batch: must be a positive integer, got 0"),
-    (["heads", "--model", "/no/such.gguf"], "argument --model: model '/no/such.gguf' does not "
-                                            "exist"),
+    (["heads", "--model", "/no/such.gguf"], "argument --model: '/no/such.gguf' does not exist "
+                                            "(give a .gguf file or a model folder)"),
     (["heads", "--plot", "grid.jpg"], "argument --plot: an image file name must end in"),
     (["attention", "a", "--seed", "-2"], "argument --seed: must be an integer >= 0, got -2"),
     (["similarity", "a", "--model", "/no/such/dir"], "argument --model: model directory "

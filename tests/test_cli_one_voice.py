@@ -51,7 +51,8 @@ def bad_values(tmp):
 
 # a command line of each subcommand that parses (None: the tour, no subcommand)
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
-         "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"]}
+         "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
+         "heads": []}
 
 
 def subcommands(parser):

@@ -234,7 +234,7 @@ def test_the_heads_command_prints_what_the_functions_compute(cli_model, tmp_path
     out_json = tmp_path / "heads.json"
     assert cli.main(["heads", "--n", "6", "--batch", "1", "--seed", "3", "--k", "2",
                      "--json", str(out_json)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     import json
 
     report = json.loads(out_json.read_text())
@@ -248,7 +248,7 @@ def test_the_heads_command_prints_what_the_functions_compute(cli_model, tmp_path
     layer, head = report["top_induction"][0]
     assert f"layer {layer:2d} head {head}   {scores['induction'][layer, head]:.3f}" in out
     assert "top 2 induction heads ablated" in out and "2 random heads ablated (draw 3)" in out
-    assert "6/6" in out  # the progress bar: 3 + 3 passes
+    assert "6/6" in err and "6/6" not in out  # the progress bar (3 + 3 passes) on stderr
 
 
 @pytest.mark.parametrize("argv, match", [
@@ -257,12 +257,13 @@ def test_the_heads_command_prints_what_the_functions_compute(cli_model, tmp_path
     (["--n", "65", "--html", "page.html"], "--html draws at most 128 tokens; --n 65 gives 130"),
 ])
 def test_the_heads_command_refuses_sizes_by_name(cli_model, argv, match, tmp_path,
-                                                 monkeypatch):
+                                                 monkeypatch, capsys):
     from minattn import cli
 
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit, match=match):
-        cli.main(["heads", *argv])
+    assert cli.main(["heads", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith("error: ") and match in err and err.count("\n") == 1, err
 
 
 def test_the_page_of_a_language_model_draws_in_headless_chromium(cli_model, tmp_path, capsys):

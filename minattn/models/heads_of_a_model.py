@@ -40,7 +40,7 @@ def repeated_random_tokens(lm, rng, n, batch=1):
 
 def head_scores(lm, tokens):
     """int tokens [B, 2n] whose second half repeats the first -> {"previous_token",
-    "induction": float64 [n_layers, H]} (module docstring): mean attention weights, over the
+    "induction": [n_layers, H] in double precision} (module docstring): mean attention weights, over the
     batch and the query positions, of each query head of each layer."""
     # [B, 2n] -> {name: [n_layers, H]}
     n = _check_head_scores(lm, tokens)
@@ -55,7 +55,7 @@ def head_scores(lm, tokens):
         scores["induction"].append(np.mean(induction, axis=(0, -1), dtype=float))
 
     _forward(lm, tokens, score)
-    return {name: np.array(rows, dtype=np.float64) for name, rows in scores.items()}
+    return {name: np.array(rows, dtype=float) for name, rows in scores.items()}
 
 
 def attention_weights(lm, tokens, head_mask=None):
