@@ -14,7 +14,7 @@ import autograd.numpy as np
 
 from ..differential import differential_attention
 from ..mla import latent_attention
-from .interop import _array, _unembedding, _weight, rope_settings
+from .interop import _array, _unembedding, _weight, check_silu, rope_settings
 
 
 def _default_rope(config):
@@ -33,8 +33,7 @@ def _swiglu(mlp):
 
 def _model(model, config, layers, attention, rope_base):
     # The parts every variant shares: embeddings, pre-norm RMSNorm blocks with SwiGLU, the head.
-    if config.hidden_act != "silu":
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    check_silu(config)
     inner = model.model
     params = {"token_embedding": _array(inner.embed_tokens.weight),
               "layers": [{"self_attention": attention(layer.self_attn),

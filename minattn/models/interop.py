@@ -413,6 +413,12 @@ def _nested_rope(rope, layer_type):
     return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
 
 
+def check_silu(config):
+    """SwiGLU's gate is SiLU: any other hidden_act is refused by name (every SwiGLU family)."""
+    if config.hidden_act != "silu":
+        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+
+
 def _llama_from_hf(model, layer_from_hf=None, activation_key="hidden_act", rope=None):
     # Llama and the models built like it (Mistral, Qwen2, Qwen3, Phi-3): RMSNorm, RoPE, SwiGLU,
     # GQA. Llama's own layers are read through llama_layout, the name map the GGUF and
@@ -446,8 +452,8 @@ def llama_config(config, n_layers, *, activation_key="hidden_act", rope=None):
         rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
     d_k = getattr(config, "head_dim", None) or config.hidden_size // n_heads
-    if activation_key and config.hidden_act != "silu":
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    if activation_key:
+        check_silu(config)
     kwargs = {"n_heads": n_heads, "n_kv_heads": config.num_key_value_heads, "d_k": d_k,
               "norm": "rms_norm", "activation": "swiglu", "eps": config.rms_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
@@ -559,8 +565,7 @@ def _stablelm_from_hf(model):
         raise ValueError("qk_layernorm=True is not supported: StableLM's QK-norm is a LayerNorm "
                          "with its own weights per head; minattn's QK-norm is one RMSNorm "
                          "shared by the heads")
-    if config.hidden_act != "silu":
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    check_silu(config)
     partial = partial_rotary_factor(config)
     rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
     parallel = bool(config.use_parallel_residual)
@@ -605,8 +610,7 @@ def _cohere_from_hf(model):
         raise ValueError("use_qk_norm=True is not supported: Cohere's QK-norm is a LayerNorm "
                          "with its own weights per head; minattn's QK-norm is one RMSNorm "
                          "shared by the heads")
-    if config.hidden_act != "silu":
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (SwiGLU uses 'silu')")
+    check_silu(config)
     rope_base, rope_scaling = rope_settings(config)
     n_heads, n_kv_heads = config.num_attention_heads, config.num_key_value_heads
     d_k = config.hidden_size // n_heads
