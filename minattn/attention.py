@@ -46,11 +46,16 @@ def softmax(x, axis=-1, mask=None):
     # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged. A fully
     # masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row holding NaN
     # or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
-    x_max = np.max(x, axis=axis, keepdims=True)
-    x_max = np.where(x_max == -np.inf, 0.0, np.where(x_max == np.inf, np.nan, x_max))
-    e = np.exp(x - x_max)
-    total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
+    # (x_max, e and total are arrays made here: changed in place, no more copies.)
+    x_max = x.max(axis=axis, keepdims=True)
+    x_max[x_max == -np.inf] = 0.0
+    x_max[x_max == np.inf] = np.nan
+    e = x - x_max
+    np.exp(e, out=e)
+    total = e.sum(axis=axis, keepdims=True)
+    total[total == 0] = 1.0  # only where every entry is masked: its zeros stay zeros
+    e /= total
+    return e
 
 
 def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
@@ -99,7 +104,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     q, k, v, keep, bias, scale, sinks = checks.check_attention(q, k, v, mask, scale, dropout, rng,
                                                                sinks)
-    scores = (q * scale) @ np.swapaxes(k, -1, -2) + bias  # [..., L_q, L_k]; scaling q is cheaper
+    scores = (q * scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; scaling q is cheaper
+    if bias is not None:  # a floating mask is added (-inf, ALiBi); a boolean one selects
+        scores = scores + bias
     weights = softmax(scores, mask=keep) if sinks is None else _softmax_with_sinks(scores, keep,
                                                                                     sinks)
     weights = _dropout(weights, dropout, rng)  # [..., L_q, L_k]

@@ -173,7 +173,7 @@ def _check_key_mask(key_mask, keys_shape):
         return None
     if isinstance(key_mask, (list, tuple)) or hasattr(key_mask, "dtype"):
         key_mask = checks.as_array("key_mask", key_mask)
-    if not hasattr(key_mask, "dtype") or np.dtype(key_mask.dtype).kind != "b":
+    if not hasattr(key_mask, "dtype") or numpy.dtype(key_mask.dtype).kind != "b":
         got = getattr(key_mask, "dtype", type(key_mask).__name__)
         raise TypeError(f"key_mask must be a boolean array (True = may be attended), got {got}")
     ok = checks.broadcasts_to(key_mask.shape, keys_shape)

@@ -1,6 +1,4 @@
 """Splitting the model dimension into heads, and merging them back."""
-import autograd.numpy as np
-
 from .engine import checks
 
 
@@ -11,8 +9,8 @@ def split_heads(x, n_heads):
     # would mix features of different tokens into one head.
     x = checks.check_split_heads(x, n_heads)
     *lead, length, d_model = x.shape
-    x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
-    return np.swapaxes(x, -3, -2)  # [..., H, L, d_k]
+    x = x.reshape((*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
+    return x.swapaxes(-3, -2)  # [..., H, L, d_k]
 
 
 def merge_heads(x):
@@ -20,5 +18,5 @@ def merge_heads(x):
     # [..., H, L, d_k] -> [..., L, H * d_k]
     x = checks.check_merge_heads(x)
     *lead, n_heads, length, d_k = x.shape
-    x = np.swapaxes(x, -3, -2)  # [..., L, H, d_k]
-    return np.reshape(x, (*lead, length, n_heads * d_k))
+    x = x.swapaxes(-3, -2)  # [..., L, H, d_k]
+    return x.reshape((*lead, length, n_heads * d_k))

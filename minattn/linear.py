@@ -1,4 +1,5 @@
-"""The affine map y = x @ w + b, done as one 2-D matrix product, with its gradient by hand."""
+"""The affine map y = x @ w + b (b optional), done as one 2-D matrix product, with its gradient
+by hand."""
 import autograd.numpy as np
 
 from .engine.autograd_rules import gradient_by_hand
@@ -14,9 +15,11 @@ def linear_vjp(wrt, g, y, x, w, b):
 
 
 @gradient_by_hand(linear_vjp)
-def linear(x, w, b):
-    # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]. Flattening the leading dims first makes
-    # one big matrix product instead of a batch of small ones.
+def linear(x, w, b=None):
+    # [..., d_in], [d_in, d_out], [d_out] or None (no bias) -> [..., d_out]. Flattening the
+    # leading dims first makes one big matrix product instead of a batch of small ones.
     *lead, d_in = x.shape
-    y = np.reshape(x, (-1, d_in)) @ w + b  # [N, d_out]
-    return np.reshape(y, (*lead, w.shape[1]))
+    y = x.reshape((-1, d_in)) @ w  # [N, d_out]
+    if b is not None:
+        y = y + b
+    return y.reshape((*lead, w.shape[1]))

@@ -97,7 +97,7 @@ def _queries(params, x, eps):
 
 
 def _linear(params, x, name):
-    return linear(x, params[f"w_{name}"], params[f"b_{name}"] if f"b_{name}" in params else 0.0)
+    return linear(x, params[f"w_{name}"], params.get(f"b_{name}"))
 
 
 def init_latent_attention(rng, d_model, n_heads, *, kv_lora_rank, qk_nope_head_dim,

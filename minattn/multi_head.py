@@ -53,7 +53,7 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_hea
 
 def _project(params, x, p):
     # [..., d_in] -> [..., d_out]; the bias only where params has one.
-    return linear(x, params[f"w_{p}"], params[f"b_{p}"] if f"b_{p}" in params else 0.0)
+    return linear(x, params[f"w_{p}"], params.get(f"b_{p}"))
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
@@ -126,7 +126,7 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None, sinks=None):
     # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention. sinks: [H].
     n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
     q = _group_heads(q, n_kv_heads)
-    k, v = np.expand_dims(k, -3), np.expand_dims(v, -3)  # [..., H_kv, 1, L_k, d_k]
+    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
     # sinks, one per head: [H] -> [H_kv, G, 1]; passed only when given, so that an attention
     # swapped in by the exercises (minattn.swap) need not know the keyword.
     sinks = {} if sinks is None else {
@@ -139,13 +139,13 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None, sinks=None):
 def _group_heads(x, n_kv_heads):
     # [..., H, L, d] -> [..., H_kv, H / H_kv, L, d]: query head h lands in group h // G.
     *lead, n_heads, length, d = x.shape
-    return np.reshape(x, (*lead, n_kv_heads, n_heads // n_kv_heads, length, d))
+    return x.reshape((*lead, n_kv_heads, n_heads // n_kv_heads, length, d))
 
 
 def _ungroup_heads(x):
     # [..., H_kv, G, L, d] -> [..., H_kv * G, L, d], the inverse of _group_heads.
     *lead, n_kv_heads, group, length, d = x.shape
-    return np.reshape(x, (*lead, n_kv_heads * group, length, d))
+    return x.reshape((*lead, n_kv_heads * group, length, d))
 
 
 def _group_mask(mask, n_heads, n_kv_heads):

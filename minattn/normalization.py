@@ -9,7 +9,7 @@ from .engine.dtypes import float16_in_float32
 def feature_mean(a):
     # [..., D] -> [..., 1]: sum / D (autograd's np.mean would turn float32 gradients into
     # float64); no features (D = 0) give 0, so an empty x comes back empty, as torch's, not 0 / 0.
-    return np.sum(a, axis=-1, keepdims=True) / max(a.shape[-1], 1)
+    return a.sum(axis=-1, keepdims=True) / max(a.shape[-1], 1)
 
 
 def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):

@@ -9,6 +9,7 @@ import autograd.numpy as np
 
 from .engine import checks
 from .engine.devices import arange, concatenate
+from .engine.memo import by_value
 from .rope_scaling import check_rope_scaling, rope_frequencies
 
 
@@ -24,18 +25,26 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
     # rotation on a permuted feature order, so weights trained with one do not fit the other.
     x, positions = _check_apply_rope(x, positions, base, scaling)
     *lead, d = x.shape
+    cos, sin = rope_tables(positions, d, base, scaling, x.dtype)  # [..., L, 1 or 2, d/2]
+    pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
+    # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin, the
+    # rows swapped by reversing them and rotate_half's minus sign carried by sin's rows (-, +).
+    rotated = pairs * cos + pairs[..., ::-1, :] * sin
+    return np.reshape(rotated, x.shape)
+
+
+@by_value()  # every layer rotates by the same tables: built once (engine/memo.py)
+def rope_tables(positions, d, base, scaling, dtype):
+    """RoPE's tables for d features at positions (int [..., L]): cos [..., L, 1, d/2] and sin
+    [..., L, 2, d/2] with rows (-sin, sin), in dtype, times the schedule's attention factor."""
     # Angles in float64 from the integer positions, then cos and sin in x's dtype: large
     # positions keep their precision.
     inv_freq, attention_factor = rope_frequencies(d, positions, base=base, scaling=scaling)
     angles = (positions[..., None] * inv_freq)[..., None, :]  # [..., L, 1, d/2]
-    cos = (np.cos(angles) * attention_factor).astype(x.dtype)
-    sin = (np.sin(angles) * attention_factor).astype(x.dtype)
-    pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
-    e = arange(2, positions)
-    quarter_turn = (e[:, None] - e[None, :]).astype(x.dtype)  # [[0, -1], [1, 0]]: (x1, x2) -> (-x2, x1)
-    # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin.
-    rotated = pairs * cos + (quarter_turn @ pairs) * sin
-    return np.reshape(rotated, x.shape)
+    signs = (2 * arange(2, positions) - 1)[:, None]  # [[-1], [1]]: rotate_half's signs
+    cos = (np.cos(angles) * attention_factor).astype(dtype)
+    sin = (np.sin(angles) * attention_factor * signs).astype(dtype)  # [..., L, 2, d/2]
+    return cos, sin
 
 
 def apply_partial_rope(x, positions, partial_rotary_factor, *, base=10000.0, scaling=None):

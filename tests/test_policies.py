@@ -215,3 +215,80 @@ def test_the_vjp_gets_the_forwards_output():
     x = np.array([0.5, -1.0, 2.0])
     np.testing.assert_allclose(grad(lambda x: anp.sum(exp(x) * x))(x),
                                grad(lambda x: anp.sum(anp.exp(x) * x))(x), rtol=1e-13)
+
+
+# ---- @by_value (engine/memo.py): a table built once per value of its arguments ----
+
+@pytest.fixture
+def table():
+    from minattn.engine.memo import by_value
+    calls = []
+
+    @by_value(maxsize=2)
+    def f(positions, settings, scale=1.0):
+        calls.append(1)
+        return positions * scale, np.arange(3.0)
+
+    return f, calls
+
+
+def test_by_value_builds_once_per_value_and_returns_read_only_tables(table):
+    f, calls = table
+    first = f(np.array([1, 2]), {"a": [1, 2]})
+    again = f(np.array([1, 2]), {"a": [1, 2]}, )  # equal values, other objects: remembered
+    assert len(calls) == 1 and again[0] is first[0]
+    assert not first[0].flags.writeable and not first[1].flags.writeable
+    with pytest.raises(ValueError):
+        first[0][0] = 7
+
+
+@pytest.mark.parametrize("change", ["array in place", "dict in place", "dtype", "keyword",
+                                    "int for float"])
+def test_by_value_never_returns_a_stale_table(table, change):
+    f, calls = table
+    positions, settings = np.array([1, 2]), {"a": [1, 2]}
+    f(positions, settings, **({"scale": 1.0} if change == "int for float" else {}))
+    kwargs = {}
+    if change == "array in place":
+        positions[0] = 5
+    elif change == "dict in place":
+        settings["a"].append(3)
+    elif change == "dtype":
+        positions = positions.astype(np.int32)
+    elif change == "keyword":
+        kwargs = {"scale": 2.0}
+    else:
+        kwargs = {"scale": 1}
+    got = f(positions, settings, **kwargs)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(got[0], positions * kwargs.get("scale", 1.0))
+
+
+def test_by_value_keeps_the_last_maxsize_and_passes_boxes_and_unhashables_through(table):
+    f, calls = table
+    for n in (1, 2, 3, 1):  # maxsize 2: 1 was dropped when 3 came
+        f(np.array([n]), None)
+    assert len(calls) == 4
+    f(np.array([3]), None)
+    assert len(calls) == 4
+    f(np.array([3]), object.__new__(type("Unhashable", (), {"__hash__": None})))
+    f(np.array([3]), object.__new__(type("Unhashable", (), {"__hash__": None})))
+    assert len(calls) == 6
+    d_scale = grad(lambda s: anp.sum(f(np.array([1.0, 2.0]), None, scale=s)[0]))(3.0)
+    assert d_scale == 3.0 and len(calls) == 7  # differentiated: run as written, not remembered
+
+
+def test_apply_rope_after_positions_change_in_place_rotates_by_the_new_ones():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3, 8))
+    positions = np.array([0, 1, 2])
+    ma.apply_rope(x, positions)
+    positions[:] = [7, 8, 9]
+    got = ma.apply_rope(x, positions)
+    np.testing.assert_array_equal(got, ma.apply_rope(x, np.array([7, 8, 9])))
+    half = 4
+    angle = np.array([7, 8, 9])[:, None] * 10000.0 ** (-np.arange(half) / half)
+    x1, x2 = x[..., :half], x[..., half:]
+    reference = np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle),
+                                x2 * np.cos(angle) + x1 * np.sin(angle)], axis=-1)
+    np.testing.assert_allclose(got, reference, rtol=1e-12, atol=1e-12)

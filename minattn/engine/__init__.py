@@ -6,6 +6,7 @@
     decoder_checks.py  the decoder side's checks: self_attention, decoder_block, decoder,
                        causal_lm, generate (each function's one `_check_<name>` line)
     threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)
+    memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     autograd_rules.py  autograd rules that keep a gradient's dtype and device (where)
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
 

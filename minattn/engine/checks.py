@@ -24,6 +24,8 @@ def as_array(name, x):
     """The one rule for every array argument: an array (NumPy, CuPy, an autograd box) is taken
     as it is; a (nested) Python list or tuple is converted with np.array; anything else, a torch
     tensor included, is refused with a TypeError naming the argument."""
+    if type(x) is numpy.ndarray:  # the common case first: the checks run on every call
+        return x
     if type(x).__module__.split(".")[0] == "torch":
         raise TypeError(
             f"{name} is a torch tensor; minattn computes on NumPy (or CuPy) arrays: pass "
@@ -49,8 +51,10 @@ _cupy_registered = set()
 
 def as_float_array(name, x):
     """as_array, then require a floating-point dtype."""
+    if type(x) is numpy.ndarray and x.dtype.kind == "f":  # the common case first
+        return x
     x = as_array(name, x)
-    if np.dtype(x.dtype).kind != "f":
+    if numpy.dtype(x.dtype).kind != "f":
         raise TypeError(
             f"{name} must be a floating-point array, got dtype {x.dtype} "
             f"(convert it with {name}.astype(np.float32) or np.float64)"
@@ -65,16 +69,20 @@ def check_min_ndim(name, x, ndim, layout):
 
 def broadcasts_to(shape, target):
     """True where an array of `shape` broadcasts to exactly `target` (no growing of target)."""
-    try:
-        return tuple(np.broadcast_shapes(tuple(shape), tuple(target))) == tuple(target)
-    except ValueError:
-        return False
+    # Each of shape's dims, aligned on the right with target's, is 1 or target's own (the rule of
+    # np.broadcast_shapes(shape, target) == target, without its cost: this runs on every call).
+    shape, target = tuple(shape), tuple(target)
+    return len(shape) <= len(target) and all(
+        s == 1 or s == t for s, t in zip(shape[::-1], target[::-1]))
 
 
 def broadcast_or_raise(names_and_shapes, what):
     """np.broadcast_shapes, with an error that names every argument and its shape."""
+    shapes = [tuple(s) for _, s in names_and_shapes]
+    if all(s == shapes[0] for s in shapes):  # the common case, without np.broadcast_shapes' cost
+        return shapes[0]
     try:
-        return tuple(np.broadcast_shapes(*(tuple(s) for _, s in names_and_shapes)))
+        return tuple(numpy.broadcast_shapes(*shapes))
     except ValueError:
         listed = ", ".join(f"{n} {tuple(s)}" for n, s in names_and_shapes)
         raise ValueError(f"{what} do not broadcast: {listed}") from None
@@ -106,7 +114,7 @@ def check_softmax(x, axis, mask):
     x = as_float_array("x", x)
     axis = check_axis(axis, x)
     mask = check_mask(mask, x.shape, "x")
-    if mask is not None and np.dtype(mask.dtype).kind != "b":
+    if mask is not None and numpy.dtype(mask.dtype).kind != "b":
         raise TypeError(f"softmax's mask must be boolean (True = keep), got dtype {mask.dtype}")
     return x, axis, mask
 
@@ -114,7 +122,7 @@ def check_softmax(x, axis, mask):
 def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias, scale and sinks: the
     mask split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the
-    scores, in the scores' dtype; 0.0 without one), scale as a float (1/sqrt(d_k) by default: a
+    scores, in the scores' dtype; None without one), scale as a float (1/sqrt(d_k) by default: a
     dot product of d_k unit-variance terms has variance d_k; 0 is allowed: uniform weights, as in
     torch), and the attention sinks (None, or
     one logit per query row)."""
@@ -127,13 +135,13 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
-    dtype = np.result_type(q.dtype, k.dtype)  # the scores'
+    dtype = numpy.result_type(q.dtype, k.dtype)  # the scores'
     scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True,
                                                               dtype=dtype)
     check_dropout(dropout, rng)
     sinks = check_sinks(sinks, batch + (q.shape[-2],))
-    if mask is None or np.dtype(mask.dtype).kind == "b":
-        return q, k, v, mask, 0.0, scale, sinks
+    if mask is None or numpy.dtype(mask.dtype).kind == "b":
+        return q, k, v, mask, None, scale, sinks
     # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
     return q, k, v, None, in_dtype(mask, dtype), scale, sinks
 
@@ -193,7 +201,7 @@ def check_mask(mask, target_shape, target_name="the scores", name="mask"):
         raise TypeError(f"{name} must be a boolean or floating-point array, got "
                         f"{type(mask).__name__}")
     mask = as_array(name, mask)
-    kind = np.dtype(mask.dtype).kind
+    kind = numpy.dtype(mask.dtype).kind
     if kind not in "bf":
         raise TypeError(
             f"{name} must be boolean (True = may attend) or floating (added to the scores), "
@@ -232,8 +240,10 @@ def check_positive_real(name, value, allow_zero=False, dtype=None, allow_inf=Fal
     Python float (a NumPy float64 scalar would upcast float32 arrays); a 0-d floating array or
     an autograd box (to differentiate with respect to it) comes back as it is, in `dtype` when
     given (the inputs' dtype: an auxiliary argument never changes the result's dtype)."""
+    if type(value) is float and (0 < value < math.inf or allow_zero and value == 0):
+        return value  # the common case first (a config's float), without the ABC checks below
     if hasattr(value, "dtype") and not isinstance(value, numbers.Number):
-        if getattr(value, "ndim", None) != 0 or np.dtype(value.dtype).kind != "f":
+        if getattr(value, "ndim", None) != 0 or numpy.dtype(value.dtype).kind != "f":
             raise TypeError(f"{name} must be a positive float or a 0-d floating array, got "
                             f"{type(value).__name__} of shape {tuple(value.shape)}, dtype {value.dtype}")
         number = float(getval(value))
@@ -370,7 +380,7 @@ def check_shape(name, x, expected, dtype=None):
     """`expected` is a tuple of ints, or of names (str) for sizes that may be anything; x comes
     back in `dtype` when given (in_dtype: the inputs' dtype)."""
     x = in_dtype(as_float_array(name, x), dtype)
-    ok = len(x.shape) == len(expected) and all(
+    ok = tuple(x.shape) == expected or len(x.shape) == len(expected) and all(
         isinstance(e, str) or s == e for s, e in zip(x.shape, expected)
     )
     if not ok:

@@ -321,7 +321,7 @@ def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, a
 def check_attention_mask(attention_mask, shape):
     """Hugging Face's attention_mask: int or bool [B, L_past + L], 1 = real token -> bool."""
     attention_mask = checks.as_array("attention_mask", attention_mask)
-    if np.dtype(attention_mask.dtype).kind not in "biu":
+    if numpy.dtype(attention_mask.dtype).kind not in "biu":
         raise TypeError(f"attention_mask must be int or bool (1 = real token, 0 = padding), "
                         f"got dtype {attention_mask.dtype}")
     if tuple(attention_mask.shape) != tuple(shape):

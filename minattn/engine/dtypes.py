@@ -49,13 +49,15 @@ def float16_in_float32(*inputs):
     def decorate(f):
         names, bind = binder(f)
         decide = [names.index(name) for name in inputs]
+        last = max(decide)
 
         @functools.wraps(f)
         def computed_in_float32_if_float16(*args, **kwargs):
             # The common case first, without binding: the deciding inputs given by position.
-            given = args if len(args) > max(decide) else bind(args, kwargs)
-            if not all(_floating(given[i]) and given[i].dtype == numpy.float16 for i in decide):
-                return f(*args, **kwargs)
+            given = args if len(args) > last else bind(args, kwargs)
+            for i in decide:
+                if getattr(given[i], "dtype", None) != numpy.float16 or not _floating(given[i]):
+                    return f(*args, **kwargs)
             values = bind(args, kwargs)
             return _as_float16(call_by_name(f, names, [_in_float32(v) for v in values]))
 

@@ -75,7 +75,9 @@ def _array(tensor):
 
 
 def _weight(tensor):
-    return _array(tensor.T)  # torch [d_out, d_in] -> minattn [d_in, d_out]
+    # torch [d_out, d_in] -> minattn [d_in, d_out], in torch's memory layout
+    # (llama_layout.linear_weight: decoding's matrix-vector products are faster so)
+    return _array(tensor).T
 
 
 def _bias(tensor, weight):

@@ -1,0 +1,83 @@
+"""Tables computed once per value: the memo policy.
+
+A few tables depend only on small arguments: RoPE's cos and sin depend on the positions, the
+width, the base, the scaling schedule and the dtype. A model asks for the same tables in every
+layer (twice a layer, q and k: 60 times a token for SmolLM2's 30 layers), so the function that
+builds them carries one decorator line,
+
+    @by_value()
+
+which remembers its last few results, keyed by the *values* of the arguments: an array by its
+library, dtype, shape and bytes, a dict or a list by its items, a number or a string as itself.
+An array changed in place, or a dict changed between calls, is a new key, never a stale hit.
+The results are made read-only (NumPy arrays), so that no caller can change a table that
+another layer will read. An autograd box among the arguments (a value being differentiated)
+is never remembered: the call runs as written, and its gradient is recorded.
+"""
+import collections
+import functools
+import threading
+
+import numpy
+from autograd.tracer import isbox
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+def _key(value):
+    # A hashable stand-in for value, equal for equal values (of the same type).
+    kind = type(value)
+    if kind is numpy.ndarray:  # the common case first: this runs on every call
+        return (kind, value.dtype, value.shape, value.tobytes())
+    if value is None or kind in (int, float, str, bool, numpy.dtype):
+        return (kind, value)
+    if isbox(value):
+        raise _Unkeyable
+    if hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "tobytes"):
+        return (kind, str(value.dtype), tuple(value.shape), value.tobytes())  # CuPy
+    if isinstance(value, dict):
+        return (dict, tuple(sorted((key, _key(v)) for key, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return (kind, tuple(_key(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        raise _Unkeyable from None
+    return (kind, value)
+
+
+def _read_only(result):
+    for r in result if isinstance(result, tuple) else (result,):
+        if hasattr(r, "flags") and hasattr(r.flags, "writeable"):
+            r.flags.writeable = False
+    return result
+
+
+def by_value(maxsize=4):
+    """Decorator: see the module docstring. maxsize: how many results are kept (the least
+    recently used goes first)."""
+    def decorate(f):
+        memo, lock = collections.OrderedDict(), threading.Lock()
+
+        @functools.wraps(f)
+        def remembered(*args, **kwargs):
+            try:
+                key = (tuple(map(_key, args)), tuple((k, _key(v)) for k, v in kwargs.items()))
+            except _Unkeyable:
+                return f(*args, **kwargs)
+            with lock:
+                if key in memo:
+                    memo.move_to_end(key)
+                    return memo[key]
+            result = _read_only(f(*args, **kwargs))
+            with lock:
+                memo[key] = result
+                while len(memo) > maxsize:
+                    memo.popitem(last=False)
+            return result
+
+        return remembered
+
+    return decorate
