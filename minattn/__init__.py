@@ -42,7 +42,8 @@ round, and are imported only when used (but for minattn.swap, which is light):
     engine/           the engine room: argument checks (checks.py; decoder_checks.py for the
                       decoder side) and the policies a concept function carries as labels:
                       float16_in_float32 (dtypes.py), gradient_by_hand (autograd_rules.py),
-                      one_blas_thread (threads.py), tables built once per value (memo.py),
+                      one_blas_thread (threads.py), attention by query blocks
+                      (query_blocks.py), tables built once per value (memo.py),
                       arrays on another array's device (devices.py), autograd on CuPy
     course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
                       swap.py (minattn.swap: use your own function wherever minattn calls one),

@@ -15,6 +15,7 @@ from .dropout import dropout as _dropout
 from .engine import checks
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
+from .engine.query_blocks import in_query_blocks
 from .engine.threads import one_blas_thread
 
 
@@ -46,11 +47,11 @@ def softmax(x, axis=-1, mask=None):
     # Subtracting the row max keeps exp() from overflowing and leaves softmax unchanged. A fully
     # masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row holding NaN
     # or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
-    # (x_max, e and total are arrays made here: changed in place, no more copies.)
+    # (x_max, e and total are arrays made here, changed in place: no more copies of the scores.)
     x_max = x.max(axis=axis, keepdims=True)
     x_max[x_max == -np.inf] = 0.0
     x_max[x_max == np.inf] = np.nan
-    e = x - x_max
+    e = x - x_max if mask is None else np.subtract(x, x_max, out=x)  # x: where's new array
     np.exp(e, out=e)
     total = e.sum(axis=axis, keepdims=True)
     total[total == 0] = 1.0  # only where every entry is masked: its zeros stay zeros
@@ -82,6 +83,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
 
 @float16_in_float32("q", "k", "v")
 @gradient_by_hand(attention_vjp, unless="dropout")
+@in_query_blocks()
 @one_blas_thread()
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
                                  sinks=None):

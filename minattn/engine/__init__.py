@@ -7,6 +7,7 @@
                        causal_lm, generate (each function's one `_check_<name>` line)
     threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
+    query_blocks.py    attention by blocks of queries, each over the keys it may see
     autograd_rules.py  autograd rules that keep a gradient's dtype and device (where)
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
 

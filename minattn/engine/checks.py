@@ -392,6 +392,12 @@ def check_params(params, expected, where, dtype=None):
     """`expected` maps each key to the shape its array must have (see check_shape). Returns a
     new dict (the caller's is never changed) whose checked leaves are arrays, lists converted,
     in `dtype` when given (the inputs' dtype: in_dtype)."""
+    if type(params) is dict:  # the common case first, in one pass: nothing to convert or refuse
+        for key, shape in expected.items():
+            if not _plain(params.get(key), shape, dtype):
+                break
+        else:
+            return dict(params)
     if not isinstance(params, DICT_TYPES):
         raise TypeError(f"{where} must be a dict of arrays, got {type(params).__name__}")
     checked = {}
@@ -402,6 +408,15 @@ def check_params(params, expected, where, dtype=None):
             )
         checked[key] = check_shape(f"{where}[{key!r}]", params[key], shape, dtype)
     return {**{key: params[key] for key in params}, **checked}
+
+
+def _plain(x, shape, dtype):
+    # A NumPy float array of this shape (a name: any size) in this dtype (if given).
+    if type(x) is not numpy.ndarray or x.dtype.kind != "f" or dtype is not None and \
+            x.dtype != dtype:
+        return False
+    return x.shape == shape or len(x.shape) == len(shape) and all(
+        type(e) is str or s == e for s, e in zip(x.shape, shape))
 
 
 def check_choice(name, value, choices):

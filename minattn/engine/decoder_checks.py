@@ -8,6 +8,7 @@ The one module of the engine room that imports concepts: the param and position 
 sublayers a decoder is built from (multi_head, position_wise, rope, rope_scaling), so that a
 block's params are checked exactly as each sublayer checks its own.
 """
+import functools
 import numbers
 
 import autograd.numpy as np
@@ -93,13 +94,10 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
     "k_norm": {"gamma": [d_k]}} (each head), or {"gamma": [H d_k]} and [H_kv d_k] (all heads
     at once)."""
-    d_out = {"q": n_heads * d_k, "k": n_kv_heads * d_k, "v": n_kv_heads * d_k, "o": d_model}
-    d_in = {"q": d_model, "k": d_model, "v": d_model, "o": n_heads * d_k}
     checks.check_params(params, {}, where)
-    params = checks.check_params(params, {
-        **{f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS},
-        **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
-        **({"sinks": (n_heads,)} if "sinks" in params else {})}, where, dtype)
+    optional = tuple(key for key in _OPTIONAL_ATTENTION_KEYS if key in params)
+    params = checks.check_params(
+        params, _attention_shapes(d_model, n_heads, n_kv_heads, d_k, optional), where, dtype)
     if ("q_norm" in params) != ("k_norm" in params):
         raise ValueError(f"{where} has only one of 'q_norm' and 'k_norm' (QK-norm needs both)")
     for key, n in (("q_norm", n_heads), ("k_norm", n_kv_heads)):
@@ -111,10 +109,28 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     return params
 
 
+_OPTIONAL_ATTENTION_KEYS = tuple(f"b_{p}" for p in PROJECTIONS) + ("sinks",)
+
+
+@functools.lru_cache(maxsize=64)  # the same few shapes, asked for by every layer at every step
+def _attention_shapes(d_model, n_heads, n_kv_heads, d_k, optional):
+    # -> {key: shape} of an attention sublayer's weights, and of the optional keys it has
+    d_out = {"q": n_heads * d_k, "k": n_kv_heads * d_k, "v": n_kv_heads * d_k, "o": d_model}
+    d_in = {"q": d_model, "k": d_model, "v": d_model, "o": n_heads * d_k}
+    shapes = {f"w_{p}": (d_in[p], d_out[p]) for p in PROJECTIONS}
+    shapes.update({f"b_{p}": (d_out[p],) for p in PROJECTIONS})
+    shapes["sinks"] = (n_heads,)
+    return {key: shape for key, shape in shapes.items() if key.startswith("w_") or key in optional}
+
+
 def _check_layer_cache(cache, expected, where):
     # expected: (..., H_kv, d_k); a cache from another model (other batch, heads or width) fails.
     if isinstance(cache, checks.DICT_TYPES) and not cache:
         return cache  # {}: empty, to be filled
+    k, v = (cache.get("k"), cache.get("v")) if type(cache) is dict else (None, None)
+    if type(k) is numpy.ndarray and type(v) is numpy.ndarray and k.shape == v.shape and \
+            k.shape[:-2] == expected[:-1] and k.shape[-1] == expected[-1]:
+        return cache  # the common case first: two NumPy arrays of the expected shape
     if not isinstance(cache, checks.DICT_TYPES) or "k" not in cache or "v" not in cache:
         got = (f"a dict with keys {list(cache)}" if isinstance(cache, checks.DICT_TYPES)
                else type(cache).__name__)

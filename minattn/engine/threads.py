@@ -70,7 +70,8 @@ def one_blas_thread():
 
 class _OneBlasThread(contextlib.ContextDecorator):
     # threadpoolctl's limit(), without its bookkeeping: it runs around every attention core (30
-    # times a token in a 30-layer model), where limit() cost 4.8 us and this 2.2 us (timeit, 2026-11-25).
+    # times a token in a 30-layer model), where limit() cost 4.8 us and this 2.2 us (timeit,
+    # 2026-11-25).
     def __enter__(self):
         self.libraries = _blas_libraries()
         self.before = [library.num_threads for library in self.libraries]

@@ -1,0 +1,128 @@
+"""engine/query_blocks.py: attention by query blocks, each over the keys its mask lets it see.
+What it promises: the same output and weights as the whole [L_q, L_k] computation (compared with
+a float64 formula written here), zeros where keys were left out, for every kind of boolean mask
+(causal, windows, padding, random rows), batch and head layouts, both with and without worker
+threads; the calls it cannot split (dropout, sinks, additive masks, short inputs) untouched;
+gradients unchanged."""
+import autograd.numpy as anp
+import numpy as np
+import pytest
+from autograd import grad
+from hypothesis import given, strategies as st
+
+import minattn as ma
+from minattn.engine import query_blocks, threads
+from minattn.masks import causal_mask
+
+
+def reference(q, k, v, mask, scale=None):
+    # softmax(q kᵀ scale + (0 | -inf)) v in float64, rows with no key: zeros
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.einsum("...qd,...kd->...qk", q, k) * scale
+    s = np.where(mask, s, -np.inf)
+    top = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(top), top, 0.0))
+    total = e.sum(-1, keepdims=True)
+    p = e / np.where(total == 0, 1, total)
+    return p @ v, p
+
+
+def masks(kind, n_q, n_k, batch, rng):
+    if kind == "causal":
+        return causal_mask(n_q, n_k, align="bottom_right")
+    if kind == "window":
+        return causal_mask(n_q, n_k, align="bottom_right", window=int(rng.integers(1, 60)))
+    if kind == "padding":  # [B, 1, L_q, L_k]: each row's first keys are padding
+        pad = rng.integers(0, n_k // 2, size=batch)
+        keys = np.arange(n_k)[None, :] >= pad[:, None]
+        return (causal_mask(n_q, n_k, align="bottom_right") & keys[:, None, :])[:, None]
+    return rng.random((n_q, n_k)) < 0.3  # random rows, some with no key at all
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("kind", ["causal", "window", "padding", "random"])
+@given(n_q=st.integers(256, 300), extra=st.integers(0, 40), seed=st.integers(0, 2 ** 16))
+def test_blocks_equal_the_whole_computation(kind, workers, n_q, extra, seed):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query_blocks, "n_workers", lambda x, work: workers)
+        _check_blocks(kind, n_q, extra, seed)
+
+
+def _check_blocks(kind, n_q, extra, seed):
+    rng = np.random.default_rng(seed)
+    n_k, batch = n_q + extra, 2
+    q = rng.normal(size=(batch, 3, 2, n_q, 8))  # grouped: 3 kv heads of 2 query heads
+    k, v = rng.normal(size=(batch, 3, 1, n_k, 8)), rng.normal(size=(batch, 3, 1, n_k, 5))
+    mask = masks(kind, n_q, n_k, batch, rng)
+    mask = mask[:, None] if mask.ndim == 4 else mask
+    out, weights = ma.scaled_dot_product_attention(q, k, v, mask)
+    want_out, want_weights = reference(q, k, v, mask)
+    np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-10, atol=1e-12)
+    assert np.all(weights[~np.broadcast_to(mask, weights.shape)] == 0)
+
+
+def test_the_blocks_see_only_their_keys_and_run_largest_first(monkeypatch):
+    monkeypatch.setattr(query_blocks, "n_workers", lambda x, work: 1)
+    seen = []
+    inner = ma.scaled_dot_product_attention.__wrapped__.__wrapped__  # under gradient_by_hand
+
+    def spy(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None, sinks=None):
+        seen.append((q.shape[-2], k.shape[-2]))
+        return inner.__wrapped__(q, k, v, mask, scale=scale, dropout=dropout, rng=rng,
+                                 sinks=sinks)
+
+    split = query_blocks.in_query_blocks(rows=128)(spy)
+    rng = np.random.default_rng(0)
+    q = k = v = rng.normal(size=(1, 512, 4))
+    split(q, k, v, causal_mask(512, 512))
+    assert seen == [(128, 512), (128, 384), (128, 256), (128, 128)]
+
+
+@pytest.mark.parametrize("case", ["dropout", "sinks", "additive", "short", "no query axis"])
+def test_calls_it_cannot_split_run_whole(case, monkeypatch):
+    calls = []
+    monkeypatch.setattr(query_blocks, "_in_blocks", lambda *a: calls.append(1))
+    rng = np.random.default_rng(1)
+    n = 100 if case == "short" else 300
+    q = k = v = rng.normal(size=(2, n, 4))
+    mask, kwargs = causal_mask(n, n), {}
+    if case == "dropout":
+        kwargs = {"dropout": 0.1, "rng": np.random.default_rng(0)}
+    elif case == "sinks":
+        kwargs = {"sinks": np.zeros(1)}
+    elif case == "additive":
+        mask = np.where(mask, 0.0, -np.inf)
+    elif case == "no query axis":
+        mask = np.ones((1, n), bool)
+    ma.scaled_dot_product_attention(q, k, v, mask, **kwargs)
+    assert calls == []
+
+
+def test_gradients_through_the_blocks_equal_the_formulas():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.normal(size=(1, 260, 4)) for _ in range(3))
+    mask = causal_mask(260, 260, window=50)
+
+    def loss(q, k, v, f):
+        return anp.sum(f(q, k, v, mask)[0] * np.arange(4.0))
+
+    minattn_sdpa = ma.scaled_dot_product_attention
+    formula = lambda q, k, v, m: _autograd_reference(q, k, v, m)  # noqa: E731
+    for argnum in range(3):
+        got = grad(loss, argnum)(q, k, v, minattn_sdpa)
+        want = grad(loss, argnum)(q, k, v, formula)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+def _autograd_reference(q, k, v, mask):
+    s = anp.einsum("...qd,...kd->...qk", q, k) / 2.0
+    s = anp.where(mask, s, -1e300)
+    s = s - anp.max(s, axis=-1, keepdims=True)
+    e = anp.where(mask, anp.exp(s), 0.0)
+    return e / anp.sum(e, axis=-1, keepdims=True) @ v, None
+
+
+def test_with_blas_limited_to_one_thread_the_blocks_run_in_order():
+    with threads.one_blas_thread():
+        assert query_blocks.n_workers(np.zeros(3), 2 ** 30) == 1
