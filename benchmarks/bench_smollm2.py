@@ -18,8 +18,13 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   position (what generate computed before it asked for the last one only);
 - floor: the least a decode step can cost here, reading every float32 weight once: one
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
-  weights, 540 MB), the tied embedding counted once.
-NumPy's BLAS and torch both get --threads threads. Prints markdown rows.
+  weights, 540 MB), the tied embedding counted once; timed --steps times a round, in the decode
+  rounds, and the round's median counts;
+- products: the model's own 211 matrix-vector products alone (one token through every Linear
+  weight and the unembedding, the weights as load_language_model lays them out), timed as the
+  floor: what a decode step costs before any attention, norm or Python.
+NumPy's BLAS and torch both get --threads threads. Prints markdown rows; the ratios are the
+medians of the per-round ratios (a round's numbers share the machine's state).
 """
 import argparse
 import os
@@ -105,7 +110,27 @@ def main(argv=None):
             hf(torch.from_numpy(prompt), use_cache=True, logits_to_keep=1)
 
     def floor():
-        x_floor @ w_floor
+        times = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            x_floor @ w_floor
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    weights = [w for layer in model.params["layers"] for sublayer in layer.values()
+               for w in sublayer.values() if w.ndim == 2]
+    unembedding = model.params.get("lm_head", model.params["token_embedding"].T)
+    x_in = {n: np.ones((1, n), np.float32) for n in {w.shape[0] for w in weights}}
+
+    def products():
+        times = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            for w in weights:
+                x_in[w.shape[0]] @ w
+            x_in[unembedding.shape[0]] @ unembedding
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
 
     header(args.busy)
     print(f"SmolLM2-135M-Instruct ({n_weights / 1e6:.1f} M weights, float32), {args.threads} "
@@ -113,8 +138,9 @@ def main(argv=None):
           f"{args.rounds} rounds")
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
-                                       "transformers": transformers_decode}, args.rounds)
-        rest = interleaved({"floor": floor, "minattn_prefill": minattn_prefill,
+                                       "transformers": transformers_decode,
+                                       "floor": floor, "products": products}, args.rounds)
+        rest = interleaved({"minattn_prefill": minattn_prefill,
                             "transformers_prefill": transformers_prefill,
                             "minattn_prefill_all_logits": minattn_prefill_all_logits},
                            args.rounds)
@@ -129,10 +155,11 @@ def main(argv=None):
     print(f"| prefill, {args.prompt} tokens, every position's logits | "
           f"{describe(rest['minattn_prefill_all_logits'])} | | "
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
-    print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(rest['floor'])} | | |")
-    print(f"decode / floor (medians): minattn "
-          f"{np.median(decode['minattn']) / np.median(rest['floor']):.2f}, transformers "
-          f"{np.median(decode['transformers']) / np.median(rest['floor']):.2f}")
+    print(f"| the model's 211 products alone | {describe(decode['products'])} | | |")
+    print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
+    print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
+          f"transformers {ratio(decode['transformers'], decode['floor'])}; products / floor "
+          f"{ratio(decode['products'], decode['floor'])}")
     footer()
 
 

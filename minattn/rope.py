@@ -26,11 +26,11 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
     x, positions = _check_apply_rope(x, positions, base, scaling)
     *lead, d = x.shape
     cos, sin = rope_tables(positions, d, base, scaling, x.dtype)  # [..., L, 1 or 2, d/2]
-    pairs = np.reshape(x, (*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
+    pairs = x.reshape((*lead, 2, d // 2))  # [..., L, 2, d/2]: rows x1 and x2
     # (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin): HF's x * cos + rotate_half(x) * sin, the
     # rows swapped by reversing them and rotate_half's minus sign carried by sin's rows (-, +).
     rotated = pairs * cos + pairs[..., ::-1, :] * sin
-    return np.reshape(rotated, x.shape)
+    return rotated.reshape(x.shape)
 
 
 @by_value()  # every layer rotates by the same tables: built once (engine/memo.py)

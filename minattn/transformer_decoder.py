@@ -99,8 +99,7 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
                                              norm, activation, eps, parallel, norm_first)
-    normalize = {"layer_norm": lambda h, p: layer_norm(h, p["gamma"], p["beta"], eps),
-                 "rms_norm": lambda h, p: rms_norm(h, p["gamma"], eps)}[norm]
+    normalize = lambda h, p: _normalize(h, p, norm, eps)  # noqa: E731
 
     def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
         if norm_first:  # (OLMo 2 has no norm before, only the one after: x + post_norm(f(x)))
@@ -161,12 +160,12 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
     per layer: local and global layers with their own windows (masks) or RoPE bases."""
     # [..., L, D] -> [..., L, D]
     layers = _check_decoder(params, cache, mask, config)
-    per_layer = lambda value, i: value[i] if isinstance(value, list) else value
+    listed = [key for key, value in config.items() if isinstance(value, list)]  # one per layer
     new_cache = []
     for i, layer in enumerate(layers):
-        out = decoder_block(layer, x, per_layer(mask, i), memory=memory, memory_mask=memory_mask,
-                            cache=None if cache is None else cache[i],
-                            **{key: per_layer(value, i) for key, value in config.items()})
+        out = decoder_block(layer, x, mask[i] if isinstance(mask, list) else mask, memory=memory,
+                            memory_mask=memory_mask, cache=None if cache is None else cache[i],
+                            **{**config, **{key: config[key][i] for key in listed}})
         x, layer_cache = out if cache is not None else (out, None)
         new_cache.append(layer_cache)
     if "final_norm" in params:
@@ -175,7 +174,11 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
 
 
 def _final_norm(p, x, config):
-    eps = config.get("eps", 1e-5)
-    if config.get("norm", "layer_norm") == "rms_norm":
+    return _normalize(x, p, config.get("norm", "layer_norm"), config.get("eps", 1e-5))
+
+
+def _normalize(x, p, norm, eps):
+    # [..., D] -> [..., D]: the block's norm, its params p ({"gamma"} or {"gamma", "beta"})
+    if norm == "rms_norm":
         return rms_norm(x, p["gamma"], eps)
     return layer_norm(x, p["gamma"], p["beta"], eps)

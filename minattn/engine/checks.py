@@ -79,8 +79,15 @@ def broadcasts_to(shape, target):
 def broadcast_or_raise(names_and_shapes, what):
     """np.broadcast_shapes, with an error that names every argument and its shape."""
     shapes = [tuple(s) for _, s in names_and_shapes]
-    if all(s == shapes[0] for s in shapes):  # the common case, without np.broadcast_shapes' cost
-        return shapes[0]
+    if all(len(s) == len(shapes[0]) for s in shapes):  # the common case, without its cost
+        result = []
+        for sizes in zip(*shapes):  # each axis: its sizes are 1 or one size n, which it takes
+            others = set(sizes) - {1}
+            if len(others) > 1:
+                break
+            result.append(others.pop() if others else 1)
+        else:
+            return tuple(result)
     try:
         return tuple(numpy.broadcast_shapes(*shapes))
     except ValueError:
@@ -135,7 +142,7 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
     d_k = q.shape[-1]
     default = 1.0 / math.sqrt(d_k) if d_k else 1.0
-    dtype = numpy.result_type(q.dtype, k.dtype)  # the scores'
+    dtype = q.dtype if q.dtype == k.dtype else numpy.result_type(q.dtype, k.dtype)  # the scores'
     scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True,
                                                               dtype=dtype)
     check_dropout(dropout, rng)
@@ -333,6 +340,8 @@ def check_mask_has_head_axis(mask, scores_shape, name="mask"):
 
 def check_dropout(dropout, rng):
     # 1 is allowed: every entry dropped, zeros (torch's dropout p=1 too).
+    if type(dropout) is float and dropout == 0.0:
+        return  # the common case first (no dropout), without the checks below
     if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real):
         raise TypeError(f"dropout must be a float in [0, 1], got {dropout!r}")
     if not 0.0 <= dropout <= 1.0:
