@@ -19,7 +19,7 @@ from .engine.recurrence_checks import _check_causal_conv1d, _check_gated_deltane
 from .gated_delta_rule import delta_rule, l2_normalize
 from .heads import merge_heads, split_heads
 from .normalization import rms_norm
-from .position_wise import silu
+from .position_wise import sigmoid, silu
 
 
 def causal_conv1d(x, weight, state=None):
@@ -32,11 +32,6 @@ def causal_conv1d(x, weight, state=None):
     padded = concatenate([state, x], axis=-2)  # [..., K - 1 + L, C]
     out = sum(padded[..., j:j + x.shape[-2], :] * weight[j] for j in range(window))
     return out, padded[..., padded.shape[-2] - (window - 1):, :]
-
-
-def sigmoid(x):
-    # 1 / (1 + e^-x) through logaddexp, as silu: no overflow warning for large negative x.
-    return np.exp(-np.logaddexp(0.0, -x))
 
 
 def softplus(x):

@@ -141,12 +141,33 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
     return linear(hidden, params["w_2"], params["b_2"])  # [..., D]
 
 
+def sigmoid(x):
+    # 1 / (1 + e^-x) as exp(min(x, 0)) / (1 + exp(-|x|)): both exponents <= 0, so no overflow
+    # for any x and full relative precision in the tails. NumPy computes exp with SIMD
+    # instructions and logaddexp (the former way) without: a tenth of SmolLM2's 512-token
+    # prefill went to logaddexp (cProfile, 2026-11-25).
+    return np.exp(np.minimum(x, 0.0)) / (1.0 + np.exp(-np.abs(x)))
+
+
+def silu_vjp(wrt, g, y, x):
+    # silu'(x) = s + x s (1 - s) = s (1 + x sigmoid(-x)), s = sigmoid(x): 1 - s written as
+    # sigmoid(-x), which keeps its precision where s is close to 1.
+    return {"x": g * sigmoid(x) * (1.0 + x * sigmoid(-x))}
+
+
+@gradient_by_hand(silu_vjp)
 def silu(x):
-    # x * sigmoid(x) (also "swish"), sigmoid(x) = exp(min(x, 0)) / (1 + exp(-|x|)): both
-    # exponents <= 0, so no overflow for any x and full relative precision in the tails. NumPy
-    # computes exp with SIMD instructions and logaddexp (the former way) without: a tenth of
-    # SmolLM2's 512-token prefill went to logaddexp (cProfile, 2026-11-25).
-    return x * np.exp(np.minimum(x, 0.0)) / (1.0 + np.exp(-np.abs(x)))
+    # x * sigmoid(x) (also "swish"), sigmoid as above with one exp, e = exp(-|x|): the numerator
+    # exp(min(x, 0)) is e where x < 0 and 1 elsewhere, the denominator 1 + e. (e and out are
+    # arrays made here: the steps work in them in place, no more copies of a large hidden layer.)
+    e = np.abs(x)
+    np.negative(e, out=e)
+    np.exp(e, out=e)  # exp(-|x|), in (0, 1]
+    out = np.where(x < 0, e, 1.0)
+    e += 1.0
+    out *= x
+    out /= e
+    return out
 
 
 def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):

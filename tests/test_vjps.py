@@ -277,3 +277,27 @@ def test_torchs_float32_gelu_is_the_exact_gelu_up_to_float32_rounding():
     exact = 0.5 * x.astype(np.float64) * (1 + erf(x.astype(np.float64) / np.sqrt(2.0)))
     theirs = torch.nn.functional.gelu(torch.from_numpy(x)).numpy().astype(np.float64)
     assert np.all(np.abs(theirs - exact) <= 2e-6 + float32_rounding(x))
+
+
+@given(st.lists(st.floats(-30, 30, allow_nan=False), min_size=1, max_size=12))
+def test_silu_and_its_vjp_equal_the_formula_and_autograd_of_the_composition(values):
+    from minattn.position_wise import silu
+    x = np.array(values)
+    composition = lambda x: x / (1.0 + anp.exp(-x))  # noqa: E731: autograd differentiates it
+    np.testing.assert_allclose(silu(x), composition(x), rtol=1e-14, atol=1e-300)
+    g = np.linspace(-1, 1, x.size)
+    np.testing.assert_allclose(grad(lambda x: anp.sum(silu(x) * g))(x),
+                               grad(lambda x: anp.sum(composition(x) * g))(x),
+                               rtol=1e-12, atol=1e-300)
+    check_grads(silu, modes=["rev"], order=2)(x)
+
+
+def test_silu_in_the_tails_keeps_its_relative_precision_and_warns_nowhere():
+    from minattn.position_wise import silu
+    x = np.array([-1000.0, -80.0, -30.0, 0.0, 30.0, 1000.0, np.inf], np.float32)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # (underflow is meant)
+        got = silu(x)
+    want = x.astype(np.float64) / (1 + np.exp(-x.astype(np.float64).clip(-700, 700)))
+    np.testing.assert_allclose(got[1:6], want[1:6], rtol=1e-6)
+    assert got[0] == 0 and got[-1] == np.inf and got.dtype == np.float32
+    assert not np.shares_memory(got, x)
