@@ -5,7 +5,10 @@ so the dot product of a rotated query and key depends on their positions only th
 (walkthrough.md, "RoPE").
 """
 
+import math
+
 import autograd.numpy as np
+import numpy
 
 from .engine import checks
 from .engine.devices import arange, concatenate
@@ -83,6 +86,11 @@ def check_partial_rotary_factor(partial_rotary_factor, d):
     return d_rope
 
 def _check_apply_rope(x, positions, base, scaling):
+    if type(x) is type(positions) is numpy.ndarray and x.dtype.kind == "f" and x.ndim >= 2 and \
+            not x.shape[-1] % 2 and positions.dtype.kind in "iu" and scaling is None and \
+            type(base) is float and 0 < base <= math.inf and \
+            checks.broadcasts_to(positions.shape, x.shape[:-1]):
+        return x, positions  # the common case first, as the checks below return it
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
     if x.shape[-1] % 2:

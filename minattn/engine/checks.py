@@ -79,20 +79,32 @@ def broadcasts_to(shape, target):
 def broadcast_or_raise(names_and_shapes, what):
     """np.broadcast_shapes, with an error that names every argument and its shape."""
     shapes = [tuple(s) for _, s in names_and_shapes]
-    if all(len(s) == len(shapes[0]) for s in shapes):  # the common case, without its cost
-        result = []
-        for sizes in zip(*shapes):  # each axis: its sizes are 1 or one size n, which it takes
-            others = set(sizes) - {1}
-            if len(others) > 1:
-                break
-            result.append(others.pop() if others else 1)
-        else:
-            return tuple(result)
+    result = _broadcast_sizes(shapes)  # the common case, without np.broadcast_shapes' cost
+    if result is not None:
+        return result
     try:
         return tuple(numpy.broadcast_shapes(*shapes))
     except ValueError:
         listed = ", ".join(f"{n} {tuple(s)}" for n, s in names_and_shapes)
         raise ValueError(f"{what} do not broadcast: {listed}") from None
+
+
+def _broadcast_sizes(shapes):
+    # Shapes of one length -> their broadcast shape (each axis: its sizes are 1 or one size n,
+    # which it takes), or None where they have other lengths or do not broadcast.
+    if any(len(s) != len(shapes[0]) for s in shapes):
+        return None
+    result = []
+    for sizes in zip(*shapes):
+        others = set(sizes) - {1}
+        if len(others) > 1:
+            return None
+        result.append(others.pop() if others else 1)
+    return tuple(result)
+
+
+def _plain_float(x):
+    return type(x) is numpy.ndarray and x.dtype.kind == "f"
 
 
 def check_qkv(q, k, v):
@@ -118,6 +130,10 @@ def check_qkv(q, k, v):
 
 
 def check_softmax(x, axis, mask):
+    if _plain_float(x) and x.ndim and axis == -1 and type(axis) is int and (mask is None or (
+            type(mask) is numpy.ndarray and mask.dtype == bool and
+            broadcasts_to(mask.shape, x.shape))):
+        return x, axis, mask  # the common case first (what the checks below return for it)
     x = as_float_array("x", x)
     axis = check_axis(axis, x)
     mask = check_mask(mask, x.shape, "x")
@@ -133,6 +149,17 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     dot product of d_k unit-variance terms has variance d_k; 0 is allowed: uniform weights, as in
     torch), and the attention sinks (None, or
     one logit per query row)."""
+    if _plain_float(q) and _plain_float(k) and _plain_float(v) and q.dtype == k.dtype == v.dtype \
+            and q.ndim == k.ndim == v.ndim >= 2 and q.shape[-1] == k.shape[-1] and \
+            k.shape[-2] == v.shape[-2] and scale is None and sinks is None and \
+            type(dropout) is float and dropout == 0.0:
+        # the common case first, as the checks below would take it: no broadcasting of q
+        batch = _broadcast_sizes([q.shape[:-2], k.shape[:-2], v.shape[:-2]])
+        if batch == q.shape[:-2] and (mask is None or type(mask) is numpy.ndarray and
+                                      mask.dtype == bool and broadcasts_to(
+                                          mask.shape, batch + (q.shape[-2], k.shape[-2]))):
+            return q, k, v, mask, None, 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0, \
+                None
     q, k, v, batch = check_qkv(q, k, v)
     if tuple(q.shape[:-2]) != batch:
         # q takes every batch dim (a view): the scores then have v's too, so that a mask or sinks
@@ -167,6 +194,9 @@ def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis 
 
 
 def check_split_heads(x, n_heads):
+    if _plain_float(x) and x.ndim >= 2 and type(n_heads) is int and n_heads > 0 and \
+            x.shape[-1] % n_heads == 0:
+        return x  # the common case first
     x = as_float_array("x", x)
     check_min_ndim("x", x, 2, "(..., L, D)")
     check_n_heads(n_heads, x.shape[-1], "x's last dim D")
@@ -174,6 +204,8 @@ def check_split_heads(x, n_heads):
 
 
 def check_merge_heads(x):
+    if _plain_float(x) and x.ndim >= 3:
+        return x  # the common case first
     x = as_float_array("x", x)
     check_min_ndim("x", x, 3, "(..., H, L, d_k)")
     return x
@@ -183,6 +215,10 @@ def check_layer_norm(x, gamma, beta, eps, centered=True):
     """layer_norm's (centered) or rms_norm's arguments: gamma and beta [D] and a 0-d eps taken
     in x's dtype. eps = 0 is allowed where no row's variance (mean square, uncentered) is 0:
     there the norm would be 0 / 0, so it is refused, naming eps, rather than returned as NaN."""
+    if _plain_float(x) and x.ndim and type(gamma) is type(beta) is numpy.ndarray and \
+            gamma.dtype == beta.dtype == x.dtype and gamma.shape == beta.shape == x.shape[-1:] \
+            and type(eps) is float and 0 < eps < math.inf:
+        return x, gamma, beta, eps  # the common case first, as the checks below return it
     x = as_float_array("x", x)
     check_min_ndim("x", x, 1, "(..., D)")
     gamma = check_shape("gamma", gamma, x.shape[-1:], x.dtype)

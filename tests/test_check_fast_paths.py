@@ -1,0 +1,136 @@
+"""The checks take the common case first (plain NumPy float arrays of the right shapes), without
+their full sequence of calls. A fast path must answer exactly as the full checks do: here each
+check is given the same arguments twice, as plain arrays (the fast path may run) and as views of
+an ndarray subclass (which no fast path takes), and must return the same values, or raise the
+same error, for well-formed and malformed arguments alike."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from minattn.engine import checks
+from minattn.rope import _check_apply_rope
+
+
+class Slow(np.ndarray):
+    """An ndarray no fast path takes (they ask for type(x) is np.ndarray)."""
+
+
+def slow(value):
+    return value.view(Slow) if isinstance(value, np.ndarray) else value
+
+
+def answer(check, *args):
+    try:
+        return "ok", check(*args)
+    except (TypeError, ValueError) as error:
+        return type(error).__name__, str(error)
+
+
+def same(fast, full):
+    assert fast[0] == full[0], (fast, full)
+    if fast[0] != "ok":
+        assert fast[1] == full[1]
+        return
+    a, b = fast[1], full[1]
+    a, b = (a, b) if isinstance(a, tuple) else ((a,), (b,))
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):
+            assert np.asarray(y).dtype == x.dtype and np.array_equal(np.asarray(y), x)
+        else:
+            assert x == y and type(x) is type(y)
+
+
+# These checks take microseconds: many examples, so that the rare shapes (0-d, empty) come up.
+many = settings(max_examples=400)
+sizes = st.integers(0, 3)
+shapes = st.lists(sizes, min_size=0, max_size=4).map(tuple)
+
+
+def arrays(shape, dtype=np.float64):
+    # an ndarray of that shape (0-d included: np.asarray, not the NumPy scalar of a 0-d / 7)
+    return np.asarray(np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) / 7, dtype)
+
+
+@many
+@given(q=shapes, k=shapes, v=shapes, mask=st.none() | shapes, d=st.sampled_from([np.float64, np.float32]))
+def test_check_attention(q, k, v, mask, d):
+    args = [arrays(q), arrays(k, d), arrays(v), None if mask is None else arrays(mask) > 0.1]
+    same(answer(checks.check_attention, *args, None, 0.0, None, None),
+         answer(checks.check_attention, *map(slow, args), None, 0.0, None, None))
+
+
+@many
+@given(x=shapes, mask=st.none() | shapes, axis=st.sampled_from([-1, 0, 1]))
+def test_check_softmax(x, mask, axis):
+    args = [arrays(x), axis, None if mask is None else arrays(mask) > 0.1]
+    same(answer(checks.check_softmax, *args), answer(checks.check_softmax, *map(slow, args)))
+
+
+@many
+@given(x=shapes, gamma=shapes, beta=shapes, eps=st.sampled_from([1e-5, 0.0, -1.0, float("inf")]),
+       d=st.sampled_from([np.float64, np.float32]))
+def test_check_layer_norm(x, gamma, beta, eps, d):
+    args = [np.asarray(arrays(x) + 1), arrays(gamma, d), arrays(beta), eps]
+    same(answer(checks.check_layer_norm, *args), answer(checks.check_layer_norm, *map(slow, args)))
+
+
+@many
+@given(x=shapes, n=st.sampled_from([1, 2, 3, 0, -1, 2.0]))
+def test_check_split_and_merge_heads(x, n):
+    same(answer(checks.check_split_heads, arrays(x), n),
+         answer(checks.check_split_heads, slow(arrays(x)), n))
+    same(answer(checks.check_merge_heads, arrays(x)),
+         answer(checks.check_merge_heads, slow(arrays(x))))
+
+
+@many
+@given(x=shapes, positions=shapes, base=st.sampled_from([10000.0, 0.0, float("inf"), float("nan"), 3]),
+       integer=st.booleans())
+def test_check_apply_rope(x, positions, base, integer):
+    p = np.asarray(np.arange(int(np.prod(positions))).reshape(positions))
+    p = p if integer else p.astype(np.float64)
+    same(answer(_check_apply_rope, arrays(x), p, base, None),
+         answer(_check_apply_rope, slow(arrays(x)), slow(p), base, None))
+
+
+@many
+@given(shape=shapes, expected=st.lists(st.sampled_from([0, 1, 2, 3, "n"]), max_size=4).map(tuple),
+       d=st.sampled_from([None, np.float32, np.float64]), missing=st.booleans())
+def test_check_params(shape, expected, d, missing):
+    params = {} if missing else {"w": arrays(shape)}
+    fast = answer(checks.check_params, params, {"w": expected}, "p", d)
+    full = answer(checks.check_params, {k: slow(v) for k, v in params.items()}, {"w": expected},
+                  "p", d)
+    assert fast[0] == full[0] and (fast[0] != "ok" or np.array_equal(fast[1]["w"], full[1]["w"])
+                                   and fast[1]["w"].dtype == np.asarray(full[1]["w"]).dtype)
+
+
+@many
+@given(shape=shapes, target=shapes)
+def test_broadcasts_to_is_numpys_rule(shape, target):
+    try:
+        want = np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        want = False
+    assert checks.broadcasts_to(shape, target) == want
+
+
+@many
+@given(a=shapes, b=shapes, c=shapes)
+def test_broadcast_or_raise_is_numpys_rule(a, b, c):
+    try:
+        want = ("ok", np.broadcast_shapes(a, b, c))
+    except ValueError:
+        want = ("ValueError",)
+    got = answer(checks.broadcast_or_raise, [("a", a), ("b", b), ("c", c)], "these")
+    assert got[0] == want[0] and (got[0] != "ok" or got[1] == want[1])
+
+
+@pytest.mark.parametrize("value", [1e-5, 0.0, -1.0, float("inf"), float("nan"), 1, True])
+def test_check_positive_real(value):
+    for allow_zero in (False, True):
+        got = answer(checks.check_positive_real, "eps", value, allow_zero)
+        want = answer(checks.check_positive_real, "eps", np.float64(value), allow_zero) \
+            if not isinstance(value, bool) else ("TypeError",)
+        assert got[0] == want[0]
