@@ -24,9 +24,7 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   weight and the unembedding, the weights as load_language_model lays them out: torch's memory
   order, each layer's arrays in one buffer), timed as the floor: what a decode step costs
   before any attention, norm or Python; and the same products with each weight a separate
-  row-major [d_in, d_out] array (the layout before 2026-11-25);
-- prefill with the attention's query blocks one after the other (engine/query_blocks.py runs
-  them on worker threads).
+  row-major [d_in, d_out] array (the layout before 2026-11-25).
 NumPy's BLAS and torch both get --threads threads. Prints markdown rows; the ratios are the
 medians of the per-round ratios (a round's numbers share the machine's state).
 """
@@ -60,7 +58,6 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from _harness import busy
-    from minattn.engine import query_blocks
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import default_model_path, load_language_model
 
@@ -139,14 +136,6 @@ def main(argv=None):
             times.append(time.perf_counter() - start)
         return float(np.median(times))
 
-    def minattn_prefill_serial_blocks():
-        real = query_blocks.n_workers
-        query_blocks.n_workers = lambda x, work: 1
-        try:
-            minattn_prefill()
-        finally:
-            query_blocks.n_workers = real
-
     header(args.busy)
     print(f"SmolLM2-135M-Instruct ({n_weights / 1e6:.1f} M weights, float32), {args.threads} "
           f"threads, torch {torch.__version__}, transformers {transformers.__version__}; "
@@ -157,7 +146,6 @@ def main(argv=None):
                                        "floor": floor, "products": products,
                                        "separate": lambda: products(separate)}, args.rounds)
         rest = interleaved({"minattn_prefill": minattn_prefill,
-                            "minattn_prefill_serial_blocks": minattn_prefill_serial_blocks,
                             "transformers_prefill": transformers_prefill,
                             "minattn_prefill_all_logits": minattn_prefill_all_logits},
                            args.rounds)
@@ -172,9 +160,6 @@ def main(argv=None):
     print(f"| prefill, {args.prompt} tokens, every position's logits | "
           f"{describe(rest['minattn_prefill_all_logits'])} | | "
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
-    print(f"| prefill, {args.prompt} tokens, attention blocks on one thread | "
-          f"{describe(rest['minattn_prefill_serial_blocks'])} | | "
-          f"{ratio(rest['minattn_prefill_serial_blocks'], rest['transformers_prefill'])} |")
     print(f"| the model's 211 products alone | {describe(decode['products'])} | | |")
     print(f"| the same, separate row-major weights | {describe(decode['separate'])} | | |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")

@@ -1,9 +1,9 @@
 """engine/query_blocks.py: attention by query blocks, each over the keys its mask lets it see.
 What it promises: the same output and weights as the whole [L_q, L_k] computation (compared with
 a float64 formula written here), zeros where keys were left out, for every kind of boolean mask
-(causal, windows, padding, random rows), batch and head layouts, both with and without worker
-threads; the calls it cannot split (dropout, sinks, additive masks, short inputs) untouched;
-gradients unchanged."""
+(causal, windows, padding, random rows), batch and head layouts; each block over its own keys;
+the calls it cannot split (dropout, sinks, additive masks, short inputs) untouched; gradients
+unchanged."""
 import autograd.numpy as anp
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from autograd import grad
 from hypothesis import given, strategies as st
 
 import minattn as ma
-from minattn.engine import query_blocks, threads
+from minattn.engine import query_blocks
 from minattn.masks import causal_mask
 
 
@@ -39,16 +39,9 @@ def masks(kind, n_q, n_k, batch, rng):
     return rng.random((n_q, n_k)) < 0.3  # random rows, some with no key at all
 
 
-@pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("kind", ["causal", "window", "padding", "random"])
 @given(n_q=st.integers(256, 300), extra=st.integers(0, 40), seed=st.integers(0, 2 ** 16))
-def test_blocks_equal_the_whole_computation(kind, workers, n_q, extra, seed):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(query_blocks, "n_workers", lambda x, work: workers)
-        _check_blocks(kind, n_q, extra, seed)
-
-
-def _check_blocks(kind, n_q, extra, seed):
+def test_blocks_equal_the_whole_computation(kind, n_q, extra, seed):
     rng = np.random.default_rng(seed)
     n_k, batch = n_q + extra, 2
     q = rng.normal(size=(batch, 3, 2, n_q, 8))  # grouped: 3 kv heads of 2 query heads
@@ -62,8 +55,7 @@ def _check_blocks(kind, n_q, extra, seed):
     assert np.all(weights[~np.broadcast_to(mask, weights.shape)] == 0)
 
 
-def test_the_blocks_see_only_their_keys_and_run_largest_first(monkeypatch):
-    monkeypatch.setattr(query_blocks, "n_workers", lambda x, work: 1)
+def test_the_blocks_see_only_their_keys():
     seen = []
     inner = ma.scaled_dot_product_attention.__wrapped__.__wrapped__  # under gradient_by_hand
 
@@ -76,7 +68,7 @@ def test_the_blocks_see_only_their_keys_and_run_largest_first(monkeypatch):
     rng = np.random.default_rng(0)
     q = k = v = rng.normal(size=(1, 512, 4))
     split(q, k, v, causal_mask(512, 512))
-    assert seen == [(128, 512), (128, 384), (128, 256), (128, 128)]
+    assert seen == [(128, 128), (128, 256), (128, 384), (128, 512)]
 
 
 @pytest.mark.parametrize("case", ["dropout", "sinks", "additive", "short", "no query axis"])
@@ -121,8 +113,3 @@ def _autograd_reference(q, k, v, mask):
     s = s - anp.max(s, axis=-1, keepdims=True)
     e = anp.where(mask, anp.exp(s), 0.0)
     return e / anp.sum(e, axis=-1, keepdims=True) @ v, None
-
-
-def test_with_blas_limited_to_one_thread_the_blocks_run_in_order():
-    with threads.one_blas_thread():
-        assert query_blocks.n_workers(np.zeros(3), 2 ** 30) == 1

@@ -10,12 +10,12 @@ same nonzero terms (up to the order of the additions), and the weights come back
 where they were left out. For a 512-token causal prompt in blocks of 128, 10 of 16 tiles are
 computed.
 
-The blocks are independent: on the CPU they run on worker threads (engine/threads.py,
-in_threads), each with one BLAS thread, so the softmax's passes over the scores, which NumPy
-runs on one core, use every core. SmolLM2's 512-token prefill took 838 ms with two workers and
-932 ms with the blocks one after the other (767 and 826 ms beside transformers in the same
-process; medians of 9, interleaved, 2 cores, 2026-11-25). The blocks that see the most keys
-go first, so that the workers finish together.
+The blocks run one after the other, under the attention core's one BLAS thread. They are
+independent, and worker threads (engine/threads.py, in_threads) were tried: SmolLM2's 512-token
+prefill took 819 ms with two workers and 796 ms without (alone, medians of 9 interleaved
+rounds), and 833 against 796 ms beside transformers (benchmarks/bench_smollm2.py, 7 rounds;
+2 cores, 2026-11-25). As engine/threads.py found for the encoder block: the large projections'
+OpenBLAS threads, spinning after each product, hold the cores the workers would need.
 
 The decorated function takes (q, k, v, mask, ...) and returns (output [..., L_q, d_v], weights
 [..., L_q, L_k]) as scaled_dot_product_attention. It runs as it is (one block) when there is
@@ -24,13 +24,11 @@ or has no query axis, dropout (its random draws are the whole matrix's), sinks, 
 differentiated (an autograd box: the gradient is recorded on the whole).
 """
 import functools
-import math
 
 import numpy
 from autograd.tracer import isbox
 
 from .signatures import binder
-from .threads import in_threads, n_workers, one_blas_thread
 
 
 def in_query_blocks(rows=128):
@@ -79,10 +77,7 @@ def _in_blocks(f, values, rows):
                 mask[..., start:stop, keys], **others)
         return start, stop, keys, out
 
-    n_threads = n_workers(q, math.prod(q.shape[:-1]) * n_keys)  # read before the limit below
-    with one_blas_thread():  # each block's products on one BLAS thread, set once for all workers
-        # the last blocks see the most keys: first, so that the workers finish together
-        blocks = in_threads(block, reversed(range(0, n_queries, rows)), n_threads)[::-1]
+    blocks = [block(start) for start in range(0, n_queries, rows)]
     output = numpy.concatenate([out for _, _, _, (out, _) in blocks], axis=-2)  # [..., L_q, d_v]
     first = blocks[0][3][1]
     # np.zeros, not zeros_like: NumPy's zeros come from calloc, untouched where no block writes
