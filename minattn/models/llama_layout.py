@@ -75,8 +75,8 @@ def linear_weight(weight):
     """A Linear weight [d_out, d_in] (torch's, a file's) -> minattn's [d_in, d_out], a copy kept
     in the same memory layout (the transpose of a row-major [d_out, d_in]: Fortran order).
     Decoding multiplies one token by each weight, and that matrix-vector product is faster when
-    each output's weights are contiguous: 13.6 ms against 14.7 ms for SmolLM2's 211 products
-    (2 threads, 2026-11-25; benchmarks/bench_smollm2.py measures the whole step)."""
+    each output's weights are contiguous (with packed(), below: the products' rows of
+    benchmarks/bench_smollm2.py and docs/benchmarks.md)."""
     return np.array(weight, order="C").T
 
 
@@ -84,10 +84,12 @@ def packed(params):
     """params (a tree of dicts and lists) with every array moved into one buffer per dtype,
     side by side, each in its own memory order; returns the same tree, its leaves now views.
     NumPy backs a large buffer with huge pages, so reading every weight once per token misses
-    the TLB less: a decoding step's 211 matrix-vector products took 12.5 ms with SmolLM2's
-    weights in one buffer and 13.8 ms in separate arrays (2 threads, 2026-11-25; the products'
-    row of benchmarks/bench_smollm2.py measures them as loaded). Each array is copied in, then
-    dropped, so memory holds about one copy of the model (plus the largest array) meanwhile."""
+    the TLB less. With linear_weight's order, SmolLM2's 211 matrix-vector products of a decode
+    step took 10.3 ms against 13.3 ms for separate row-major arrays (benchmarks/bench_smollm2.py,
+    2026-11-25, docs/benchmarks.md). layer_params packs each layer (an 18 MB buffer for
+    SmolLM2): a layer's arrays are copied in, then dropped, so loading holds about one copy of
+    the model at a time (the process's peak resident memory after load_language_model() of
+    SmolLM2's GGUF: 948 MB before packing, 1012 MB with it; ru_maxrss, 2026-11-25)."""
     leaves = []
 
     def collect(tree):
