@@ -158,11 +158,9 @@ def silu_vjp(wrt, g, y, x):
 @gradient_by_hand(silu_vjp)
 def silu(x):
     # x * sigmoid(x) (also "swish"), sigmoid as above with one exp, e = exp(-|x|): the numerator
-    # exp(min(x, 0)) is e where x < 0 and 1 elsewhere, the denominator 1 + e. (e and out are
-    # arrays made here: the steps work in them in place, no more copies of a large hidden layer.)
-    e = np.abs(x)
-    np.negative(e, out=e)
-    np.exp(e, out=e)  # exp(-|x|), in (0, 1]
+    # exp(min(x, 0)) is e where x < 0 and 1 elsewhere, the denominator 1 + e. (out is an array
+    # made here: the steps work in it in place, no more copies of a large hidden layer.)
+    e = np.exp(-np.abs(x))  # in (0, 1]; a new float array (x may be an int array, or 0-d)
     out = np.where(x < 0, e, 1.0)
     e += 1.0
     out *= x

@@ -113,3 +113,29 @@ def _autograd_reference(q, k, v, mask):
     s = s - anp.max(s, axis=-1, keepdims=True)
     e = anp.where(mask, anp.exp(s), 0.0)
     return e / anp.sum(e, axis=-1, keepdims=True) @ v, None
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda q, m: (q, q, np.ones((300, 4)), m), "k and v must have the same length"),
+    (lambda q, m: (q, np.ones((256, 3)), np.ones((256, 3)), m), "same feature size d_k"),
+    (lambda q, m: (q, np.ones(4), np.ones(4), m[:, :4]), r"k must have shape \(\.\.\., L_k, d_k\)"),
+    (lambda q, m: (q[None].repeat(2, 0), q, q, m[None].repeat(3, 0)),
+     r"mask of shape \(3, 256, 256\) does not broadcast to the scores of shape \(2, 256, 256\)"),
+    (lambda q, m: (q, q, q, m[:, :200]), r"mask of shape \(256, 200\) does not broadcast"),
+])
+def test_a_long_call_is_checked_whole_before_it_is_split(bad, message):
+    # the errors of a call long enough to split name the caller's shapes, as a short call's do
+    q, mask = np.ones((256, 4)), np.tril(np.ones((256, 256), bool))
+    with pytest.raises(ValueError, match=message):
+        ma.scaled_dot_product_attention(*bad(q, mask))
+
+
+def test_a_nan_value_no_query_of_a_block_may_see_stays_out_of_that_block():
+    # documented (engine/query_blocks.py): the whole computation gives NaN there (0 * NaN)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(300, 4)) for _ in range(3))
+    v[-1] = np.nan  # the last key: only the last query block may see it
+    out, weights = ma.scaled_dot_product_attention(q, k, v, causal_mask(300, 300))
+    assert np.isfinite(out[:256]).all() and np.isnan(out[-1]).all()
+    want, _ = reference(q[:256], k[:256], v[:256], causal_mask(256, 256))
+    np.testing.assert_allclose(out[:256], want, rtol=1e-10, atol=1e-12)

@@ -301,3 +301,13 @@ def test_silu_in_the_tails_keeps_its_relative_precision_and_warns_nowhere():
     np.testing.assert_allclose(got[1:6], want[1:6], rtol=1e-6)
     assert got[0] == 0 and got[-1] == np.inf and got.dtype == np.float32
     assert not np.shares_memory(got, x)
+
+
+@pytest.mark.parametrize("x", [np.array(1.5), 1.5, np.arange(-2, 3), np.array([[-3.0]], np.float32)])
+def test_silu_takes_0d_scalar_and_integer_inputs_as_before(x):
+    from minattn.position_wise import silu
+    x64 = np.asarray(x, np.float64)
+    want = x64 / (1 + np.exp(-x64))
+    got = silu(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6 if np.asarray(x).dtype == np.float32 else 1e-14)
+    assert np.shape(got) == np.shape(x)

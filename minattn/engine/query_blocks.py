@@ -8,7 +8,9 @@ may see (the causal diagonal; a sliding window's start too). A key left out of a
 whose weight in that block is exactly 0, so each weight and each output is the same sum of the
 same nonzero terms (up to the order of the additions), and the weights come back whole, zeros
 where they were left out. For a 512-token causal prompt in blocks of 128, 10 of 16 tiles are
-computed.
+computed. The one difference: a NaN or an infinity among the values of keys that no query of
+a block may see stays out of that block's outputs, where the whole computation multiplies it
+by its weight 0 and gets NaN (as a value no query may see should).
 
 The blocks run one after the other, under the attention core's one BLAS thread. They are
 independent, and worker threads (engine/threads.py, in_threads) were tried: SmolLM2's 512-token
@@ -17,8 +19,9 @@ rounds), and 833 against 796 ms beside transformers (benchmarks/bench_smollm2.py
 2 cores, 2026-11-25). As engine/threads.py found for the encoder block: the large projections'
 OpenBLAS threads, spinning after each product, hold the cores the workers would need.
 
-The decorated function takes (q, k, v, mask, ...) and returns (output [..., L_q, d_v], weights
-[..., L_q, L_k]) as scaled_dot_product_attention. It runs as it is (one block) when there is
+The decorated function takes (q, k, v, mask, scale, dropout, rng, sinks) and returns (output
+[..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks
+(checks.check_attention) run on the whole call before it is split. It runs as it is (one block) when there is
 nothing to save or no way to split: fewer than two blocks of queries, a mask that is not boolean
 or has no query axis, dropout (its random draws are the whole matrix's), sinks, or a value being
 differentiated (an autograd box: the gradient is recorded on the whole).
@@ -28,6 +31,7 @@ import functools
 import numpy
 from autograd.tracer import isbox
 
+from . import checks
 from .signatures import binder
 
 
@@ -42,6 +46,10 @@ def in_query_blocks(rows=128):
             if getattr(q, "ndim", 0) < 2 or q.shape[-2] < 2 * rows:  # decoding: one query
                 return f(*args, **kwargs)
             values = dict(zip(names, bind(args, kwargs)))
+            # the whole call's arguments checked first, so that an error names their shapes and
+            # no block is cut from arguments the attention would refuse
+            checks.check_attention(*(values[name] for name in
+                                     ("q", "k", "v", "mask", "scale", "dropout", "rng", "sinks")))
             if not _splittable(values):
                 return f(*args, **kwargs)
             return _in_blocks(f, values, rows)
