@@ -141,6 +141,14 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
     return linear(hidden, params["w_2"], params["b_2"])  # [..., D]
 
 
+def sigmoid_vjp(wrt, g, s, x):
+    # sigmoid' = s (1 - s) = sigmoid(x) sigmoid(-x): no cancellation where s is close to 1. By
+    # hand, not through autograd's |x|, whose gradient g x / |x| underflows to 0 where x is
+    # subnormal (5e-324 gave sigmoid' = 0, not 0.25).
+    return {"x": g * sigmoid(x) * sigmoid(-x)}
+
+
+@gradient_by_hand(sigmoid_vjp)
 def sigmoid(x):
     # 1 / (1 + e^-x) as exp(min(x, 0)) / (1 + exp(-|x|)): both exponents <= 0, so no overflow
     # for any x and full relative precision in the tails. NumPy computes exp with SIMD

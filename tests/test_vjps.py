@@ -311,3 +311,20 @@ def test_silu_takes_0d_scalar_and_integer_inputs_as_before(x):
     got = silu(x)
     np.testing.assert_allclose(got, want, rtol=1e-6 if np.asarray(x).dtype == np.float32 else 1e-14)
     assert np.shape(got) == np.shape(x)
+
+
+@pytest.mark.parametrize("x", [5e-324, -5e-324, 1e-310, 0.0, -0.0, 1e-300, -40.0, 40.0])
+def test_sigmoid_and_silu_derivatives_hold_at_subnormal_and_tail_inputs(x):
+    # autograd's own |x| gradient underflows to 0 at subnormal x: the hand VJPs do not use it
+    from minattn.position_wise import sigmoid, silu
+    x = np.array([x])
+    s, rest = 1 / (1 + np.exp(-x)), 1 / (1 + np.exp(x))  # sigmoid(x), 1 - sigmoid(x) directly
+    np.testing.assert_allclose(grad(lambda x: anp.sum(sigmoid(x)))(x), s * rest, rtol=1e-12,
+                               atol=1e-300)
+    np.testing.assert_allclose(grad(lambda x: anp.sum(silu(x)))(x), s + x * s * rest,
+                               rtol=1e-12, atol=1e-300)
+    second = s * rest * (2 + x * (rest - s))  # silu'' = s'(2 + x (1 - 2s))
+    np.testing.assert_allclose(grad(lambda x: anp.sum(grad(lambda y: anp.sum(silu(y)))(x)))(x),
+                               second, rtol=1e-9, atol=1e-300)
+    check_grads(silu, modes=["rev"], order=2)(x)
+    check_grads(sigmoid, modes=["rev"], order=2)(x)
