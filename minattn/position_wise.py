@@ -150,30 +150,17 @@ def sigmoid_vjp(wrt, g, s, x):
 
 @gradient_by_hand(sigmoid_vjp)
 def sigmoid(x):
-    # 1 / (1 + e^-x) as exp(min(x, 0)) / (1 + exp(-|x|)): both exponents <= 0, so no overflow
-    # for any x and full relative precision in the tails. NumPy computes exp with SIMD
-    # instructions and logaddexp (the former way) without: a tenth of SmolLM2's 512-token
+    # 1 / (1 + e^-x) through e = exp(-|x|) <= 1: e / (1 + e) where x < 0, 1 / (1 + e) elsewhere,
+    # so no overflow for any x and full relative precision in the tails. NumPy computes exp with
+    # SIMD instructions and logaddexp (the former way) without: a tenth of SmolLM2's 512-token
     # prefill went to logaddexp (cProfile, 2026-11-25).
-    return np.exp(np.minimum(x, 0.0)) / (1.0 + np.exp(-np.abs(x)))
+    e = np.exp(-np.abs(x))
+    return np.where(x < 0, e, 1.0) / (1.0 + e)
 
 
-def silu_vjp(wrt, g, y, x):
-    # silu'(x) = s + x s (1 - s) = s (1 + x sigmoid(-x)), s = sigmoid(x): 1 - s written as
-    # sigmoid(-x), which keeps its precision where s is close to 1.
-    return {"x": g * sigmoid(x) * (1.0 + x * sigmoid(-x))}
-
-
-@gradient_by_hand(silu_vjp)
 def silu(x):
-    # x * sigmoid(x) (also "swish"), sigmoid as above with one exp, e = exp(-|x|): the numerator
-    # exp(min(x, 0)) is e where x < 0 and 1 elsewhere, the denominator 1 + e. (out is an array
-    # made here: the steps work in it in place, no more copies of a large hidden layer.)
-    e = np.exp(-np.abs(x))  # in (0, 1]; a new float array (x may be an int array, or 0-d)
-    out = np.where(x < 0, e, 1.0)
-    e += 1.0
-    out *= x
-    out /= e
-    return out
+    # x * sigmoid(x) (also "swish"); its gradient goes through sigmoid's
+    return x * sigmoid(x)
 
 
 def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):

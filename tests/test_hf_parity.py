@@ -52,24 +52,28 @@ def float64_llama(monkeypatch):
     patch_float64_islands(monkeypatch, llama.LlamaRMSNorm, llama.LlamaRotaryEmbedding)
 
 
+def float64_rms_norm_forward(self, hidden_states):
+    # transformers' RMSNorm forward without its cast to float32: in the input's dtype
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
+
+
+def float64_rotary_forward(self, x, position_ids):
+    # transformers' rotary-embedding forward with inv_freq and the angles in float64
+    dim = self.inv_freq.shape[0] * 2
+    base = self.config.rope_parameters["rope_theta"]
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    freqs = position_ids[..., None].to(torch.float64) * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
 def patch_float64_islands(monkeypatch, rms_norm_class, rotary_class):
     """Replace a transformers model's RMSNorm and rotary-embedding forwards (float32 inside a
     float64 model) by the same computations in the input's dtype (Llama's, DeepSeek-V3's and
     DiffLlama's are the same code)."""
-    def rms_norm_forward(self, hidden_states):
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-    def rotary_forward(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-    monkeypatch.setattr(rms_norm_class, "forward", rms_norm_forward)
-    monkeypatch.setattr(rotary_class, "forward", rotary_forward)
+    monkeypatch.setattr(rms_norm_class, "forward", float64_rms_norm_forward)
+    monkeypatch.setattr(rotary_class, "forward", float64_rotary_forward)
 
 def _tokens(b=2, length=7, seed=0):
     return np.random.default_rng(seed).integers(0, V, size=(b, length))

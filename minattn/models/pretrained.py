@@ -23,6 +23,7 @@ import numpy as np
 from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
 from .chat_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
+from .extras import require
 from .heads_of_a_model import (ablation_mask, head_scores, in_context_loss,  # noqa: F401
                                repeated_random_tokens, top_heads)  # what a decoder's heads do
 
@@ -33,14 +34,7 @@ _CONFIG_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "laye
 
 
 def _require(module, package):
-    # The pretrained extras are imported lazily so `import minattn` needs only the core.
-    import importlib
-
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        raise ImportError(f"minattn.pretrained needs {package} (to import {module}); "
-                          f"install the extra with: {_EXTRA}") from error
+    return require(module, package, "minattn.pretrained", _EXTRA)
 
 
 def default_model_path():
