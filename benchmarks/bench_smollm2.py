@@ -22,11 +22,12 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
   weights, 540 MB), the tied embedding counted once; timed --steps times a round, in the decode
   rounds, and the round's median counts;
-- products: the model's own 211 matrix-vector products alone (one token through every Linear
+- products: the model's own 121 matrix-vector products alone (one token through every Linear
   weight and the unembedding, the weights as load_language_model lays them out: torch's memory
-  order, each layer's arrays in one buffer), timed as the floor: what a decode step costs
-  before any attention, norm or Python; and the same products with each weight a separate
-  row-major [d_in, d_out] array (the layout before 2026-11-25).
+  order, each layer's arrays in one buffer, so q, k, v are one product and gate, up another, as
+  linears makes them: engine/fused_products.py), timed as the floor: what a decode step costs
+  before any attention, norm or Python; the same weights with one product each (211); and
+  with each weight a separate row-major [d_in, d_out] array (the layout before 2026-11-25).
 NumPy's BLAS and torch both get --threads threads. Prints markdown rows; the ratios are the
 medians of the per-round ratios (a round's numbers share the machine's state).
 """
@@ -64,6 +65,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from _harness import busy
+    from minattn.engine.fused_products import side_by_side
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import default_model_path, load_language_model
 
@@ -131,6 +133,12 @@ def main(argv=None):
     x_in = {n: np.ones((1, n), np.float32) for n in {w.shape[0] for w in weights}}
 
     separate = [np.ascontiguousarray(w) for w in weights]  # row-major, one allocation each
+    fused = []  # the products as a decode step makes them: q, k, v in one; gate and up in one
+    for layer in model.params["layers"]:
+        attention, feed = layer["self_attention"], layer["feed_forward"]
+        fused += [side_by_side([attention["w_q"], attention["w_k"], attention["w_v"]]),
+                  attention["w_o"], side_by_side([feed["w_gate"], feed["w_up"]]), feed["w_down"]]
+    assert all(w is not None for w in fused)
 
     def products(weights=weights):
         times = []
@@ -149,7 +157,8 @@ def main(argv=None):
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
                                        "transformers": transformers_decode,
-                                       "floor": floor, "products": products,
+                                       "floor": floor, "products": lambda: products(fused),
+                                       "per_weight": products,
                                        "separate": lambda: products(separate)}, args.rounds)
         rest = interleaved({"minattn_prefill": minattn_prefill,
                             "transformers_prefill": transformers_prefill,
@@ -166,12 +175,16 @@ def main(argv=None):
     print(f"| prefill, {args.prompt} tokens, every position's logits | "
           f"{describe(rest['minattn_prefill_all_logits'])} | | "
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
-    print(f"| the model's 211 products alone | {describe(decode['products'])} | | |")
+    print(f"| the model's {len(fused) + 1} products alone (q, k, v in one; gate, up in one) | "
+          f"{describe(decode['products'])} | | |")
+    print(f"| the same, one product per weight ({len(weights) + 1}) | "
+          f"{describe(decode['per_weight'])} | | |")
     print(f"| the same, separate row-major weights | {describe(decode['separate'])} | | |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
     print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
           f"transformers {ratio(decode['transformers'], decode['floor'])}; products / floor "
-          f"{ratio(decode['products'], decode['floor'])}, separate / floor "
+          f"{ratio(decode['products'], decode['floor'])}, one per weight / floor "
+          f"{ratio(decode['per_weight'], decode['floor'])}, separate / floor "
           f"{ratio(decode['separate'], decode['floor'])}")
     footer()
 

@@ -13,7 +13,7 @@ from autograd.tracer import isbox
 from .engine import checks
 from .engine.decoder_checks import _check_self_attention
 from .heads import merge_heads, split_heads
-from .multi_head import _project, grouped_attention
+from .multi_head import _project, _projections, grouped_attention
 from .normalization import rms_norm
 from .rope import apply_partial_rope, apply_rope
 from .softcap import capped_attention
@@ -43,9 +43,9 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
                                           attn_logit_softcapping, partial_rotary_factor,
                                           head_mask)
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d_k]
-    k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d_k]
-    v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
+    q, k, v = _projections(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
+    q = split_heads(q, n_heads)  # [..., H, L, d_k]
+    k, v = split_heads(k, n_kv_heads), split_heads(v, n_kv_heads)  # [..., H_kv, L, d_k]
     if "q_norm" in params:  # QK-norm: bounded q and k, so the scores cannot blow up
         q = _qk_norm(q, params["q_norm"]["gamma"], eps)  # [..., H, L, d_k]
         k = _qk_norm(k, params["k_norm"]["gamma"], eps)

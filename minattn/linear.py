@@ -1,8 +1,9 @@
 """The affine map y = x @ w + b (b optional), done as one 2-D matrix product, with its gradient
-by hand."""
+by hand; and linears, one input through several weights."""
 import autograd.numpy as np
 
 from .engine.autograd_rules import gradient_by_hand
+from .engine.fused_products import in_one_product
 
 
 def linear_vjp(wrt, g, y, x, w, b):
@@ -23,3 +24,13 @@ def linear(x, w, b=None):
     if b is not None:
         y = y + b
     return y.reshape((*lead, w.shape[1]))
+
+
+@in_one_product()
+def linears(x, ws, bs=None):
+    # [..., d_in], ws [d_in, d_out_i], bs [d_out_i] or None -> ([..., d_out_i], ...): one input
+    # through several weights (attention's q, k, v; SwiGLU's gate and up). Where the weights lie
+    # side by side in one buffer, as a loaded model's do, one product does them all
+    # (engine/fused_products.py).
+    bs = (None,) * len(ws) if bs is None else bs
+    return tuple(linear(x, w, b) for w, b in zip(ws, bs))

@@ -6,7 +6,7 @@ import autograd.numpy as np
 from .engine import checks
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .linear import linear
+from .linear import linear, linears
 
 PROJECTIONS = ("q", "k", "v", "o")
 
@@ -54,6 +54,12 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_hea
 def _project(params, x, p):
     # [..., d_in] -> [..., d_out]; the bias only where params has one.
     return linear(x, params[f"w_{p}"], params.get(f"b_{p}"))
+
+
+def _projections(params, x, names):
+    # [..., d_in] -> one [..., d_out] for each name ("qkv": q, k and v of one input), in one
+    # matrix product where the weights lie side by side (linears).
+    return linears(x, [params[f"w_{p}"] for p in names], [params.get(f"b_{p}") for p in names])
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,

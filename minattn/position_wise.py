@@ -8,7 +8,7 @@ from .engine import checks
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 from .dropout import dropout as _dropout
-from .linear import linear
+from .linear import linear, linears
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
@@ -181,7 +181,8 @@ def gated_feed_forward(params, x):
     passes."""
     # [..., D] -> [..., F] -> [..., D]
     params, x = _check_gated_feed_forward(params, x)
-    hidden = silu(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
+    hidden = silu(gate) * up  # [..., F]
     return hidden @ params["w_down"]  # [..., D]
 
 

@@ -12,6 +12,7 @@ from .engine import checks
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
+from .linear import linears
 from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import (feed_forward, gated_feed_forward, gelu_tanh, init_feed_forward,
@@ -22,7 +23,8 @@ def geglu_tanh(params, x):
     """GEGLU with the tanh GELU (Gemma's MLP): down(gelu_tanh(gate(x)) * up(x)), [..., D] ->
     [..., D]; params as gated_feed_forward's."""
     # [..., D] -> [..., F] -> [..., D]
-    hidden = gelu_tanh(x @ params["w_gate"]) * (x @ params["w_up"])  # [..., F]
+    gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
+    hidden = gelu_tanh(gate) * up  # [..., F]
     return hidden @ params["w_down"]
 
 

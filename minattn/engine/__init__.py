@@ -8,6 +8,7 @@
     threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
+    fused_products.py  several weights of one input in one product, where they lie side by side
     autograd_rules.py  autograd rules that keep a gradient's dtype and device (where)
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
 

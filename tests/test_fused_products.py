@@ -1,0 +1,157 @@
+"""engine/fused_products.py: several weights of one input in one matrix product. What it
+promises: where the weights are Fortran-ordered views lying side by side in one buffer (as
+models/llama_layout.packed lays them), side_by_side is one read-only [d_in, sum d_out] view of
+exactly them, and linears' results equal each x @ w + b (a float64 formula written here);
+anywhere else (gaps, other orders, dtypes or widths, separate or non-NumPy arrays) no view,
+and the same results; gradients unchanged; what it remembers is forgotten with the weights."""
+import gc
+
+import autograd.numpy as anp
+import numpy as np
+import pytest
+from autograd import grad
+from hypothesis import given, strategies as st
+
+from minattn.engine import fused_products
+from minattn.engine.fused_products import side_by_side
+from minattn.linear import linears
+from minattn.models.llama_layout import linear_weight, packed
+
+from .array_double import DeviceArray
+
+
+def weights(rng, d_in, d_outs, dtype=np.float64):
+    # [d_in, d_out] each, in torch's memory order (the transpose of a row-major [d_out, d_in])
+    return [linear_weight(rng.normal(size=(d_out, d_in)).astype(dtype)) for d_out in d_outs]
+
+
+def side_by_side_weights(rng, d_in, d_outs, dtype=np.float64):
+    # packed() rounds each array to 16 elements: sizes that are multiples of 16 lie end to end
+    tree = {f"w{i}": w for i, w in enumerate(weights(rng, d_in, d_outs, dtype))}
+    packed(tree)
+    return [tree[f"w{i}"] for i in range(len(d_outs))]
+
+
+def reference(x, ws, bs):
+    return [np.einsum("...i,io->...o", x.astype(np.float64), w.astype(np.float64)) +
+            (0 if b is None else b) for w, b in zip(ws, bs)]
+
+
+def test_side_by_side_is_one_read_only_view_of_exactly_the_weights():
+    ws = side_by_side_weights(np.random.default_rng(0), 16, [16, 4, 4])
+    whole = side_by_side(ws)
+    assert whole.shape == (16, 24) and not whole.flags.writeable
+    np.testing.assert_array_equal(whole, np.concatenate(ws, axis=1))
+    for w in ws:
+        assert np.shares_memory(whole, w)
+    assert side_by_side(ws) is whole  # remembered
+    assert side_by_side(ws[1:]).shape == (16, 8)  # any run of neighbours
+    np.testing.assert_array_equal(side_by_side(ws[1:]), np.concatenate(ws[1:], axis=1))
+
+
+@pytest.mark.parametrize("case", ["separate", "reversed", "skipped", "gap", "row_major",
+                                  "dtypes", "widths", "same_twice", "one", "device"])
+def test_no_view_where_the_weights_are_not_one_matrix(case):
+    rng = np.random.default_rng(1)
+    ws = side_by_side_weights(rng, 16, [16, 16, 16])
+    ws = {"separate": weights(rng, 16, [16, 16]),
+          "reversed": ws[::-1],
+          "skipped": [ws[0], ws[2]],
+          "gap": side_by_side_weights(rng, 3, [5, 5]),  # 15 elements, padded to 16
+          "row_major": list(packed({"a": rng.normal(size=(16, 16)),
+                                    "b": rng.normal(size=(16, 16))}).values()),
+          "dtypes": list(packed({"a": linear_weight(rng.normal(size=(16, 16))),
+                                 "b": linear_weight(rng.normal(size=(16, 16)))}).values())[:1] +
+          side_by_side_weights(rng, 16, [16], np.float32),
+          "widths": [ws[0], side_by_side_weights(rng, 32, [16])[0]],
+          "same_twice": [ws[0], ws[0]],
+          "one": ws[:1],
+          "device": [DeviceArray(w) for w in ws]}[case]
+    assert side_by_side(ws) is None
+    x = rng.normal(size=(2, ws[0].shape[0]))
+    if case not in ("device", "widths"):
+        for got, want in zip(linears(x, ws), reference(x, ws, [None] * len(ws))):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@given(d_in=st.sampled_from([16, 32]), d_outs=st.lists(st.sampled_from([16, 32, 48]), min_size=1,
+                                                       max_size=4),
+       lead=st.sampled_from([(1,), (3,), (2, 5), (1, 1, 4)]), biases=st.booleans(),
+       together=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_linears_equals_each_product_with_its_bias(d_in, d_outs, lead, biases, together, dtype,
+                                                   seed):
+    rng = np.random.default_rng(seed)
+    ws = (side_by_side_weights if together else weights)(rng, d_in, d_outs, dtype)
+    assert (side_by_side(ws) is not None) == (together and len(ws) > 1)
+    bs = [rng.normal(size=w.shape[1]).astype(dtype) if biases and i % 2 == 0 else None
+          for i, w in enumerate(ws)]
+    x = rng.uniform(-1, 1, size=lead + (d_in,)).astype(dtype)
+    before = [w.copy() for w in ws], x.copy()
+    got = linears(x, ws, bs)
+    assert isinstance(got, tuple) and len(got) == len(ws)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for g, want, w in zip(got, reference(x, ws, bs), ws):
+        assert g.dtype == dtype and g.shape == lead + (w.shape[1],)
+        np.testing.assert_allclose(g, want, rtol=tol, atol=tol * d_in)
+    for w, b in zip(ws, before[0]):
+        np.testing.assert_array_equal(w, b)  # nothing changed in place
+    np.testing.assert_array_equal(x, before[1])
+
+
+@pytest.mark.parametrize("wrt", [0, 1])
+def test_gradients_through_linears_equal_the_formulas(wrt):
+    rng = np.random.default_rng(2)
+    ws = side_by_side_weights(rng, 16, [16, 32])
+    bs = [rng.normal(size=16), None]
+    x = rng.normal(size=(3, 16))
+    g = [rng.normal(size=(3, 16)), rng.normal(size=(3, 32))]
+
+    def loss(x, w0):
+        outs = linears(x, [w0, ws[1]], bs)
+        return sum(anp.sum(o * gi) for o, gi in zip(outs, g))
+
+    got = grad(loss, wrt)(x, ws[0])
+    want = (g[0] @ ws[0].T + g[1] @ ws[1].T) if wrt == 0 else x.T @ g[0]  # dL/dx, dL/dw0
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_what_is_remembered_is_forgotten_with_the_weights():
+    ws = side_by_side_weights(np.random.default_rng(3), 16, [16, 16])
+    key = tuple(map(id, ws))
+    buffer = ws[0].base
+    while buffer.base is not None:
+        buffer = buffer.base
+    assert side_by_side(ws) is not None and key in fused_products._found
+    whole_ref = __import__("weakref").ref(buffer)
+    del ws, buffer
+    gc.collect()
+    assert key not in fused_products._found
+    assert whole_ref() is None  # the buffer is not kept alive by the remembered view
+
+
+def test_a_packed_decoder_step_equals_the_same_weights_apart():
+    import minattn as ma
+    rng = np.random.default_rng(4)
+    params, config = ma.init_causal_lm(rng, 50, 2, 32, 4, 48, position="rope", tied=True,
+                                       activation="swiglu", norm="rms_norm", bias=False,
+                                       n_kv_heads=2)
+    for layer in params["layers"]:
+        for sublayer in ("self_attention", "feed_forward"):
+            layer[sublayer] = {k: np.asfortranarray(w) for k, w in layer[sublayer].items()}
+    apart = {**params, "layers": [{k: dict(v) for k, v in layer.items()}
+                                  for layer in params["layers"]]}
+    together = {**params, "layers": [packed({k: {n: w.copy(order="K") for n, w in v.items()}
+                                             for k, v in layer.items()})
+                                     for layer in params["layers"]]}
+    layer = together["layers"][0]
+    assert side_by_side([layer["self_attention"][k] for k in ("w_q", "w_k", "w_v")]) is not None
+    assert side_by_side([layer["feed_forward"][k] for k in ("w_gate", "w_up")]) is not None
+    tokens = rng.integers(0, 50, size=(2, 7))
+    want, want_cache = ma.causal_lm(apart, tokens, return_cache=True, **config)
+    got, cache = ma.causal_lm(together, tokens, return_cache=True, **config)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    step = rng.integers(0, 50, size=(2, 1))
+    want, _ = ma.causal_lm(apart, step, cache=want_cache, return_cache=True, **config)
+    got, _ = ma.causal_lm(together, step, cache=cache, return_cache=True, **config)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
