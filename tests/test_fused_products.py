@@ -155,3 +155,18 @@ def test_a_packed_decoder_step_equals_the_same_weights_apart():
     want, _ = ma.causal_lm(apart, step, cache=want_cache, return_cache=True, **config)
     got, _ = ma.causal_lm(together, step, cache=cache, return_cache=True, **config)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("lead", [(1,), (2, 2), (1, 1, 4), (5,), (2, 3), (1, 64)])
+def test_one_product_for_a_few_tokens_only(lead):
+    # Decoding (a token or a few) reads the weights once; many tokens are limited by arithmetic,
+    # where separate, contiguous results were faster (the module docstring's measurements).
+    rng = np.random.default_rng(5)
+    ws = side_by_side_weights(rng, 16, [16, 32])
+    x = rng.normal(size=lead + (16,))
+    q, k = linears(x, ws)
+    tokens = int(np.prod(lead))
+    one_output = q.base is not None and q.base is k.base  # views of one product's result
+    assert one_output == (tokens <= fused_products.FEW_TOKENS)
+    for got, want in zip((q, k), reference(x, ws, [None, None])):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
