@@ -16,7 +16,7 @@ from .engine import checks
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
-from .engine.threads import one_blas_thread
+from .engine.threads import decoding, one_blas_thread
 
 
 def softmax_vjp(wrt, g, p, x, axis, mask):
@@ -84,7 +84,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
 @float16_in_float32("q", "k", "v")
 @gradient_by_hand(attention_vjp, unless="dropout")
 @in_query_blocks()
-@one_blas_thread()
+@one_blas_thread(unless=decoding)
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
                                  sinks=None):
     """softmax(q kᵀ · scale) v, and the weights.

@@ -52,6 +52,32 @@ def test_inside_one_blas_thread_blas_runs_one_thread_and_the_limit_before_comes_
         assert blas_threads() == [2]
 
 
+@pytest.mark.parametrize("n_queries", [1, 4, 5, 64])
+def test_decoding_keeps_the_threads_and_longer_calls_get_one(fresh, monkeypatch, n_queries):
+    # @one_blas_thread(unless=decoding): a call of at most FEW_QUERIES queries leaves the BLAS
+    # threads as they are; the attention core (scaled_dot_product_attention) is decorated so.
+    import minattn.attention as attention
+    seen = []
+    monkeypatch.setattr(attention, "softmax",
+                        lambda *a, _f=attention.softmax, **k: seen.append(blas_threads()) or
+                        _f(*a, **k))
+    q = np.ones((2, n_queries, 8))
+    k = v = np.ones((2, 70, 8))
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if blas_threads() != [2]:
+            pytest.skip("this BLAS cannot be set to 2 threads")
+
+        @threads.one_blas_thread(unless=threads.decoding)
+        def body(q):
+            return blas_threads()
+
+        decoding = n_queries <= threads.FEW_QUERIES
+        assert body(q) == ([2] if decoding else [1]) and blas_threads() == [2]
+        assert body([[1.0]]) == [1]  # not an array: switched (its own checks come after)
+        attention.scaled_dot_product_attention(q, k, v)
+        assert seen == [[2] if decoding else [1]] and blas_threads() == [2]
+
+
 def test_one_blas_thread_limits_blas_only_not_openmp(fresh):
     # an OpenMP runtime in the process, as torch or scikit-learn load one: GCC's libgomp
     name = ctypes.util.find_library("gomp")

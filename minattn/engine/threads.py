@@ -8,6 +8,13 @@ slows down about eight-fold (735 ms against 88 ms with one thread, IQR 144-3275 
 benchmarks/bench_encoder.py --busy 2 on 2026-11-22). So the small products
 run under `one_blas_thread()`; the large projections keep every thread.
 
+Decoding is the exception: `@one_blas_thread(unless=decoding)` leaves the threads as they are
+for a call of at most FEW_QUERIES queries, whose products are tiny. Switching the count there,
+twice per layer, made SmolLM2's decode step slower: 17.67 ms against 17.04 ms without the
+switch (30 layers, 2 threads, medians of 7 interleaved rounds of 12 steps, 2026-11-25), where
+the two calls that switch cost about 1 us (timeit): the rest is lost in the products that
+follow, presumably while OpenBLAS's second thread, sent idle, is brought back (not verified).
+
 `in_threads` uses the other cores instead, for work made of large independent pieces: the query
 blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
 releases Python's lock (the GIL) inside its matrix products and its passes over large arrays, so
@@ -28,6 +35,7 @@ OPENBLAS_NUM_THREADS=1 or inside threadpoolctl's `threadpool_limits(1)`, minattn
 thread too).
 """
 import contextlib
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,16 +70,42 @@ def _blas_libraries():
     return _libraries[1]
 
 
-def one_blas_thread():
+def one_blas_thread(unless=None):
     """Context manager (or decorator): BLAS (OpenBLAS, MKL, ...) on one thread inside the
-    block, the previous limits restored after it."""
-    return _OneBlasThread()
+    block, the previous limits restored after it. As a decorator, unless(*args, **kwargs) ->
+    True runs that call with the threads as they are (decoding, below)."""
+    return _OneBlasThread(unless)
+
+
+FEW_QUERIES = 4  # decoding: a token, or a few, per sequence
+
+
+def decoding(q, *args, **kwargs):
+    """True for attention's q [..., L_q, d_k] of at most FEW_QUERIES queries (an `unless` of
+    one_blas_thread: see the module docstring)."""
+    shape = getattr(q, "shape", ())
+    return len(shape) >= 2 and shape[-2] <= FEW_QUERIES
 
 
 class _OneBlasThread(contextlib.ContextDecorator):
     # threadpoolctl's limit(), without its bookkeeping: it runs around every attention core (30
     # times a token in a 30-layer model), where limit() cost 4.8 us and this 2.2 us (timeit,
     # 2026-11-25).
+    def __init__(self, unless=None):
+        self.unless = unless
+
+    def __call__(self, f):
+        switched = super().__call__(f)
+        if self.unless is None:
+            return switched
+        unless = self.unless
+
+        @functools.wraps(f)
+        def one_blas_thread_unless(*args, **kwargs):
+            return f(*args, **kwargs) if unless(*args, **kwargs) else switched(*args, **kwargs)
+
+        return one_blas_thread_unless
+
     def __enter__(self):
         self.libraries = _blas_libraries()
         self.before = [library.num_threads for library in self.libraries]
@@ -87,7 +121,7 @@ class _OneBlasThread(contextlib.ContextDecorator):
         return False
 
     def _recreate_cm(self):  # as a decorator: a fresh one per call (threads, recursion)
-        return _OneBlasThread()
+        return _OneBlasThread(self.unless)
 
 
 def n_workers(x, work):
