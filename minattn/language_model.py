@@ -85,6 +85,8 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, 
         x = x + params["position_embedding"][positions]
 
     def mask(window):  # [L, L_past + L], and not to padding: [B, 1, L, L_past + L]
+        if length == 1 and window is None and attention_mask is None:
+            return None  # one new token, the last position, sees every key: nothing to hide
         # The new tokens are the LAST L of L_past + L positions: bottom-right alignment.
         causal = causal_mask(length, past + length, align="bottom_right", window=window,
                              like=tokens)
