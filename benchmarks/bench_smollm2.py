@@ -18,6 +18,9 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   generate calls it: causal_lm returning its cache with logits_to_keep=1, and transformers'
   forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
   position (what generate computed before it asked for the last one only);
+- bare: the same decode step written out in plain NumPy in this script (_bare_step: batch 1,
+  no checks, no policies, the same products), checked against causal_lm's logits: what any
+  NumPy step costs beyond its products;
 - floor: the least a decode step can cost here, reading every float32 weight once: one
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
   weights, 540 MB), the tied embedding counted once; timed --steps times a round, in the decode
@@ -150,6 +153,16 @@ def main(argv=None):
             times.append(time.perf_counter() - start)
         return float(np.median(times))
 
+    bare = _bare_step(model, short)
+
+    def bare_decode():
+        times = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            bare()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
     header(args.busy)
     print(f"SmolLM2-135M-Instruct ({n_weights / 1e6:.1f} M weights, float32), {args.threads} "
           f"threads, torch {torch.__version__}, transformers {transformers.__version__}; "
@@ -157,6 +170,7 @@ def main(argv=None):
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
                                        "transformers": transformers_decode,
+                                       "bare": bare_decode,
                                        "floor": floor, "products": lambda: products(fused),
                                        "per_weight": products,
                                        "separate": lambda: products(separate)}, args.rounds)
@@ -175,6 +189,8 @@ def main(argv=None):
     print(f"| prefill, {args.prompt} tokens, every position's logits | "
           f"{describe(rest['minattn_prefill_all_logits'])} | | "
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
+    print(f"| a bare NumPy decode step (no checks, no policies) | {describe(decode['bare'])} | "
+          f"| |")
     print(f"| the model's {len(fused) + 1} products alone (q, k, v in one; gate, up in one) | "
           f"{describe(decode['products'])} | | |")
     print(f"| the same, one product per weight ({len(weights) + 1}) | "
@@ -182,11 +198,62 @@ def main(argv=None):
     print(f"| the same, separate row-major weights | {describe(decode['separate'])} | | |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
     print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
-          f"transformers {ratio(decode['transformers'], decode['floor'])}; products / floor "
+          f"transformers {ratio(decode['transformers'], decode['floor'])}, bare NumPy step "
+          f"{ratio(decode['bare'], decode['floor'])}; products / floor "
           f"{ratio(decode['products'], decode['floor'])}, one per weight / floor "
           f"{ratio(decode['per_weight'], decode['floor'])}, separate / floor "
           f"{ratio(decode['separate'], decode['floor'])}")
     footer()
+
+
+def _bare_step(model, prompt):
+    """A decode step of SmolLM2 written out in plain NumPy, for the benchmark only: no argument
+    checks, no policies, nothing general (batch 1, no mask, float32), the same weights and
+    products as minattn's (q, k, v in one, gate and up in one): what a step costs in NumPy
+    beyond its products. Checked against causal_lm's logits before it is timed."""
+    from minattn.engine.fused_products import side_by_side
+    from minattn.language_model import causal_lm
+
+    p, config = model.params, model.config
+    _, cache = causal_lm(p, prompt[:, :-1], return_cache=True, **config)
+    token, position = int(prompt[0, -1]), prompt.shape[1] - 1
+    d_k, n_heads, n_kv = config["d_k"], config["n_heads"], config["n_kv_heads"]
+    inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
+    angles = np.concatenate([position * inv_freq] * 2)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    layers = [(layer, side_by_side([layer["self_attention"][k] for k in ("w_q", "w_k", "w_v")]),
+               side_by_side([layer["feed_forward"][k] for k in ("w_gate", "w_up")]))
+              for layer in p["layers"]]
+    embedding, eps = p["token_embedding"], config["eps"]
+
+    def rms(x, gamma):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+    def rope(t):  # [H, d_k], rotate_half
+        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
+
+    def step():
+        x = embedding[token][None]  # [1, D]
+        for (layer, qkv, gate_up), past in zip(layers, cache):
+            y = rms(x, layer["self_attention_norm"]["gamma"]) @ qkv
+            q = rope(y[:, :n_heads * d_k].reshape(n_heads, d_k))
+            k = rope(y[:, n_heads * d_k:(n_heads + n_kv) * d_k].reshape(n_kv, d_k))
+            v = y[:, (n_heads + n_kv) * d_k:].reshape(n_kv, d_k)
+            keys = np.concatenate([past["k"][0], k[:, None]], axis=1)  # [H_kv, L, d_k]
+            values = np.concatenate([past["v"][0], v[:, None]], axis=1)
+            s = q.reshape(n_kv, n_heads // n_kv, d_k) @ keys.transpose(0, 2, 1) / d_k ** 0.5
+            e = np.exp(s - s.max(axis=-1, keepdims=True))
+            heads = (e / e.sum(axis=-1, keepdims=True)) @ values  # [H_kv, G, d_k]
+            x = x + heads.reshape(1, n_heads * d_k) @ layer["self_attention"]["w_o"]
+            h = rms(x, layer["feed_forward_norm"]["gamma"]) @ gate_up
+            gate, up = h[:, :h.shape[1] // 2], h[:, h.shape[1] // 2:]
+            x = x + (gate / (1 + np.exp(-gate)) * up) @ layer["feed_forward"]["w_down"]
+        return embedding @ rms(x, p["final_norm"]["gamma"])[0]  # [V]
+
+    want = causal_lm(p, prompt[:, -1:], cache=cache, logits_to_keep=1, return_cache=True,
+                     **config)[0][0, -1]
+    np.testing.assert_allclose(step(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    return step
 
 
 def profile_decode(threads, steps=10):
