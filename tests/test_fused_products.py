@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 
 from minattn.engine import fused_products
 from minattn.engine.fused_products import side_by_side
-from minattn.linear import linears
+from minattn.linear import linear, linears
 from minattn.models.llama_layout import linear_weight, packed
 
 from .array_double import DeviceArray
@@ -49,29 +49,103 @@ def test_side_by_side_is_one_read_only_view_of_exactly_the_weights():
     np.testing.assert_array_equal(side_by_side(ws[1:]), np.concatenate(ws[1:], axis=1))
 
 
-@pytest.mark.parametrize("case", ["separate", "reversed", "skipped", "gap", "row_major",
-                                  "dtypes", "widths", "same_twice", "one", "device"])
-def test_no_view_where_the_weights_are_not_one_matrix(case):
+def in_buffer(root, start, d_in, d_out):
+    # [d_in, d_out] in Fortran order, the items root[start:start + d_in * d_out]
+    return root[start:start + d_in * d_out].reshape(d_out, d_in).T
+
+
+def owners_side_by_side():
+    # two arrays over adjacent bytes of one bytearray: contiguous memory, two owners
+    memory = bytearray(np.random.default_rng(6).normal(size=64).tobytes())
+    return [np.frombuffer(memory, np.float64, count=32, offset=256 * i).reshape(8, 4).T
+            for i in range(2)]
+
+
+def cases(case):
     rng = np.random.default_rng(1)
+    root = rng.normal(size=256)
     ws = side_by_side_weights(rng, 16, [16, 16, 16])
-    ws = {"separate": weights(rng, 16, [16, 16]),
-          "reversed": ws[::-1],
-          "skipped": [ws[0], ws[2]],
-          "gap": side_by_side_weights(rng, 3, [5, 5]),  # 15 elements, padded to 16
-          "row_major": list(packed({"a": rng.normal(size=(16, 16)),
-                                    "b": rng.normal(size=(16, 16))}).values()),
-          "dtypes": list(packed({"a": linear_weight(rng.normal(size=(16, 16))),
-                                 "b": linear_weight(rng.normal(size=(16, 16)))}).values())[:1] +
-          side_by_side_weights(rng, 16, [16], np.float32),
-          "widths": [ws[0], side_by_side_weights(rng, 32, [16])[0]],
-          "same_twice": [ws[0], ws[0]],
-          "one": ws[:1],
-          "device": [DeviceArray(w) for w in ws]}[case]
+    as_float64 = np.arange(1024, dtype=np.uint8).view(np.float64)
+    return {
+        "separate": weights(rng, 16, [16, 16]),
+        "reversed": ws[::-1],
+        "skipped": [ws[0], ws[2]],
+        "gap": side_by_side_weights(rng, 3, [5, 5]),  # 15 elements, padded to 16
+        "row_major": list(packed({"a": rng.normal(size=(16, 16)),
+                                  "b": rng.normal(size=(16, 16))}).values()),
+        # one buffer, adjacent, but the second read as another dtype
+        "dtypes": [in_buffer(root, 0, 4, 4), in_buffer(root.view(np.int64), 16, 4, 4)],
+        # one buffer, adjacent, the same column strides, but another d_in
+        "widths": [in_buffer(root, 0, 4, 4),
+                   np.ndarray((8, 2), np.float64, buffer=root, offset=16 * 8, strides=(8, 32))],
+        # adjacent, but starting 4 bytes into root's items: no slice of root is them
+        "misaligned": [np.ndarray((4, 4), np.float64, buffer=root, offset=4 + 128 * i,
+                                  strides=(8, 32)) for i in range(2)],
+        # adjacent float64 views of a uint8 buffer
+        "bytes_owner": [in_buffer(as_float64, 16 * i, 4, 4) for i in range(2)],
+        "two_owners": owners_side_by_side(),
+        "two_d_owner": [in_buffer(matrix.ravel(), 16 * i, 4, 4)
+                        for matrix in [rng.normal(size=(4, 16))] for i in range(2)],
+        "same_twice": [ws[0], ws[0]],
+        "one": ws[:1],
+        "device": [DeviceArray(w) for w in ws]}[case]
+
+
+@pytest.mark.parametrize("case", ["separate", "reversed", "skipped", "gap", "row_major",
+                                  "dtypes", "widths", "misaligned", "bytes_owner", "two_owners",
+                                  "two_d_owner", "same_twice", "one", "device"])
+def test_no_view_where_the_weights_are_not_one_matrix(case):
+    ws = cases(case)
     assert side_by_side(ws) is None
-    x = rng.normal(size=(2, ws[0].shape[0]))
-    if case not in ("device", "widths"):
-        for got, want in zip(linears(x, ws), reference(x, ws, [None] * len(ws))):
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    if case in ("device", "widths", "dtypes"):
+        return
+    x = np.random.default_rng(2).normal(size=(2, ws[0].shape[0]))
+    for got, want in zip(linears(x, ws), reference(x, ws, [None] * len(ws))):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_cases_above_are_one_check_away_from_a_view():
+    # Each refusal above is for its own reason: the same weights, fixed in that one respect,
+    # are one matrix (so a test of the case fails if its check is dropped).
+    rng = np.random.default_rng(1)
+    root = rng.normal(size=256)
+    assert side_by_side([in_buffer(root, 0, 4, 4), in_buffer(root, 16, 4, 4)]) is not None
+    aligned = [np.ndarray((4, 4), np.float64, buffer=root, offset=128 * i, strides=(8, 32))
+               for i in range(2)]
+    assert side_by_side(aligned) is not None
+    np.testing.assert_array_equal(side_by_side(aligned), np.concatenate(aligned, axis=1))
+    memory = np.frombuffer(bytearray(512), np.float64)
+    assert side_by_side([in_buffer(memory, 16 * i, 4, 4) for i in range(2)]) is not None
+    flat = rng.normal(size=64)
+    assert side_by_side([in_buffer(flat, 16 * i, 4, 4) for i in range(2)]) is not None
+
+
+def test_a_weight_reshaped_in_place_is_looked_at_anew():
+    root = np.random.default_rng(7).normal(size=64)
+    w1, w2 = in_buffer(root, 0, 4, 4), in_buffer(root, 16, 4, 4)
+    assert side_by_side([w1, w2]) is not None
+    w2.shape = (4, 2, 2)  # allowed in place: no longer a [d_in, d_out] weight
+    assert side_by_side([w1, w2]) is None
+
+
+@pytest.mark.parametrize("x_shape, bias_shape", [((2, 4), (3, 1, 4)), ((4,), (1, 4)),
+                                                 ((1, 4), (4,)), ((), (4,)), ((1, 3), (4,))])
+def test_errors_and_shapes_as_one_product_per_weight(x_shape, bias_shape):
+    # the one product answers as linear, weight by weight, would: the same shapes, or the same
+    # kind of error
+    root = np.random.default_rng(8).normal(size=64)
+    ws = [in_buffer(root, 0, 4, 4), in_buffer(root, 16, 4, 4)]
+    x, bias = np.ones(x_shape), np.ones(bias_shape)
+
+    def answer(f):
+        try:
+            return [o.shape for o in f()]
+        except (TypeError, ValueError) as error:
+            return type(error)
+
+    one = answer(lambda: linears(x, ws, [bias, None]))
+    per_weight = answer(lambda: [linear(x, w, b) for w, b in zip(ws, [bias, None])])
+    assert one == per_weight
 
 
 @given(d_in=st.sampled_from([16, 32]), d_outs=st.lists(st.sampled_from([16, 32, 48]), min_size=1,

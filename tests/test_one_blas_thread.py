@@ -76,6 +76,10 @@ def test_decoding_keeps_the_threads_and_longer_calls_get_one(fresh, monkeypatch,
         assert body([[1.0]]) == [1]  # not an array: switched (its own checks come after)
         attention.scaled_dot_product_attention(q, k, v)
         assert seen == [[2] if decoding else [1]] and blas_threads() == [2]
+        with pytest.raises(TypeError, match="decorator"):  # unless= decides per call
+            with threads.one_blas_thread(unless=threads.decoding):
+                pass
+        assert blas_threads() == [2]
 
 
 def test_one_blas_thread_limits_blas_only_not_openmp(fresh):

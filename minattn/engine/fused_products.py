@@ -44,23 +44,29 @@ def side_by_side(ws):
         return None  # (the common refusal first: arrays that own their memory)
     key = tuple(map(id, ws))
     found = _found.get(key)
-    if found is not None and all(ref() is w for ref, w in zip(found[0], ws)):
-        return found[1]
+    if found is not None and all(ref() is w for ref, w in zip(found[0], ws)) and \
+            found[1] == _layouts(ws):
+        return found[2]
     whole = _one_view(ws)
     if whole is not None:  # remembered until one of the weights is freed
         forget = lambda _: _found.pop(key, None)  # noqa: E731
-        _found[key] = (tuple(weakref.ref(w, forget) for w in ws), whole)
+        _found[key] = (tuple(weakref.ref(w, forget) for w in ws), _layouts(ws), whole)
     return whole
 
 
-# id()s of a tuple of weights -> (weak references to them, their one view). The view is made
-# from the buffer that owns the memory, not from the weights, so it keeps none of them alive.
+# id()s of a tuple of weights -> (weak references to them, their shapes and strides, their one
+# view). The view is made from the buffer that owns the memory, not from the weights, so it
+# keeps none of them alive; a weight whose shape or strides were set in place is looked at anew.
 _found = {}
+
+
+def _layouts(ws):
+    return tuple((w.shape, w.strides) for w in ws)
 
 
 def _one_view(ws):
     first = ws[0]
-    if first.ndim != 2:
+    if first.ndim != 2 or first.shape[0] == 0:
         return None
     d_in, itemsize = first.shape[0], first.itemsize
     strides = (itemsize, d_in * itemsize)  # each column (one output's weights) contiguous
@@ -73,7 +79,9 @@ def _one_view(ws):
                 w.strides != strides or _address(w) != address or _root(w) is not root:
             return None
         address += w.size * itemsize
-    offset = (begin - _address(root)) // itemsize
+    offset, misaligned = divmod(begin - _address(root), itemsize)
+    if misaligned:  # a view that starts between two of root's items: no slice of root is it
+        return None
     n = (address - begin) // itemsize  # every weight lies inside root, one after another
     whole = root[offset:offset + n].reshape(n // d_in, d_in).T  # [d_in, sum of d_out_i]
     whole.flags.writeable = False
@@ -101,7 +109,8 @@ def in_one_product():
         @functools.wraps(f)
         def in_one_product(x, ws, bs=None):
             bs = (None,) * len(ws) if bs is None else bs
-            if isbox(x) or x.size > FEW_TOKENS * x.shape[-1] or any(map(isbox, bs)):
+            if isbox(x) or getattr(x, "ndim", 0) < 1 or x.size > FEW_TOKENS * x.shape[-1] or \
+                    any(map(isbox, bs)):
                 return f(x, ws, bs)
             whole = side_by_side(ws)
             if whole is None:
@@ -110,7 +119,7 @@ def in_one_product():
             out, start = [], 0
             for w, b in zip(ws, bs):  # each result a view of y, then its bias
                 part = y[..., start:start + w.shape[1]]
-                out.append(part if b is None else part + b)
+                out.append(part if b is None else (part + b).reshape(part.shape))  # as linear
                 start += w.shape[1]
             return tuple(out)
 

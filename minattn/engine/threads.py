@@ -14,6 +14,8 @@ twice per layer, made SmolLM2's decode step slower: 17.67 ms against 17.04 ms wi
 switch (30 layers, 2 threads, medians of 7 interleaved rounds of 12 steps, 2026-11-25), where
 the two calls that switch cost about 1 us (timeit): the rest is lost in the products that
 follow, presumably while OpenBLAS's second thread, sent idle, is brought back (not verified).
+That was measured with a cache of 64 tokens; the rule does not look at the keys, and a decode
+step over a long cache (larger products) was not measured.
 
 `in_threads` uses the other cores instead, for work made of large independent pieces: the query
 blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
@@ -107,6 +109,8 @@ class _OneBlasThread(contextlib.ContextDecorator):
         return one_blas_thread_unless
 
     def __enter__(self):
+        if self.unless is not None:
+            raise TypeError("one_blas_thread(unless=...) decides per call: use it as a decorator")
         self.libraries = _blas_libraries()
         self.before = [library.num_threads for library in self.libraries]
         for library, n in zip(self.libraries, self.before):
@@ -121,7 +125,7 @@ class _OneBlasThread(contextlib.ContextDecorator):
         return False
 
     def _recreate_cm(self):  # as a decorator: a fresh one per call (threads, recursion)
-        return _OneBlasThread(self.unless)
+        return _OneBlasThread()
 
 
 def n_workers(x, work):
