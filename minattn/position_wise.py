@@ -115,10 +115,20 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
 
 
 def check_feed_forward_params(params, d_model, where="params", dtype=None):
-    d_ff = checks.check_params(params, {"w_1": (d_model, "d_ff")}, where)["w_1"].shape[1]
+    d_ff = _d_ff(params, "w_1", d_model, where)
     return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
                                            "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
                                  dtype)
+
+
+def _d_ff(params, key, d_model, where):
+    # The hidden width: params[key] [D, d_ff] read directly in the common case (a dict holding
+    # a NumPy array with D rows: the full check that follows answers for its dtype), else
+    # through the check, which raises for the others.
+    w = params.get(key) if type(params) is dict else None
+    if type(w) is numpy.ndarray and w.ndim == 2 and w.shape[0] == d_model:
+        return w.shape[1]
+    return checks.check_params(params, {key: (d_model, "d_ff")}, where)[key].shape[1]
 
 
 def _check_feed_forward(params, x, activation, dropout, rng):
@@ -195,6 +205,6 @@ def _check_gated_feed_forward(params, x):
 
 
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
-    d_ff = checks.check_params(params, {"w_gate": (d_model, "d_ff")}, where)["w_gate"].shape[1]
+    d_ff = _d_ff(params, "w_gate", d_model, where)
     return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                            "w_down": (d_ff, d_model)}, where, dtype)

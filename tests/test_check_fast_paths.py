@@ -134,3 +134,29 @@ def test_check_positive_real(value):
         want = answer(checks.check_positive_real, "eps", np.float64(value), allow_zero) \
             if not isinstance(value, bool) else ("TypeError",)
         assert got[0] == want[0]
+
+
+@many
+@given(gate=shapes, up=shapes, down=shapes, d_model=st.sampled_from([0, 1, 2, 3]),
+       d=st.sampled_from([None, np.float32, np.float64]), integer=st.booleans(),
+       gated=st.booleans())
+def test_feed_forward_params_read_d_ff_as_the_check_would(gate, up, down, d_model, d, integer,
+                                                          gated):
+    # _d_ff reads the hidden width from w_gate (w_1) directly in the common case
+    from minattn.position_wise import check_feed_forward_params, check_gated_feed_forward_params
+    first = arrays(gate).astype(np.int64) if integer else arrays(gate)
+    if gated:
+        check, params = check_gated_feed_forward_params, {"w_gate": first, "w_up": arrays(up),
+                                                          "w_down": arrays(down)}
+    else:
+        check, params = check_feed_forward_params, {"w_1": first, "b_1": arrays(up[-1:]),
+                                                    "w_2": arrays(down), "b_2": arrays((d_model,))}
+    fast = answer(check, params, d_model, "p", d)
+    full = answer(check, {k: slow(v) for k, v in params.items()}, d_model, "p", d)
+    assert fast[0] == full[0], (fast, full)
+    if fast[0] != "ok":
+        assert fast[1] == full[1]
+    else:
+        for key in params:
+            assert np.array_equal(fast[1][key], np.asarray(full[1][key]))
+            assert fast[1][key].dtype == np.asarray(full[1][key]).dtype

@@ -94,7 +94,8 @@ def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="par
     b_* (each on its own: Qwen2 has b_q, b_k, b_v but no b_o) and optional QK-norm {"q_norm",
     "k_norm": {"gamma": [d_k]}} (each head), or {"gamma": [H d_k]} and [H_kv d_k] (all heads
     at once)."""
-    checks.check_params(params, {}, where)
+    if type(params) is not dict:  # (a plain dict: nothing to refuse)
+        checks.check_params(params, {}, where)
     optional = tuple(key for key in _OPTIONAL_ATTENTION_KEYS if key in params)
     params = checks.check_params(
         params, _attention_shapes(d_model, n_heads, n_kv_heads, d_k, optional), where, dtype)
@@ -168,7 +169,7 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     checks.check_size("n_heads", n_heads)
     _check_config(n_heads, n_kv_heads, norm, activation)
     checks.check_positive_real("eps", eps, allow_zero=True)
-    params = checks.check_params(params, {}, where)
+    params = dict(params) if type(params) is dict else checks.check_params(params, {}, where)
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
         checks.check_min_ndim("memory", memory, 2, "(..., L_m, d_model)")
