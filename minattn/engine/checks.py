@@ -340,6 +340,8 @@ def check_axis(axis, x, name="x"):
 
 def check_size(name, n, minimum=1):
     """A size argument of init_* (d_model, d_ff, n_heads, n_layers): an int >= minimum."""
+    if type(n) is int and n >= minimum:
+        return n  # the common case first (isinstance of numbers.Integral is an ABC's check)
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
         raise TypeError(f"{name} must be a positive int, got {n!r}")
     if n < minimum:
@@ -398,6 +400,8 @@ def check_dropout(dropout, rng):
 
 
 def check_n_heads(n_heads, d_model, d_model_name="d_model"):
+    if type(n_heads) is int and n_heads >= 1 and type(d_model) is int and not d_model % n_heads:
+        return  # the common case first
     if isinstance(n_heads, bool) or not isinstance(n_heads, numbers.Integral) or n_heads < 1:
         raise TypeError(f"n_heads must be a positive int, got {n_heads!r}")
     if d_model % n_heads:
@@ -407,8 +411,9 @@ def check_n_heads(n_heads, d_model, d_model_name="d_model"):
 
 
 def check_n_kv_heads(n_kv_heads, n_heads):
-    if n_kv_heads is None:
-        return
+    if n_kv_heads is None or type(n_kv_heads) is int and n_kv_heads >= 1 and \
+            type(n_heads) is int and not n_heads % n_kv_heads:
+        return  # (the common cases first)
     if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, numbers.Integral) \
             or n_kv_heads < 1:
         raise TypeError(f"n_kv_heads must be None or a positive int, got {n_kv_heads!r}")
