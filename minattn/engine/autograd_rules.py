@@ -60,7 +60,7 @@ def gradient_by_hand(vjp, *, unless=None):
         def with_gradient_by_hand(*args, **kwargs):
             # Not differentiating (no argument is an autograd box): nothing to record, so f runs
             # as it is, without the primitive's wrapping (it costs microseconds, on every call).
-            if not any(map(isbox, args)) and not any(map(isbox, kwargs.values())):
+            if not any(map(isbox, args)) and not (kwargs and any(map(isbox, kwargs.values()))):
                 return f(*args, **kwargs)
             values = bind(args, kwargs)
             if skip is not None and values[skip]:

@@ -40,12 +40,15 @@ def side_by_side(ws):
     where they are Fortran-ordered NumPy arrays of one dtype and d_in, each a view of the same
     buffer starting where the one before it ends; else None. Found once per tuple of arrays
     (a model's weights, asked for at every step) and remembered while they live."""
-    if len(ws) < 2 or any(type(w) is not numpy.ndarray or w.base is None for w in ws):
-        return None  # (the common refusal first: arrays that own their memory)
+    for w in ws:
+        if type(w) is not numpy.ndarray or w.base is None:
+            return None  # (the common refusal first: arrays that own their memory)
+    if len(ws) < 2:
+        return None
     key = tuple(map(id, ws))
     found = _found.get(key)
-    if found is not None and all(ref() is w for ref, w in zip(found[0], ws)) and \
-            found[1] == _layouts(ws):
+    if found is not None and found[1] == _layouts(ws) and \
+            all(ref() is w for ref, w in zip(found[0], ws)):
         return found[2]
     whole = _one_view(ws)
     if whole is not None:  # remembered until one of the weights is freed
