@@ -10,9 +10,10 @@ and the per-round ratios new / old.
 """
 import os
 import sys
-import time
 
 import numpy as np
+
+from _harness import interleaved  # benchmarks/_harness.py, beside this script
 
 
 def load(path):
@@ -44,14 +45,7 @@ def decode(m):
 
 cases = {"old prefill": prefill(old), "new prefill": prefill(new),
          "old decode": decode(old), "new decode": decode(new)}
-for f in cases.values():
-    f()
-times = {name: [] for name in cases}
-for _ in range(rounds):
-    for name, f in cases.items():
-        start = time.perf_counter()
-        f()
-        times[name].append(time.perf_counter() - start)
+times = interleaved(cases, rounds)
 print("load average", os.getloadavg(), "threads", os.environ.get("OMP_NUM_THREADS", "default"))
 for name, t in times.items():
     q1, q2, q3 = np.percentile(t, [25, 50, 75]) * 1e3

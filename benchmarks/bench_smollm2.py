@@ -75,7 +75,6 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from _harness import busy
-    from minattn.engine.fused_products import side_by_side
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import default_model_path, load_language_model
 
@@ -85,9 +84,7 @@ def main(argv=None):
     model = load_language_model(path)
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         path.parent, gguf_file=path.name, dtype=torch.float32).eval()
-    n_weights = sum(p.size for p in _leaves(model.params))
-    w_floor = np.random.default_rng(0).random((576, n_weights // 576), dtype=np.float32)
-    x_floor = np.random.default_rng(1).random(576, dtype=np.float32)
+    floor_product, n_weights = _floor(model)
     text = "The Transformer relies entirely on attention to draw global dependencies. " * 60
     ids = model.tokenizer.encode(text)[:args.prompt]
     short = np.array([ids[:64]])
@@ -129,46 +126,13 @@ def main(argv=None):
         with torch.no_grad():
             hf(torch.from_numpy(prompt), use_cache=True, logits_to_keep=1)
 
-    def floor():
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            x_floor @ w_floor
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-
     weights = [w for layer in model.params["layers"] for sublayer in layer.values()
                for w in sublayer.values() if w.ndim == 2]
-    unembedding = model.params.get("lm_head", model.params["token_embedding"].T)
-    x_in = {n: np.ones((1, n), np.float32) for n in {w.shape[0] for w in weights}}
-
     separate = [np.ascontiguousarray(w) for w in weights]  # row-major, one allocation each
-    fused = []  # the products as a decode step makes them: q, k, v in one; gate and up in one
-    for layer in model.params["layers"]:
-        attention, feed = layer["self_attention"], layer["feed_forward"]
-        fused += [side_by_side([attention["w_q"], attention["w_k"], attention["w_v"]]),
-                  attention["w_o"], side_by_side([feed["w_gate"], feed["w_up"]]), feed["w_down"]]
-    assert all(w is not None for w in fused)
-
-    def products(weights=weights):
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            for w in weights:
-                x_in[w.shape[0]] @ w
-            x_in[unembedding.shape[0]] @ unembedding
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
-
-    bare = _bare_step(model, short)
-
-    def bare_decode():
-        times = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            bare()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
+    timed = {name: _timed(f, args.steps) for name, f in (
+        ("bare", _bare_step(model, short)), ("floor", floor_product),
+        ("products", _products(model, _fused_weights(model))),
+        ("per_weight", _products(model, weights)), ("separate", _products(model, separate)))}
 
     header(args.busy)
     print(f"SmolLM2-135M-Instruct ({n_weights / 1e6:.1f} M weights, float32), {args.threads} "
@@ -177,10 +141,7 @@ def main(argv=None):
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
                                        "transformers": transformers_decode,
-                                       "bare": bare_decode,
-                                       "floor": floor, "products": lambda: products(fused),
-                                       "per_weight": products,
-                                       "separate": lambda: products(separate)}, args.rounds)
+                                       **timed}, args.rounds)
         rest = interleaved({"minattn_prefill": minattn_prefill,
                             "transformers_prefill": transformers_prefill,
                             "minattn_prefill_all_logits": minattn_prefill_all_logits},
@@ -198,7 +159,7 @@ def main(argv=None):
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
     print(f"| a bare NumPy decode step (no checks, no policies) | {describe(decode['bare'])} | "
           f"| |")
-    print(f"| the model's {len(fused) + 1} products alone (q, k, v in one; gate, up in one) | "
+    print(f"| the model's {len(_fused_weights(model)) + 1} products alone (q, k, v in one; gate, up in one) | "
           f"{describe(decode['products'])} | | |")
     print(f"| the same, one product per weight ({len(weights) + 1}) | "
           f"{describe(decode['per_weight'])} | | |")
@@ -345,7 +306,6 @@ def checks_cost(threads, rounds, steps):
     import minattn.rope as rope
     import minattn.transformer_decoder as transformer_decoder
     from minattn.engine import checks
-    from minattn.engine.fused_products import side_by_side
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import load_language_model
 
@@ -394,39 +354,13 @@ def checks_cost(threads, rounds, steps):
                 setattr(module, name, original)
 
     assert np.array_equal(step(True), step(False))
-    n_weights = sum(p.size for p in _leaves(model.params))
-    w_floor = np.random.default_rng(0).random((576, n_weights // 576), dtype=np.float32)
-    x_floor = np.random.default_rng(1).random(576, dtype=np.float32)
-    fused = []
-    for layer in model.params["layers"]:
-        attention_params, feed = layer["self_attention"], layer["feed_forward"]
-        fused += [(side_by_side([attention_params[k] for k in ("w_q", "w_k", "w_v")]),
-                   attention_params["w_o"]),
-                  (side_by_side([feed["w_gate"], feed["w_up"]]), feed["w_down"])]
-    x_in = {n: np.ones((1, n), np.float32) for n in (576, 1536)}
-    unembedding = model.params["token_embedding"]
-
-    def products():
-        for first, second in fused:
-            x_in[first.shape[0]] @ first
-            x_in[second.shape[0]] @ second
-        unembedding @ x_floor
-
-    def timed(f):
-        def run():
-            times = []
-            for _ in range(steps):
-                start = time.perf_counter()
-                f()
-                times.append(time.perf_counter() - start)
-            return float(np.median(times))
-        return run
+    floor_product, _ = _floor(model)
 
     header(0)
-    results = _interleaved_results({"floor": timed(lambda: x_floor @ w_floor),
-                                    "products": timed(products), "bare": timed(bare),
-                                    "unchecked": timed(lambda: step(False)),
-                                    "minattn": timed(lambda: step(True))}, rounds)
+    results = _interleaved_results({name: _timed(f, steps) for name, f in (
+        ("floor", floor_product), ("products", _products(model, _fused_weights(model))),
+        ("bare", bare), ("unchecked", lambda: step(False)), ("minattn", lambda: step(True)))},
+        rounds)
     print(f"SmolLM2 decode step, {threads} threads, medians of {steps} steps, {rounds} rounds:")
     for name, what in (("floor", "floor: x @ W over the model's weights"),
                        ("products", "the model's 121 products alone"),
@@ -436,6 +370,55 @@ def checks_cost(threads, rounds, steps):
         print(f"| {what} | {describe(results[name])} | "
               f"{ratio(results[name], results['floor'])} |")
     footer()
+
+
+def _floor(model):
+    """-> (a product x @ W over a float32 W of the model's parameter count, that count)."""
+    n_weights = sum(p.size for p in _leaves(model.params))
+    w_floor = np.random.default_rng(0).random((576, n_weights // 576), dtype=np.float32)
+    x_floor = np.random.default_rng(1).random(576, dtype=np.float32)
+    return lambda: x_floor @ w_floor, n_weights
+
+
+def _fused_weights(model):
+    """The Linear weights as a decode step multiplies them: q, k, v as one matrix, gate and up
+    as one (engine/fused_products.py), o and down each alone."""
+    from minattn.engine.fused_products import side_by_side
+
+    fused = []
+    for layer in model.params["layers"]:
+        attention, feed = layer["self_attention"], layer["feed_forward"]
+        fused += [side_by_side([attention["w_q"], attention["w_k"], attention["w_v"]]),
+                  attention["w_o"], side_by_side([feed["w_gate"], feed["w_up"]]), feed["w_down"]]
+    assert all(w is not None for w in fused)
+    return fused
+
+
+def _products(model, weights):
+    """-> a function: one token through each of `weights`, then through the unembedding."""
+    unembedding = model.params.get("lm_head", model.params["token_embedding"].T)
+    x_in = {n: np.ones((1, n), np.float32)
+            for n in {w.shape[0] for w in weights} | {unembedding.shape[0]}}
+
+    def products():
+        for w in weights:
+            x_in[w.shape[0]] @ w
+        x_in[unembedding.shape[0]] @ unembedding
+
+    return products
+
+
+def _timed(f, steps):
+    """-> a function that runs f `steps` times and returns the median, in seconds."""
+    def run():
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            f()
+            times.append(time.perf_counter() - start)
+        return float(np.median(times))
+
+    return run
 
 
 def _interleaved_results(functions, rounds):
