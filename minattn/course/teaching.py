@@ -211,8 +211,11 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
         return ma.feed_forward(params["feed_forward"], h)
 
     for name, sublayer in (("self_attention_norm", attend), ("feed_forward_norm", feed)):
-        norm = lambda h: layer_norm(h, params[name]["gamma"], params[name]["beta"], eps)  # noqa
-        x = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+        gamma, beta = params[name]["gamma"], params[name]["beta"]
+        if norm_first:  # pre-norm
+            x = x + sublayer(layer_norm(x, gamma, beta, eps))
+        else:  # post-norm
+            x = layer_norm(x + sublayer(x), gamma, beta, eps)
     return x
 
 
