@@ -1027,16 +1027,11 @@ def _(data):
 
 
 def draw_positions(data, lead, length, name="positions"):
-    # int positions for x [*lead, L, ...]: [L] (one numbering for all), or one row per sequence
-    # [B, L] with lead (B,) or [B, 1, L] with lead (B, H) (each sequence from its own start)
+    # int positions for x [*lead, L, ...]: [L] (the same for every sequence), or one row per
+    # sequence, [B, L] with lead (B,), [B, 1, L] with lead (B, H)
     form = data.draw(st.sampled_from(["[L]", "one row per sequence"]), f"{name} form")
-    starts = data.draw(hnp.arrays(int, (lead[0] if lead and form != "[L]" else 1,),
-                                  elements=st.integers(0, 1000)), f"first {name}")
-    positions = starts[:, None] + np.arange(length)  # [B or 1, L]
-    positions = positions[0] if form == "[L]" else positions.reshape(
-        (lead[0],) + (1,) * (len(lead) - 1) + (length,))
-    data.show(name, positions)
-    return positions
+    shape = (length,) if form == "[L]" else (lead[0],) + (1,) * (len(lead) - 1) + (length,)
+    return data.draw(hnp.arrays(int, shape, elements=st.integers(0, 1000)), name)
 
 
 @prop("apply_rope_rotates_feature_pairs", "apply_rope", "apply_rope(x, positions, base=b) "
@@ -1051,10 +1046,12 @@ def _(data):
     lead = data.draw(st.sampled_from([(2,), (2, 3)]), "leading axes of x")
     x = data.draw(floats(lead + (length, d)), "x")
     positions = draw_positions(data, lead, length)
-    base = data.draw(st.sampled_from([None, 10000.0, 100.0, 500000.0]), "base")
-    got = minattn.apply_rope(x, positions) if base is None else \
-        minattn.apply_rope(x, positions, base=base)
-    close(got, ref_rope(x, positions, base or 10000.0), 1e-9, f"apply_rope(x, positions, base={base})")
+    drawn = data.draw(st.sampled_from([None, 10000.0, 500000.0]), "base")
+    for base in (drawn, 100.0):  # a base far from the default, in every example
+        got = minattn.apply_rope(x, positions) if base is None else \
+            minattn.apply_rope(x, positions, base=base)
+        close(got, ref_rope(x, positions, base or 10000.0), 1e-9,
+              f"apply_rope(x, positions{'' if base is None else f', base={base}'})")
 
 
 @prop("apply_rope_keeps_float32", "apply_rope", "apply_rope of float32 x is float32",
