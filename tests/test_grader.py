@@ -496,6 +496,12 @@ FORMS = {
         "09_grouped_query_attention.py", "heads, weights = minattn.scaled_dot_product_attention(q, k, v, mask,",
         "heads, weights = minattn.scaled_dot_product_attention(q, k, v, mask if mask is None or "
         "np.ndim(mask) < 4 else np.swapaxes(mask, 0, 1),", "multi_head_attention_matches_a_loop_over_heads"),
+    "a key mask indexed as [B, L_k] only": (
+        "13_blockwise_attention.py", "key_mask[..., None, start:stop]", "key_mask[:, None, start:stop]",
+        "blockwise_attention_matches_attention"),
+    "the delta rule for [B, L, d] only": (
+        "15_delta_rule.py", 'error = v[..., t, :] - np.einsum("...i,...ij->...j", k_t, state)',
+        'error = v[..., t, :] - np.einsum("bi,bij->bj", k_t, state)', "delta_rule_matches_a_loop"),
     "layer_norm for [N, D] only": (
         "06_layer_norm.py", "    mean = x.mean(axis=-1, keepdims=True)\n",
         "    x = x.reshape(-1, x.shape[-1])\n    mean = x.mean(axis=-1, keepdims=True)\n",

@@ -1315,40 +1315,43 @@ def ref_delta_rule(q, k, v, beta, g, scale, state):
     return out, m.T
 
 
-def draw_delta_rule(data, dtype=np.float64):
+def draw_delta_rule(data, dtype=np.float64, heads=False):
     # q [B, L, d_k], unit-length keys k [B, L, d_k], v [B, L, d_v], beta in [0, 1] and g in
-    # [-2, 0] [B, L], a state [B, d_k, d_v]
-    batch, length = data.draw(st.integers(1, 2), "B"), data.draw(sizes, "L")
+    # [-2, 0] [B, L], a state [B, d_k, d_v]; heads=True: [B, H, ...] instead of [B, ...] too
+    lead = (data.draw(st.integers(1, 2), "B"),)
+    if heads and data.draw(st.booleans(), "with a head axis"):
+        lead += (data.draw(st.integers(1, 3), "H"),)
+    length = data.draw(sizes, "L")
     d_k, d_v = data.draw(sizes, "d_k"), data.draw(sizes, "d_v")
-    q = data.draw(floats((batch, length, d_k), dtype=dtype), "q")
-    k = data.draw(floats((batch, length, d_k), dtype=dtype), "k")
+    q = data.draw(floats(lead + (length, d_k), dtype=dtype), "q")
+    k = data.draw(floats(lead + (length, d_k), dtype=dtype), "k")
     norms = np.sqrt(np.sum(k.astype(np.float64) ** 2, axis=-1, keepdims=True))
     k = np.where(norms > 0, k / np.where(norms > 0, norms, 1), 0).astype(dtype)
     data.show("k, unit rows", k)
-    v = data.draw(floats((batch, length, d_v), dtype=dtype), "v")
-    beta = data.draw(floats((batch, length), 1.0, dtype).map(np.abs), "beta")
-    g = data.draw(floats((batch, length), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
-    state = data.draw(floats((batch, d_k, d_v), dtype=dtype), "initial_state")
+    v = data.draw(floats(lead + (length, d_v), dtype=dtype), "v")
+    beta = data.draw(floats(lead + (length,), 1.0, dtype).map(np.abs), "beta")
+    g = data.draw(floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
+    state = data.draw(floats(lead + (d_k, d_v), dtype=dtype), "initial_state")
     return q, k, v, beta, g, state
 
 
 @prop("delta_rule_matches_a_loop", "delta_rule", "delta_rule(q, k, v, beta, g, scale=s, "
       "initial_state=S_0, return_state=True) equals a slow loop of the papers' update, S_t = "
       "e^{g_t} (I − β_t k_tᵀ k_t) S_{t−1} + β_t k_tᵀ v_t and o_t = (s q_t) S_t, in its output "
-      "and its final state", {"delta_rule"},
+      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k]", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
       "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=2)
 def _(data):
-    q, k, v, beta, g, state = draw_delta_rule(data)
+    q, k, v, beta, g, state = draw_delta_rule(data, heads=True)
     scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
     out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
                                     return_state=True)
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    for b in range(q.shape[0]):
+    for b in np.ndindex(q.shape[:-2]):
         ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], g[b], s, state[b])
-        close(np.asarray(out)[b], ref_out, 1e-8, f"the output of batch entry {b}")
-        close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of batch entry {b}")
+        close(np.asarray(out)[b], ref_out, 1e-8, f"the output of entry {b}")
+        close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of entry {b}")
 
 
 @prop("delta_rule_is_linear_attention_for_orthonormal_keys", "delta_rule", "with β = 1, no "
@@ -1491,36 +1494,57 @@ def blockwise_diagnosis(got, q, k, v, keep, scale, block_size):
 
 
 def check_blockwise(data, q, k, v, causal=False, key_mask=None, scale=None, block_size=2):
-    # blockwise_attention against the slow loop, batch entry by batch entry, diagnosed on failure
+    # blockwise_attention against the slow loop, entry by entry of the (broadcast) leading axes,
+    # diagnosed on failure
     got = np.asarray(minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask,
                                                  scale=scale, block_size=block_size))
-    assert got.shape == q.shape[:-1] + v.shape[-1:], (
-        f"the output has shape {got.shape}, expected {q.shape[:-1] + v.shape[-1:]}")
-    for b in range(q.shape[0]):
-        keep = np.ones((q.shape[1], k.shape[1]), bool)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                               () if key_mask is None else key_mask.shape[:-1])
+    expected = lead + q.shape[-2:-1] + v.shape[-1:]
+    assert got.shape == expected, f"the output has shape {got.shape}, expected {expected}"
+    qs, ks, vs = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+    for index in np.ndindex(lead):
+        keep = np.ones((q.shape[-2], k.shape[-2]), bool)
         if causal:
             keep &= np.tril(keep)
         if key_mask is not None:
-            keep &= key_mask[b][None, :]
+            keep &= np.broadcast_to(key_mask, lead + key_mask.shape[-1:])[index][None, :]
+        entry = "batch entry " + ", ".join(map(str, index)) if len(index) == 1 else \
+            f"batch entry {index[0]}, head {index[1]}"
         try:
-            close(got[b], ref_attention(q[b], k[b], v[b], keep, scale)[0], 1e-9,
-                  f"the output of batch entry {b}")
+            close(got[index], ref_attention(qs[index], ks[index], vs[index], keep, scale)[0], 1e-9,
+                  f"the output of {entry}")
         except AssertionError as error:
-            raise AssertionError(f"{blockwise_diagnosis(got[b], q[b], k[b], v[b], keep, scale, block_size)}"
+            raise AssertionError(f"{blockwise_diagnosis(got[index], qs[index], ks[index], vs[index], keep, scale, block_size)}"
                                  f"\n{error}") from None
+
+
+@st.composite
+def blockwise_inputs(draw):
+    # q, k, v [B, L, d] with key_mask [B, L_k] or None; or with heads, q [B, H, L_q, d_k] and
+    # k, v [B, H or 1, L_k, ...] with key_mask [B, 1, L_k] or [B, H, L_k]: the documented forms
+    if draw(st.booleans()):
+        q, k, v = draw(qkv())
+        return q, k, v, draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()))
+    batch, n_heads = draw(st.integers(1, 2)), draw(st.integers(2, 3))
+    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
+    kv_heads = draw(st.sampled_from([1, n_heads]))
+    q = draw(floats((batch, n_heads, l_q, d_k)))
+    k, v = draw(floats((batch, kv_heads, l_k, d_k))), draw(floats((batch, kv_heads, l_k, d_v)))
+    return q, k, v, draw(hnp.arrays(bool, (batch, draw(st.sampled_from([1, n_heads])), l_k)))
 
 
 @prop("blockwise_attention_matches_attention", "blockwise_attention", "blockwise_attention(q, k, "
       "v, causal=c, key_mask=m, scale=s, block_size=n) equals attention's output for any block "
-      "size and any scale (0 included): the online softmax rescales the running sum whenever the "
-      "running max grows", {"blockwise_attention"},
+      "size and any scale (0 included), for q [B, L_q, d_k] or with heads [B, H, L_q, d_k] (k, v "
+      "and key_mask broadcasting over the heads): the online softmax rescales the running sum "
+      "whenever the running max grows", {"blockwise_attention"},
       "keep per query a running max m, sum l and output acc; for each block of keys: m_new = "
       "max(m, block max), rescale l and acc by exp(m - m_new), add the block's; divide at the end",
       part=4)
 def _(data):
-    q, k, v = data.draw(qkv(), "q, k, v")
+    q, k, v, key_mask = data.draw(blockwise_inputs(), "q, k, v, key_mask")
     causal = data.draw(st.sampled_from([True, False]), "causal")
-    key_mask = data.draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()), "key_mask")
     drawn = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
     for scale in (drawn, 0.0):  # 0, the boundary, in every example
