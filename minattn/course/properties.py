@@ -300,8 +300,8 @@ def _(data):
       "shape or one that broadcasts to it ([n], [rows, 1], [1, n], ...), masked entries get "
       "weight exactly 0, the kept ones are the softmax of the kept scores, a row with nothing "
       "kept is all zeros (not NaN), and x itself is left as it was", {"softmax"},
-      "np.where(mask, x, -np.inf) before the softmax, and guard rows whose every entry is masked; "
-      "a mask may broadcast, and the caller's x must not change")
+      "a masked entry must act as -inf before the exponential and a row with nothing kept must "
+      "come out as zeros, for any mask that broadcasts to x, without writing into x")
 def _(data):
     lead = data.draw(st.sampled_from([(), (2,)]), "leading axes of x")
     shape = lead + (data.draw(sizes, "rows"), data.draw(sizes, "n"))
