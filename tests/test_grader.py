@@ -502,6 +502,12 @@ FORMS = {
     "the delta rule for [B, L, d] only": (
         "15_delta_rule.py", 'error = v[..., t, :] - np.einsum("...i,...ij->...j", k_t, state)',
         'error = v[..., t, :] - np.einsum("bi,bij->bj", k_t, state)', "delta_rule_matches_a_loop"),
+    "the feed-forward network for [B, L, D] only": (
+        "07_feed_forward.py", 'h = x @ params["w_1"] + params["b_1"]',
+        'h = np.einsum("bld,df->blf", x, params["w_1"]) + params["b_1"]', "feed_forward_matches_the_formula"),
+    "dropout left out when there are sinks": (
+        "14_attention_sinks.py", "    if dropout:\n", "    if dropout and sinks is None:\n",
+        "attention_sinks_take_their_share"),
     "layer_norm for [N, D] only": (
         "06_layer_norm.py", "    mean = x.mean(axis=-1, keepdims=True)\n",
         "    x = x.reshape(-1, x.shape[-1])\n    mean = x.mean(axis=-1, keepdims=True)\n",

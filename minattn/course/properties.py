@@ -173,15 +173,17 @@ def as_dtype(tree, dtype):
     return {k: as_dtype(v, dtype) if isinstance(v, dict) else v.astype(dtype) for k, v in tree.items()}
 
 
-def check_dropout(got, undropped, rate, what):
-    # inverted dropout: every entry is 0 or its undropped value / (1 - rate), and some are 0
+def check_dropout(got, undropped, rate, what, some=True):
+    # inverted dropout: every entry is 0 or its undropped value / (1 - rate), and (some=True: on
+    # enough entries that a draw keeping them all is as good as impossible) some are 0
     got = np.asarray(got)
     dropped = got == 0
     kept = np.isclose(got, np.asarray(undropped) / (1 - rate), rtol=1e-7, atol=1e-12)
     assert (dropped | kept).all(), (f"{what} with dropout={rate}: an entry is neither 0 nor its "
                                     f"value without dropout / (1 - {rate}):\ngot:\n{show(got)}\n"
                                     f"without dropout:\n{show(undropped)}")
-    assert dropped.any(), f"{what} with dropout={rate}: nothing was dropped:\n{show(got)}"
+    assert dropped.any() or not some, \
+        f"{what} with dropout={rate}: nothing was dropped:\n{show(got)}"
 
 
 def hoeffding(n, failure=1e-9):
@@ -427,8 +429,8 @@ def _(data):
 
 
 @prop("attention_dropout_draws_one_p_per_weight", "scaled_dot_product_attention", "with "
-      "dropout=p each weight is dropped on its own with probability p: on q [2, 4, 32, d_k], k, v "
-      "[2, 4, 32, d], a fraction 1 - p of the 8192 weights is kept (each divided by 1 - p), and "
+      "dropout=p each weight is dropped on its own with probability p: on q, k, v [2, 4, 32, 3] "
+      "(2 batch entries, 4 heads), a fraction 1 - p of the 8192 weights is kept (each divided by 1 - p), and "
       "no two batch entries, heads, queries or keys share their draws (Hoeffding's bound for a "
       "failure probability of 1e-9, at the fixed seed and any other)", ATTENTION,
       "p is the probability of dropping a weight, and every weight of every batch entry and "
@@ -571,15 +573,16 @@ def _(data):
     lead = data.draw(st.sampled_from([(2,), (), (2, 3)]), "leading axes of x")
     x = data.draw(floats(lead + (data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
     got = np.asarray(minattn.split_heads(x, n_heads))
-    assert got.shape == lead + (n_heads, x.shape[-2], d_k), (
-        f"split_heads of x {x.shape} has shape {got.shape}, expected {lead + (n_heads, x.shape[-2], d_k)}")
+    expected = lead + (n_heads, x.shape[-2], d_k)
+    assert got.shape == expected, f"split_heads of x {x.shape} has shape {got.shape}, expected {expected}"
     assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
     for h in range(n_heads):
         close(got[..., h, :, :], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
 
 
 @prop("merge_heads_inverts_split_heads", "merge_heads", "merge_heads(split_heads(x, H)) == x, in "
-      "x's dtype, for heads [H, L, d_k], [B, H, L, d_k] or [B, B', H, L, d_k]", {"merge_heads"}, "swap the H and L axes back, then reshape to [..., L, H * d_k]")
+      "x's dtype, for heads [H, L, d_k], [B, H, L, d_k] or [B, B', H, L, d_k]", {"merge_heads"},
+      "swap the H and L axes back, then reshape to [..., L, H * d_k]")
 def _(data):
     n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
@@ -1229,7 +1232,7 @@ def draw_heads(data, dtype=np.float64):
       "shape [H, 1] (one logit per head, broadcasting over the queries), p_ij = exp(S_ij) / "
       "(exp(s_h) + Σ_j' exp(S_ij')): each row sums to 1 − exp(s_h) / (exp(s_h) + Σ_j' "
       "exp(S_ij')), the sink's share, and the output is Σ_j p_ij v_j (a slow loop over the rows "
-      "computes the reference)", ATTENTION,
+      "computes the reference); with dropout=p too, the weights dropped are those", ATTENTION,
       "the sink is one more logit in the denominator and holds no value: append it to the scores "
       "as a last column, softmax, then drop that column without renormalising; head h uses "
       "sinks[h]", part=2)
@@ -1248,6 +1251,10 @@ def _(data):
         ref_out, ref_w = ref_attention_with_sinks(q[b, h], k[b, h], v[b, h], np.full(q.shape[2], s))
         close(weights[b, h], ref_w, 1e-9, f"the weights of batch entry {b}, head {h}")
         close(out[b, h], ref_out, 1e-9, f"the output of batch entry {b}, head {h}")
+    out, dropped = (np.asarray(a) for a in minattn.scaled_dot_product_attention(
+        q, k, v, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
+    check_dropout(dropped, weights, 0.5, "the weights with sinks", some=False)
+    close(out, dropped @ v, 1e-9, "the output with sinks and dropout=0.5 (the dropped weights @ v)")
 
 
 @prop("attention_sinks_join_after_masking", "scaled_dot_product_attention", "with a boolean mask "
