@@ -1,8 +1,10 @@
 """The grader (`python -m minattn check`): a correct plain-NumPy answer to each exercise exits 0
 with the command its box gives; every documented argument of every stub has mutants (the
 argument ignored, not passed on, the wrong axis, the wrong dtype) that fail with a property of
-the mutated function named first; the pitfalls are caught; bad command lines get a sentence,
-never a traceback. minattn itself satisfies every property."""
+the mutated function named first; a wrong answer of each class that one argument form, one
+dropout draw or the main output alone would hide (FORMS) fails its property, and a correct
+answer in other styles passes every one; the pitfalls are caught; bad command lines get a
+sentence, never a traceback. minattn itself satisfies every property."""
 import inspect
 import io
 import re
@@ -480,6 +482,11 @@ FORMS = {
     "softmax masking in place (x changed; no broadcast mask)": (
         "01_softmax.py", "        x = np.where(mask, x, -np.inf)\n", "        x[~np.asarray(mask)] = -np.inf\n",
         "softmax_masked_entries_are_zero"),
+    "softmax moving the axis but not the mask": (
+        "01_softmax.py", "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n",
+        "    x, given, axis = np.moveaxis(x, axis, -1), axis, -1\n    if mask is not None:\n"
+        "        x = np.where(mask, x, -np.inf)\n    return np.moveaxis(_rest(x, axis), -1, given)\n\n\n"
+        "def _rest(x, axis):\n", "softmax_along_any_axis"),
     "split_heads for [B, L, D] only": (
         "04_heads.py", "    *lead, length, d = x.shape\n    return np.swapaxes(x.reshape(*lead, length, "
         "n_heads, d // n_heads), -2, -3)", "    batch, length, d = x.shape\n    return x.reshape("

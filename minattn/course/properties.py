@@ -288,14 +288,22 @@ def _(data):
 
 
 @prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
-      "axis=0 included", {"softmax"}, "use the axis argument in the max and the sum, not a fixed "
-      "-1; `axis or -1` turns axis=0 into -1: test `if axis is None`, or use axis as given")
+      "axis=0 included, with or without a mask (of x's shape)", {"softmax"},
+      "use the axis argument in the max and the sum, not a fixed -1; `axis or -1` turns axis=0 "
+      "into -1: test `if axis is None`, or use axis as given")
 def _(data):
     x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
     drawn = data.draw(st.sampled_from([1, -1, -2]), "axis")
+    keep = data.draw(st.one_of(st.none(), hnp.arrays(bool, x.shape)), "mask")
     for axis in (drawn, 0):  # 0, the boundary, in every example
-        expected = np.apply_along_axis(ref_softmax, axis, x)
-        close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
+        rows = np.moveaxis(x, axis, -1)
+        kept = np.ones(rows.shape, bool) if keep is None else np.moveaxis(keep, axis, -1)
+        expected = np.array([ref_softmax(r, k) for r, k in zip(rows.reshape(-1, rows.shape[-1]),
+                                                              kept.reshape(-1, rows.shape[-1]))])
+        expected = np.moveaxis(expected.reshape(rows.shape), -1, axis)
+        got = minattn.softmax(x, axis=axis) if keep is None else \
+            minattn.softmax(x, axis=axis, mask=keep)
+        close(got, expected, 1e-9, f"softmax(x, axis={axis}{'' if keep is None else ', mask=mask'})")
 
 
 @prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep) of x's "
