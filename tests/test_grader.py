@@ -486,7 +486,7 @@ FORMS = {
         "01_softmax.py", "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n",
         "    x, given, axis = np.moveaxis(x, axis, -1), axis, -1\n    if mask is not None:\n"
         "        x = np.where(mask, x, -np.inf)\n    return np.moveaxis(_rest(x, axis), -1, given)\n\n\n"
-        "def _rest(x, axis):\n", "softmax_along_any_axis"),
+        "def _rest(x, axis):\n", "softmax_masked_entries_are_zero"),
     "split_heads for [B, L, D] only": (
         "04_heads.py", "    *lead, length, d = x.shape\n    return np.swapaxes(x.reshape(*lead, length, "
         "n_heads, d // n_heads), -2, -3)", "    batch, length, d = x.shape\n    return x.reshape("

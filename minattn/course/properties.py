@@ -288,28 +288,30 @@ def _(data):
 
 
 @prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
-      "axis=0 included, with or without a mask (of x's shape)", {"softmax"},
-      "use the axis argument in the max and the sum, not a fixed -1; `axis or -1` turns axis=0 "
-      "into -1: test `if axis is None`, or use axis as given")
+      "axis=0 included", {"softmax"}, "use the axis argument in the max and the sum, not a fixed "
+      "-1; `axis or -1` turns axis=0 into -1: test `if axis is None`, or use axis as given")
 def _(data):
     x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
     drawn = data.draw(st.sampled_from([1, -1, -2]), "axis")
-    keep = data.draw(st.one_of(st.none(), hnp.arrays(bool, x.shape)), "mask")
     for axis in (drawn, 0):  # 0, the boundary, in every example
-        rows = np.moveaxis(x, axis, -1)
-        kept = np.ones(rows.shape, bool) if keep is None else np.moveaxis(keep, axis, -1)
-        expected = np.array([ref_softmax(r, k) for r, k in zip(rows.reshape(-1, rows.shape[-1]),
-                                                              kept.reshape(-1, rows.shape[-1]))])
-        expected = np.moveaxis(expected.reshape(rows.shape), -1, axis)
-        got = minattn.softmax(x, axis=axis) if keep is None else \
-            minattn.softmax(x, axis=axis, mask=keep)
-        close(got, expected, 1e-9, f"softmax(x, axis={axis}{'' if keep is None else ', mask=mask'})")
+        expected = np.apply_along_axis(ref_softmax, axis, x)
+        close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
+
+
+def ref_softmax_along(x, keep, axis):
+    # softmax of x along `axis` with the bool mask keep (broadcasting to x), slice by slice
+    rows = np.moveaxis(x, axis, -1)
+    kept = np.moveaxis(np.broadcast_to(keep, x.shape), axis, -1)
+    expected = np.array([ref_softmax(r, k) for r, k in zip(rows.reshape(-1, rows.shape[-1]),
+                                                          kept.reshape(-1, rows.shape[-1]))])
+    return np.moveaxis(expected.reshape(rows.shape), -1, axis)
 
 
 @prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep) of x's "
-      "shape or one that broadcasts to it ([n], [rows, 1], [1, n], ...), masked entries get "
-      "weight exactly 0, the kept ones are the softmax of the kept scores, a row with nothing "
-      "kept is all zeros (not NaN), and x itself is left as it was", {"softmax"},
+      "shape or one that broadcasts to it ([n], [rows, 1], [1, n], ...), along the last axis or "
+      "axis=0, masked entries get weight exactly 0, the kept ones are the softmax of the kept "
+      "scores, a row with nothing kept is all zeros (not NaN), and x itself is left as it was",
+      {"softmax"},
       "a masked entry must act as -inf before the exponential and a row with nothing kept must "
       "come out as zeros, for any mask that broadcasts to x, without writing into x")
 def _(data):
@@ -322,12 +324,12 @@ def _(data):
     drop = data.draw(st.integers(0, len(shape) - 1), "leading axes the mask leaves out")
     keep = data.draw(hnp.arrays(bool, tuple(1 if o else n for o, n in zip(ones, shape))[drop:]),
                      "mask")
+    axis = data.draw(st.sampled_from([-1, 0]), "axis")
     given = x.copy()
-    got = minattn.softmax(x, mask=keep)
+    got = minattn.softmax(x, mask=keep) if axis == -1 else minattn.softmax(x, axis=0, mask=keep)
     close(x, given, 0, "x after the call (softmax must not change its input)")
-    rows, kept = x.reshape(-1, shape[-1]), np.broadcast_to(keep, shape).reshape(-1, shape[-1])
-    expected = np.array([ref_softmax(r, k) for r, k in zip(rows, kept)]).reshape(shape)
-    close(got, expected, 1e-9, f"softmax(x, mask=mask) with a mask of shape {keep.shape}")
+    close(got, ref_softmax_along(x, keep, axis), 1e-9, f"softmax(x{'' if axis == -1 else ', axis=0'}"
+                                                       f", mask=mask) with a mask of shape {keep.shape}")
 
 
 @prop("softmax_ignores_masked_values_however_large", "softmax", "what a masked entry holds "
