@@ -386,10 +386,12 @@ CLASSES = {
                                           "x / (1 - dropout), 0)\n        dropout = 0.0\n    h = x @ params",
                                           "feed_forward_drops_hidden_units"),
     "dropout on the residual sum": ("08_encoder_block.py", "        x = norm(x + out, \"self_attention_norm\")",
-                                    "        x = norm(minattn.dropout(x + out, dropout, rng), \"self_attention_norm\")",
+                                    "        x = norm(x + out if not dropout else np.where(rng.random(x.shape) >= dropout, "
+                                    "(x + out) / (1 - dropout), 0), \"self_attention_norm\")",
                                     "encoder_block_keeps_dropout_off_the_residual_path"),
     "dropout on the block's output": ("08_encoder_block.py", "    return (x, weights) if return_weights else x",
-                                      "    x = minattn.dropout(x, dropout, rng)\n    return (x, weights) if return_weights else x",
+                                      "    x = x if not dropout else np.where(rng.random(x.shape) >= dropout, x / (1 - dropout), 0)\n"
+                                      "    return (x, weights) if return_weights else x",
                                       "encoder_block_keeps_dropout_off_the_residual_path"),
     "the last partial block lost": ("13_blockwise_attention.py", "range(0, l_k, block_size)",
                                     "range(0, l_k - block_size + 1, block_size)",
@@ -529,6 +531,49 @@ def test_a_wrong_answer_of_each_class_fails_its_property(mistake, tmp_path):
     with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}):
         result = grader.run_property(properties.BY_NAME[name], 10, shrink=False)
     assert result is not None, f"{mistake} passes {name}"
+
+
+# Correct answers in other styles -> the properties of the classes above they must still pass
+# (no false failures): other ways of drawing a dropout mask, dropout on a sublayer's output,
+# positions given their head axis another way.
+STYLES = {
+    "a strict comparison for the kept weights": (
+        "02_attention.py", "rng.random(weights.shape) >= dropout", "rng.random(weights.shape) > dropout",
+        ["attention_dropout_zeroes_and_rescales", "attention_dropout_draws_one_p_per_weight"]),
+    "the mask drawn by rng.choice": (
+        "02_attention.py", "rng.random(weights.shape) >= dropout",
+        "rng.choice([False, True], size=weights.shape, p=[dropout, 1 - dropout])",
+        ["attention_dropout_zeroes_and_rescales", "attention_dropout_draws_one_p_per_weight"]),
+    "dropout as a multiplied 0/1 mask": (
+        "07_feed_forward.py", "h = np.where(keep, h / (1 - dropout), 0).astype(h.dtype)",
+        "h = (h * keep.astype(h.dtype) / (1 - dropout)).astype(h.dtype)",
+        ["feed_forward_dropout_is_unbiased", "feed_forward_drops_hidden_units",
+         "feed_forward_dropout_draws_one_p_per_unit"]),
+    "the attention sublayer's output dropped before the residual add (as torch)": (
+        "08_encoder_block.py", '        x = norm(x + out, "self_attention_norm")',
+        '        x = norm(x + (out if not dropout else np.where(rng.random(out.shape) >= dropout, '
+        'out / (1 - dropout), 0)), "self_attention_norm")',
+        ["encoder_block_passes_dropout_on", "encoder_block_keeps_dropout_off_the_residual_path",
+         "encoder_block_returns_the_weights_it_used"]),
+    "positions given their head axis by np.expand_dims": (
+        "11_kv_cache.py", "positions = np.asarray(positions)[..., None, :]",
+        "positions = np.expand_dims(positions, -2)",
+        ["self_attention_matches_a_loop", "kv_cache_decoding_matches_the_full_pass"]),
+    "RoPE angles by einsum": (
+        "10_rope.py", "np.asarray(positions)[..., None] * base ** (-np.arange(0, d, 2) / d)",
+        'np.einsum("...l,f->...lf", np.asarray(positions, float), base ** (-np.arange(0, d, 2) / d))',
+        ["apply_rope_rotates_feature_pairs"]),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_a_correct_answer_in_another_style_passes_the_properties_of_its_class(style, tmp_path):
+    file, old, new, names = STYLES[style]
+    functions = grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0]
+    with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}):
+        failed = {name: grader.run_property(properties.BY_NAME[name], 10, shrink=False)
+                  for name in names}
+    assert not any(failed.values()), failed
 
 
 def test_a_correct_answer_in_other_styles_passes_every_property():

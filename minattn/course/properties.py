@@ -986,7 +986,8 @@ def _(data):
                     f"norm_first={norm_first}, batch entry {b}, token {t}: the output "
                     f"{show(got[b, t])} is not what the weights returned give (the attention "
                     f"output they give: {show(used[t])}): are they from another attention call "
-                    "than the one whose output the block uses?")
+                    "than the one whose output the block uses (or is dropout applied elsewhere "
+                    "than inside the sublayers or on their outputs)?")
 
 
 @prop("encoder_block_keeps_float32", "encoder_block", "an encoder block on float32 inputs and "
