@@ -53,8 +53,7 @@ def run(args):
     with blas_threads(args.threads):
         model = load_language_model(path)
         if model.chat_template is None:  # a file whose header could not be read cheaply
-            raise UsageError(f"{path} has no chat template: chat needs one to write the "
-                             "conversation as the model was trained to read it")
+            raise _no_chat_template(path)
         return _talk(model, args)
 
 
@@ -82,14 +81,18 @@ def _check_against_the_file(args, path, limits):
     # What depends on the model, from its file's header (model_file.py), before the load.
     context, vocab = limits.get("context_length"), limits.get("vocab_size")
     if limits.get("chat_template") is False:
-        raise UsageError(f"{path} has no chat template: chat needs one to write the "
-                         "conversation as the model was trained to read it")
+        raise _no_chat_template(path)
     if context is not None and args.max_new_tokens >= context:
         raise UsageError(f"argument --max-new-tokens: {args.max_new_tokens} new tokens after a "
                          f"prompt are more than the model's context of {context} positions")
     if vocab is not None and args.top_k is not None and args.top_k > vocab:
         raise UsageError(f"argument --top-k: must be at most the model's vocabulary of {vocab} "
                          f"tokens, got {args.top_k}")
+
+
+def _no_chat_template(path):
+    return UsageError(f"{path} has no chat template: chat needs one to write the conversation "
+                      "as the model was trained to read it")
 
 
 def _talk(model, args):
@@ -111,7 +114,8 @@ def _talk(model, args):
         try:
             text = input("> " if interactive else "")
         except (EOFError, KeyboardInterrupt):  # the session ends cleanly
-            print(file=sys.stderr)
+            if interactive:
+                print(file=sys.stderr)  # past the prompt "> "
             return 0
         line += 1
         refused = _not_text(text, line)
@@ -148,8 +152,6 @@ def _not_text(text, line):
     except UnicodeEncodeError:
         raw = text.encode(encoding, "surrogateescape")
         return f"input line {line} is not valid {encoding} text, got {raw!r}"
-    except LookupError:
-        return None
     return None
 
 
