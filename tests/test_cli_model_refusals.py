@@ -1,9 +1,13 @@
 """Every command that loads a language model (chat, heads, attention --model) checks its
 arguments against the model before the load, from the file's header (minattn/cli/model_file.py:
 milliseconds, where the load takes 15-20 s), and refuses a model file it cannot use alike: one
-line `error: ...` on stderr, exit code 2. Small model files are written here
-(tests/test_language_model_files); the default model's header is read, never its weights."""
+line `error: ...` on stderr, exit code 2; so is a line of chat's piped input that is not text.
+Small model files are written here (tests/test_language_model_files); the default model's header
+is read, never its weights."""
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -140,3 +144,15 @@ def test_the_header_of_a_folder_is_its_config(tmp_path):
         "context_length": config["max_position_embeddings"], "chat_template": False}
     (folder / "chat_template.jinja").write_text("{{ messages }}")
     assert model_file.model_limits(folder)["chat_template"] is True
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8:surrogateescape"])  # a UTF-8, a C locale
+def test_piped_bytes_that_are_not_text_end_chat_with_exit_code_2(tmp_path, encoding):
+    # printf 'caf\xe9\n' | python -m minattn chat, in a fresh process (a tiny model: no 20 s load)
+    tiny = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)))
+    done = subprocess.run([sys.executable, "-m", "minattn", "chat", "--model", str(tiny),
+                           "--max-new-tokens", "2"], input=b"caf\xe9\n", capture_output=True,
+                          timeout=120, env={**os.environ, "PYTHONIOENCODING": encoding})
+    assert done.returncode == 2 and done.stdout == b"", done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "loading tiny.gguf ...", "error: input line 1 is not valid utf-8 text, got b'caf\\xe9'"]
