@@ -56,6 +56,21 @@ def test_the_header_says_what_the_loader_reads(smollm2):
         "chat_template": "tokenizer.chat_template" in reader.fields}
 
 
+def test_every_field_of_the_header_is_what_ggufs_reader_reads(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)),
+                      extra={"general.name": "tiny é"})
+    reader = gguf.GGUFReader(path)
+    expected = {name: len(field.contents()) if isinstance(field.contents(), list)
+                else field.contents() for name, field in reader.fields.items()
+                if not name.startswith("GGUF.")}  # the reader's own entries for the counts
+    header = model_file.gguf_header(path)
+    assert header.keys() == expected.keys()
+    for name, value in expected.items():
+        assert header[name] == pytest.approx(value, rel=1e-7) if isinstance(value, float) \
+            else header[name] == value, name
+
+
 @pytest.mark.parametrize("argv, message", [
     (["chat", "--max-new-tokens", "100000000"], "argument --max-new-tokens: 100000000 new tokens "
                                                 "after a prompt are more than the model's context "
