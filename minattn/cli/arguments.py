@@ -101,7 +101,6 @@ def utf8_text(text):
     return text
 
 
-
 def message_text(text):
     # A message to the model: UTF-8 text with something in it (an empty prompt would spend the
     # whole --max-new-tokens answering nothing).

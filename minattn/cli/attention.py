@@ -80,8 +80,6 @@ def run(args):
     return 0
 
 
-
-
 def _attention_of(args):
     # -> (tokens [L] str, weights [n_layers] of [H, L, L], the model's name). The text, the
     # layer, the head and the size are checked before the model runs (or trains).
@@ -143,8 +141,6 @@ def _language_model_attention(args, path):
         print(f"the page holds layers {first} to {first + fit - 1} of {n_layers} (at most "
               f"{MAX_VALUES:,} weights; a shorter text fits more)")
     return tokens, [w[0] for w in weights], lm.path.name
-
-
 
 
 def _check_layer_head_size(args, sizes, n_tokens):
@@ -214,8 +210,6 @@ def _trained_model(model, text, args):
         return words, [w[0] for w in weights]
 
     return len(words), run, (task.CONFIG["n_layers"], task.CONFIG["n_heads"])
-
-
 
 
 def _sorting_lm_weights(params, tokens):
