@@ -39,10 +39,11 @@ _EXTRA = ("pip install gguf tokenizers jinja2 safetensors (or, in your minattn c
           "pip install '.[chat]')")
 MODEL_TYPES = tuple(checkpoints.BY_MODEL_TYPE)  # config.json's model_type: checkpoints/
 GGUF_ARCHITECTURES = tuple(checkpoints.BY_GGUF_ARCHITECTURE)  # general.architecture
-# The tensor types gguf.quants dequantizes that minattn reads: the float ones, the legacy block
-# quantizations and the K-quants.
+# The tensor types minattn reads: every one gguf.quants dequantizes (gguf 0.19): the float ones,
+# the legacy block quantizations, the K-quants, the i-quants, the ternary and the FP4 ones.
 TENSOR_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
-                "Q4_K", "Q5_K", "Q6_K")
+                "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S",
+                "IQ1_S", "IQ1_M", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4")
 ROLES = ("system", "user", "assistant", "tool")
 
 

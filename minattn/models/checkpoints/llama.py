@@ -90,8 +90,10 @@ def gguf_config(meta, model_type="llama", partial_rotary=False):
     rope.dimension_count of each head's d_k features (Phi-3); others refuse a difference."""
     n_heads = meta.require("attention.head_count")
     hidden = meta.require("embedding_length")
-    d_k = meta.get("attention.key_length") or hidden // n_heads
-    rotated = meta.get("rope.dimension_count", d_k)
+    rotated = meta.get("rope.dimension_count")
+    d_k = meta.get("attention.key_length") or (None if partial_rotary else rotated) or \
+        hidden // n_heads  # (transformers reads a llama's head_dim from rope.dimension_count)
+    rotated = rotated or d_k
     if rotated != d_k and not (partial_rotary and 0 < rotated < d_k and rotated % 2 == 0):
         raise ValueError(f"{meta.file}: {meta.arch}.rope.dimension_count is {rotated}, not the "
                          f"head size {d_k}: RoPE on part of each head is not supported for "
