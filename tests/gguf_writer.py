@@ -49,11 +49,12 @@ def rope_freqs(rope, head_dim):
 
 
 def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None, skip=(),
-          blocks=None, extra=None):
+          blocks=None, extra=None, eos=1):
     """model (transformers, float) -> path, a GGUF file. quantize: a GGMLQuantizationType for
     every 2-D tensor (blocks(w) -> its raw bytes, where gguf.quants cannot quantize to it);
     dtype: the others' type (float32 or float16). skip: metadata keys left out (as
-    "rope.freq_base"); extra: {name: w} tensors written as they are (after the model's)."""
+    "rope.freq_base"); extra: {name: w} tensors written as they are, in place of the model's
+    of that name or beside them; eos: tokenizer.ggml.eos_token_id."""
     c = model.config
     hf = c.to_dict()
     arch = ARCH[c.model_type]
@@ -101,7 +102,7 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
     writer.add_token_list(tokens)
     writer.add_token_merges(MERGES)
     writer.add_token_types([3, 3] + [1] * (len(tokens) - 2))
-    writer.add_eos_token_id(1)
+    writer.add_eos_token_id(eos)
     names = gguf.get_tensor_name_map(getattr(gguf.MODEL_ARCH, arch.upper()),
                                      c.num_hidden_layers)
     tied = c.tie_word_embeddings or arch == "gemma2"
