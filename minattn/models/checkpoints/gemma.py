@@ -1,6 +1,6 @@
 """Gemma 2 and Gemma 3 (text) by name: Llama's layout plus sandwich norms, RMSNorm scaling by
 (1 + w) (stored as gamma = 1 + w), embeddings times sqrt(D), the tanh-GELU gated feed-forward,
-query_pre_attn_scalar, soft-capping, local (sliding) and global layers (interop._gemma_from_hf).
+query_pre_attn_scalar, soft-capping, local (sliding) and global layers (families/gemma.py).
 
 GGUF ("gemma2", "gemma3"): llama.cpp's converter stores every norm as 1 + w (from_gguf takes
 the 1 off) and leaves the rows in place (its RoPE rotates halves). It does not write
@@ -24,16 +24,17 @@ DEFAULTS = {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
 
 def config(hf):
     """config.json (a dict) -> causal_lm's keyword arguments, as interop.from_hf gives them."""
-    from ..interop import _check_tanh_gelu, _per_layer_rope, _windows
+    from ...families.gemma import _check_tanh_gelu
+    from ...families.hf import per_layer_rope, windows
 
     c = Config(hf, DEFAULTS, "config")
     _check_tanh_gelu("hidden_activation", c.hidden_activation)
     n_layers = c.num_hidden_layers
-    rope_base, rope_scaling = _per_layer_rope(c, n_layers)
+    rope_base, rope_scaling = per_layer_rope(c, n_layers)
     return {"n_heads": c.num_attention_heads, "n_kv_heads": c.num_key_value_heads,
             "d_k": c.head_dim, "norm": "rms_norm", "activation": "geglu_tanh",
             "eps": c.rms_norm_eps, "position": "rope", "rope_base": rope_base,
-            "rope_scaling": rope_scaling, "window": _windows(c, n_layers),
+            "rope_scaling": rope_scaling, "window": windows(c, n_layers),
             "embedding_scale": c.hidden_size ** 0.5,
             "query_pre_attn_scalar": c.query_pre_attn_scalar,
             # transformers' Gemma3Attention does not apply attn_logit_softcapping

@@ -36,7 +36,7 @@ class Metadata:
 
 
 class Config(dict):
-    """config.json as a dict whose attributes are its keys (what interop's config readers take),
+    """config.json as a dict whose attributes are its keys (what the config readers of minattn/families/ take),
     defaults filled in, and a missing key refused by name."""
 
     def __init__(self, hf, defaults, file):

@@ -24,9 +24,9 @@ def namespace(hf, defaults=DEFAULTS):
 
 def config(hf):
     """config.json (a dict) -> causal_lm's keyword arguments, as interop.from_hf gives them."""
-    from ..interop import llama_config
+    from ...families.llama import config_from_hf
 
-    return llama_config(namespace(hf), hf["num_hidden_layers"])
+    return config_from_hf(namespace(hf), hf["num_hidden_layers"])
 
 
 def sizes(hf):
