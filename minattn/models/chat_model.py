@@ -1,5 +1,6 @@
 """A real language model from its weights file, on minattn: SmolLM2-135M-Instruct (or another
-Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat template. No torch.
+model of a family minattn reads) as minattn's causal_lm, with its tokenizer and its chat
+template. No torch.
 
     import numpy as np, minattn as ma
     from minattn.pretrained import load_language_model
@@ -12,13 +13,17 @@ Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat temp
 
 A path is either
     a .gguf file   read with the gguf package (llama.cpp's own library): its metadata gives the
-                   config, gguf.quants dequantizes its tensors, llama.cpp's reordering of the Q
-                   and K rows is undone, and the tokenizer is rebuilt from the vocabulary, merges
-                   and token types it stores, as transformers rebuilds it;
+                   config, gguf.quants dequantizes its tensors, what llama.cpp's converter did to
+                   them is undone (Llama's Q and K rows, Gemma's norms), and the tokenizer is
+                   rebuilt from the vocabulary, merges, token types and pre-tokenizer it stores,
+                   as transformers rebuilds it;
     a folder       as transformers' save_pretrained writes it: config.json, model.safetensors (or
-                   shards with model.safetensors.index.json), tokenizer.json, tokenizer_config.json
-                   (the chat template there or in chat_template.jinja).
-Both fill params through one name map, llama_layout.py, which interop.from_hf shares.
+                   shards with model.safetensors.index.json; float32, float16 or bfloat16),
+                   tokenizer.json, tokenizer_config.json (the chat template there or in
+                   chat_template.jinja).
+Both go through the family's module in checkpoints/ (its names, its config, its GGUF names), the
+same (params, config) interop.from_hf gives; every tensor is checked present and shaped before
+any is converted, and finite as it is read.
 Needs the extra `chat` (gguf, tokenizers, jinja2, safetensors); walkthrough.md, "A real model".
 """
 import importlib.metadata
