@@ -85,6 +85,12 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
             keys["final_logit_softcapping"] = c.final_logit_softcapping
         if "sliding_attention" in rope:
             keys["rope.freq_base_swa"] = rope["sliding_attention"]["rope_theta"]
+    if full.get("rope_type") == "longrope":  # Phi3MiniModel: its attn_factor from the scale
+        original = c.original_max_position_embeddings or full["original_max_position_embeddings"]
+        scale = c.max_position_embeddings / original
+        keys.update({"rope.scaling.type": "longrope", "rope.scaling.original_context_length":
+                     original, "rope.scaling.attn_factor": math.sqrt(
+                         1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0})
     if full.get("rope_type") == "linear":
         keys["rope.scaling.type"], keys["rope.scaling.factor"] = "linear", full["factor"]
     for key, value in keys.items():
@@ -120,6 +126,9 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
         tensors[names.get_name(name, try_suffixes=(".weight", ".bias"))] = w
     if full.get("rope_type") == "llama3":
         tensors["rope_freqs.weight"] = rope_freqs(full, head_dim)
+    if full.get("rope_type") == "longrope":
+        for kind in ("long", "short"):
+            tensors[f"rope_factors_{kind}.weight"] = np.array(full[f"{kind}_factor"], np.float32)
     tensors.update(extra or {})
     for name, w in tensors.items():
         if quantize is not None and w.ndim == 2:

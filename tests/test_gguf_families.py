@@ -23,7 +23,8 @@ V = len(gguf_writer.TOKENS)
 # What a GGUF holds of each family: the configurations of test_hf_families.py, changed only
 # where llama.cpp's format cannot say it (a Mistral's window, Gemma's query_pre_attn_scalar
 # other than the head size, Gemma 3's layer pattern other than five local to one global,
-# SmolLM3's NoPE layers other than every fourth, Phi-3's LongRoPE).
+# SmolLM3's NoPE layers other than every fourth, Phi-3's LongRoPE attention factor other than
+# its default).
 CASES = {
     "llama_gqa": ("llama", {}),
     "llama_biases": ("llama", {"attention_bias": True}),
@@ -39,6 +40,8 @@ CASES = {
                           "sliding_window_pattern": 6}),
     "phi3_window_partial": ("phi3", {"sliding_window": 3, "rope_parameters": {
         "rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5}}),
+    "phi3_longrope": FAMILIES["phi3_longrope"],
+    "phi3_partial_longrope": FAMILIES["phi3_partial_longrope"],
     "smollm3": ("smollm3", {"num_hidden_layers": 4, "no_rope_layer_interval": 4}),
     "olmo2": FAMILIES["olmo2"],
 }
@@ -65,8 +68,9 @@ def test_a_gguf_of_each_family_computes_what_the_model_computes(name, tmp_path, 
     model = build(name)
     path = gguf_writer.write(tmp_path / f"{name}.gguf", model)
     loaded = load_language_model(path, dtype=np.float64)
-    # Llama 3's schedule is in the file as float32 divisors: float32's rounding of RoPE's angles
-    atol = 1e-5 if name == "llama_llama3" else 1e-10
+    # Llama 3's and Phi-3's RoPE factors are in the file as float32: float32's rounding of the
+    # angles
+    atol = 1e-6 if name in ("llama_llama3", "phi3_longrope", "phi3_partial_longrope") else 1e-10
     np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens(), **loaded.config),
                                _hf_logits(model, tokens()), rtol=0, atol=atol)
 
@@ -133,3 +137,13 @@ def test_every_tensor_type_reads_as_transformers_reads_it(kind, wide_llama, tmp_
     reference = _hf_logits(transformers_reads(path), tokens(8))
     np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens(8), **loaded.config),
                                reference, rtol=1e-5, atol=1e-5 * np.abs(reference).max())
+
+
+def test_phi3_longrope_within_the_original_context_uses_the_short_factors(tmp_path,
+                                                                         float64_islands):
+    model = build("phi3_longrope")
+    loaded = load_language_model(gguf_writer.write(tmp_path / "p.gguf", model), dtype=np.float64)
+    assert loaded.config["rope_scaling"]["original_max_position_embeddings"] == 8
+    short = tokens(8)  # positions 0..7: within the original context of 8
+    np.testing.assert_allclose(ma.causal_lm(loaded.params, short, **loaded.config),
+                               _hf_logits(model, short), rtol=0, atol=1e-6)

@@ -270,7 +270,6 @@ def _load_gguf(path, dtype):
     # tokenizer's special tokens) all come before the first weight is dequantized.
     from .checkpoints import gguf_name
     from .checkpoints.gguf_metadata import Metadata
-    from .checkpoints.llama import ROPE_FREQS
 
     gguf = _require("gguf", "gguf")
     try:
@@ -300,10 +299,8 @@ def _load_gguf(path, dtype):
     hf = family.gguf_config(meta)
     config_kwargs = _causal_lm_config(family, hf, path)
     file_names = {name: gguf_name(name, family.GGUF_NAMES) for name in family.tensor_shapes(hf)}
-    rope_freqs = {ROPE_FREQS: found[ROPE_FREQS]} if ROPE_FREQS in found and hf.get(
-        "rope_parameters", {}).get("rope_type") == "longrope" else {}
-    _check_tensors(path, family, hf, {k: v for k, v in found.items() if k not in rope_freqs},
-                   file_names, f"the metadata of {architecture}")
+    weights = {name: shape for name, shape in found.items() if name not in meta.settings}
+    _check_tensors(path, family, hf, weights, file_names, f"the metadata of {architecture}")
     tokenizer, special, bos, eos = _gguf_tokenizer(reader, path)
     template = _compile_template(fields.get("tokenizer.chat_template"), path)
 

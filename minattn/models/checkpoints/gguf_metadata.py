@@ -6,10 +6,16 @@ import sys
 class Metadata:
     """fields: {key: value} (GGUFReader's fields, their contents()); arch: general.architecture;
     file: for messages; tensors: {GGUF name: shape as transformers orders it, [d_out, d_in]};
-    read(name) -> a small tensor's values (rope_freqs)."""
+    read(name) -> a tensor's values, for tensors that are settings (rope_freqs); those read are
+    in .settings, apart from the weights."""
 
     def __init__(self, fields, arch, file, tensors, read):
-        self.fields, self.arch, self.file, self.tensors, self.read = fields, arch, file, tensors, read
+        self.fields, self.arch, self.file, self.tensors = fields, arch, file, tensors
+        self._read, self.settings = read, set()
+
+    def read(self, name):
+        self.settings.add(name)
+        return self._read(name)
 
     def get(self, key, default=None):
         # "{arch}.{key}", or default where the file does not have it

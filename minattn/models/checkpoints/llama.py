@@ -132,7 +132,8 @@ def gguf_rope(meta, rotated):
         return {"rope_type": "longrope", "rope_theta": base, "short_factor": divisors,
                 "long_factor": divisors, "factor": 1.0,
                 "original_max_position_embeddings": meta.require("context_length")}
-    if scaling in ("none", None):
+    if scaling in ("none", None) or (scaling == "longrope" and "rope_factors_long.weight" in
+                                     meta.tensors):  # Phi-3's: phi3.gguf_config reads them
         return {"rope_type": "default", "rope_theta": base}
     if scaling == "linear":
         return {"rope_type": "linear", "rope_theta": base,

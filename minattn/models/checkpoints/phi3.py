@@ -3,8 +3,10 @@
 partial_rotary_factor < 1, a sliding window on every layer where sliding_window is set.
 
 GGUF ("phi3"): llama.cpp's converter leaves the fused rows in place (its RoPE rotates halves);
-rope.dimension_count gives the rotated part; attention.sliding_window 0 means none. LongRoPE
-(the tensors rope_factors_long/short.weight) is refused by name.
+rope.dimension_count gives the rotated part; attention.sliding_window 0 means none. LongRoPE's
+factors are the tensors rope_factors_short/long.weight, its original context
+rope.scaling.original_context_length, its attention factor rope.scaling.attn_factor; read as
+transformers applies them (the long factors where a sequence outgrows the original context).
 """
 from .. import llama_layout
 from . import llama
@@ -62,12 +64,26 @@ GGUF_NAMES = {**llama.GGUF_NAMES, "self_attn.qkv_proj.weight": "attn_qkv.weight"
               "mlp.gate_up_proj.weight": "ffn_up.weight"}
 
 
+LONGROPE = ("rope_factors_short.weight", "rope_factors_long.weight")
+
+
 def gguf_config(meta):
-    for name in ("rope_factors_long.weight", "rope_factors_short.weight"):
-        if name in meta.tensors:
-            raise ValueError(f"{meta.file}: {name}: Phi-3's LongRoPE is not supported in GGUF")
     hf = llama.gguf_config(meta, model_type="phi3", partial_rotary=True)
     hf["sliding_window"] = meta.get("attention.sliding_window") or None  # 0: none (Phi-4)
+    present = [name for name in LONGROPE if name in meta.tensors]
+    if present:
+        if len(present) == 1:
+            raise ValueError(f"{meta.file}: has {present[0]} without "
+                             f"{(set(LONGROPE) - set(present)).pop()} (LongRoPE needs both)")
+        original = meta.require("rope.scaling.original_context_length")
+        short, long = ([float(x) for x in meta.read(name)] for name in LONGROPE)
+        rope = {**hf["rope_parameters"], "rope_type": "longrope", "short_factor": short,
+                "long_factor": long, "original_max_position_embeddings": original,
+                "factor": hf["max_position_embeddings"] / original}
+        if meta.get("rope.scaling.attn_factor") is not None:
+            rope["attention_factor"] = float(meta.get("rope.scaling.attn_factor"))
+        hf["rope_parameters"] = rope
+        hf["original_max_position_embeddings"] = original
     return hf
 
 
