@@ -49,12 +49,13 @@ def rope_freqs(rope, head_dim):
 
 
 def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None, skip=(),
-          blocks=None, extra=None, eos=1):
+          blocks=None, extra=None, eos=1, general=None):
     """model (transformers, float) -> path, a GGUF file. quantize: a GGMLQuantizationType for
     every 2-D tensor (blocks(w) -> its raw bytes, where gguf.quants cannot quantize to it);
     dtype: the others' type (float32 or float16). skip: metadata keys left out (as
     "rope.freq_base"); extra: {name: w} tensors written as they are, in place of the model's
-    of that name or beside them; eos: tokenizer.ggml.eos_token_id."""
+    of that name or beside them; eos: tokenizer.ggml.eos_token_id; general: {key: str} more
+    metadata (general.basename)."""
     c = model.config
     hf = c.to_dict()
     arch = ARCH[c.model_type]
@@ -102,6 +103,8 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
             writer.add_float32(f"{arch}.{key}", value)
         else:
             writer.add_uint32(f"{arch}.{key}", value)
+    for key, value in (general or {}).items():
+        writer.add_string(key, value)
     writer.add_tokenizer_model("gpt2")
     if pre is not None:
         writer.add_tokenizer_pre(pre)

@@ -272,3 +272,18 @@ def test_a_non_finite_safetensors_weight_is_refused_naming_file_and_tensor(llama
     with pytest.raises(ValueError, match=r"model.safetensors: tensor 'model.norm.weight' holds 1 "
                                          r"NaN or infinite values \(the first at index \(2,\)\)"):
         load_language_model(folder)
+
+
+def test_a_mistral_written_as_llama_is_read_without_a_window_and_says_so(llama, tmp_path,
+                                                                         capsys):
+    path = write(tmp_path, llama, general={"general.basename": "Mistral-7B-v0.1"})
+    load_language_model(path)
+    assert "is a Mistral (general.basename) written as llama, which records no sliding window" \
+        in capsys.readouterr().err
+
+
+def test_more_tokens_than_embedding_rows_is_refused(llama, tmp_path):
+    path = write(tmp_path, llama, tokens=gguf_writer.TOKENS + ["Ġx"])
+    with pytest.raises(ValueError, match=f"m.gguf: tokenizer.ggml.tokens has {V + 1} tokens, "
+                                         f"token_embd.weight only {V} rows"):
+        load_language_model(path)

@@ -302,6 +302,10 @@ def _load_gguf(path, dtype):
     weights = {name: shape for name, shape in found.items() if name not in meta.settings}
     _check_tensors(path, family, hf, weights, file_names, f"the metadata of {architecture}")
     tokenizer, special, bos, eos = _gguf_tokenizer(reader, path)
+    n_tokens = tokenizer.backend.get_vocab_size(with_added_tokens=False)
+    if n_tokens > hf["vocab_size"]:
+        raise ValueError(f"{path}: tokenizer.ggml.tokens has {n_tokens} tokens, token_embd.weight "
+                         f"only {hf['vocab_size']} rows")
     template = _compile_template(fields.get("tokenizer.chat_template"), path)
 
     def get(name):

@@ -8,6 +8,8 @@ list, read as such) and linear scaling as rope.scaling.type / rope.scaling.facto
 Mistral as "llama" without its sliding_window: such a file is read without a window (a Mistral
 7B v0.1, whose window is 4096, then differs beyond 4096 tokens).
 """
+import sys
+
 from .. import llama_layout
 from .gguf_metadata import Config
 
@@ -112,6 +114,10 @@ def gguf_config(meta, model_type="llama", partial_rotary=False):
           "vocab_size": meta.tensors["token_embd.weight"][0],
           "tie_word_embeddings": "output.weight" not in meta.tensors,
           "attention_bias": "blk.0.attn_q.bias" in meta.tensors}
+    if model_type == "llama" and "mistral" in str(meta.fields.get("general.basename", "")).lower():
+        print(f"minattn: {meta.file} is a Mistral (general.basename) written as llama, which "
+              "records no sliding window: read without one (a Mistral 7B v0.1, window 4096, "
+              "then differs beyond 4096 tokens)", file=sys.stderr)
     hf["rope_parameters"] = gguf_rope(meta, rotated)
     if rotated != d_k:
         hf["rope_parameters"]["partial_rotary_factor"] = rotated / d_k
