@@ -287,3 +287,14 @@ def test_more_tokens_than_embedding_rows_is_refused(llama, tmp_path):
     with pytest.raises(ValueError, match=f"m.gguf: tokenizer.ggml.tokens has {V + 1} tokens, "
                                          f"token_embd.weight only {V} rows"):
         load_language_model(path)
+
+
+def test_a_folder_whose_eos_token_id_is_outside_the_vocabulary_is_refused(llama, tmp_path):
+    from .test_checkpoints import save
+
+    folder = save(llama, tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "eos_token_id": [2, 5000]}))
+    with pytest.raises(ValueError, match=r"config.json: eos_token_id \[2, 5000\] is outside the "
+                                         r"vocabulary of \d+ tokens \(tokenizer.json\)"):
+        load_language_model(folder)

@@ -201,8 +201,6 @@ def _unreadable(file, what, error):
 
 def _family(table, key, what, file):
     # checkpoints' module for a model_type or a GGUF architecture, or a refusal naming it
-    from . import checkpoints
-
     family = getattr(checkpoints, table).get(key)
     if family is None:
         known = ", ".join(getattr(checkpoints, table))
@@ -212,7 +210,7 @@ def _family(table, key, what, file):
 
 def _causal_lm_config(family, hf, file):
     # config.json's dict (or one built from GGUF metadata) -> causal_lm's keyword arguments, by
-    # the family's config(), as interop.from_hf builds them; a bad value refused naming file.
+    # the family's config(), as from_hf builds them; a bad value refused naming the file.
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
         value = hf.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
