@@ -92,6 +92,14 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
         keys.update({"rope.scaling.type": "longrope", "rope.scaling.original_context_length":
                      original, "rope.scaling.attn_factor": math.sqrt(
                          1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0})
+    if full.get("rope_type") == "yarn":  # TextModel.set_gguf_parameters
+        keys.update({"rope.scaling.type": "yarn", "rope.scaling.factor": full["factor"],
+                     "rope.scaling.original_context_length":
+                     full["original_max_position_embeddings"]})
+        for name, key in (("attention_factor", "attn_factor"), ("beta_fast", "yarn_beta_fast"),
+                          ("beta_slow", "yarn_beta_slow")):
+            if full.get(name) is not None:
+                keys[f"rope.scaling.{key}"] = float(full[name])
     if full.get("rope_type") == "linear":
         keys["rope.scaling.type"], keys["rope.scaling.factor"] = "linear", full["factor"]
     for key, value in keys.items():

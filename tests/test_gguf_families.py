@@ -32,6 +32,9 @@ CASES = {
     "llama_head_dim": ("llama", {"head_dim": 12}),
     "llama_linear": FAMILIES["llama_linear"],
     "llama_llama3": FAMILIES["llama_llama3"],
+    "llama_yarn_attention_factor": FAMILIES["llama_yarn_attention_factor"],
+    "qwen3_yarn_ramp": ("qwen3", {"head_dim": 12, "rope_parameters": FAMILIES[
+        "qwen3_yarn_ramp"][1]["rope_parameters"]}),
     "mistral": ("mistral", {"sliding_window": None}),
     "qwen2_biases": ("qwen2", {}),
     "qwen3_head_dim": FAMILIES["qwen3_head_dim"],
@@ -68,9 +71,10 @@ def test_a_gguf_of_each_family_computes_what_the_model_computes(name, tmp_path, 
     model = build(name)
     path = gguf_writer.write(tmp_path / f"{name}.gguf", model)
     loaded = load_language_model(path, dtype=np.float64)
-    # Llama 3's and Phi-3's RoPE factors are in the file as float32: float32's rounding of the
-    # angles
-    atol = 1e-6 if name in ("llama_llama3", "phi3_longrope", "phi3_partial_longrope") else 1e-10
+    # Llama 3's and Phi-3's RoPE factors and YaRN's settings are in the file as float32:
+    # float32's rounding of the angles
+    atol = 1e-6 if name in ("llama_llama3", "phi3_longrope", "phi3_partial_longrope",
+                            "llama_yarn_attention_factor", "qwen3_yarn_ramp") else 1e-10
     np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens(), **loaded.config),
                                _hf_logits(model, tokens()), rtol=0, atol=atol)
 

@@ -254,8 +254,8 @@ def test_an_unsupported_tokenizer_is_refused_by_name(tmp_path):
 
 def test_rope_scaling_is_refused_by_name(tmp_path):
     path = write_gguf(tmp_path / "yarn.gguf", llama_tensors(np.random.default_rng(0)),
-                      extra={"llama.rope.scaling.type": "yarn"})
-    with pytest.raises(ValueError, match="rope.scaling.type 'yarn' is not supported"):
+                      extra={"llama.rope.scaling.type": "dynamic"})
+    with pytest.raises(ValueError, match="rope.scaling.type 'dynamic' is not supported"):
         load_language_model(path)
 
 

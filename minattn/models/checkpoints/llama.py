@@ -4,7 +4,8 @@ RoPE as config.json or the GGUF metadata sets it.
 GGUF ("llama"): llama.cpp's converter reorders each head's rows of q_proj and k_proj, weights
 and biases (its RoPE rotates adjacent pairs; from_gguf puts them back); it writes Llama 3.1's
 RoPE schedule as per-pair divisors (the tensor rope_freqs.weight: LongRoPE's form, one factor
-list, read as such) and linear scaling as rope.scaling.type / rope.scaling.factor. It writes a
+list, read as such), linear scaling and YaRN as rope.scaling.* keys (YaRN without
+mscale/mscale_all_dim, which only DeepSeek's configs set, and without truncate). It writes a
 Mistral as "llama" without its sliding_window: such a file is read without a window (a Mistral
 7B v0.1, whose window is 4096, then differs beyond 4096 tokens).
 """
@@ -144,8 +145,19 @@ def gguf_rope(meta, rotated):
     if scaling == "linear":
         return {"rope_type": "linear", "rope_theta": base,
                 "factor": meta.require("rope.scaling.factor", float)}
+    if scaling == "yarn":  # what llama.cpp's converter writes of transformers' YaRN settings
+        rope = {"rope_type": "yarn", "rope_theta": base,
+                "factor": meta.require("rope.scaling.factor", float),
+                "original_max_position_embeddings":
+                meta.require("rope.scaling.original_context_length")}
+        for key, name in (("rope.scaling.attn_factor", "attention_factor"),
+                          ("rope.scaling.yarn_beta_fast", "beta_fast"),
+                          ("rope.scaling.yarn_beta_slow", "beta_slow")):
+            if meta.get(key) is not None:
+                rope[name] = float(meta.get(key))
+        return rope
     raise ValueError(f"{meta.file}: {meta.arch}.rope.scaling.type {scaling!r} is not supported "
-                     "(minattn reads 'none', 'linear' and Llama 3's rope_freqs.weight)")
+                     "(minattn reads 'none', 'linear', 'yarn' and Llama 3's rope_freqs.weight)")
 
 
 def from_gguf(name, w, hf):
