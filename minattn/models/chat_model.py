@@ -218,7 +218,7 @@ def _causal_lm_config(family, hf, file):
     try:
         return family.config(hf)
     except (ValueError, TypeError, AttributeError, KeyError) as error:
-        detail = f"no {error}" if isinstance(error, KeyError) else str(error)
+        detail = f"no key {error}" if isinstance(error, KeyError) else str(error)
         raise ValueError(f"{file}: {detail}") from None
 
 

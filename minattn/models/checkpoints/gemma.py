@@ -27,7 +27,7 @@ def config(hf):
     from ...families.gemma import _check_tanh_gelu
     from ...families.hf import per_layer_rope, windows
 
-    c = Config(hf, DEFAULTS, "config")
+    c = Config(hf, DEFAULTS)
     _check_tanh_gelu("hidden_activation", c.hidden_activation)
     n_layers = c.num_hidden_layers
     rope_base, rope_scaling = per_layer_rope(c, n_layers)

@@ -42,17 +42,16 @@ class Metadata:
 
 
 class Config(dict):
-    """config.json as a dict whose attributes are its keys (what the config readers of minattn/families/ take),
-    defaults filled in, and a missing key refused by name."""
+    """config.json as a dict whose attributes are its keys (what the config readers of
+    minattn/families/ take), defaults filled in, and a missing key refused by name."""
 
-    def __init__(self, hf, defaults, file):
+    def __init__(self, hf, defaults):
         super().__init__({**defaults, **hf})
-        self._file = file
 
     def __getattr__(self, key):
-        if key.startswith("__") or key == "_file":
+        if key.startswith("__"):
             raise AttributeError(key)
         try:
             return self[key]
         except KeyError:
-            raise AttributeError(f"{self._file} has no {key!r}") from None
+            raise AttributeError(f"no key {key!r}, which this family's config needs") from None

@@ -21,8 +21,7 @@ DEFAULTS = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "head_dim": None,
 
 
 def namespace(hf, defaults=DEFAULTS):
-    return Config({"num_key_value_heads": hf.get("num_attention_heads"), **hf}, defaults,
-                  "config")
+    return Config({"num_key_value_heads": hf.get("num_attention_heads"), **hf}, defaults)
 
 
 def config(hf):
