@@ -106,6 +106,7 @@ def write_gguf(path, tensors, quantize=None, arch="llama", tokenizer_model="gpt2
     writer.add_rope_freq_base(10000.0)
     writer.add_rope_dimension_count(D // H)
     writer.add_tokenizer_model(tokenizer_model)
+    writer.add_tokenizer_pre("gpt-2")  # as llama.cpp's converter names GPT-2's rule
     writer.add_token_list(TOKENS)
     writer.add_token_merges(MERGES)
     writer.add_token_types([3, 3] + [1] * (len(TOKENS) - 2))
