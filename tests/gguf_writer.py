@@ -49,13 +49,14 @@ def rope_freqs(rope, head_dim):
 
 
 def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None, skip=(),
-          blocks=None, extra=None, eos=1, general=None):
+          blocks=None, extra=None, eos=1, general=None, sentencepiece=None):
     """model (transformers, float) -> path, a GGUF file. quantize: a GGMLQuantizationType for
     every 2-D tensor (blocks(w) -> its raw bytes, where gguf.quants cannot quantize to it);
     dtype: the others' type (float32 or float16). skip: metadata keys left out (as
     "rope.freq_base"); extra: {name: w} tensors written as they are, in place of the model's
     of that name or beside them; eos: tokenizer.ggml.eos_token_id; general: {key: str} more
-    metadata (general.basename)."""
+    metadata (general.basename); sentencepiece: {"tokens", "scores", "types"} a SentencePiece
+    vocabulary ("llama", no merges, <unk> 0, <s> 1, </s> 2) in place of the byte-level one."""
     c = model.config
     hf = c.to_dict()
     arch = ARCH[c.model_type]
@@ -113,13 +114,23 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
             writer.add_uint32(f"{arch}.{key}", value)
     for key, value in (general or {}).items():
         writer.add_string(key, value)
-    writer.add_tokenizer_model("gpt2")
-    if pre is not None:
-        writer.add_tokenizer_pre(pre)
-    writer.add_token_list(tokens)
-    writer.add_token_merges(MERGES)
-    writer.add_token_types([3, 3] + [1] * (len(tokens) - 2))
-    writer.add_eos_token_id(eos)
+    if sentencepiece:  # LlamaModel._set_vocab_sentencepiece
+        writer.add_tokenizer_model("llama")
+        writer.add_tokenizer_pre("default")
+        writer.add_token_list(sentencepiece["tokens"])
+        writer.add_token_scores(sentencepiece["scores"])
+        writer.add_token_types(sentencepiece["types"])
+        writer.add_unk_token_id(0)
+        writer.add_bos_token_id(1)
+        writer.add_eos_token_id(2)
+    else:
+        writer.add_tokenizer_model("gpt2")
+        if pre is not None:
+            writer.add_tokenizer_pre(pre)
+        writer.add_token_list(tokens)
+        writer.add_token_merges(MERGES)
+        writer.add_token_types([3, 3] + [1] * (len(tokens) - 2))
+        writer.add_eos_token_id(eos)
     names = gguf.get_tensor_name_map(getattr(gguf.MODEL_ARCH, arch.upper()),
                                      c.num_hidden_layers)
     tied = c.tie_word_embeddings or arch == "gemma2"

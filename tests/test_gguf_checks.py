@@ -310,3 +310,53 @@ def test_a_config_json_without_a_key_its_family_needs_is_refused_naming_it(tmp_p
         {"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, **config}))
     with pytest.raises(ValueError, match=f"config.json: no key '{key}'"):
         load_language_model(tmp_path)
+
+
+# -- SentencePiece (Llama 2, Mistral 7B, TinyLlama GGUFs) --------------------------------------
+
+PIECES = ["▁", "▁▁", "▁▁▁▁", *"abcdefghijklmnopqrstuvwxyzT.,'", "▁t", "he", "▁the", "in", "▁in",
+          "▁a", "an", "▁an", "er", "▁w", "or", "ld", "▁wor", "▁world", "▁T", "▁The", "ing",
+          "▁th", "é", "▁é"]
+SP_TOKENS = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + PIECES
+SP_TYPES = [2, 3, 3] + [6] * 256 + [1] * len(PIECES)  # unknown, control, byte, normal
+# scores: the longer, later pieces merge first in some places and last in others
+SP_SCORES = [0.0] * 259 + [-float(i % 7) - 0.5 * len(p) for i, p in enumerate(PIECES)]
+SP_TEXTS = ["the world", " The thing in an", "  two  spaces and\nnewline", "café é ñ 東",
+            "Theé.,'  the", "", "a</s>b<s>"]
+
+
+@pytest.fixture(scope="module")
+def sentencepiece_file(tmp_path_factory):
+    model = _build("llama", torch.float64, vocab_size=len(SP_TOKENS))
+    folder = tmp_path_factory.mktemp("sp")
+    return gguf_writer.write(folder / "sp.gguf", model, sentencepiece={
+        "tokens": SP_TOKENS, "scores": SP_SCORES, "types": SP_TYPES})
+
+
+def test_a_sentencepiece_gguf_tokenizes_as_transformers_reads_it(sentencepiece_file):
+    ours = load_language_model(sentencepiece_file).tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(sentencepiece_file.parent,
+                                                        gguf_file=sentencepiece_file.name)
+    for text in SP_TEXTS:
+        ids = ours.encode(text)
+        assert ids == theirs(text)["input_ids"], text
+        assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=False), text
+
+
+def test_sentencepiece_merges_follow_the_scores():
+    from minattn.models.chat_model import sentencepiece_merges
+
+    vocab = {t: i for i, t in enumerate(["a", "b", "c", "ab", "bc", "abc"])}
+    scores = {"a": 0.0, "b": 0.0, "c": 0.0, "ab": -3.0, "bc": -1.0, "abc": -2.0}
+    # bc (-1) first; abc (-2) next, its longer left part (ab + c) before a + bc; ab (-3) last
+    assert sentencepiece_merges(vocab, scores) == [("b", "c"), ("ab", "c"), ("a", "bc"),
+                                                   ("a", "b")]
+
+
+def test_a_sentencepiece_gguf_of_another_architecture_is_refused(tmp_path):
+    model = _build("qwen2", torch.float64, vocab_size=len(SP_TOKENS))
+    path = gguf_writer.write(tmp_path / "q.gguf", model, sentencepiece={
+        "tokens": SP_TOKENS, "scores": SP_SCORES, "types": SP_TYPES})
+    with pytest.raises(ValueError, match="q.gguf: tokenizer.ggml.model 'llama' is not supported "
+                                         "for qwen2"):
+        load_language_model(path)

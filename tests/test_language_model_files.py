@@ -247,9 +247,9 @@ def test_a_missing_tensor_is_refused_by_its_gguf_name_and_the_file(tmp_path):
 
 
 def test_an_unsupported_tokenizer_is_refused_by_name(tmp_path):
-    path = write_gguf(tmp_path / "spm.gguf", llama_tensors(np.random.default_rng(0)),
-                      tokenizer_model="llama")
-    with pytest.raises(ValueError, match="tokenizer.ggml.model 'llama' is not supported"):
+    path = write_gguf(tmp_path / "t5.gguf", llama_tensors(np.random.default_rng(0)),
+                      tokenizer_model="t5")
+    with pytest.raises(ValueError, match="tokenizer.ggml.model 't5' is not supported"):
         load_language_model(path)
 
 

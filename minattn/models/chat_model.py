@@ -362,18 +362,22 @@ def pre_tokenizer(pre, file):
 
 
 def _gguf_tokenizer(reader, path):
-    # The byte-level BPE tokenizer the metadata describes, built as transformers builds it from a
-    # GGUF (GPT2Tokenizer with this vocabulary and these merges, the control tokens special),
-    # split first by the declared pre-tokenizer.
+    # The tokenizer the metadata describes, built as transformers builds it from a GGUF: a
+    # byte-level BPE ("gpt2": GPT2Tokenizer with this vocabulary and these merges, split first
+    # by the declared pre-tokenizer) or, for Llama-architecture files, SentencePiece's BPE
+    # ("llama": LlamaTokenizer); the control tokens special, the user-defined ones added.
     tokenizers = _require("tokenizers", "tokenizers")
     field = lambda name: reader.fields[name].contents() if name in reader.fields else None
     model = field("tokenizer.ggml.model")
-    if model != "gpt2":
-        raise ValueError(f"{path}: tokenizer.ggml.model {model!r} is not supported (minattn "
-                         "builds byte-level BPE tokenizers, 'gpt2')")
+    architecture = field("general.architecture")
+    if model not in ("gpt2", "llama") or (model == "llama" and architecture != "llama"):
+        raise ValueError(f"{path}: tokenizer.ggml.model {model!r} is not supported"
+                         f"{f' for {architecture}' if model == 'llama' else ''} (minattn builds "
+                         "byte-level BPE tokenizers, 'gpt2', and SentencePiece's, 'llama', for "
+                         "the llama architecture; Gemma's and Phi-3's SentencePiece differ)")
     tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
     merges = field("tokenizer.ggml.merges")
-    if tokens is None or merges is None:
+    if tokens is None or (merges is None and model == "gpt2"):
         raise ValueError(f"{path}: metadata has no tokenizer.ggml.tokens or tokenizer.ggml.merges")
     types = types or [1] * len(tokens)
     ids = {name: field(f"tokenizer.ggml.{key}") for name, key in (
@@ -387,7 +391,34 @@ def _gguf_tokenizer(reader, path):
                 name, f"{name}_id")
             raise ValueError(f"{path}: tokenizer.ggml.{key} is {i}, outside the vocabulary of "
                              f"{len(tokens)} tokens (tokenizer.ggml.tokens)")
-    pre = pre_tokenizer(field("tokenizer.ggml.pre"), path)
+    if model == "gpt2":
+        backend, kept = _byte_level_bpe(tokens, merges, field("tokenizer.ggml.pre"), path)
+        add_bos = field("tokenizer.ggml.add_bos_token")
+    else:
+        scores = field("tokenizer.ggml.scores")
+        if merges is None and scores is None:
+            raise ValueError(f"{path}: metadata has neither tokenizer.ggml.merges nor "
+                             "tokenizer.ggml.scores (SentencePiece's merges come from one)")
+        backend, kept = _sentencepiece_bpe(tokens, merges, scores, ids["unk_token"])
+        add_bos = field("tokenizer.ggml.add_bos_token")
+        add_bos = True if add_bos is None else add_bos  # llama.cpp's default for SentencePiece
+    CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+    backend.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True)
+                                for t, kind in zip(tokens, types) if kind == CONTROL and kept(t)])
+    backend.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False)
+                        for t, kind in zip(tokens, types)
+                        if kind == USER_DEFINED and backend.token_to_id(t) is not None])
+    if add_bos and ids["bos_token"] is not None:
+        bos = tokens[ids["bos_token"]]
+        backend.post_processor = tokenizers.processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0", special_tokens=[(bos, ids["bos_token"])])
+    special = {name: tokens[i] for name, i in ids.items() if i is not None}
+    return Tokenizer(backend), special, ids["bos_token"], ids["eos_token"]
+
+
+def _byte_level_bpe(tokens, merges, pre, path):
+    # -> (tokenizers.Tokenizer, which control tokens to keep): GPT-2's byte-level BPE
+    tokenizers = _require("tokenizers", "tokenizers")
     spelling = _bytes_to_unicode()
     alphabet = set(spelling.values())
     # A token written in plain text (not GPT-2's byte alphabet) is respelled byte by byte.
@@ -396,20 +427,43 @@ def _gguf_tokenizer(reader, path):
     bpe = tokenizers.models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges],
                                 fuse_unk=False, byte_fallback=False)
     backend = tokenizers.Tokenizer(bpe)
-    backend.pre_tokenizer = pre
+    backend.pre_tokenizer = pre_tokenizer(pre, path)
     backend.decoder = tokenizers.decoders.ByteLevel()
-    CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
-    backend.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True)
-                                for t, kind in zip(tokens, types)
-                                if kind == CONTROL and set(t) <= alphabet])
-    backend.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False)
-                        for t, kind in zip(tokens, types) if kind == USER_DEFINED and t in vocab])
-    if field("tokenizer.ggml.add_bos_token") and ids["bos_token"] is not None:
-        bos = tokens[ids["bos_token"]]
-        backend.post_processor = tokenizers.processors.TemplateProcessing(
-            single=f"{bos}:0 $A:0", special_tokens=[(bos, ids["bos_token"])])
-    special = {name: tokens[i] for name, i in ids.items() if i is not None}
-    return Tokenizer(backend), special, ids["bos_token"], ids["eos_token"]
+    # a control token outside the byte alphabet is a llama.cpp mislabel (transformers skips it)
+    return backend, lambda token: set(token) <= alphabet
+
+
+def _sentencepiece_bpe(tokens, merges, scores, unk):
+    # -> (tokenizers.Tokenizer, which control tokens to keep): SentencePiece's BPE as
+    # transformers' LlamaTokenizer builds it: "▁" for spaces and one before the text, bytes
+    # for what the vocabulary lacks (<0x0A>), the merges the file gives or, where it gives
+    # none, those its vocabulary and scores imply (sentencepiece_merges).
+    tokenizers = _require("tokenizers", "tokenizers")
+    vocab = {t: i for i, t in enumerate(tokens)}
+    pairs = [tuple(m.split(" ")) for m in merges] if merges is not None else \
+        sentencepiece_merges(vocab, dict(zip(tokens, scores)))
+    bpe = tokenizers.models.BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True,
+                                unk_token=None if unk is None else tokens[unk])
+    backend = tokenizers.Tokenizer(bpe)
+    backend.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(
+        replacement="\u2581", prepend_scheme="first", split=False)
+    d = tokenizers.decoders
+    backend.decoder = d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse(),
+                                  d.Strip(content=" ", left=1, right=0)])
+    return backend, lambda token: True
+
+
+def sentencepiece_merges(vocab, scores):
+    """SentencePiece's BPE merges, recovered from its vocabulary {token: id} and scores {token:
+    score}: each token's splits into two tokens of the vocabulary, the best-scored tokens'
+    first, then the longer left and right parts (transformers' generate_merges)."""
+    merges = []
+    for token, score in scores.items():
+        splits = [(token[:i], token[i:], score) for i in range(1, len(token))
+                  if token[:i] in vocab and token[i:] in vocab]
+        merges.extend(sorted(splits, key=lambda m: (vocab[m[0]], vocab[m[1]])))
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(left, right) for left, right, _ in merges]
 
 
 def _bytes_to_unicode():
