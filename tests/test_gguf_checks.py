@@ -314,29 +314,33 @@ def test_a_config_json_without_a_key_its_family_needs_is_refused_naming_it(tmp_p
 
 # -- SentencePiece (Llama 2, Mistral 7B, TinyLlama GGUFs) --------------------------------------
 
-PIECES = ["▁", "▁▁", "▁▁▁▁", *"abcdefghijklmnopqrstuvwxyzT.,'", "▁t", "he", "▁the", "in", "▁in",
+PIECES = ["ab", "▁", "▁▁", "▁▁▁▁", *"abcdefghijklmnopqrstuvwxyzT.,'", "▁t", "he", "▁the", "in", "▁in",
           "▁a", "an", "▁an", "er", "▁w", "or", "ld", "▁wor", "▁world", "▁T", "▁The", "ing",
-          "▁th", "é", "▁é"]
+          "▁th", "é", "▁é", "bc"]
 SP_TOKENS = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + PIECES
 SP_TYPES = [2, 3, 3] + [6] * 256 + [1] * len(PIECES)  # unknown, control, byte, normal
-# scores: the longer, later pieces merge first in some places and last in others
-SP_SCORES = [0.0] * 259 + [-float(i % 7) - 0.5 * len(p) for i, p in enumerate(PIECES)]
+# scores: the longer, later pieces merge first in some places and last in others; "ab" is
+# listed first but scored last, "bc" listed last but scored first (Gemma's merges follow the
+# order, the others' the scores: "abc" is "ab c" for one, "a bc" for the others)
+SP_SCORES = [0.0] * 259 + [{"ab": -20.0, "bc": 0.0}.get(p, -float(i % 7) - 0.5 * len(p))
+                           for i, p in enumerate(PIECES)]
 SP_TEXTS = ["the world", " The thing in an", "  two  spaces and\nnewline", "café é ñ 東",
+            "three   spaces", "abc cab",
             "Theé.,'  the", "", "a</s>b<s>"]
 
 
-@pytest.fixture(scope="module")
-def sentencepiece_file(tmp_path_factory):
-    model = _build("llama", torch.float64, vocab_size=len(SP_TOKENS))
-    folder = tmp_path_factory.mktemp("sp")
-    return gguf_writer.write(folder / "sp.gguf", model, sentencepiece={
-        "tokens": SP_TOKENS, "scores": SP_SCORES, "types": SP_TYPES})
+SP_ARCHITECTURES = {"llama": "llama", "gemma2": "gemma2", "gemma3": "gemma3", "phi3": "phi3"}
 
 
-def test_a_sentencepiece_gguf_tokenizes_as_transformers_reads_it(sentencepiece_file):
-    ours = load_language_model(sentencepiece_file).tokenizer
-    theirs = transformers.AutoTokenizer.from_pretrained(sentencepiece_file.parent,
-                                                        gguf_file=sentencepiece_file.name)
+@pytest.mark.parametrize("family", SP_ARCHITECTURES)
+def test_a_sentencepiece_gguf_tokenizes_as_transformers_reads_it(family, tmp_path):
+    tokens = SP_TOKENS + ["   "]  # Gemma's files write a token of spaces with spaces
+    model = _build(family, torch.float64, vocab_size=len(tokens), pad_token_id=0,
+                   attn_implementation="eager")
+    path = gguf_writer.write(tmp_path / "sp.gguf", model, sentencepiece={
+        "tokens": tokens, "scores": SP_SCORES + [-9.0], "types": SP_TYPES + [1]})
+    ours = load_language_model(path).tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
     for text in SP_TEXTS:
         ids = ours.encode(text)
         assert ids == theirs(text)["input_ids"], text
@@ -353,7 +357,7 @@ def test_sentencepiece_merges_follow_the_scores():
                                                    ("a", "b")]
 
 
-def test_a_sentencepiece_gguf_of_another_architecture_is_refused(tmp_path):
+def test_a_sentencepiece_gguf_of_another_architecture_is_refused(tmp_path):  # its form unknown
     model = _build("qwen2", torch.float64, vocab_size=len(SP_TOKENS))
     path = gguf_writer.write(tmp_path / "q.gguf", model, sentencepiece={
         "tokens": SP_TOKENS, "scores": SP_SCORES, "types": SP_TYPES})

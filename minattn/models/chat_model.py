@@ -370,11 +370,11 @@ def _gguf_tokenizer(reader, path):
     field = lambda name: reader.fields[name].contents() if name in reader.fields else None
     model = field("tokenizer.ggml.model")
     architecture = field("general.architecture")
-    if model not in ("gpt2", "llama") or (model == "llama" and architecture != "llama"):
+    if model not in ("gpt2", "llama") or (model == "llama" and architecture not in SENTENCEPIECE):
         raise ValueError(f"{path}: tokenizer.ggml.model {model!r} is not supported"
                          f"{f' for {architecture}' if model == 'llama' else ''} (minattn builds "
                          "byte-level BPE tokenizers, 'gpt2', and SentencePiece's, 'llama', for "
-                         "the llama architecture; Gemma's and Phi-3's SentencePiece differ)")
+                         f"{', '.join(SENTENCEPIECE)})")
     tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
     merges = field("tokenizer.ggml.merges")
     if tokens is None or (merges is None and model == "gpt2"):
@@ -399,7 +399,8 @@ def _gguf_tokenizer(reader, path):
         if merges is None and scores is None:
             raise ValueError(f"{path}: metadata has neither tokenizer.ggml.merges nor "
                              "tokenizer.ggml.scores (SentencePiece's merges come from one)")
-        backend, kept = _sentencepiece_bpe(tokens, merges, scores, ids["unk_token"])
+        backend, kept = _sentencepiece_bpe(tokens, merges, scores, ids["unk_token"],
+                                           architecture)
         add_bos = field("tokenizer.ggml.add_bos_token")
         add_bos = True if add_bos is None else add_bos  # llama.cpp's default for SentencePiece
     CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
@@ -433,21 +434,40 @@ def _byte_level_bpe(tokens, merges, pre, path):
     return backend, lambda token: set(token) <= alphabet
 
 
-def _sentencepiece_bpe(tokens, merges, scores, unk):
+SENTENCEPIECE = ("llama", "gemma2", "gemma3", "phi3")  # the architectures whose form is known
+
+
+def _sentencepiece_bpe(tokens, merges, scores, unk, architecture):
     # -> (tokenizers.Tokenizer, which control tokens to keep): SentencePiece's BPE as
-    # transformers' LlamaTokenizer builds it: "▁" for spaces and one before the text, bytes
-    # for what the vocabulary lacks (<0x0A>), the merges the file gives or, where it gives
-    # none, those its vocabulary and scores imply (sentencepiece_merges).
+    # transformers builds it from a GGUF: "▁" for spaces, bytes for what the vocabulary lacks
+    # (<0x0A>), the merges the file gives or, where it gives none, those its vocabulary and
+    # scores imply (sentencepiece_merges). Llama's (LlamaTokenizer) puts one "▁" before the
+    # text; Phi-3's too, by a normalizer (the file's tokenizer.json, which a GGUF lacks, says
+    # so); Gemma's (GemmaTokenizer) none, and its merges follow the vocabulary's order, its
+    # tokens of several spaces written with "▁".
     tokenizers = _require("tokenizers", "tokenizers")
+    n, d = tokenizers.normalizers, tokenizers.decoders
+    gemma = architecture.startswith("gemma")
+    if gemma:
+        tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
+        scores = [-i for i in range(len(tokens))]
     vocab = {t: i for i, t in enumerate(tokens)}
     pairs = [tuple(m.split(" ")) for m in merges] if merges is not None else \
         sentencepiece_merges(vocab, dict(zip(tokens, scores)))
     bpe = tokenizers.models.BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True,
                                 unk_token=None if unk is None else tokens[unk])
     backend = tokenizers.Tokenizer(bpe)
-    backend.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(
-        replacement="\u2581", prepend_scheme="first", split=False)
-    d = tokenizers.decoders
+    if gemma:
+        backend.normalizer = n.Replace(" ", "\u2581")
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Split(
+            " ", behavior="merged_with_previous", invert=False)
+        backend.decoder = d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse()])
+        return backend, lambda token: True
+    if architecture == "phi3":
+        backend.normalizer = n.Sequence([n.Prepend("\u2581"), n.Replace(" ", "\u2581")])
+    else:
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(
+            replacement="\u2581", prepend_scheme="first", split=False)
     backend.decoder = d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse(),
                                   d.Strip(content=" ", left=1, right=0)])
     return backend, lambda token: True
