@@ -1,4 +1,4 @@
-"""Exercise 7: the position-wise feed-forward network (walkthrough.md, section 10).
+"""Exercise 7: the position-wise feed-forward network (walkthrough.md, section 6).
 Grade it: python -m minattn check my_attention/07_feed_forward.py"""
 import math
 

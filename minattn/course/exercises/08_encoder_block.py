@@ -1,4 +1,4 @@
-"""Exercise 8: the encoder block (walkthrough.md, section 11).
+"""Exercise 8: the encoder block (walkthrough.md, section 6).
 Grade it: python -m minattn check my_attention/08_encoder_block.py"""
 import numpy as np
 

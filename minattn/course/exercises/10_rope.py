@@ -1,4 +1,4 @@
-"""Exercise 10: rotary position embedding (walkthrough.md, section 14, Part II).
+"""Exercise 10: rotary position embedding (walkthrough.md, section 7, Part II).
 Grade it: python -m minattn check my_attention/10_rope.py --part 2"""
 import numpy as np
 

@@ -1,5 +1,5 @@
 """Exercise 11: self-attention with a KV cache, RoPE and grouped-query heads (walkthrough.md,
-section 15, Part II). Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
+section 9, Part II). Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
 import numpy as np
 
 import minattn
