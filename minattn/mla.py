@@ -25,8 +25,8 @@ import autograd.numpy as np
 from .attention import scaled_dot_product_attention
 from .engine import checks
 from .engine.decoder_checks import check_head_mask
-from .heads import split_heads
-from .kv_cache import _append, _merge
+from .heads import merge_heads, split_heads
+from .kv_cache import _append
 from .linear import linear
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions
@@ -184,3 +184,9 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
     return params, x, mask, positions, check_head_mask(head_mask, (n_heads,), x.dtype)
+
+
+def _merge(heads, head_mask=None):
+    # [..., H, L, d_v] -> [..., L, H d_v]; with a head_mask [H], each head's output times its
+    # entry first (transformers' head_mask; 0 removes the head: an ablation). None: untouched.
+    return merge_heads(heads if head_mask is None else heads * head_mask[:, None, None])
