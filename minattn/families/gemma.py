@@ -16,18 +16,6 @@ What the family changes in Llama's block:
 - Gemma 2, 3: local (sliding window) and global layers with their own RoPE bases; Gemma 3
   QK-norm.
 """
-from . import hf, llama, olmo
-
-def gemma1_from_hf(model):
-    # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
-    # tanh-GELU gated feed-forward (its hidden_act; Gemma 2 and 3 read hidden_activation).
-    config, inner = model.config, model.model
-    _check_tanh_gelu("hidden_act", config.hidden_act)
-    params, kwargs = llama.from_hf(model, _gemma1_layer_from_hf, activation_key=None)
-    params["final_norm"] = _one_plus(inner.norm)
-    scale = inner.embed_tokens.embed_scale  # the model's own value (a float32 buffer)
-    kwargs.update(activation="geglu_tanh", embedding_scale=float(scale))
-    return params, kwargs
 from ..engine import checks
 from ..engine.decoder_checks import _check_decoder_block, check_scaled_causal_lm
 from ..engine.variants import implements
@@ -36,7 +24,12 @@ from ..language_model import causal_lm
 from ..multi_head import multi_head_attention
 from ..softcap import soft_cap
 from ..transformer_decoder import decoder_block, normalize, position_wise
+from . import hf, llama, olmo
 
+# The family's computation: its block (sandwich norms) and its model (scaled embeddings, capped
+# logits). Its attention (a query scale, soft-capped scores) is minattn.softcap's
+# scaled_self_attention; its norm, rms_norm with gamma = 1 + w; its feed-forward, GEGLU
+# (minattn.transformer_decoder.geglu_tanh). Then its converter from transformers.
 
 
 def _sandwich(params, x, mask=None, *, norm_first=False, **config):
@@ -85,6 +78,18 @@ def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=Non
     logits, new_cache = out if isinstance(out, tuple) else (out, None)
     logits = logits if cap is None else soft_cap(logits, cap)
     return logits if not isinstance(out, tuple) else (logits, new_cache)
+
+
+def gemma1_from_hf(model):
+    # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
+    # tanh-GELU gated feed-forward (its hidden_act; Gemma 2 and 3 read hidden_activation).
+    config, inner = model.config, model.model
+    _check_tanh_gelu("hidden_act", config.hidden_act)
+    params, kwargs = llama.from_hf(model, _gemma1_layer_from_hf, activation_key=None)
+    params["final_norm"] = _one_plus(inner.norm)
+    scale = inner.embed_tokens.embed_scale  # the model's own value (a float32 buffer)
+    kwargs.update(activation="geglu_tanh", embedding_scale=float(scale))
+    return params, kwargs
 
 
 def _gemma1_layer_from_hf(layer):
@@ -138,9 +143,6 @@ def from_hf(model):
               getattr(config, "attn_logit_softcapping", None),
               "final_logit_softcapping": getattr(config, "final_logit_softcapping", None)}
     return params, kwargs
-
-
-# model_type -> converter: a new architecture is one line here.
 
 
 # model_type -> this family's converter (the table in minattn/families/__init__.py reads it).

@@ -8,9 +8,18 @@ both sublayers reading the block's input:
 (use_parallel_residual=False gives GPT-2's sequential block). Its q, k, v are fused head by
 head in query_key_value, split here.
 """
+import functools
+
 import autograd.numpy as np
 
+from ..engine.decoder_checks import _check_decoder_block, check_partial_rope_attention
+from ..engine.variants import implements, show
+from ..kv_cache import self_attention
+from ..language_model import causal_lm
+from ..rope import apply_partial_rope
+from ..transformer_decoder import decoder_block, normalize, position_wise
 from . import hf
+
 
 def from_hf(model):
     # GPT-NeoX (Pythia): LayerNorm, partial RoPE, a GELU feed-forward with biases, q, k, v fused
@@ -34,14 +43,6 @@ def from_hf(model):
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "partial_rotary_factor": partial, "parallel": bool(config.use_parallel_residual)}
     return params, kwargs
-import functools
-
-from ..engine.decoder_checks import _check_decoder_block, check_partial_rope_attention
-from ..engine.variants import implements, show
-from ..language_model import causal_lm
-from ..kv_cache import self_attention
-from ..rope import apply_partial_rope
-from ..transformer_decoder import decoder_block, normalize, position_wise
 
 
 @implements(decoder_block, "parallel")
@@ -97,7 +98,6 @@ def layer_from_hf(layer, n_heads):
                              "w_2": hf.weight(m.dense_4h_to_h.weight),
                              "b_2": hf.array(m.dense_4h_to_h.bias)},
             "feed_forward_norm": hf.layer_norm(layer.post_attention_layernorm)[0]}
-
 
 
 # causal_lm passes these on to its blocks and their self-attention (**block_config)

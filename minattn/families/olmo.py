@@ -9,7 +9,13 @@ What the family changes in Llama's block: the norms come after the sublayers onl
 over all the heads of a token at once (gammas [H d_k] and [H_kv d_k]). OLMo 3 adds local
 (sliding window) and global layers with their own RoPE.
 """
+from ..engine import checks
+from ..engine.decoder_checks import _check_decoder_block
+from ..engine.variants import implements
+from ..kv_cache import self_attention
+from ..transformer_decoder import decoder_block, normalize, position_wise
 from . import hf, llama
+
 
 def from_hf(model):
     # OLMo 2 and 3: Llama's block with its norms after the sublayers only,
@@ -17,11 +23,6 @@ def from_hf(model):
     # [H_kv d_k]); OLMo 3 adds local (sliding) and global layers with their own RoPE.
     rope = None if model.config.model_type == "olmo2" else hf.per_layer_rope
     return llama.from_hf(model, layer_from_hf, rope=rope)
-from ..engine import checks
-from ..engine.decoder_checks import _check_decoder_block
-from ..engine.variants import implements
-from ..kv_cache import self_attention
-from ..transformer_decoder import decoder_block, normalize, position_wise
 
 
 def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):

@@ -7,7 +7,10 @@ What the family changes: Llama's block, with some layers that use no position en
 (NoPE: no_rope_layers[i] == 0): those layers' rope_base is None, and causal_lm rotates nothing
 there.
 """
+from ..engine.variants import implements
+from ..kv_cache import self_attention
 from . import llama
+
 
 def from_hf(model):
     # SmolLM3: Llama with layers that have no RoPE at all (NoPE: no_rope_layers[i] == 0), told
@@ -20,8 +23,6 @@ def from_hf(model):
                          f"{len(params['layers'])} layers")
     kwargs["rope_base"] = [kwargs["rope_base"] if use else None for use in rotated]
     return params, kwargs
-from ..engine.variants import implements
-from ..kv_cache import self_attention
 
 
 def _no_rope(params, x, mask=None, *, rope_base=10000.0, **config):
