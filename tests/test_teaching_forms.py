@@ -62,6 +62,14 @@ def test_padding_mask():
 
 
 @settings(deadline=None)
+@given(float_arrays((2, 3, 6)), st.sampled_from([1, 2, 3, 6]))
+def test_heads(x, n_heads):
+    np.testing.assert_array_equal(t.split_heads(x, n_heads), ma.split_heads(x, n_heads))
+    heads = ma.split_heads(x, n_heads)
+    np.testing.assert_array_equal(t.merge_heads(heads), ma.merge_heads(heads))
+
+
+@settings(deadline=None)
 @given(seeds, st.sampled_from([(4, 4), (4, 2), (4, 1), (6, 3)]),
        st.sampled_from(["none", "shared", "per_head"]), st.sampled_from([0.0, 0.3]))
 def test_grouped_attention(seed, heads, mask_kind, dropout):

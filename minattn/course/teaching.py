@@ -65,6 +65,21 @@ def padding_mask(lengths, n):
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
 
 
+def split_heads(x, n_heads):
+    # The plain form (used by the plain forms below): minattn's checks its arguments first.
+    # [..., L, D] -> [..., H, L, d_k]
+    *lead, length, d_model = x.shape
+    x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
+    return np.swapaxes(x, -3, -2)
+
+
+def merge_heads(x):
+    # The plain form (used by the plain forms below): minattn's checks its argument first.
+    # [..., H, L, d_k] -> [..., L, H * d_k]
+    *lead, n_heads, length, d_k = x.shape
+    return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
+
+
 def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
     # The plain form: minattn's broadcasts K and V over the group axis instead of copying them.
     # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
