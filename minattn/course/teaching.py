@@ -16,7 +16,7 @@ import minattn as ma
 
 
 def softmax(x, axis=-1, mask=None):
-    # The plain form: minattn's computes in place on arrays it made, with its policies (Appendix C).
+    # The plain form: minattn's computes in place on arrays it made, with its own gradient.
     # [..., n] -> [..., n]; a fully masked row gives zeros
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
@@ -37,7 +37,7 @@ def apply_dropout(weights, rate, rng):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
-    # The plain form: minattn's carries its policies (Appendix C) and hands sinks= to minattn.sinks.
+    # The plain form: minattn's adds checks, its own gradient and blocks of queries.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
@@ -49,7 +49,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
-    # The plain form: minattn's builds on the inputs' device, after its checks.
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> bool [n_q, n_k]: True where query i may attend to key j
     n_k = n_q if n_k is None else n_k
     offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q keys
@@ -60,7 +60,7 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
 
 
 def padding_mask(lengths, n):
-    # The plain form: minattn's builds on the inputs' device, after its checks.
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # int [B] -> bool [B, 1, 1, n]: key j is real when j < the sequence's length
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
 
@@ -118,7 +118,7 @@ def gelu(x):
 
 
 def positional_encoding(n_positions, d_model):
-    # The plain form: minattn's builds on the inputs' device, after its checks.
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> [n_positions, d_model]: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)
     position = np.arange(n_positions)[:, None]  # [L, 1]
     pair = np.arange(d_model) // 2  # features 2i and 2i + 1 share frequency i
@@ -199,7 +199,7 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, 
 
 
 def softmax_vjp(y, g, axis=-1):
-    # The plain form: the formula alone; minattn's is the backward rule of its primitive.
+    # The plain form: the formula alone; minattn's is written beside its softmax.
     # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
