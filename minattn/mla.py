@@ -114,9 +114,8 @@ def init_latent_attention(rng, d_model, n_heads, *, kv_lora_rank, qk_nope_head_d
                   {"q_a": (d_model, q_lora_rank), "q_b": (q_lora_rank, d_q)})
     params = {f"w_{name}": rng.uniform(-1, 1, size=shape) / np.sqrt(shape[0])
               for name, shape in shapes.items()}
-    params["gamma_kv_a"] = np.ones(kv_lora_rank)
-    if q_lora_rank is not None:
-        params["gamma_q_a"] = np.ones(q_lora_rank)
+    params.update({"gamma_kv_a": np.ones(kv_lora_rank)} if q_lora_rank is None else
+                  {"gamma_kv_a": np.ones(kv_lora_rank), "gamma_q_a": np.ones(q_lora_rank)})
     if bias:
         params.update({f"b_{name}": np.zeros(shapes[name][1])
                        for name in ("q_a", "kv_a", "o") if name in shapes})

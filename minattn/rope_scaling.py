@@ -59,8 +59,8 @@ def yarn(exponents, base, positions, *, factor, original_max_position_embeddings
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d - 1)
     high = high + 0.001 if low == high else high  # transformers' guard against 0 / 0
-    i = np.arange(d // 2, like=exponents)
-    interpolated = np.clip((i - low) / (high - low), 0, 1)  # 0: keep, 1: divide by factor
+    # each pair's place on the ramp, [d/2]: 0 keeps its frequency, 1 divides it by factor
+    interpolated = np.clip((np.arange(d // 2, like=exponents) - low) / (high - low), 0, 1)
     inv_freq = base ** -exponents * (1 - interpolated + interpolated / factor)
     if attention_factor is None:
         m = lambda scale: 1.0 if factor <= 1 else 0.1 * scale * math.log(factor) + 1.0

@@ -44,8 +44,6 @@ OVER_THE_LIMITS = {
     "mla.latent_attention": (19, 13),
     "gated_attention.gated_attention": (18, 10),
     "gated_deltanet.gated_deltanet": (18, 6),
-    "mla.init_latent_attention": (16, 7),
-    "rope_scaling.yarn": (16, 8),
 }
 
 
