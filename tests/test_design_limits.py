@@ -32,7 +32,7 @@ FAMILY_AND_VARIANT_NAMES = (
     "granite", "smollm", "smollm3", "deepseek", "diffllama", "gpt_oss", "gpt-oss", "sinks",
     "sink", "softcap", "soft_cap", "softcapping", "query_pre_attn_scalar", "partial_rotary",
     "partial_rotary_factor", "parallel", "sandwich", "head_mask", "latent", "differential",
-    "nope", "embedding_scale", "lm_head_bias_phi")
+    "nope", "embedding_scale")
 
 # The concept functions in the files of the common path that are a variant's own concept (RoPE on
 # part of each head lives beside RoPE): their code names it.
