@@ -352,8 +352,8 @@ CALLED_WITH = {
     "feed_forward": "the normed residual stream [B, L, D], with the activation, dropout and rng "
                     "the block was given",
     "multi_head_attention": "query = key = value [B, L, D] and the block's mask, dropout and rng",
-    "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] that broadcast "
-                  "over the heads",
+    "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] or [B, 1, L] "
+                  "that broadcast over the heads",
 }
 
 

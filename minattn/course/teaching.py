@@ -183,3 +183,88 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, 
 def softmax_vjp(y, g, axis=-1):
     # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
+
+
+# -- The first reading's forms of the composite concepts (issue 46): one model style each, no
+# family options. Each is tested equal to minattn's function with the matching arguments.
+
+def project(x, params, name):
+    # [..., d_in] -> [..., d_out]: x W, plus b where the params hold a bias
+    return x @ params["w_" + name] + params.get("b_" + name, 0.0)
+
+
+def multi_head_attention(params, query, key, value, mask=None, *, n_heads):
+    # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
+    q = split_heads(project(query, params, "q"), n_heads)  # [..., H, L_q, d_k]
+    k = split_heads(project(key, params, "k"), n_heads)  # [..., H, L_k, d_k]
+    v = split_heads(project(value, params, "v"), n_heads)  # [..., H, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, mask)  # all heads at once
+    return project(merge_heads(heads), params, "o"), weights  # [..., L_q, D]
+
+
+def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
+    # [..., L, D] -> [..., L, D]; post-norm: x = norm(x + f(x)), pre-norm: x = x + f(norm(x))
+    def attend(h):  # tokens exchange information
+        return multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads)[0]
+
+    def feed(h):  # each token on its own
+        return ma.feed_forward(params["feed_forward"], h)
+
+    for name, sublayer in (("self_attention_norm", attend), ("feed_forward_norm", feed)):
+        gamma, beta = params[name]["gamma"], params[name]["beta"]
+        if norm_first:  # pre-norm
+            x = x + sublayer(layer_norm(x, gamma, beta, eps))
+        else:  # post-norm
+            x = layer_norm(x + sublayer(x), gamma, beta, eps)
+    return x
+
+
+def self_attention(params, x, mask=None, *, n_heads, positions, cache=None):
+    # [..., L, D] -> [..., L, D] and the cache {"k", "v": [..., H, L_past + L, d_k]}
+    q, k, v = (split_heads(project(x, params, name), n_heads) for name in "qkv")  # [.., H, L, d_k]
+    q, k = apply_rope(q, positions), apply_rope(k, positions)  # turned by their positions
+    if cache is not None:  # the earlier tokens' keys and values, computed once
+        k = np.concatenate([cache["k"], k], axis=-2)  # [..., H, L_past + L, d_k]
+        v = np.concatenate([cache["v"], v], axis=-2)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # [..., H, L, d_k]
+    return project(merge_heads(heads), params, "o"), {"k": k, "v": v}
+
+
+def decoder_block(params, x, mask=None, *, n_heads, positions, cache=None, eps=1e-5):
+    # [..., L, D] -> [..., L, D] and this layer's cache: pre-norm, RMSNorm and SwiGLU
+    h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
+    attended, cache = self_attention(params["self_attention"], h, mask, n_heads=n_heads,
+                                     positions=positions, cache=cache)
+    x = x + attended  # the residual stream: each sublayer adds to it
+    h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
+    return x + ma.gated_feed_forward(params["feed_forward"], h), cache
+
+
+def language_model(params, tokens, *, n_heads, cache=None, eps=1e-5):
+    # int [B, L] -> logits [B, L, V] and the new cache, one per layer (the past: L_past tokens)
+    past = 0 if cache is None else cache[0]["k"].shape[-2]
+    length = tokens.shape[-1]
+    positions = np.arange(past, past + length)  # [L]: where the new tokens stand
+    mask = causal_mask(length, past + length, align="bottom_right")  # [L, L_past + L]
+    x = params["token_embedding"][tokens]  # [B, L, D]
+    new_cache = []
+    for i, layer in enumerate(params["layers"]):
+        x, layer_cache = decoder_block(layer, x, mask, n_heads=n_heads, positions=positions,
+                                       cache=None if cache is None else cache[i])
+        new_cache.append(layer_cache)
+    x = rms_norm(x, params["final_norm"]["gamma"], eps)
+    return x @ params["token_embedding"].T, new_cache  # [B, L, V]: the embedding, tied
+
+
+def next_token_top_k(logits, temperature=0.0, top_k=None, rng=None):
+    # [B, V] -> int [B]: greedy, or a sample from softmax(logits / T) among the top_k
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)  # greedy: the most likely token
+    logits = (logits - np.max(logits, axis=-1, keepdims=True)) / temperature
+    if top_k is not None:  # only the top_k largest logits of each row stay
+        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        logits = np.where(logits >= kth, logits, -np.inf)
+    cdf = np.cumsum(np.exp(logits), axis=-1)  # [B, V]: exp(-inf) = 0 adds nothing
+    cdf = cdf / cdf[:, -1:]  # ending at exactly 1
+    u = rng.random((logits.shape[0], 1))  # one uniform number per row
+    return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u

@@ -22,7 +22,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights
-    and a zero output (no NaN); the same rng seed gives the same dropout; float32 stays float32.
+    and a zero output (no NaN); leading axes (batch, heads) and masks broadcast; dropout zeroes a
+    fraction p of the weights, each weight drawn on its own (no mask shared by two heads or batch
+    entries), and the same rng seed gives the same dropout; float32 stays float32.
 
     Hints: the scores are q @ np.swapaxes(k, -1, -2), one row per query. Use a Python float for
     the scale (d_k ** -0.5): np.sqrt(d_k) is a float64 scalar, which upcasts float32.

@@ -1,4 +1,4 @@
-"""Exercise 5: multi-head attention (walkthrough.md, section 8).
+"""Exercise 5: multi-head attention (walkthrough.md, section 5).
 Grade it: python -m minattn check my_attention/05_multi_head_attention.py
 With your parts inside: python -m minattn check my_attention/01_softmax.py my_attention/02_attention.py \
     my_attention/04_heads.py my_attention/05_multi_head_attention.py"""

@@ -1,4 +1,4 @@
-"""Exercise 9: grouped-query attention (walkthrough.md, section 13, Part II).
+"""Exercise 9: grouped-query attention (walkthrough.md, section 15, Part IV, the second reading).
 Grade it: python -m minattn check my_attention/09_grouped_query_attention.py --part 2"""
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Exercise 14: attention sinks (walkthrough.md, section 25; graded with Part II).
+"""Exercise 14: attention sinks (walkthrough.md, section 24; graded with Part II).
 Grade it: python -m minattn check my_attention/14_attention_sinks.py --part 2"""
 import numpy as np
 
