@@ -24,9 +24,9 @@ SOLUTIONS = Path(__file__).parent / "solutions"
 ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks_part2.py": 2,
            "04_heads.py": 1, "05_multi_head_attention.py": 1, "06_layer_norm.py": 1,
            "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
-           "09_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
-           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 2,
-           "15_delta_rule.py": 2}
+           "09_grouped_query_attention.py": 4, "11_kv_cache.py": 2,
+           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 4,
+           "15_delta_rule.py": 4}
 # the most complete answer for each exercise function: the one the mutants are made from
 MUTATED = {"01_softmax.py", "14_attention_sinks.py", "03_masks_part2.py", "04_heads.py",
            "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
@@ -84,6 +84,23 @@ def test_a_part_one_answer_leaves_out_part_two_parameters_and_their_properties_w
     assert "leaves out align, window" in out
     code, out = grade_paths(SOLUTIONS / "03_masks.py", part=2)
     assert code == 1 and "your causal_mask does not take" in out and "(taught in Part II)" in out, out
+
+
+def test_a_first_reading_kv_cache_without_shared_heads_passes_part_two(tmp_path):
+    # exercise 11 as the first reading asks for it: no n_kv_heads (grouped-query attention is
+    # the second reading's); its property waits for --part 4, and a mutant ignoring the cache fails
+    source = (SOLUTIONS / "11_kv_cache.py").read_text()
+    for old, new in [("n_kv_heads=None, ", ""), ("n_kv_heads or n_heads", "n_heads")]:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    path = tmp_path / "11_kv_cache.py"
+    path.write_text(source)
+    code, out = grade_paths(path, part=2)
+    assert code == 0 and "FAIL" not in out, out
+    assert "WAIT  grouped_self_attention_matches_a_loop: taught in the second reading" in out, out
+    path.write_text(source.replace('[cache["k"], k]', '[k, cache["k"]]'))
+    code, out = grade_paths(path, part=2)
+    assert code == 1 and "FAIL  kv_cache_decoding_matches_the_full_pass" in out, out
 
 
 def test_a_part_two_exercise_checked_at_part_one_says_the_command():

@@ -99,3 +99,32 @@ def test_next_token_top_k(sampling):
     np.testing.assert_array_equal(t.next_token_top_k(logits, rng=draw(), **sampling),
                                   _next_token(logits, full["temperature"], full["top_k"], None,
                                               draw()))
+
+
+@settings(deadline=None)
+@given(float_arrays((2, 3, 4)), seeds)
+def test_feed_forward_with_relu(x, seed):
+    params = ma.init_feed_forward(np.random.default_rng(seed), 4, 6)
+    np.testing.assert_allclose(t.feed_forward(params, x), ma.feed_forward(params, x), **CLOSE)
+
+
+@settings(deadline=None)
+@given(float_arrays((2, 3, 4)), seeds)
+def test_gated_feed_forward(x, seed):
+    params = ma.init_gated_feed_forward(np.random.default_rng(seed), 4, 6)
+    np.testing.assert_allclose(t.gated_feed_forward(params, x), ma.gated_feed_forward(params, x),
+                               **CLOSE)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_encoder(norm_first, masked):
+    rng = np.random.default_rng(7)
+    params = ma.init_encoder(rng, n_layers=2, d_model=8, n_heads=2, d_ff=16,
+                             final_norm=norm_first)
+    assert ("final_norm" in params) == norm_first  # both paths of the form are taken
+    x = rng.normal(size=(2, 5, 8))
+    mask = ma.padding_mask(np.array([5, 3]), 5) if masked else None
+    np.testing.assert_allclose(t.encoder(params, x, mask, n_heads=2, norm_first=norm_first),
+                               ma.encoder(params, x, mask, n_heads=2, norm_first=norm_first),
+                               **CLOSE)

@@ -26,7 +26,7 @@ class Property:
     hint: str  # what usually breaks it (in the function the property is about)
     check: object  # a function of hypothesis-drawn data: asserts the property
     of: str  # the function the property is about (the others in `uses` run inside it)
-    part: int  # the part of walkthrough.md that teaches it: 1 Part I, 2 Part II, ... (I-IV)
+    part: int  # what teaches it: 1 to 3 walkthrough.md's Parts I to III, 4 the second reading
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
@@ -1020,7 +1020,7 @@ def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads, keep=None):
       "query head h reads key/value head h // (n_heads // n_kv_heads), for a batch [B, L, D] "
       "under a mask of any documented form", MULTI_HEAD,
       "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
-      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=2)
+      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=4)
 def _(data):
     n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
     n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
@@ -1080,9 +1080,15 @@ def _(data):
 SELF_ATTENTION = {"self_attention", "apply_rope"} | (MULTI_HEAD - {"multi_head_attention"})
 
 
-def draw_self_attention(data, rope=None):
-    n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
-    n_heads = n_kv_heads * data.draw(st.integers(1, 2), "n_heads / n_kv_heads")
+def draw_self_attention(data, rope=None, grouped=False):
+    # grouped: fewer key/value heads than query heads (the second reading's grouped-query
+    # attention); otherwise one per query head and n_kv_heads left at its default, so that a
+    # first-reading answer without the parameter is checked
+    if grouped:
+        n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
+        n_heads = n_kv_heads * data.draw(st.integers(2, 3), "n_heads / n_kv_heads")
+    else:
+        n_heads = n_kv_heads = data.draw(st.integers(1, 3), "n_heads")
     d_k = 2 * data.draw(st.sampled_from([2, 3]), "d_k / 2")  # d_k = 2 would not show rope_base
     p = random_params(data.draw(seeds, "params seed"), n_heads * d_k, d_kv=n_kv_heads * d_k)
     if rope is None:
@@ -1105,21 +1111,20 @@ def row(positions, b):
     return None if positions is None else positions if positions.ndim == 1 else positions[b]
 
 
-@prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
-      "H, n_kv_heads=H_kv, positions=p, rope_base=b) projects x [B, L, D], rotates q and k by "
-      "RoPE at positions [L] or [B, L] (one row per sequence), attends with H_kv shared "
-      "key/value heads under the mask (any documented form), and returns the cache {'k', 'v'} of "
-      "the rotated keys and the values [B, H_kv, L, d_k]", SELF_ATTENTION,
-      "RoPE on q and k only, with rope_base, at each sequence's own positions (q and k have a head "
-      "axis that positions [B, L] lack); query head h reads key/value head h // (H / H_kv); the "
-      "cache holds k after RoPE", part=2)
-def _(data):
-    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data, rope=True)
+def given_kv_heads(n_heads, n_kv_heads):
+    # the n_kv_heads a check passes: None (the default) when every query head has its own
+    return None if n_kv_heads == n_heads else n_kv_heads
+
+
+def self_attention_matches_a_loop(data, grouped):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data, rope=True,
+                                                                      grouped=grouped)
     length, batch = data.draw(st.integers(2, 5), "L"), data.draw(st.integers(1, 2), "B")
     x = data.draw(floats((batch, length, d_model)), "x")
     positions = draw_positions(data, (batch,), length)
     mask, keep = draw_mask(data, batch, length, length)
-    out, cache = minattn.self_attention(p, x, mask, n_heads=n_heads, n_kv_heads=n_kv_heads,
+    out, cache = minattn.self_attention(p, x, mask, n_heads=n_heads,
+                                        n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
                                         positions=positions, rope_base=base)
     for b in range(batch):
         close(np.asarray(out)[b], ref_self_attention(p, x[b], n_heads, n_kv_heads, keep(b),
@@ -1128,6 +1133,27 @@ def _(data):
         k, v = ref_cache(p, x[b], n_heads, n_kv_heads, row(positions, b), base)
         close(np.asarray(cache["k"])[b], k, 1e-8, f"cache['k'] [H_kv, L, d_k] of batch entry {b}")
         close(np.asarray(cache["v"])[b], v, 1e-8, f"cache['v'] [H_kv, L, d_k] of batch entry {b}")
+
+
+@prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
+      "H, positions=p, rope_base=b) projects x [B, L, D], rotates q and k by RoPE at positions "
+      "[L] or [B, L] (one row per sequence), attends in H heads under the mask (any documented "
+      "form), and returns the cache {'k', 'v'} of the rotated keys and the values [B, H, L, d_k]",
+      SELF_ATTENTION,
+      "RoPE on q and k only, with rope_base, at each sequence's own positions (q and k have a head "
+      "axis that positions [B, L] lack); the cache holds k after RoPE", part=2)
+def _(data):
+    self_attention_matches_a_loop(data, grouped=False)
+
+
+@prop("grouped_self_attention_matches_a_loop", "self_attention", "self_attention with n_kv_heads="
+      "H_kv < n_heads=H (grouped-query attention, the second reading): query head h reads "
+      "key/value head h // (H / H_kv), and the cache holds the H_kv key/value heads "
+      "[B, H_kv, L, d_k]", SELF_ATTENTION,
+      "w_k and w_v project to n_kv_heads * d_k features; query head h reads key/value head "
+      "h // (H / H_kv); the cache keeps the H_kv heads, not copies for every query head", part=4)
+def _(data):
+    self_attention_matches_a_loop(data, grouped=True)
 
 
 @prop("kv_cache_decoding_matches_the_full_pass", "self_attention", "a sequence fed in chunks of "
@@ -1150,7 +1176,8 @@ def _(data):
         if b - a == 1 and data.draw(st.booleans(), f"no mask for the token at {a}"):
             mask = None
         out, cache = minattn.self_attention(
-            p, x[:, a:b], mask, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_base=base,
+            p, x[:, a:b], mask, n_heads=n_heads, n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
+            rope_base=base,
             cache=cache, positions=None if positions is None else positions[..., a:b])
         outs.append(np.asarray(out))
     got, causal = np.concatenate(outs, axis=1), np.tril(np.ones((length, length), bool))
@@ -1172,7 +1199,8 @@ def _(data):
     n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
     x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
     out, cache = minattn.self_attention(as_dtype(p, np.float32), x, n_heads=n_heads,
-                                        n_kv_heads=n_kv_heads, rope_base=base,
+                                        n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
+                                        rope_base=base,
                                         positions=np.arange(x.shape[1]) if rope else None)
     dtypes = {np.asarray(out).dtype, np.asarray(cache["k"]).dtype, np.asarray(cache["v"]).dtype}
     assert dtypes == {np.dtype(np.float32)}, f"float32 in, {dtypes} out"
@@ -1246,7 +1274,7 @@ def draw_heads(data, dtype=np.float64):
       "computes the reference); with dropout=p too, the weights dropped are those", ATTENTION,
       "the sink is one more logit in the denominator and holds no value: append it to the scores "
       "as a last column, softmax, then drop that column without renormalising; head h uses "
-      "sinks[h]", part=2)
+      "sinks[h]", part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     sinks = data.draw(floats((n_heads, 1)), "sinks")
@@ -1274,7 +1302,7 @@ def _(data):
       "weights and a zero output", ATTENTION,
       "mask the scores first, then append the sink's column with a mask column of True (the "
       "sink is never masked, whatever the mask says of the keys); masking the weights after "
-      "the softmax leaves the masked keys in the denominator", part=2)
+      "the softmax leaves the masked keys in the denominator", part=4)
 def _(data):
     q, k, v = data.draw(qkv(batch=False), "q, k, v")
     keep = data.draw(hnp.arrays(bool, (q.shape[0], k.shape[0])), "mask")
@@ -1293,7 +1321,7 @@ def _(data):
       "of -inf (or very negative, -1e4) take no share: the weights and the output equal "
       "attention's without sinks, masked or not", ATTENTION,
       "exp(-inf - max) is 0: shift by the row's max over the kept keys and the sink together, and "
-      "by 0 where that max is -inf", part=2)
+      "by 0 where that max is -inf", part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     keep = data.draw(st.one_of(st.none(), hnp.arrays(bool, (q.shape[2], k.shape[2]))), "mask")
@@ -1309,7 +1337,7 @@ def _(data):
       "float32 q, k, v returns float32 output and weights, whether the sinks are float32 or "
       "float64", ATTENTION,
       "cast the sinks to the scores' dtype before appending them: a float64 column upcasts",
-      part=2)
+      part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data, np.float32)
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), "sinks dtype")
@@ -1319,7 +1347,7 @@ def _(data):
     assert out.dtype == weights.dtype == np.float32, f"got {out.dtype}, {weights.dtype}"
 
 
-# --- Attention and recurrence (after Part II): the gated delta rule ---
+# --- Attention and recurrence (the second reading, part 4): the gated delta rule ---
 
 def ref_delta_rule(q, k, v, beta, g, scale, state):
     # one sequence, the papers' column form: q, k [L, d_k], v [L, d_v], beta, g [L], state
@@ -1359,7 +1387,7 @@ def draw_delta_rule(data, dtype=np.float64, heads=False):
       "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k]", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
-      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=2)
+      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=4)
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data, heads=True)
     scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
@@ -1377,7 +1405,7 @@ def _(data):
       "predicted by a new key, so every value is written whole: the output is linear attention, "
       "scale · (q kᵀ masked causally) v", {"delta_rule"},
       "the prediction k_t S uses the state before this token's write; with g=None leave the "
-      "state as it is (e^0 = 1), and start from zeros", part=2)
+      "state as it is (e^0 = 1), and start from zeros", part=4)
 def _(data):
     d_k = data.draw(st.integers(1, 5), "d_k")
     length = data.draw(st.integers(1, d_k), "L")
@@ -1394,7 +1422,7 @@ def _(data):
       "part's final state (return_state=True), given as initial_state to the second part, gives "
       "the outputs and the final state of the whole sequence", {"delta_rule"},
       "return the state after the last token, and start the loop from initial_state when one is "
-      "given", part=2)
+      "given", part=4)
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data)
     cut = data.draw(st.integers(0, q.shape[1]), "cut")
@@ -1419,7 +1447,7 @@ def _(data):
 @prop("delta_rule_with_decay_zero_forgets", "delta_rule", "a decay of zero (g = -inf, e^g = 0) "
       "forgets the initial state and every earlier token: o_t = scale · (q_t · k_t) β_t v_t",
       {"delta_rule"},
-      "multiply the state by e^{g_t} before the token's prediction and write", part=2)
+      "multiply the state by e^{g_t} before the token's prediction and write", part=4)
 def _(data):
     q, k, v, beta, _, state = draw_delta_rule(data)
     g = np.full(beta.shape, data.draw(st.sampled_from([-np.inf, -1e4]), "every g"))
@@ -1431,7 +1459,7 @@ def _(data):
 @prop("delta_rule_keeps_float32", "delta_rule", "delta_rule of float32 q, k, v, beta and g is "
       "float32, and so is its final state", {"delta_rule"},
       "make the zero state in q's dtype; a float64 scalar array (np.float64(...)) or a state made "
-      "with np.zeros(shape) upcasts float32", part=2)
+      "with np.zeros(shape) upcasts float32", part=4)
 def _(data):
     q, k, v, beta, g, _ = draw_delta_rule(data, np.float32)
     out, final = minattn.delta_rule(q, k, v, beta, g, return_state=True)
@@ -1439,7 +1467,7 @@ def _(data):
     assert out.dtype == final.dtype == np.float32, f"got {out.dtype}, {final.dtype}"
 
 
-# --- Part III: gradients; Part IV: blockwise attention ---
+# --- Part III: gradients; the second reading (part 4): blockwise attention ---
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "

@@ -268,3 +268,25 @@ def next_token_top_k(logits, temperature=0.0, top_k=None, rng=None):
     cdf = cdf / cdf[:, -1:]  # ending at exactly 1
     u = rng.random((logits.shape[0], 1))  # one uniform number per row
     return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u
+
+
+def feed_forward(params, x):
+    # [..., D] -> [..., F] -> [..., D]: two projections, ReLU between them, on every token alone
+    hidden = np.maximum(x @ params["w_1"] + params["b_1"], 0.0)  # [..., F]
+    return hidden @ params["w_2"] + params["b_2"]  # [..., D]
+
+
+def gated_feed_forward(params, x):
+    # [..., D] -> [..., F] -> [..., D]: SwiGLU, SiLU(x W_gate) scaling x W_up feature by feature
+    gate, up = x @ params["w_gate"], x @ params["w_up"]  # [..., F] each
+    hidden = gate / (1.0 + np.exp(-gate)) * up  # SiLU(g) = g * sigmoid(g)
+    return hidden @ params["w_down"]  # [..., D]
+
+
+def encoder(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
+    # [..., L, D] -> [..., L, D]: the blocks one after the other, then a final norm if any
+    for layer in params["layers"]:
+        x = encoder_block(layer, x, mask, n_heads=n_heads, norm_first=norm_first, eps=eps)
+    if "final_norm" in params:
+        x = layer_norm(x, params["final_norm"]["gamma"], params["final_norm"]["beta"], eps)
+    return x
