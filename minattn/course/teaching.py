@@ -16,6 +16,7 @@ import minattn as ma
 
 
 def softmax(x, axis=-1, mask=None):
+    # The plain form: minattn's computes in place on arrays it made, with its own gradient.
     # [..., n] -> [..., n]; a fully masked row gives zeros
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
@@ -27,6 +28,7 @@ def softmax(x, axis=-1, mask=None):
 
 
 def apply_dropout(weights, rate, rng):
+    # The plain form: minattn's keeps a NaN at rate 1 and its where keeps the gradient's dtype.
     # [...] -> [...]: each entry zeroed with probability `rate`, the kept ones divided by 1 - rate
     if rate == 0:
         return weights
@@ -35,6 +37,7 @@ def apply_dropout(weights, rate, rng):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    # The plain form: minattn's adds checks, its own gradient and blocks of queries.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
@@ -46,6 +49,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> bool [n_q, n_k]: True where query i may attend to key j
     n_k = n_q if n_k is None else n_k
     offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q keys
@@ -56,11 +60,13 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
 
 
 def padding_mask(lengths, n):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # int [B] -> bool [B, 1, 1, n]: key j is real when j < the sequence's length
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
 
 
 def split_heads(x, n_heads):
+    # The plain form (used by the plain forms below): minattn's checks its arguments first.
     # [..., L, D] -> [..., H, L, d_k]
     *lead, length, d_model = x.shape
     x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
@@ -68,12 +74,14 @@ def split_heads(x, n_heads):
 
 
 def merge_heads(x):
+    # The plain form (used by the plain forms below): minattn's checks its argument first.
     # [..., H, L, d_k] -> [..., L, H * d_k]
     *lead, n_heads, length, d_k = x.shape
     return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
 
 
 def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # The plain form: minattn's broadcasts K and V over the group axis instead of copying them.
     # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
     group = q.shape[-3] // k.shape[-3]  # G = H / H_kv query heads share each kv head
     k = np.repeat(k, group, axis=-3)  # [..., H, L_k, d_k]: query head h reads kv head h // G
@@ -82,11 +90,13 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
 
 
 def linear(x, w, b):
+    # The plain form: minattn's flattens the tokens into one matrix product, with its own gradient.
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]
     return x @ w + b
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
+    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
     # [..., D], [D], [D] -> [..., D]: biased variance, eps inside the square root
     mean = np.mean(x, axis=-1, keepdims=True)
     variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
@@ -94,11 +104,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 
 def rms_norm(x, gamma, eps=1e-6):
+    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
     # [..., D], [D] -> [..., D]: no centering, no beta
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
 
 
 def gelu(x):
+    # The plain form: minattn's single-precision GELU is a polynomial fit, computed in chunks.
     # x Φ(x), Φ the standard normal's cumulative distribution, through erf
     from scipy.special import erf
 
@@ -106,6 +118,7 @@ def gelu(x):
 
 
 def positional_encoding(n_positions, d_model):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> [n_positions, d_model]: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)
     position = np.arange(n_positions)[:, None]  # [L, 1]
     pair = np.arange(d_model) // 2  # features 2i and 2i + 1 share frequency i
@@ -114,6 +127,7 @@ def positional_encoding(n_positions, d_model):
 
 
 def apply_rope(x, positions, *, base=10000.0):
+    # The plain form: minattn's builds cos and sin once per step for every layer (by_value).
     # [..., L, d], int [..., L] -> [..., L, d]: pair (x_i, x_{i + d/2}) turns by the angle m θ_i
     d = x.shape[-1]
     theta = base ** (-np.arange(0, d, 2) / d)  # [d/2]: θ_i = base^(-2i/d)
@@ -124,6 +138,7 @@ def apply_rope(x, positions, *, base=10000.0):
 
 
 def cross_entropy(logits, targets):
+    # The plain form: minattn's picks the target with where, which autograd can differentiate.
     # [..., V], int [...] -> the mean of -log p(target)
     shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
@@ -132,6 +147,7 @@ def cross_entropy(logits, targets):
 
 def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer_norm",
               activation="gelu_tanh", eps=1e-5, position="learned", rope_base=10000.0):
+    # The plain form: one pass, equal lengths: no KV cache, padding or window (minattn's has them).
     # int [B, L] -> [B, L, V]: embed, run the decoder under a causal mask, unembed
     length = tokens.shape[-1]
     positions = np.arange(length)  # [L]
@@ -148,6 +164,7 @@ def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer
 
 
 def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+    # The plain form: minattn's divides in double precision, so a tiny temperature keeps its limit.
     # [B, V] -> int [B]: greedy, or a sample from softmax(logits / T) among the top_k / top_p
     if temperature == 0:
         return np.argmax(logits, axis=-1)
@@ -171,6 +188,7 @@ def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
 
 def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, rng=None,
              **config):
+    # The plain form: no end-of-sequence, padding or use_cache=False (minattn's has them).
     # int [B, L] -> int [B, L + n_new]: the prompt once, then one token at a time through the cache
     cache, new = None, tokens
     for _ in range(n_new):
@@ -181,6 +199,7 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, 
 
 
 def softmax_vjp(y, g, axis=-1):
+    # The plain form: the formula alone; minattn's is written beside its softmax.
     # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
