@@ -16,7 +16,7 @@ import minattn as ma
 
 
 def softmax(x, axis=-1, mask=None):
-    # The plain form: minattn's computes in place on arrays it made, with its own gradient.
+    # The math alone; minattn's adds a speed-up and its own gradient (section 11).
     # [..., n] -> [..., n]; a fully masked row gives zeros
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
@@ -28,7 +28,7 @@ def softmax(x, axis=-1, mask=None):
 
 
 def apply_dropout(weights, rate, rng):
-    # The plain form: minattn's keeps a NaN at rate 1 and its where keeps the gradient's dtype.
+    # The math alone; minattn's adds dtype handling and gives NaN at rate 1.
     # [...] -> [...]: each entry zeroed with probability `rate`, the kept ones divided by 1 - rate
     if rate == 0:
         return weights
@@ -37,7 +37,7 @@ def apply_dropout(weights, rate, rng):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
-    # The plain form: minattn's adds checks, its own gradient and blocks of queries.
+    # The math alone; minattn's adds checks, its own gradient and a speed-up for long inputs.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
@@ -49,7 +49,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
-    # The plain form: minattn's checks its arguments and builds where the inputs live.
+    # The math alone; minattn's adds argument checks and works on GPU arrays too.
     # -> bool [n_q, n_k]: True where query i may attend to key j
     n_k = n_q if n_k is None else n_k
     offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q keys
@@ -60,7 +60,7 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
 
 
 def padding_mask(lengths, n):
-    # The plain form: minattn's checks its arguments and builds where the inputs live.
+    # The math alone; minattn's adds argument checks and works on GPU arrays too.
     # int [B] -> bool [B, 1, 1, n]: key j is real when j < the sequence's length
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
 
@@ -90,13 +90,13 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
 
 
 def linear(x, w, b):
-    # The plain form: minattn's flattens the tokens into one matrix product, with its own gradient.
+    # The math alone; minattn's adds a speed-up (one matrix product) and its own gradient.
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]
     return x @ w + b
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
-    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
+    # The math alone; minattn's adds its own gradient and dtype handling.
     # [..., D], [D], [D] -> [..., D]: biased variance, eps inside the square root
     mean = np.mean(x, axis=-1, keepdims=True)
     variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
@@ -104,7 +104,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 
 def rms_norm(x, gamma, eps=1e-6):
-    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
+    # The math alone; minattn's adds its own gradient and dtype handling.
     # [..., D], [D] -> [..., D]: no centering, no beta
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
 
@@ -118,7 +118,7 @@ def gelu(x):
 
 
 def positional_encoding(n_positions, d_model):
-    # The plain form: minattn's checks its arguments and builds where the inputs live.
+    # The math alone; minattn's adds argument checks and works on GPU arrays too.
     # -> [n_positions, d_model]: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)
     position = np.arange(n_positions)[:, None]  # [L, 1]
     pair = np.arange(d_model) // 2  # features 2i and 2i + 1 share frequency i
@@ -127,7 +127,7 @@ def positional_encoding(n_positions, d_model):
 
 
 def apply_rope(x, positions, *, base=10000.0):
-    # The plain form: minattn's builds cos and sin once per step for every layer (by_value).
+    # The math alone; minattn's adds a speed-up: cos and sin once per step for all layers.
     # [..., L, d], int [..., L] -> [..., L, d]: pair (x_i, x_{i + d/2}) turns by the angle m θ_i
     d = x.shape[-1]
     theta = base ** (-np.arange(0, d, 2) / d)  # [d/2]: θ_i = base^(-2i/d)
