@@ -138,7 +138,7 @@ def apply_rope(x, positions, *, base=10000.0):
 
 
 def cross_entropy(logits, targets):
-    # The plain form: minattn's picks the target with where, which autograd can differentiate.
+    # The math alone; minattn's picks the targets in a form its gradient can go through (below).
     # [..., V], int [...] -> the mean of -log p(target)
     shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
@@ -188,7 +188,7 @@ def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
 
 def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, rng=None,
              **config):
-    # The plain form: no end-of-sequence, padding or use_cache=False (minattn's has them).
+    # The math alone; minattn's adds stopping at end of text and batches of unequal prompts.
     # int [B, L] -> int [B, L + n_new]: the prompt once, then one token at a time through the cache
     cache, new = None, tokens
     for _ in range(n_new):
@@ -199,7 +199,7 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, 
 
 
 def softmax_vjp(y, g, axis=-1):
-    # The plain form: the formula alone; minattn's is written beside its softmax.
+    # The math alone; minattn's sits beside its softmax, as that softmax's own gradient.
     # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
