@@ -17,8 +17,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     dropout: a rate p in [0, 1) applied to the weights with the Generator `rng` (inverted
     dropout: each weight is zeroed with probability p, the others divided by 1 - p); the weights
     returned are the dropped ones, and the output is those weights @ v. dropout=0 draws nothing.
-    sinks: attention sinks, exercise 14 of the second reading; leave it out (or ignore it)
-    until then: the grader's properties for it wait for --part 4.
+    sinks: a later exercise's parameter (exercise 14); leave it out (or ignore it): the grader
+    asks for it only with --part 4.
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights

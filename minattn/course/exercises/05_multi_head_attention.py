@@ -20,8 +20,8 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
     dropout, rng: passed on to the attention of the heads (the weights returned are dropped).
     average_weights: the weights averaged over the head axis. float32 stays float32.
-    n_kv_heads: grouped-query attention, exercise 9 of the second reading; leave it out (or
-    ignore it) until then: the grader's property for it waits for --part 4.
+    n_kv_heads: a later exercise's parameter (exercise 9); leave it out (or ignore it): the
+    grader asks for it only with --part 4.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
     the middle (yours while graded if you pass their files too).

@@ -11,8 +11,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
 
     params: as multi_head_attention's (exercise 5); n_heads heads. float32 stays float32.
     Returns (output [..., L, D], new cache {"k": [..., H, L_past + L, d_k], "v": same}).
-    n_kv_heads: grouped-query attention, exercise 9 of the second reading; leave it out (or
-    ignore it) until then: the grader's property for it waits for --part 4. (There: n_kv_heads
+    n_kv_heads: a later exercise's parameter (exercise 9); leave it out (or ignore it): the
+    grader asks for it only with --part 4. (There: n_kv_heads
     key/value heads, w_k, w_v [D, n_kv_heads * d_k], each shared by n_heads // n_kv_heads
     consecutive query heads, and the cache holds the n_kv_heads heads.)
     positions: None, or int positions broadcasting to [..., L] ([L], or [B, L]: one row per
