@@ -123,3 +123,12 @@ def test_the_results_are_views_of_one_product_and_a_bias_keeps_the_shape():
     a, b = f(x, ws, [bias, None])                # result is [d_out] (x's lead dims), not [1, d_out]
     assert calls == [1, 1] and a.shape == (16,) and b.shape == (16,)
     np.testing.assert_allclose(a, x @ ws[0] + bias[0], rtol=1e-12, atol=1e-12)
+
+
+def test_weights_of_an_empty_input_are_never_joined():
+    # d_in = 0. Two [0, 4] weights at one address, with the
+    # column strides a side-by-side run would have, are no matrix to join (no read of memory
+    # is needed, and none may divide by d_in).
+    root = np.arange(64.0)
+    ws = [np.ndarray((0, 4), np.float64, buffer=root, offset=0, strides=(8, 0)) for _ in range(2)]
+    assert fused_products.side_by_side(ws) is None

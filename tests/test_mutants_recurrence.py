@@ -1,0 +1,79 @@
+"""The recurrence's argument checks and edges that its mutants showed untested (tests/MUTANTS.md):
+each refused call with its whole message, written from what the user passed; and the accepted
+edges (an integer chunk size of NumPy's type, scale 0, masks of every documented form) against
+references computed here (a slow loop, zeros, the same call with the padding cut out)."""
+import numpy as np
+import pytest
+
+import minattn as ma
+from minattn.gated_deltanet import causal_conv1d, gated_deltanet
+
+from .strategies import tolerance
+
+H_K, H_V, D_K, D_V, D, K = 2, 4, 3, 2, 6, 4
+C = 2 * H_K * D_K + H_V * D_V  # 20 channels: q and k (2 heads of 3), v (4 heads of 2)
+
+
+def _params(seed=0):
+    rng = np.random.default_rng(seed)
+    shapes = {"w_qkv": (D, C), "conv": (K, C), "w_z": (D, H_V * D_V), "w_b": (D, H_V),
+              "w_a": (D, H_V), "dt_bias": (H_V,), "A_log": (H_V,), "gamma": (D_V,),
+              "w_out": (H_V * D_V, D)}
+    return {name: rng.normal(size=shape) for name, shape in shapes.items()}
+
+
+P, X = _params(), np.ones((1, 3, D))
+Q, KEYS, V, BETA = np.ones((2, 5, 4)), np.ones((2, 5, 4)), np.ones((2, 5, 3)), np.ones((2, 5))
+MASK = ("mask must be boolean [L, L_past + L] or [B, 1, L, L_past + L] (a causal LM's, True = "
+        "may attend) with L = 3, got bool of shape ")
+
+
+def _deltanet(*args, **kwargs):
+    return gated_deltanet(*args, **{"n_key_heads": H_K, "n_value_heads": H_V, **kwargs})
+
+
+BAD = [
+    (lambda: ma.delta_rule(Q, KEYS, V, BETA, chunk_size=True), TypeError,
+     "chunk_size must be None or a positive int, got True"),
+    (lambda: ma.linear_attention(Q, KEYS, V, chunk_size=True), TypeError,
+     "chunk_size must be None or a positive int, got True"),
+    (lambda: ma.delta_rule(Q, KEYS, V, BETA, initial_state=np.zeros(3)), ValueError,
+     "initial_state of shape (3,) does not broadcast to the state's shape (..., d_k, d_v) = "
+     "(2, 4, 3)"),
+    (lambda: ma.l2_normalize(np.ones((2, 3)), eps=-1.0), ValueError,
+     "eps must be a non-negative, finite float, got -1.0"),
+    (lambda: causal_conv1d(np.ones((4, 5)), np.ones((0, 5))), ValueError,
+     "weight has shape (0, 5): the kernel needs K >= 1 taps"),
+    (lambda: causal_conv1d(np.ones(5), np.ones((3, 5))), ValueError,
+     "x must have shape (..., L, C), got shape (5,)"),
+    (lambda: _deltanet(P, X, np.ones(3, bool)), ValueError, MASK + "(3,)"),
+    (lambda: _deltanet(P, X, np.ones((2, 3), bool)), ValueError, MASK + "(2, 3)"),
+    (lambda: _deltanet(P, X, np.ones((3, 2), bool)), ValueError, MASK + "(3, 2)"),
+    (lambda: _deltanet(P, X, np.ones((1, 1, 1, 3, 3), bool)), ValueError,
+     MASK + "(1, 1, 1, 3, 3)"),
+    (lambda: _deltanet(P, X, cache=[1]), ValueError,
+     "cache must be None, {} (a new sequence) or the {'conv', 'state'} a previous call "
+     "returned, got list"),
+    (lambda: _deltanet(P, X, cache={"conv": np.ones((1, 2, C)), "state": np.ones((1, 4, 3, 2))}),
+     ValueError, "cache['conv'] has shape (1, 2, 20), expected (1, 3, 20)"),
+    (lambda: _deltanet(P, X, n_key_heads=0), ValueError, "n_key_heads must be a positive int, got 0"),
+    (lambda: _deltanet(P, X, n_value_heads=0), ValueError,
+     "n_value_heads must be a positive int, got 0"),
+    (lambda: _deltanet(P, X, eps=-1.0), ValueError,
+     "eps must be a non-negative, finite float, got -1.0"),
+    (lambda: _deltanet(P, X, chunk_size=0), ValueError,
+     "chunk_size must be None or a positive int, got 0"),
+    (lambda: _deltanet(P, np.ones(D)), ValueError,
+     "x must have shape (..., L, d_model), got shape (6,)"),
+    (lambda: _deltanet({**P, "w_qkv": np.ones((D, H_V * D_V)), "conv": np.ones((K, H_V * D_V))},
+                       X), ValueError,
+     "params['w_qkv'] has 8 columns, not 2 n_key_heads d_k + n_value_heads d_v with "
+     "n_key_heads=2, n_value_heads=4, d_v=2 (params['gamma']) and an integer d_k >= 1"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", BAD)
+def test_a_bad_call_raises_this_whole_message(call, error, message):
+    with pytest.raises(error) as info:
+        call()
+    assert str(info.value) == message
