@@ -1,4 +1,4 @@
-"""`python -m minattn`: the guided tour (see minattn/cli.py)."""
+"""`python -m minattn`: the guided tour (see minattn/cli/)."""
 import sys
 
 from .cli import main

@@ -17,7 +17,7 @@ params: {"w_q": [D, H (d_nope + d_rope)]} or {"w_q_a": [D, q_lora_rank], "gamma_
 "gamma_kv_a": [r], "w_kv_b": [r, H (d_nope + d_v)], "w_o": [H d_v, D]; optional biases
 "b_q_a", "b_kv_a", "b_o" (DeepSeek's attention_bias). RoPE is rotate-half (minattn.apply_rope);
 DeepSeek's interleaved layout becomes rotate-half by permuting weight columns
-(minattn.models.hf_variants).
+(minattn.families.deepseek_v3).
 """
 
 import autograd.numpy as np

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from minattn import cli
+from minattn.cli import common, tour
 from minattn.models import count_task as train
 
 
@@ -26,7 +27,7 @@ def test_tour_prints_example_training_heatmap_and_accuracy(capsys):
     assert cli.main(["--steps", "3", "--seed", "1"]) == 0
     out, err = capsys.readouterr()
     # The worked example's weights, as an independent formula computes them.
-    q = np.array(cli.EXAMPLE_Q)
+    q = np.array(tour.EXAMPLE_Q)
     e = np.exp(q @ q.T / np.sqrt(2))
     first_row = e[0] / e[0].sum()
     assert " ".join(f"{w:.4f}" for w in first_row) in out
@@ -112,7 +113,7 @@ def test_layer_and_head_have_help_with_their_ranges():
 def test_missing_matplotlib_hint_does_not_point_at_a_registry(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(cli.UsageError) as error:
-        cli._check_plot_available()
+        common._check_plot_available()
     assert "pip install matplotlib" in str(error.value) and "minattn[" not in str(error.value)
 
 

@@ -85,9 +85,9 @@ def test_steps_for_a_pretrained_model_is_refused_not_ignored(capsys):
 def test_a_page_past_its_token_limit_is_refused_before_the_model_runs(capsys, tmp_path):
     words = " ".join(["w"] * 64)
     args = cli.build_parser().parse_args(["attention", words, "--html", str(tmp_path / "p.html")])
-    cli._check_layer_head_size(args, (2, 4), 128)  # at the limit: fine
+    cli.attention._check_layer_head_size(args, (2, 4), 128)  # at the limit: fine
     with pytest.raises(cli.UsageError, match="--html draws at most 128 tokens; the text has 129"):
-        cli._check_layer_head_size(args, (2, 4), 129)
+        cli.attention._check_layer_head_size(args, (2, 4), 129)
 
 
 def test_the_terminal_heatmap_of_a_sixteen_word_sentence_fits_in_100_columns():
@@ -109,10 +109,10 @@ def test_a_wide_terminal_heatmap_is_paginated_by_key_columns_and_every_key_is_sh
 
 def test_the_terminal_view_says_when_it_shows_only_the_first_tokens(monkeypatch, capsys):
     words = " ".join(f"w{i}" for i in range(60))
-    monkeypatch.setattr(cli, "_attention_of", lambda args: (
+    monkeypatch.setattr(cli.attention, "_attention_of", lambda args: (
         words.split(), [np.full((4, 60, 60), 1 / 60)] * 2, "stub"))
     assert cli.main(["attention", words]) == 0
-    assert f"shows the first {cli.TERMINAL_TOKENS} of 60 tokens" in capsys.readouterr().out
+    assert f"shows the first {cli.attention.TERMINAL_TOKENS} of 60 tokens" in capsys.readouterr().out
 
 
 def _png_size(path):
@@ -156,7 +156,7 @@ def test_text_past_256_word_pieces_is_cut_and_the_cut_is_said(pretrained_availab
     assert cli.main(["attention", "word " * 300]) == 0
     out = capsys.readouterr().out
     assert "cut to its first 256 word pieces" in out
-    assert f"shows the first {cli.TERMINAL_TOKENS} of 256 tokens" in out
+    assert f"shows the first {cli.attention.TERMINAL_TOKENS} of 256 tokens" in out
 
 
 def test_a_5000_word_text_with_html_is_refused_naming_the_limit(pretrained_available, tmp_path,

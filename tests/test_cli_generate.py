@@ -22,4 +22,4 @@ def test_the_sort_digits_the_command_line_checks_are_the_models():
     from minattn import cli
     from minattn.models import sorting_lm
 
-    assert cli.SORT_DIGITS == sorting_lm.N_DIGITS
+    assert cli.arguments.SORT_DIGITS == sorting_lm.N_DIGITS

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from minattn import cli
+from minattn.cli import arguments
 from minattn.course import grader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,24 +29,24 @@ def bad_values(tmp):
     (tmp / "full" / "01_softmax.py").write_text("")
     files = ["x.txt", "noext", "/no/such/folder/a.png", "/"]
     return {
-        cli.positive_int: ["0", "-3", "abc", "1.5", ""],
-        cli.non_negative_int: ["-1", "x", "2.0"],
-        cli.image_file: files,
-        cli.html_file: ["page.png", "/no/such/folder/p.html", "/"],
-        cli.json_file: ["out.txt", "/no/such/folder/r.json"],
-        cli.induction_plot: files + [str(tmp / "x.png")],
-        cli.model_directory: ["/no/such/dir", str(tmp / "empty_model")],
-        cli.model_choice: ["gpt5", "", str(tmp / "empty_model")],
-        cli.utf8_text: [NOT_UTF8],
-        cli.digit_string: ["12", "1234567", "²²²²²²", "12345x", ""],
+        arguments.positive_int: ["0", "-3", "abc", "1.5", ""],
+        arguments.non_negative_int: ["-1", "x", "2.0"],
+        arguments.image_file: files,
+        arguments.html_file: ["page.png", "/no/such/folder/p.html", "/"],
+        arguments.json_file: ["out.txt", "/no/such/folder/r.json"],
+        arguments.induction_plot: files + [str(tmp / "x.png")],
+        arguments.model_directory: ["/no/such/dir", str(tmp / "empty_model")],
+        arguments.model_choice: ["gpt5", "", str(tmp / "empty_model")],
+        arguments.utf8_text: [NOT_UTF8],
+        arguments.digit_string: ["12", "1234567", "²²²²²²", "12345x", ""],
         grader._examples: ["0", "-1", str(grader.MAX_EXAMPLES + 1), "10000000000", "many"],
         grader._seconds: ["0", "-1", "inf", "nan", "soon"],
         grader._student_path: ["", "missing.py", str(tmp / "notpy.txt")],
         grader._pitfall_name: ["no_such_pitfall", ""],
         grader._exercise_folder: ["", str(tmp / "notpy.txt"), str(tmp / "full")],
-        cli.non_negative_float: ["-1", "inf", "nan", "warm", ""],
-        cli.probability: ["0", "1.5", "-0.1", "nan", "most"],
-        cli.model_path: ["/no/such/model.gguf", ""],
+        arguments.non_negative_float: ["-1", "inf", "nan", "warm", ""],
+        arguments.probability: ["0", "1.5", "-0.1", "nan", "most"],
+        arguments.model_path: ["/no/such/model.gguf", ""],
     }
 
 

@@ -277,7 +277,7 @@ def test_the_page_of_a_language_model_draws_in_headless_chromium(cli_model, tmp_
     page = tmp_path / "smollm2.html"
     assert cli.main(["attention", text, "--model", "smollm2", "--layer", "18", "--head", "6",
                      "--html", str(page)]) == 0
-    labels = [cli._visible(cli_model.tokenizer.decode([i]))
+    labels = [cli.common._visible(cli_model.tokenizer.decode([i]))
               for i in cli_model.tokenizer.encode(text)]
     assert len(labels) > 100
     fit = 1_500_000 // (9 * len(labels) ** 2)  # layers that fit the page's bound

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers", reason="parity tests need tra
 
 import minattn as ma  # noqa: E402
 from minattn.interop import from_hf  # noqa: E402
-from minattn.models.interop import rope_settings  # noqa: E402
+from minattn.families.hf import rope_settings  # noqa: E402
 
 from .test_hf_parity import V, _randomized  # noqa: E402
 

@@ -100,7 +100,7 @@ def test_the_induction_command_writes_the_promised_json_and_both_figures(tmp_pat
 
     from minattn import cli
 
-    assert cli.INDUCTION_STEPS == ind.STEPS  # --help's default is the model's
+    assert cli.induction.INDUCTION_STEPS == ind.STEPS  # --help's default is the model's
     path, figure = tmp_path / "run.json", tmp_path / "heads.png"
     assert cli.main(["induction", "--steps", "3", "--json", str(path), "--plot", str(figure)]) == 0
     out = capsys.readouterr().out

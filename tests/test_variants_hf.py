@@ -7,7 +7,8 @@ torch = pytest.importorskip("torch", reason="parity with transformers needs torc
 transformers = pytest.importorskip("transformers", reason="parity tests need transformers")
 
 import minattn as ma  # noqa: E402
-from minattn.models.hf_variants import deepseek_v3_from_hf, diffllama_from_hf  # noqa: E402
+from minattn.families.deepseek_v3 import from_hf as deepseek_v3_from_hf  # noqa: E402
+from minattn.families.diffllama import from_hf as diffllama_from_hf  # noqa: E402
 
 from .test_hf_parity import (_hf_generate, _hf_logits, _randomized, _tokens,  # noqa: E402
                               patch_float64_islands)

@@ -1,14 +1,17 @@
-"""Qwen3-Next (transformers' Qwen3NextForCausalLM) into minattn, dense layers only: a hybrid of
-Gated DeltaNet layers (minattn.gated_deltanet) and gated attention layers
-(minattn.gated_attention), in the pattern config.layer_types gives (every
-full_attention_interval-th layer attention, 3 of 4 recurrent in the released models), with
-SwiGLU feed-forwards. Registered in from_hf's table (minattn.models.interop); nothing is
-downloaded, torch is imported by the caller.
+"""Qwen3-Next (Qwen Team 2025, "Qwen3-Next"; Gated DeltaNet from Yang et al. 2024, "Gated Delta
+Networks"; gated attention from Qiu et al. 2025, "Gated Attention for Large Language Models"),
+dense layers only. Tested against transformers' models/qwen3_next/modeling_qwen3_next.py
+(tests/test_qwen3_next.py).
 
-Returns (params, kwargs) for minattn.causal_lm and generate: params in the decoder's layout,
-each layer's token mixer under "self_attention"; kwargs["attention"] one sublayer per layer,
-its sizes bound. The cache is one dict per layer: {"k", "v"} for an attention layer, {"conv",
-"state"} (fixed size) for a recurrent one.
+What the family changes in Llama's model: its token mixers. A hybrid of Gated DeltaNet layers
+(minattn.gated_deltanet, a recurrent state of fixed size in place of the KV cache) and gated
+attention layers (minattn.gated_attention), in the pattern config.layer_types gives (every
+full_attention_interval-th layer attention, 3 of 4 recurrent in the released models), each
+plugged in as one entry of the config's "attention" list; RMSNorm with (1 + w)
+(zero-centred weights); SwiGLU feed-forwards.
+
+The cache is one dict per layer: {"k", "v"} for an attention layer, {"conv", "state"} (fixed
+size) for a recurrent one.
 """
 import functools
 
@@ -16,16 +19,16 @@ import numpy
 
 from ..gated_attention import gated_attention
 from ..gated_deltanet import gated_deltanet
-from .interop import _array, _unembedding, _weight
+from . import hf
 
 
 def zero_centered(norm):
     """Qwen3-Next's RMSNorm scales by (1 + w), its weight w initialised at 0 (a "zero-centred"
     weight, decayed towards the identity by weight decay): minattn's rms_norm with gamma = 1 + w."""
-    return {"gamma": 1.0 + _array(norm.weight)}
+    return {"gamma": 1.0 + hf.array(norm.weight)}
 
 
-def qwen3_next_from_hf(model):
+def from_hf(model):
     """Qwen3NextForCausalLM whose layers are all dense (num_experts=0, or every layer in
     mlp_only_layers or off the decoder_sparse_step) -> (params, kwargs); a model with an
     experts layer is refused naming its layers."""
@@ -44,13 +47,13 @@ def qwen3_next_from_hf(model):
         m = layer.mlp
         layers.append({"self_attention": mixer,
                        "self_attention_norm": zero_centered(layer.input_layernorm),
-                       "feed_forward": {"w_gate": _weight(m.gate_proj.weight),
-                                        "w_up": _weight(m.up_proj.weight),
-                                        "w_down": _weight(m.down_proj.weight)},
+                       "feed_forward": {"w_gate": hf.weight(m.gate_proj.weight),
+                                        "w_up": hf.weight(m.up_proj.weight),
+                                        "w_down": hf.weight(m.down_proj.weight)},
                        "feed_forward_norm": zero_centered(layer.post_attention_layernorm)})
-    params = {"token_embedding": _array(inner.embed_tokens.weight), "layers": layers,
+    params = {"token_embedding": hf.array(inner.embed_tokens.weight), "layers": layers,
               "final_norm": zero_centered(inner.norm),
-              **_unembedding(model, inner.embed_tokens.weight)}
+              **hf.unembedding(model, inner.embed_tokens.weight)}
     kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
               "d_k": config.head_dim, "norm": "rms_norm", "activation": "swiglu",
               "eps": config.rms_norm_eps, "position": "rope",
@@ -63,11 +66,11 @@ def qwen3_next_from_hf(model):
 def _gated_attention(attention, config):
     # q_proj's rows hold, head by head, the query's d_k rows then the gate's: [H, 2, d_k, D].
     n_heads, d_k = config.num_attention_heads, config.head_dim
-    both = _array(attention.q_proj.weight).reshape(n_heads, 2, d_k, -1)
+    both = hf.array(attention.q_proj.weight).reshape(n_heads, 2, d_k, -1)
     return {"w_q": both[:, 0].reshape(n_heads * d_k, -1).T,
             "w_gate": both[:, 1].reshape(n_heads * d_k, -1).T,
-            "w_k": _weight(attention.k_proj.weight), "w_v": _weight(attention.v_proj.weight),
-            "w_o": _weight(attention.o_proj.weight),
+            "w_k": hf.weight(attention.k_proj.weight), "w_v": hf.weight(attention.v_proj.weight),
+            "w_o": hf.weight(attention.o_proj.weight),
             "q_norm": zero_centered(attention.q_norm), "k_norm": zero_centered(attention.k_norm)}
 
 
@@ -77,16 +80,16 @@ def _gated_deltanet(layer):
     # ([H_k, 2 r, D]). minattn keeps q, k, v side by side in the convolution's channel order.
     h_k, h_v, d_k, d_v = layer.num_k_heads, layer.num_v_heads, layer.head_k_dim, layer.head_v_dim
     r = h_v // h_k
-    qkvz = _array(layer.in_proj_qkvz.weight).reshape(h_k, 2 * d_k + 2 * r * d_v, -1)
+    qkvz = hf.array(layer.in_proj_qkvz.weight).reshape(h_k, 2 * d_k + 2 * r * d_v, -1)
     q, k = qkvz[:, :d_k].reshape(h_k * d_k, -1), qkvz[:, d_k:2 * d_k].reshape(h_k * d_k, -1)
     v = qkvz[:, 2 * d_k:2 * d_k + r * d_v].reshape(h_v * d_v, -1)
     z = qkvz[:, 2 * d_k + r * d_v:].reshape(h_v * d_v, -1)
-    ba = _array(layer.in_proj_ba.weight).reshape(h_k, 2 * r, -1)
+    ba = hf.array(layer.in_proj_ba.weight).reshape(h_k, 2 * r, -1)
     return {"w_qkv": numpy.concatenate([q, k, v]).T, "w_z": z.T,
             "w_b": ba[:, :r].reshape(h_v, -1).T, "w_a": ba[:, r:].reshape(h_v, -1).T,
-            "conv": _array(layer.conv1d.weight)[:, 0, :].T,  # [C, 1, K] -> [K, C]
-            "dt_bias": _array(layer.dt_bias), "A_log": _array(layer.A_log),
-            "gamma": _array(layer.norm.weight), "w_out": _weight(layer.out_proj.weight)}
+            "conv": hf.array(layer.conv1d.weight)[:, 0, :].T,  # [C, 1, K] -> [K, C]
+            "dt_bias": hf.array(layer.dt_bias), "A_log": hf.array(layer.A_log),
+            "gamma": hf.array(layer.norm.weight), "w_out": hf.weight(layer.out_proj.weight)}
 
 
 def _check_supported(config):
@@ -112,3 +115,7 @@ def _check_supported(config):
     if unknown:
         raise ValueError(f"layer_types {sorted(unknown)} are not supported (Qwen3-Next has "
                          "'linear_attention' and 'full_attention')")
+
+
+# model_type -> this family's converter (the table in minattn/families/__init__.py reads it).
+CONVERTERS = {"qwen3_next": from_hf}

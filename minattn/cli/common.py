@@ -1,0 +1,72 @@
+"""What every command shares: the one voice (UsageError, Parser, EXIT_CODES, examples) and the
+small helpers of several commands (progress bars, file names, token labels)."""
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_CODES = """exit codes:
+  0    done (check: every property checked passed)
+  1    the work failed, said in one line `error: ...` on stderr (a model file that cannot be
+       read, a file that cannot be written); check: a property failed (a wrong value, an
+       example past its time limit, a crash or exit of the student's code), or nothing was
+       checked
+  2    refused before any work: a bad value or a missing optional package, one line
+       `error: ...` on stderr; check: a FILE that cannot be checked (syntax error, import
+       error, a signature that is not the exercise's)
+  130  interrupted (Ctrl-C)"""
+
+
+class UsageError(Exception):
+    """A command line refused before any work: main() prints `error: <message>` on stderr and
+    returns 2. argparse's own errors (Parser.error) and the checks a command makes before it
+    trains or loads anything raise it alike."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, speaking with the command line's one voice: a usage error raises UsageError
+    (one line, no usage block) instead of printing and exiting. add_subparsers makes every
+    subcommand's parser a Parser too."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def examples(*lines):
+    """A subcommand's epilog: its example command lines (every --help shows at least one)."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _check_plot_available():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
+                         "clone, pip install '.[plot]')") from None
+
+
+def _with_bar(steps, train):
+    from tqdm import tqdm
+
+    print(f"training the model first ({steps} steps; --steps to change):", file=sys.stderr)
+    with tqdm(total=steps, unit="step", ncols=80, mininterval=0.5, file=sys.stderr) as bar:
+        def progress(step, loss):
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+
+        return train(steps=steps, callback=progress)
+
+
+def _page_limit():
+    from ..display.html import MAX_TOKENS
+
+    return MAX_TOKENS
+
+
+def _visible(token):
+    # A token's text with its spaces and line breaks shown (a BPE token often starts with one).
+    return token.replace(" ", "\u00b7").replace("\n", "\u21b5").replace("\t", "\u2192") or "\u2205"
+
+
+def _sibling(path, tag):
+    path = Path(path)
+    return str(path.with_name(path.stem + tag + path.suffix))

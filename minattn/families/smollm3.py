@@ -1,0 +1,26 @@
+"""SmolLM3 (Hugging Face, 2025, "SmolLM3: smol, multilingual, long-context reasoner"; NoPE layers
+after Kazemnejad et al. 2023, "The Impact of Positional Encoding on Length Generalization in
+Transformers"). Tested against transformers' models/smollm3/modeling_smollm3.py
+(tests/test_hf_families.py).
+
+What the family changes: Llama's block, with some layers that use no position encoding at all
+(NoPE: no_rope_layers[i] == 0): those layers' rope_base is None, and causal_lm rotates nothing
+there.
+"""
+from . import llama
+
+def from_hf(model):
+    # SmolLM3: Llama with layers that have no RoPE at all (NoPE: no_rope_layers[i] == 0), told
+    # to causal_lm by a rope_base of None for those layers.
+    config = model.config
+    params, kwargs = llama.from_hf(model)
+    rotated = list(config.no_rope_layers)[:len(params["layers"])]
+    if len(rotated) != len(params["layers"]):
+        raise ValueError(f"no_rope_layers has {len(rotated)} entries for "
+                         f"{len(params['layers'])} layers")
+    kwargs["rope_base"] = [kwargs["rope_base"] if use else None for use in rotated]
+    return params, kwargs
+
+
+# model_type -> this family's converter (the table in minattn/families/__init__.py reads it).
+CONVERTERS = {"smollm3": from_hf}
