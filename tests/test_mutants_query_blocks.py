@@ -75,3 +75,80 @@ def test_a_sliding_window_block_starts_at_its_first_visible_key():
     want_out, want_weights = formula(x, x, x, mask)
     np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(weights, want_weights, rtol=1e-10, atol=1e-12)
+
+
+def _spy_split(rows=128):
+    seen = []
+
+    def spy(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None, sinks=None):
+        seen.append((q.shape[-2], k.shape[-2]))
+        return formula(q, k, v, mask)
+
+    return seen, query_blocks.in_query_blocks(rows=rows)(spy)
+
+
+def test_a_4d_mask_and_more_keys_than_queries_are_split_too():
+    rng = np.random.default_rng(4)
+    seen, split = _spy_split()
+    q, k = rng.normal(size=(1, 1, 256, 4)), rng.normal(size=(1, 1, 300, 4))
+    split(q, k, k, causal_mask(256, 300, align="bottom_right")[None, None])  # [1, 1, L_q, L_k]
+    assert seen == [(128, 172), (128, 300)]  # keys 0..171 for queries 0..127 (44 past keys)
+
+
+def test_a_mask_broadcast_along_the_keys_runs_whole_and_equals_the_formula():
+    # a [L_q, 1] mask says nothing per key: no block can be given fewer keys
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.normal(size=(256, 4)) for _ in range(3))
+    mask = (np.arange(256) % 3 != 0)[:, None]  # every third query sees nothing
+    out, weights = ma.scaled_dot_product_attention(q, k, v, mask)
+    want_out, want_weights = formula(q, k, v, mask)
+    np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-10, atol=1e-12)
+
+
+def test_the_blocks_keep_the_scale_and_the_inputs_dtype():
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.normal(size=(300, 4)) for _ in range(3))
+    mask = causal_mask(300, 300)
+    out, weights = ma.scaled_dot_product_attention(q, k, v, mask, scale=0.1)
+    s = np.where(mask, q @ k.T * 0.1, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights, p, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out, p @ v, rtol=1e-10, atol=1e-12)
+    out32, weights32 = ma.scaled_dot_product_attention(*(a.astype(np.float32) for a in (q, k, v)),
+                                                       mask, scale=0.1)
+    assert out32.dtype == np.float32 and weights32.dtype == np.float32
+    np.testing.assert_allclose(weights32, p, rtol=1e-4, atol=1e-6)
+
+
+def test_keys_and_values_given_as_lists_equal_the_formula():
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(256, 4)) for _ in range(3))
+    mask = causal_mask(256, 256)
+    out, weights = ma.scaled_dot_product_attention(q, k.tolist(), v.tolist(), mask)
+    want_out, want_weights = formula(q, k, v, mask)
+    np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weights, want_weights, rtol=1e-10, atol=1e-12)
+
+
+def test_a_value_being_differentiated_is_computed_whole():
+    # the policy on a differentiable toy core: a box runs whole, so its gradient is recorded
+    import autograd.numpy as anp
+    from autograd import grad
+
+    def core(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None, sinks=None):
+        s = anp.where(mask, anp.einsum("...qd,...kd->...qk", q, k) / 2.0, -1e300)
+        e = anp.where(mask, anp.exp(s - anp.max(s, axis=-1, keepdims=True)), 0.0)
+        p = e / anp.sum(e, axis=-1, keepdims=True)
+        return p @ v, p
+
+    split = query_blocks.in_query_blocks(rows=128)(core)
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.normal(size=(260, 4)) for _ in range(3))
+    mask = causal_mask(260, 260, window=50)
+    for argnum in range(3):
+        got = grad(lambda *a: anp.sum(split(*a, mask)[0]), argnum)(q, k, v)
+        want = grad(lambda *a: anp.sum(core(*a, mask)[0]), argnum)(q, k, v)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
