@@ -59,6 +59,19 @@ def test_an_array_of_another_kind_is_keyed_by_its_value():
     a[0] = 7.0  # changed in place: a new value
     f(a)
     assert len(calls) == 2
+    f(a.view(np.int64))  # the same bytes read as another dtype: another value
+    f(a.reshape(1, 2))  # the same bytes in another shape: another value
+    assert len(calls) == 4
+
+
+def test_lists_are_keyed_by_their_items():
+    calls, f = counted()
+    f([1, 2])
+    f([1, 2])
+    assert len(calls) == 1
+    f([1, 3])  # the same length, another item
+    f((1, 2))  # the same items in a tuple: another type
+    assert len(calls) == 3
 
 
 def test_an_unhashable_argument_without_shape_runs_as_written():
