@@ -77,3 +77,10 @@ def test_a_bad_call_raises_this_whole_message(call, error, message):
     with pytest.raises(error) as info:
         call()
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("chunk_size", [None, 3])
+def test_linear_attention_of_an_empty_sequence_is_empty(chunk_size):
+    q, k, v = np.ones((2, 0, 4)), np.ones((2, 0, 4)), np.ones((2, 0, 3))
+    out = ma.linear_attention(q, k, v, chunk_size=chunk_size)
+    assert out.shape == (2, 0, 3) and out.dtype == np.float64
