@@ -137,3 +137,35 @@ def test_the_unless_argument_runs_it_as_written_with_every_keyword():
     got = grad(lambda x: anp.sum(square(x, scale=3.0, dropout=0.1)))(x)
     assert seen == [True]  # traced by autograd (the unless argument is truthy)
     np.testing.assert_allclose(got, 6.0 * x, rtol=1e-15)  # with scale 3, not the default 1
+
+
+def test_in_query_blocks_passes_keywords_to_a_long_call_it_cannot_split():
+    x = np.random.default_rng(3).normal(size=(256, 4))
+    additive = np.where(causal_mask(256, 256), 0.0, -np.inf)  # not boolean: run whole
+    seen, split = _spy()
+    split(x, x, x, mask=additive == 0.0, scale=0.3, sinks=np.zeros(1))
+    assert seen == [(256, 256, 0.3)]
+
+
+# ---- one_blas_thread(unless=...): the decision and the call both get every keyword ----
+
+class _Library:
+    def __init__(self, calls):
+        self.num_threads, self.calls = 4, calls
+
+    def set_num_threads(self, n):
+        self.calls.append(n)
+
+
+def test_one_blas_thread_unless_decides_and_calls_with_the_keywords(monkeypatch):
+    from minattn.engine import threads
+
+    switches = []
+    monkeypatch.setattr(threads, "_blas_libraries", lambda: [_Library(switches)])
+
+    @threads.one_blas_thread(unless=lambda x, *, scale=1.0: scale > 1.0)
+    def toy(x, *, scale=1.0):
+        return scale * x
+
+    assert toy(np.ones(2), scale=2.0).tolist() == [2.0, 2.0] and switches == []  # as written
+    assert toy(np.ones(2), scale=0.5).tolist() == [0.5, 0.5] and switches == [1, 4]  # one thread
