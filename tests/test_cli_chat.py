@@ -1,6 +1,7 @@
 """python -m minattn chat: the reply streams to stdout as generate computes it, multi-byte
 characters whole; the conversation is kept; Ctrl-C ends a reply or the session; bad input is one
 line on stderr with exit code 2. The model is loaded once (the CLI's loader is pointed at it)."""
+import io
 import subprocess
 import sys
 
@@ -54,7 +55,9 @@ def test_prompt_answers_once_with_what_generate_computes(model, run):
     assert code == 0
     assert out == _greedy_reply(model, [{"role": "user", "content": QUESTION}], 12) + "\n"
     assert "Paris" in out
-    assert err.startswith("[prompt 37 tokens, read in ") and "tokens/s" in err
+    loading, stats = err.splitlines()
+    assert loading == f"loading {chat_model.default_model_path().name} ..."
+    assert stats.startswith("[prompt 37 tokens, read in ") and "tokens/s" in stats
 
 
 def test_the_system_message_replaces_the_templates(model, run, monkeypatch):
@@ -122,6 +125,9 @@ def test_bad_input_is_one_line_and_exit_code_2(run, argv, message):
     (["--model", "no/such/file.gguf"], "'no/such/file.gguf' does not exist"),
     (["--temperature", "-1"], "must be a finite number >= 0"),
     (["--top-p", "1.5"], "must be a number in (0, 1]"),
+    (["--prompt", ""], "argument --prompt: must not be empty (nor only spaces), got ''"),
+    (["--prompt", " \t "], "argument --prompt: must not be empty"),
+    (["--threads", "0"], "argument --threads: must be a positive integer, got 0"),
 ])
 def test_bad_arguments_are_refused_before_loading(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(chat_model, "load_language_model", None)  # a call would fail the test
@@ -138,3 +144,84 @@ def test_a_corrupt_file_is_one_line_without_a_traceback(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
     assert "cut.gguf cannot be read as GGUF" in done.stderr
+
+
+def _reply_ids(model, messages, n):
+    # generate's greedy reply, up to the end-of-turn token (not included)
+    ids = np.array([model.tokenizer.encode(model.chat_prompt(messages))])
+    out = ma.generate(model.params, ids, n, eos_token_id=model.eos_token_id,
+                      **model.config)[0, ids.shape[1]:].tolist()
+    return out[:out.index(model.eos_token_id)] if model.eos_token_id in out else out
+
+
+def test_a_second_turn_reads_only_its_new_tokens_and_answers_as_read_afresh(model, run):
+    n = 8
+    first = [{"role": "user", "content": "Hi"}]
+    reply = _reply_ids(model, first, n)
+    second = first + [{"role": "assistant", "content": model.tokenizer.decode(reply)},
+                      {"role": "user", "content": QUESTION}]
+    code, out, err = run("--max-new-tokens", str(n), lines=["Hi", QUESTION])
+    assert code == 0
+    assert out == (model.tokenizer.decode(reply) + "\n" +
+                   model.tokenizer.decode(_reply_ids(model, second, n)) + "\n")
+    # the cache held the first prompt and the reply's tokens as read (the last one of a reply
+    # cut at n is never read); the second prompt shares a prefix with them
+    held = model.tokenizer.encode(model.chat_prompt(first)) + (reply[:-1] if len(reply) == n
+                                                               else reply)
+    ids = model.tokenizer.encode(model.chat_prompt(second))
+    shared = next(i for i in range(len(ids)) if i == len(held) or held[i] != ids[i])
+    assert shared > len(held) // 2
+    assert f"[prompt {len(ids)} tokens, {shared} of them cached, read in " in err
+
+
+def test_a_reply_cut_by_max_new_tokens_is_marked(model, run, monkeypatch):
+    ids = model.tokenizer.encode(" one two three")
+    monkeypatch.setattr(model, "reply", lambda prompt, n, **k: iter(ids[:n]))
+    _, out, err = run("--prompt", "hi", "--max-new-tokens", str(len(ids)))
+    assert out == " one two three\n" and f"cut at --max-new-tokens {len(ids)}" in err
+    _, out, err = run("--prompt", "hi", "--max-new-tokens", str(len(ids) + 1))  # ended itself
+    assert out == " one two three\n" and "cut" not in err
+
+
+@pytest.mark.parametrize("errors", ["strict", "surrogateescape"])  # a UTF-8 and a C locale
+def test_a_piped_line_that_is_not_text_is_refused_with_exit_code_2(model, monkeypatch, capsys,
+                                                                    errors):
+    monkeypatch.setattr(chat_model, "load_language_model", lambda path=None: model)
+    monkeypatch.setattr(model, "reply", lambda *a, **k: iter(model.tokenizer.encode("Yes.")))
+    stdin = io.TextIOWrapper(io.BytesIO(b"Hi\ncaf\xe9\nBye\n"), encoding="utf-8",
+                             errors=errors)
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert cli.main(["chat"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "Yes.\n"  # the first line answered, nothing after the bad one
+    assert err.splitlines()[-1] == "error: input line 2 is not valid utf-8 text, got b'caf\\xe9'"
+
+
+def test_at_a_terminal_a_line_that_is_not_text_is_refused_and_the_session_goes_on(
+        model, run, monkeypatch):
+    from minattn.cli import chat
+
+    monkeypatch.setattr(chat, "_interactive", lambda: True)
+    seen = []
+    monkeypatch.setattr(model, "reply", lambda ids, *a, **k: seen.append(ids) or
+                        iter(model.tokenizer.encode("Yes.")))
+    bad = b"caf\xe9".decode("utf-8", "surrogateescape")  # as a C locale's stdin hands it over
+    code, out, err = run(lines=[bad, "café"])
+    assert (code, out) == (0, "Yes.\n")
+    assert "error: input line 1 is not valid utf-8 text, got b'caf\\xe9'; type it again" in err
+    assert model.tokenizer.decode(seen[0]) == model.chat_prompt([{"role": "user",
+                                                                  "content": "café"}])
+
+
+def test_threads_sets_the_blas_threads_for_the_run_and_restores_them(model, run, monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
+                if lib["user_api"] == "blas"]
+    before, during = blas_threads(), []
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library")
+    monkeypatch.setattr(model, "reply", lambda *a, **k: during.append(blas_threads()) or iter([]))
+    assert run("--prompt", "hi", "--threads", "1")[0] == 0
+    assert during == [[1] * len(before)] and blas_threads() == before

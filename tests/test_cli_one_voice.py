@@ -47,6 +47,8 @@ def bad_values(tmp):
         arguments.non_negative_float: ["-1", "inf", "nan", "warm", ""],
         arguments.probability: ["0", "1.5", "-0.1", "nan", "most"],
         arguments.model_path: ["/no/such/model.gguf", ""],
+        arguments.message_text: [NOT_UTF8, "", " \n "],
+        arguments.thread_count: ["0", "-1", "x", "100000"],
     }
 
 

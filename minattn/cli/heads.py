@@ -9,7 +9,8 @@ import numpy as np
 
 from .arguments import (html_file, image_file, json_file, model_path, non_negative_int,
                         positive_int)
-from .common import UsageError, _check_plot_available, _page_limit, _sibling, _visible, examples
+from .common import (UsageError, _check_plot_available, _page_limit, _sibling, _visible, examples,
+                     language_model_file, load_language_model)
 
 HEADS_DRAWS = 3  # heads: how many sets of k random heads are ablated, the control
 
@@ -48,21 +49,17 @@ def run(args):
     from tqdm import tqdm
 
     from ..models import heads_of_a_model as study
-    from ..models.chat_model import load_language_model
 
     if args.plot:
         _check_plot_available()
     if args.html and 2 * args.n > _page_limit():
         raise UsageError(f"--html draws at most {_page_limit()} tokens; --n {args.n} gives "
                          f"{2 * args.n}: give --n {_page_limit() // 2} or less")
-    lm = load_language_model(args.model)
+    path, limits = language_model_file(args.model)
+    _check_sizes(args, **limits)  # from the file's header, before the load
+    lm = load_language_model(path)
     n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
-    if 2 * args.n > lm.context_length:
-        raise UsageError(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
-                         f"context of {lm.context_length}")
-    if args.k > n_layers * n_heads // 2:
-        raise UsageError(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
-                         f"{n_layers * n_heads} heads), got {args.k}")
+    _check_sizes(args, n_layers, n_heads, lm.context_length)
     tokens = study.repeated_random_tokens(lm, np.random.default_rng(args.seed), args.n,
                                           args.batch)
     print(f"{lm.path.name}: {n_layers} layers x {n_heads} heads. {args.batch} sequences of "
@@ -102,6 +99,16 @@ def run(args):
     if args.plot or args.html:
         _draw_heads(args, lm, tokens[:1], report)
     return 0
+
+
+def _check_sizes(args, n_layers=None, n_heads=None, context_length=None, **_):
+    # --n and --k against the model, as far as they are known (None: not checked here).
+    if context_length is not None and 2 * args.n > context_length:
+        raise UsageError(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
+                         f"context of {context_length}")
+    if n_layers is not None and n_heads is not None and args.k > n_layers * n_heads // 2:
+        raise UsageError(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
+                         f"{n_layers * n_heads} heads), got {args.k}")
 
 
 def _draw_heads(args, lm, tokens, report):

@@ -3,7 +3,7 @@ pretrained encoder (all-MiniLM-L6-v2)."""
 import argparse
 
 from .arguments import model_directory, utf8_text
-from .common import examples
+from .common import examples, model_file_refused
 
 
 def add_command(commands):
@@ -21,7 +21,8 @@ def add_command(commands):
 def run(args):
     from ..models.pretrained import load_sentence_encoder, similarity_matrix
 
-    encoder = load_sentence_encoder(args.model)
+    with model_file_refused():
+        encoder = load_sentence_encoder(args.model)
     sims = similarity_matrix(encoder, args.sentences)
     short = [f"[{i}]" for i in range(len(args.sentences))]
     for i, s in enumerate(args.sentences):

