@@ -29,7 +29,7 @@ ALL=(engine.checks engine.decoder_checks masks heads linear dropout blockwise po
      engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential
      engine.fused_products engine.query_blocks engine.memo causal_linear_attention
      gated_delta_rule gated_deltanet gated_attention engine.recurrence_checks
-     engine.hybrid_checks models.llama_layout models.chat_model)
+     engine.hybrid_checks models.llama_layout models.chat_model models.conversation)
 
 # mutmut, its whole output kept in mutants/mutmut-run.log. mutmut first runs the tests without a
 # mutant; if one fails (or cannot be collected) there is nothing to measure: mutmut stops ("failed
