@@ -84,3 +84,40 @@ def test_linear_attention_of_an_empty_sequence_is_empty(chunk_size):
     q, k, v = np.ones((2, 0, 4)), np.ones((2, 0, 4)), np.ones((2, 0, 3))
     out = ma.linear_attention(q, k, v, chunk_size=chunk_size)
     assert out.shape == (2, 0, 3) and out.dtype == np.float64
+
+
+def _gated_rms_norm_formula(x, gamma, gate, eps):
+    # rms_norm(x) · gamma · silu(gate), float64, written out
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma * gate / (
+        1 + np.exp(-gate))
+
+
+@pytest.mark.parametrize("eps", [None, 0.5])
+def test_gated_rms_norm_equals_its_formula_and_its_default_eps_is_1e_6(eps):
+    from minattn.gated_deltanet import gated_rms_norm
+
+    rng = np.random.default_rng(0)
+    x = 1e-3 * rng.normal(size=(3, 5))  # small: the mean square is near eps, so eps shows
+    gamma, gate = rng.normal(size=5), rng.normal(size=(3, 5))
+    got = gated_rms_norm(x, gamma, gate) if eps is None else gated_rms_norm(x, gamma, gate, eps)
+    want = _gated_rms_norm_formula(x, gamma, gate, 1e-6 if eps is None else eps)
+    np.testing.assert_allclose(got, want, **tolerance(np.float64))
+
+
+def test_gated_deltanets_defaults_are_eps_1e_6_and_chunks_of_64():
+    # Qwen3-Next's rms_norm_eps and its chunk size (transformers' torch_chunk_gated_delta_rule):
+    # the defaults give bit for bit what passing them gives, over more than one chunk
+    x = 1e-2 * np.random.default_rng(1).normal(size=(1, 70, D))
+    got, _ = _deltanet(P, x)
+    want, _ = _deltanet(P, x, eps=1e-6, chunk_size=64)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_bad_chunk_size_is_refused_before_anything_is_computed(monkeypatch):
+    import minattn.gated_deltanet as module
+
+    calls = []
+    monkeypatch.setattr(module, "delta_rule", lambda *a, **k: calls.append(1))
+    with pytest.raises(ValueError, match="chunk_size must be None or a positive int, got 0"):
+        _deltanet(P, X, chunk_size=0)
+    assert calls == []
