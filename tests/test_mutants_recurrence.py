@@ -121,3 +121,24 @@ def test_a_bad_chunk_size_is_refused_before_anything_is_computed(monkeypatch):
     with pytest.raises(ValueError, match="chunk_size must be None or a positive int, got 0"):
         _deltanet(P, X, chunk_size=0)
     assert calls == []
+
+
+@pytest.mark.parametrize("given", [{}, {"chunk_size": 5, "eps": 0.5}, {"chunk_size": None}])
+def test_gated_deltanet_passes_its_chunk_size_and_eps_on(monkeypatch, given):
+    import minattn.gated_deltanet as module
+
+    seen = {}
+    delta_rule, gated_rms_norm = module.delta_rule, module.gated_rms_norm
+
+    def spy_delta_rule(*args, **kwargs):
+        seen["chunk_size"] = kwargs.get("chunk_size", "not given")
+        return delta_rule(*args, **kwargs)
+
+    def spy_norm(x, gamma, gate, eps=1e-6):
+        seen["eps"] = eps
+        return gated_rms_norm(x, gamma, gate, eps)
+
+    monkeypatch.setattr(module, "delta_rule", spy_delta_rule)
+    monkeypatch.setattr(module, "gated_rms_norm", spy_norm)
+    _deltanet(P, X, **given)
+    assert seen == {"chunk_size": given.get("chunk_size", 64), "eps": given.get("eps", 1e-6)}
