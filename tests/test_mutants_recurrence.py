@@ -142,3 +142,55 @@ def test_gated_deltanet_passes_its_chunk_size_and_eps_on(monkeypatch, given):
     monkeypatch.setattr(module, "gated_rms_norm", spy_norm)
     _deltanet(P, X, **given)
     assert seen == {"chunk_size": given.get("chunk_size", 64), "eps": given.get("eps", 1e-6)}
+
+
+# ---- gated_attention: defaults, n_kv_heads omitted, arguments checked before computing ----
+
+def _gated_params(h_kv=1, seed=0):
+    rng = np.random.default_rng(seed)
+    d, h, d_k = 8, 2, 4
+    return {"w_q": rng.normal(size=(d, h * d_k)), "w_k": rng.normal(size=(d, h_kv * d_k)),
+            "w_v": rng.normal(size=(d, h_kv * d_k)), "w_o": rng.normal(size=(h * d_k, d)),
+            "w_gate": rng.normal(size=(d, h * d_k)), "q_norm": {"gamma": rng.normal(size=d_k)},
+            "k_norm": {"gamma": rng.normal(size=d_k)}}
+
+
+def test_gated_attentions_defaults_are_rope_base_10000_and_eps_1e_6():
+    from minattn.gated_attention import gated_attention
+
+    x = 1e-2 * np.random.default_rng(1).normal(size=(1, 5, 8))
+    positions = np.arange(5)
+    got, _ = gated_attention(_gated_params(), x, n_heads=2, n_kv_heads=1, positions=positions)
+    want, _ = gated_attention(_gated_params(), x, n_heads=2, n_kv_heads=1, positions=positions,
+                              rope_base=10000.0, eps=1e-6)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_gated_attention_without_n_kv_heads_has_one_kv_head_per_head():
+    from minattn.gated_attention import gated_attention
+
+    x = np.random.default_rng(2).normal(size=(1, 5, 8))
+    got, cache = gated_attention(_gated_params(h_kv=2), x, n_heads=2)
+    want, _ = gated_attention(_gated_params(h_kv=2), x, n_heads=2, n_kv_heads=2)
+    np.testing.assert_array_equal(got, want)
+    assert cache["k"].shape == (1, 2, 5, 4)
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    ({"d_k": 3}, ValueError, "params['w_q'] has shape (8, 8), expected (8, 6)"),
+    ({"rope_scaling": {"rope_type": "bogus"}}, ValueError,
+     "rope_scaling must be None or a dict with 'rope_type' one of 'linear', 'dynamic', 'yarn', "
+     "'llama3', 'longrope', got 'bogus'"),
+    ({"partial_rotary_factor": 1.5}, ValueError,
+     "partial_rotary_factor must be in (0, 1] and rotate an even number >= 2 of the 4 features "
+     "of a head, got partial_rotary_factor=1.5: int(4 * 1.5) = 6"),
+])
+def test_gated_attention_refuses_its_arguments_before_computing(monkeypatch, bad, error, message):
+    import minattn.gated_attention as module
+
+    calls = []
+    monkeypatch.setattr(module, "_project", lambda *a: calls.append(1))
+    with pytest.raises(error) as info:
+        module.gated_attention(_gated_params(), np.ones((1, 3, 8)), n_heads=2, n_kv_heads=1,
+                               positions=np.arange(3), **bad)
+    assert str(info.value) == message and calls == []
