@@ -1,0 +1,55 @@
+"""The loader's edges that its mutants showed untested (tests/MUTANTS.md): models/llama_layout.py's
+refusals with their whole messages (a layer's tensors without a prefix, a model's own tensors),
+and linear_weight's memory order for an input that is not row-major; models/chat_model.py's
+and models/conversation.py's below. References: the layouts as the docstrings state them."""
+import numpy as np
+import pytest
+
+from minattn.models import llama_layout
+
+LAYER_NAMES = ("self_attn.q_proj.weight, self_attn.k_proj.weight, self_attn.v_proj.weight, "
+               "self_attn.o_proj.weight, input_layernorm.weight, mlp.gate_proj.weight, "
+               "mlp.up_proj.weight, mlp.down_proj.weight, post_attention_layernorm.weight")
+
+
+def _layer(prefix=""):
+    # every required tensor of one layer, as a file holds them: [d_out, d_in] and [d]
+    rng = np.random.default_rng(0)
+    shapes = {"self_attn.q_proj.weight": (4, 4), "self_attn.k_proj.weight": (2, 4),
+              "self_attn.v_proj.weight": (2, 4), "self_attn.o_proj.weight": (4, 4),
+              "input_layernorm.weight": (4,), "mlp.gate_proj.weight": (6, 4),
+              "mlp.up_proj.weight": (6, 4), "mlp.down_proj.weight": (4, 6),
+              "post_attention_layernorm.weight": (4,)}
+    return {prefix + name: rng.normal(size=shape) for name, shape in shapes.items()}
+
+
+def test_a_layer_without_a_prefix_and_its_refusal_in_full():
+    tensors = _layer()
+    params = llama_layout.layer_params(tensors.get)  # transformers' names, no prefix
+    np.testing.assert_array_equal(params["self_attention"]["w_q"],
+                                  tensors["self_attn.q_proj.weight"].T)
+    np.testing.assert_array_equal(params["feed_forward_norm"]["gamma"],
+                                  tensors["post_attention_layernorm.weight"])
+    with pytest.raises(ValueError) as info:
+        llama_layout.layer_params({}.get)
+    assert str(info.value) == ("no tensor 'self_attn.q_proj.weight': a Llama-layout layer needs "
+                               + LAYER_NAMES)
+
+
+def test_a_model_without_its_embedding_is_refused_in_full():
+    tensors = _layer("model.layers.0.")
+    with pytest.raises(ValueError) as info:
+        llama_layout.llama_params(tensors.get, 1)
+    assert str(info.value) == ("no tensor 'model.embed_tokens.weight': a Llama-layout model "
+                               "needs model.embed_tokens.weight, model.norm.weight")
+
+
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_linear_weight_is_fortran_ordered_whatever_the_input_order(order):
+    w = np.arange(12.0).reshape(3, 4)  # [d_out, d_in]
+    given = {"C": w, "F": np.asfortranarray(w), "strided": np.arange(24.0).reshape(3, 8)[:, ::2]}[order]
+    got = llama_layout.linear_weight(given)
+    np.testing.assert_array_equal(got, given.T)
+    assert got.flags.f_contiguous and not np.shares_memory(got, given)
+    for column in range(got.shape[1]):  # each output's weights: one contiguous run
+        assert got[:, column].flags.c_contiguous
