@@ -42,6 +42,12 @@ BAD = [
      "(2, 4, 3)"),
     (lambda: ma.l2_normalize(np.ones((2, 3)), eps=-1.0), ValueError,
      "eps must be a non-negative, finite float, got -1.0"),
+    (lambda: ma.l2_normalize(np.ones((2, 3), int)), TypeError,
+     "x must be a floating-point array, got dtype int64 (convert it with x.astype(np.float32) "
+     "or np.float64)"),
+    (lambda: _deltanet(P, np.ones((1, 3, D), int)), TypeError,
+     "x must be a floating-point array, got dtype int64 (convert it with x.astype(np.float32) "
+     "or np.float64)"),
     (lambda: causal_conv1d(np.ones((4, 5)), np.ones((0, 5))), ValueError,
      "weight has shape (0, 5): the kernel needs K >= 1 taps"),
     (lambda: causal_conv1d(np.ones(5), np.ones((3, 5))), ValueError,
@@ -220,3 +226,16 @@ def test_gated_attention_passes_its_norm_and_rope_settings_on(monkeypatch, given
     rope = (given.get("partial_rotary_factor", 1.0), given.get("rope_base", 10000.0),
             given.get("rope_scaling"))
     assert seen == {"eps": [given.get("eps", 1e-6)] * 2, "rope": [rope] * 2}  # q, then k
+
+
+def test_causal_conv1d_names_an_integer_x_and_keeps_xs_dtype():
+    with pytest.raises(TypeError) as info:
+        causal_conv1d(np.ones((4, 5), int), np.ones((3, 5)))
+    assert str(info.value) == ("x must be a floating-point array, got dtype int64 (convert it "
+                               "with x.astype(np.float32) or np.float64)")
+    rng = np.random.default_rng(3)
+    x, weight = rng.normal(size=(4, 5)).astype(np.float32), rng.normal(size=(3, 5))  # float64
+    out, state = causal_conv1d(x, weight)
+    assert out.dtype == np.float32 and state.dtype == np.float32
+    want = sum(np.concatenate([np.zeros((2, 5)), x])[j:j + 4] * weight[j] for j in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
