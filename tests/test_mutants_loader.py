@@ -53,3 +53,15 @@ def test_linear_weight_is_fortran_ordered_whatever_the_input_order(order):
     assert got.flags.f_contiguous and not np.shares_memory(got, given)
     for column in range(got.shape[1]):  # each output's weights: one contiguous run
         assert got[:, column].flags.c_contiguous
+
+
+def test_packed_lays_a_strided_array_out_row_major():
+    # neither C- nor F-contiguous (a slice): packed copies it in row-major order, as NumPy would
+    # copy it; only a Fortran-ordered array keeps Fortran order (linear_weight's)
+    strided = np.arange(48.0).reshape(6, 8)[::2, ::2]  # [3, 4]
+    fortran = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    tree = {"a": strided, "b": fortran}
+    llama_layout.packed(tree)
+    np.testing.assert_array_equal(tree["a"], np.arange(48.0).reshape(6, 8)[::2, ::2])
+    assert tree["a"].flags.c_contiguous and not tree["a"].flags.f_contiguous
+    assert tree["b"].flags.f_contiguous and not tree["b"].flags.c_contiguous
