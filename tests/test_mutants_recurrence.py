@@ -48,6 +48,10 @@ BAD = [
     (lambda: _deltanet(P, np.ones((1, 3, D), int)), TypeError,
      "x must be a floating-point array, got dtype int64 (convert it with x.astype(np.float32) "
      "or np.float64)"),
+    (lambda: causal_conv1d(np.ones((4, 5)), np.ones((3, 5)), np.ones((2, 5), int)), TypeError,
+     "state must be a floating-point array, got dtype int64 (convert it with "
+     "state.astype(np.float32) or np.float64)"),
+    (lambda: _deltanet(P, X, "causal"), TypeError, "mask must be an array, got str"),
     (lambda: causal_conv1d(np.ones((4, 5)), np.ones((0, 5))), ValueError,
      "weight has shape (0, 5): the kernel needs K >= 1 taps"),
     (lambda: causal_conv1d(np.ones(5), np.ones((3, 5))), ValueError,
@@ -239,3 +243,31 @@ def test_causal_conv1d_names_an_integer_x_and_keeps_xs_dtype():
     assert out.dtype == np.float32 and state.dtype == np.float32
     want = sum(np.concatenate([np.zeros((2, 5)), x])[j:j + 4] * weight[j] for j in range(3))
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_causal_conv1d_of_one_tap_and_a_state_in_another_dtype():
+    rng = np.random.default_rng(4)
+    x, weight = rng.normal(size=(2, 4, 5)), rng.normal(size=(1, 5))
+    out, state = causal_conv1d(x, weight)  # K = 1: out_t = weight[0] x_t, no past inputs kept
+    np.testing.assert_allclose(out, x * weight[0], **tolerance(np.float64))
+    assert state.shape == (2, 0, 5)
+    x32 = x.astype(np.float32)
+    out, state = causal_conv1d(x32, rng.normal(size=(3, 5)).astype(np.float32),
+                               rng.normal(size=(2, 2, 5)))  # a float64 state: taken in float32
+    assert out.dtype == np.float32 and state.dtype == np.float32
+
+
+def test_a_model_width_of_one_and_no_mask_means_every_token_is_real():
+    rng = np.random.default_rng(5)
+    c = 2 * 1 * 2 + 2 * 3  # one key head of 2, two value heads of 3
+    params = {"w_qkv": rng.normal(size=(1, c)), "conv": rng.normal(size=(2, c)),
+              "w_z": rng.normal(size=(1, 6)), "w_b": rng.normal(size=(1, 2)),
+              "w_a": rng.normal(size=(1, 2)), "dt_bias": rng.normal(size=2),
+              "A_log": rng.normal(size=2), "gamma": rng.normal(size=3),
+              "w_out": rng.normal(size=(6, 1))}
+    x = rng.normal(size=(1, 4, 1))  # d_model = 1
+    got, _ = gated_deltanet(params, x, n_key_heads=1, n_value_heads=2)
+    want, _ = gated_deltanet(params, x, np.tril(np.ones((4, 4), bool)), n_key_heads=1,
+                             n_value_heads=2)
+    assert got.shape == (1, 4, 1)
+    np.testing.assert_array_equal(got, want)
