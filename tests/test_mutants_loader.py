@@ -65,3 +65,38 @@ def test_packed_lays_a_strided_array_out_row_major():
     np.testing.assert_array_equal(tree["a"], np.arange(48.0).reshape(6, 8)[::2, ::2])
     assert tree["a"].flags.c_contiguous and not tree["a"].flags.f_contiguous
     assert tree["b"].flags.f_contiguous and not tree["b"].flags.c_contiguous
+
+
+# ---- models/conversation.py's ChatCache: what a turn keeps and reads (no model needed) ----
+
+def _held(ids):
+    # a ChatCache holding ids, with a KV cache of as many positions (one layer, one head)
+    from minattn.models.conversation import ChatCache
+
+    chat = ChatCache()
+    chat.ids = list(ids)
+    kv = np.arange(len(ids) * 2.0).reshape(1, 1, len(ids), 2)
+    chat.cache = ({"k": kv, "v": -kv},)
+    return chat
+
+
+def test_a_new_chat_cache_holds_nothing_and_has_read_nothing():
+    from minattn.models.conversation import ChatCache
+
+    chat = ChatCache()
+    assert (chat.ids, chat.cache, chat.n_cached, chat.n_read) == ([], None, 0, 0)
+
+
+def test_a_turn_of_the_ids_already_held_reads_only_the_last_again():
+    chat = _held([1, 2, 3])
+    assert chat.start([1, 2, 3]) == [3]  # the logits after 3 are needed: 3 is read again
+    assert (chat.n_cached, chat.n_read, chat.ids) == (2, 1, [1, 2])
+    assert chat.cache[0]["k"].shape == (1, 1, 2, 2)
+
+
+def test_a_turn_that_differs_after_one_id_keeps_that_one():
+    chat = _held([1, 2, 3])
+    assert chat.start([1, 9, 9]) == [9, 9]
+    assert (chat.n_cached, chat.n_read, chat.ids) == (1, 2, [1])
+    np.testing.assert_array_equal(chat.cache[0]["k"], [[[[0.0, 1.0]]]])  # position 0's keys
+    np.testing.assert_array_equal(chat.cache[0]["v"], [[[[-0.0, -1.0]]]])
