@@ -190,3 +190,153 @@ def test_a_token_of_tokenizer_config_is_its_text_or_its_content():
 
     assert _token_text("<|im_end|>") == "<|im_end|>"
     assert _token_text({"content": "<|im_end|>", "lstrip": False, "special": True}) == "<|im_end|>"
+
+
+# ---- a save_pretrained folder: every refusal in full, shards, tokenizer_config's tokens ----
+
+def _folder(root, name, tensors=None, **config):
+    """tests/test_language_model_files' small folder, config.json changed (None: key removed)."""
+    import json
+
+    from tests.test_language_model_files import hf_tensors, write_folder
+
+    path = write_folder(root / name, tensors or hf_tensors(np.random.default_rng(3)))
+    if config:
+        values = {**json.loads((path / "config.json").read_text()), **config}
+        (path / "config.json").write_text(
+            json.dumps({k: v for k, v in values.items() if v is not None}))
+    return path
+
+
+def _shard(path, missing=False, weight_map=True):
+    # model.safetensors split into two shards and an index, as save_pretrained writes a big one
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    (path / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {n: f"model-0000{1 + 2 * i // len(names)}-of-00002.safetensors"
+              for i, n in enumerate(names)}
+    for shard in sorted(set(shards.values()))[:1 if missing else 2]:
+        save_file({n: tensors[n] for n in names if shards[n] == shard}, str(path / shard))
+    index = {"metadata": {}, **({"weight_map": shards} if weight_map else {})}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    return path
+
+
+@pytest.fixture
+def folders(tmp_path):
+    for module in ("safetensors", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    return tmp_path
+
+
+def _refused(path, error, dtype=np.float32):
+    from minattn.models.chat_model import load_language_model
+
+    with pytest.raises(error) as info:
+        load_language_model(path, dtype=dtype)
+    return str(info.value)
+
+
+def test_a_sharded_folder_loads_the_weights_of_one_file(folders):
+    from minattn.models.chat_model import load_language_model
+
+    whole = load_language_model(_folder(folders, "whole"), dtype=np.float64)
+    sharded = load_language_model(_shard(_folder(folders, "sharded")), dtype=np.float64)
+    assert sharded.params["token_embedding"].dtype == np.float64
+    np.testing.assert_array_equal(sharded.params["token_embedding"],
+                                  whole.params["token_embedding"])
+    for got, want in zip(sharded.params["layers"], whole.params["layers"]):
+        for sublayer in want:
+            for key in want[sublayer]:
+                np.testing.assert_array_equal(got[sublayer][key], want[sublayer][key])
+
+
+def test_a_folders_bad_files_are_refused_in_full(folders):
+    p = _shard(_folder(folders, "no_shard"), missing=True)
+    assert _refused(p, FileNotFoundError) == (
+        f"{p / 'model.safetensors.index.json'} names shards that are missing: "
+        "model-00002-of-00002.safetensors")
+    p = _shard(_folder(folders, "no_map"), weight_map=False)
+    assert _refused(p, ValueError) == f"{p / 'model.safetensors.index.json'} has no weight_map"
+    p = _folder(folders, "no_weights")
+    (p / "model.safetensors").unlink()
+    assert _refused(p, FileNotFoundError) == (
+        f"{str(p)!r} has no model.safetensors nor model.safetensors.index.json")
+    p = _folder(folders, "corrupt")
+    (p / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{bad")
+    assert _refused(p, ValueError).startswith(
+        f"{p / 'model.safetensors'} cannot be read as safetensors (bfloat16 is not readable by "
+        "NumPy: save in float32): SafetensorError: ")
+    p = _folder(folders, "list_config")
+    (p / "config.json").write_text("[1]")
+    assert _refused(p, ValueError) == f"{p / 'config.json'} holds a list, not a JSON object"
+    p = _folder(folders, "bad_json")
+    (p / "config.json").write_text("{not json")
+    assert _refused(p, ValueError).startswith(
+        f"{p / 'config.json'} cannot be read as JSON: JSONDecodeError: ")
+    p = _folder(folders, "bad_tokenizer")
+    (p / "tokenizer.json").write_text("{}")
+    assert _refused(p, ValueError).startswith(
+        f"{p / 'tokenizer.json'} cannot be read as a tokenizers tokenizer: Exception: ")
+    p = _folder(folders, "no_tokenizer")
+    (p / "tokenizer.json").unlink()
+    assert _refused(p, FileNotFoundError) == (
+        f"{str(p)!r} has no tokenizer.json (minattn reads a fast tokenizer's file, as "
+        "tokenizer.save_pretrained writes it)")
+    p = _folder(folders, "no_config")
+    (p / "config.json").unlink()
+    assert _refused(p, FileNotFoundError) == f"{str(p)!r} is not a model folder: it has no config.json"
+    p = _folder(folders, "no_eos", eos_token_id=None)
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'} has no eos_token_id (nor tokenizer_config.json an eos_token): "
+        "generation would not know where a reply ends")
+
+
+@pytest.mark.parametrize("key, value", [("num_hidden_layers", 0), ("hidden_size", True),
+                                        ("num_attention_heads", "2"), ("num_hidden_layers", None)])
+def test_a_config_size_that_is_not_a_positive_int_is_refused(folders, key, value):
+    p = _folder(folders, "m", **{key: value})
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: {key} must be a positive int, got {value!r}")
+
+
+def test_a_tensor_that_is_not_float_or_outside_the_layout_is_refused(folders):
+    from tests.test_language_model_files import hf_tensors
+
+    tensors = hf_tensors(np.random.default_rng(3))
+    tensors["model.norm.weight"] = tensors["model.norm.weight"].astype(np.int32)
+    p = _folder(folders, "int", tensors)
+    assert _refused(p, ValueError) == f"{p}: tensor 'model.norm.weight' is int32, not float"
+    tensors = hf_tensors(np.random.default_rng(3))
+    for i in range(5):
+        tensors[f"model.extra{i}.weight"] = np.ones(2, np.float32)
+    p = _folder(folders, "extra", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensors outside the Llama layout: model.extra0.weight, model.extra1.weight, "
+        "model.extra2.weight, model.extra3.weight ...")
+    tensors = hf_tensors(np.random.default_rng(3))
+    tensors["model.extra.weight"] = np.ones(2, np.float32)
+    p = _folder(folders, "one_extra", tensors)
+    assert _refused(p, ValueError) == f"{p}: tensors outside the Llama layout: model.extra.weight"
+
+
+def test_tokenizer_config_gives_the_special_tokens_eos_and_template(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m", eos_token_id=None, max_position_embeddings=None, bos_token_id=0)
+    (p / "tokenizer_config.json").write_text(json.dumps({
+        "eos_token": {"content": "<|im_end|>", "special": True}, "bos_token": "<|endoftext|>",
+        "pad_token": None, "chat_template": "{{ messages[0]['content'] }}!"}))
+    model = load_language_model(p)
+    assert model.eos_token_id == 1 and model.bos_token_id == 0
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
+    assert model.context_length == 2048  # transformers' default max_position_embeddings
+    assert model.chat_prompt([{"role": "user", "content": "hi"}]) == "hi!"
+    (p / "chat_template.jinja").write_text("{{ messages[0]['role'] }}?")  # written apart: wins
+    assert load_language_model(p).chat_prompt([{"role": "user", "content": "hi"}]) == "user?"
