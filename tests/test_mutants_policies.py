@@ -169,3 +169,16 @@ def test_one_blas_thread_unless_decides_and_calls_with_the_keywords(monkeypatch)
 
     assert toy(np.ones(2), scale=2.0).tolist() == [2.0, 2.0] and switches == []  # as written
     assert toy(np.ones(2), scale=0.5).tolist() == [0.5, 0.5] and switches == [1, 4]  # one thread
+
+
+def test_in_one_product_gives_weights_apart_their_biases():
+    # a few tokens, but weights that are not side by side: one product per weight, biases kept
+    rng = np.random.default_rng(10)
+    ws = [linear_weight(rng.normal(size=(16, 16))) for _ in range(2)]  # two separate arrays
+    bs = [rng.normal(size=16), rng.normal(size=16)]
+    x = rng.normal(size=(1, 16))
+    calls = []
+    got = fused_products.in_one_product()(_products(calls))(x, ws, bs)
+    assert calls == [2]
+    for g, w, b in zip(got, ws, bs):
+        np.testing.assert_allclose(g, x @ w + b, rtol=1e-12, atol=1e-12)
