@@ -52,6 +52,19 @@ BAD = [
      "state must be a floating-point array, got dtype int64 (convert it with "
      "state.astype(np.float32) or np.float64)"),
     (lambda: _deltanet(P, X, "causal"), TypeError, "mask must be an array, got str"),
+    (lambda: _deltanet({k: v for k, v in P.items() if k != "gamma"}, X), ValueError,
+     "params is missing key 'gamma' (expected keys: 'gamma', 'w_qkv', 'conv')"),
+    (lambda: _deltanet([1], X), TypeError, "params must be a dict of arrays, got list"),
+    (lambda: _deltanet({**P, "gamma": np.ones((2, 2))}, X), ValueError,
+     "params['gamma'] has shape (2, 2), expected (d_v,)"),
+    (lambda: _deltanet({**P, "conv": np.ones(20)}, X), ValueError,
+     "params['conv'] has shape (20,), expected (K, C)"),
+    (lambda: _deltanet({**P, "w_qkv": np.ones((5, 20))}, X), ValueError,
+     "params['w_qkv'] has shape (5, 20), expected (6, C)"),
+    (lambda: _deltanet({**P, "conv": np.ones((4, 19))}, X), ValueError,
+     "params['conv'] has shape (4, 19), expected (K, 20)"),
+    (lambda: _deltanet({**P, "w_z": np.ones((6, 7))}, X), ValueError,
+     "params['w_z'] has shape (6, 7), expected (6, 8)"),
     (lambda: causal_conv1d(np.ones((4, 5)), np.ones((0, 5))), ValueError,
      "weight has shape (0, 5): the kernel needs K >= 1 taps"),
     (lambda: causal_conv1d(np.ones(5), np.ones((3, 5))), ValueError,
@@ -271,3 +284,17 @@ def test_a_model_width_of_one_and_no_mask_means_every_token_is_real():
                              n_value_heads=2)
     assert got.shape == (1, 4, 1)
     np.testing.assert_array_equal(got, want)
+
+
+def test_gated_deltanet_of_one_sequence_of_key_width_one_in_float32():
+    rng = np.random.default_rng(6)
+    got, cache = _deltanet(P, X[0])  # x [L, D]: no batch axis
+    want, want_cache = _deltanet(P, X)
+    np.testing.assert_array_equal(got, want[0])
+    np.testing.assert_array_equal(cache["state"], want_cache["state"][0])
+    narrow = {**P, "w_qkv": rng.normal(size=(D, 12)), "conv": rng.normal(size=(K, 12))}  # d_k = 1
+    out, cache = _deltanet(narrow, X)
+    assert out.shape == (1, 3, D) and cache["state"].shape == (1, H_V, 1, D_V)
+    out32, cache32 = _deltanet(P, X.astype(np.float32))  # float64 params, taken in float32
+    assert out32.dtype == np.float32 and cache32["state"].dtype == np.float32
+    np.testing.assert_allclose(out32, want, rtol=1e-4, atol=1e-5)
