@@ -340,3 +340,110 @@ def test_tokenizer_config_gives_the_special_tokens_eos_and_template(folders):
     assert model.chat_prompt([{"role": "user", "content": "hi"}]) == "hi!"
     (p / "chat_template.jinja").write_text("{{ messages[0]['role'] }}?")  # written apart: wins
     assert load_language_model(p).chat_prompt([{"role": "user", "content": "hi"}]) == "user?"
+
+
+# ---- a GGUF file: every refusal in full, metadata read as llama.cpp writes it ----
+
+@pytest.fixture
+def ggufs(tmp_path):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    return tmp_path
+
+
+def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
+          head_count_kv=None, rope_dimensions=None, bos=None):
+    """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
+    writer's method names) or changed."""
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    tensors = files.llama_tensors(np.random.default_rng(0)) if tensors is None else tensors
+    writer = gguf.GGUFWriter(str(path), arch)
+    calls = [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+             ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+             ("add_head_count", files.H), ("add_layer_norm_rms_eps", 1e-5),
+             ("add_rope_freq_base", 10000.0),
+             ("add_rope_dimension_count", rope_dimensions or files.D // files.H),
+             ("add_tokenizer_model", tokenizer_model), ("add_token_list", files.TOKENS),
+             ("add_token_merges", files.MERGES),
+             ("add_token_types", [3, 3] + [1] * (len(files.TOKENS) - 2)),
+             ("add_eos_token_id", 1), ("add_chat_template", files.TEMPLATE)]
+    for name, value in calls:
+        if name not in skip:
+            getattr(writer, name)(value)
+    writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
+    if bos is not None:
+        writer.add_bos_token_id(bos)
+        writer.add_add_bos_token(True)
+    for key, value in (strings or {}).items():
+        writer.add_string(key, value)
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_files_bad_metadata_is_refused_in_full(ggufs):
+    import tests.test_language_model_files as files
+
+    p = _gguf(ggufs / "arch.gguf", {"token_embd.weight": np.zeros((4, files.D), "f4")},
+              arch="gpt2")
+    assert _refused(p, ValueError) == (
+        f"{p}: architecture 'gpt2' is not supported (minattn reads GGUF files of llama)")
+    p = _gguf(ggufs / "tok.gguf", tokenizer_model="llama")
+    assert _refused(p, ValueError) == (
+        f"{p}: tokenizer.ggml.model 'llama' is not supported (minattn builds byte-level BPE "
+        "tokenizers, 'gpt2')")
+    p = _gguf(ggufs / "yarn.gguf", strings={"llama.rope.scaling.type": "yarn"})
+    assert _refused(p, ValueError) == f"{p}: llama.rope.scaling.type 'yarn' is not supported"
+    p = _gguf(ggufs / "blocks.gguf", skip=("add_block_count",))
+    assert _refused(p, ValueError) == f"{p}: metadata has no llama.block_count"
+    p = _gguf(ggufs / "kv.gguf", head_count_kv=[1, 2])
+    assert _refused(p, ValueError) == (
+        f"{p}: llama.attention.head_count_kv varies by layer ([1, 2]): not supported")
+    p = _gguf(ggufs / "partial.gguf", rope_dimensions=8)
+    assert _refused(p, ValueError) == (
+        f"{p}: RoPE on 8 of each head's 16 dimensions (partial rotary) is not supported")
+    p = _gguf(ggufs / "merges.gguf", skip=("add_token_merges",))
+    assert _refused(p, ValueError) == (
+        f"{p}: metadata has no tokenizer.ggml.tokens or tokenizer.ggml.merges")
+    p = _gguf(ggufs / "eos.gguf", skip=("add_eos_token_id",))
+    assert _refused(p, ValueError) == f"{p}: metadata has no tokenizer.ggml.eos_token_id"
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    tensors["blk.0.attn_v.weight"] = tensors["blk.0.attn_v.weight"].astype(np.float64)
+    p = _gguf(ggufs / "f64.gguf", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensor 'blk.0.attn_v.weight' has type F64, not supported (minattn reads F32, F16, "
+        "BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)")
+    tensors = {**files.llama_tensors(np.random.default_rng(0)),
+               **{f"x{i}.weight": np.ones(8, "f4") for i in range(5)}}
+    p = _gguf(ggufs / "outside.gguf", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensors outside the Llama layout: x0.weight, x1.weight, x2.weight, x3.weight ...")
+    p = _gguf(ggufs / "cut.gguf")
+    p.write_bytes(p.read_bytes()[:100])
+    assert _refused(p, ValueError).startswith(
+        f"{p} cannot be read as GGUF (truncated or corrupted?): ")
+    assert _refused(ggufs / "none.gguf", FileNotFoundError) == (
+        f"{str(ggufs / 'none.gguf')!r} does not exist (give a .gguf file or a folder written by "
+        "save_pretrained)")
+    assert _refused(_gguf(ggufs / "ok.gguf"), ValueError, np.float16) == (
+        "dtype must be float32 or float64, got float16")
+
+
+def test_a_gguf_files_metadata_gives_the_config_and_the_bos_token(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "bos.gguf", bos=0), dtype=np.float64)
+    assert model.bos_token_id == 0 and model.eos_token_id == 1 and model.context_length == 64
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
+    assert model.tokenizer.encode("the")[0] == 0  # add_bos_token: the bos token first
+    assert model.config["n_heads"] == 2 and model.config["n_kv_heads"] == 1
+    assert model.params["token_embedding"].dtype == np.float64
+    plain = load_language_model(_gguf(ggufs / "plain.gguf"))
+    assert plain.bos_token_id is None and plain.tokenizer.encode("the")[0] != 0
