@@ -298,3 +298,14 @@ def test_gated_deltanet_of_one_sequence_of_key_width_one_in_float32():
     out32, cache32 = _deltanet(P, X.astype(np.float32))  # float64 params, taken in float32
     assert out32.dtype == np.float32 and cache32["state"].dtype == np.float32
     np.testing.assert_allclose(out32, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_float64_cache_continues_a_float32_sequence_in_float32():
+    _, cache = _deltanet(P, X)  # float64 cache {"conv", "state"}
+    x32 = X.astype(np.float32)
+    out, new = _deltanet(P, x32, cache=cache)
+    assert out.dtype == np.float32
+    assert new["conv"].dtype == np.float32 and new["state"].dtype == np.float32
+    want, want_cache = _deltanet(P, X, cache=cache)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(new["state"], want_cache["state"], rtol=1e-4, atol=1e-5)
