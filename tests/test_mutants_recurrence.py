@@ -309,3 +309,31 @@ def test_a_float64_cache_continues_a_float32_sequence_in_float32():
     want, want_cache = _deltanet(P, X, cache=cache)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(new["state"], want_cache["state"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad, params, message", [
+    ({"query_pre_attn_scalar": 2.0}, {},
+     "gated_attention does not support query_pre_attn_scalar (got query_pre_attn_scalar=2.0)"),
+    ({"eps": -1.0}, {}, "eps must be a non-negative, finite float, got -1.0"),
+    ({}, {"w_gate": np.ones((8, 7))}, "params['w_gate'] has shape (8, 7), expected (8, 8)"),
+])
+def test_gated_attention_refuses_in_full(bad, params, message):
+    from minattn.gated_attention import gated_attention
+
+    with pytest.raises(ValueError) as info:
+        gated_attention({**_gated_params(), **params}, np.ones((1, 3, 8)), n_heads=2,
+                        n_kv_heads=1, **bad)
+    assert str(info.value) == message
+
+
+def test_gated_attention_takes_eps_zero_and_keeps_float32():
+    from minattn.gated_attention import gated_attention
+
+    x = np.random.default_rng(3).normal(size=(1, 3, 8))
+    out, _ = gated_attention(_gated_params(), x, n_heads=2, n_kv_heads=1, eps=0.0)
+    assert np.isfinite(out).all()
+    out32, cache = gated_attention(_gated_params(), x.astype(np.float32), n_heads=2,
+                                   n_kv_heads=1)  # float64 params, w_gate included
+    assert out32.dtype == np.float32 and cache["k"].dtype == np.float32
+    want, _ = gated_attention(_gated_params(), x, n_heads=2, n_kv_heads=1)
+    np.testing.assert_allclose(out32, want, rtol=1e-4, atol=1e-5)
