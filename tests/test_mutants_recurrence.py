@@ -42,6 +42,9 @@ BAD = [
      "(2, 4, 3)"),
     (lambda: ma.l2_normalize(np.ones((2, 3)), eps=-1.0), ValueError,
      "eps must be a non-negative, finite float, got -1.0"),
+    (lambda: ma.delta_rule(Q, KEYS, V, BETA, initial_state=np.zeros((2, 4, 3), int)), TypeError,
+     "initial_state must be a floating-point array, got dtype int64 (convert it with "
+     "initial_state.astype(np.float32) or np.float64)"),
     (lambda: ma.l2_normalize(np.ones((2, 3), int)), TypeError,
      "x must be a floating-point array, got dtype int64 (convert it with x.astype(np.float32) "
      "or np.float64)"),
@@ -337,3 +340,19 @@ def test_gated_attention_takes_eps_zero_and_keeps_float32():
     assert out32.dtype == np.float32 and cache["k"].dtype == np.float32
     want, _ = gated_attention(_gated_params(), x, n_heads=2, n_kv_heads=1)
     np.testing.assert_allclose(out32, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 2])
+def test_a_float64_decay_and_state_are_taken_in_the_inputs_float32(chunk_size):
+    rng = np.random.default_rng(7)
+    q, k = (ma.l2_normalize(rng.normal(size=(2, 5, 4))) for _ in range(2))
+    v, beta = rng.normal(size=(2, 5, 3)), rng.uniform(0.1, 1.0, size=(2, 5))
+    g, s0 = -rng.uniform(0.0, 1.0, size=(2, 5)), rng.normal(size=(2, 4, 3))  # float64
+    f32 = [a.astype(np.float32) for a in (q, k, v, beta)]
+    out, state = ma.delta_rule(*f32, g, initial_state=s0, chunk_size=chunk_size,
+                               return_state=True)
+    assert out.dtype == np.float32 and state.dtype == np.float32
+    want, want_state = ma.delta_rule(q, k, v, beta, g, initial_state=s0, chunk_size=chunk_size,
+                                     return_state=True)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(state, want_state, rtol=1e-4, atol=1e-5)
