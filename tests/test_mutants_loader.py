@@ -447,3 +447,68 @@ def test_a_gguf_files_metadata_gives_the_config_and_the_bos_token(ggufs):
     assert model.params["token_embedding"].dtype == np.float64
     plain = load_language_model(_gguf(ggufs / "plain.gguf"))
     assert plain.bos_token_id is None and plain.tokenizer.encode("the")[0] != 0
+
+
+# ---- LanguageModel.reply and check_fits on a small GGUF model ----
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    from minattn.models.chat_model import load_language_model
+    from tests.test_language_model_files import llama_tensors, write_gguf
+
+    path = write_gguf(tmp_path_factory.mktemp("tiny") / "tiny.gguf",
+                      llama_tensors(np.random.default_rng(3)))
+    return load_language_model(path, dtype=np.float64)
+
+
+def _greedy(model, ids, n):
+    # the reference: argmax of the logits of the whole sequence, read afresh at every step
+    import minattn as ma
+
+    ids, out = list(ids), []
+    for _ in range(n):
+        token = int(np.argmax(ma.causal_lm(model.params, np.array([ids]), **model.config)[0, -1]))
+        if token == model.eos_token_id:
+            break
+        out.append(token)
+        ids.append(token)
+    return out
+
+
+def test_a_prompt_that_overruns_the_context_is_refused(tiny_model):
+    tiny_model.check_fits(60, 4)  # exactly the context of 64 positions: fine
+    with pytest.raises(ValueError) as info:
+        tiny_model.check_fits(60, 5)
+    assert str(info.value) == ("the prompt has 60 tokens; with max_new_tokens=5 that is 65, more "
+                               "than the model's context of 64 positions")
+    with pytest.raises(ValueError, match="that is 65, more than"):
+        list(tiny_model.reply([5] * 60, 5))
+
+
+@pytest.mark.parametrize("sampling", [{"top_k": 1}, {"top_p": 1e-9}])
+def test_sampling_kept_to_the_top_token_is_greedy(tiny_model, sampling):
+    # at temperature 100 the distribution is nearly flat, yet top_k=1 (or a top_p below the top
+    # token's probability) keeps one token: the argmax
+    ids = [5, 6, 7, 8]
+    got = list(tiny_model.reply(ids, 6, temperature=100.0, rng=np.random.default_rng(0),
+                                **sampling))
+    assert got == _greedy(tiny_model, ids, 6)
+
+
+@pytest.mark.parametrize("bad, message", [({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
+                                          ({"temperature": 1.0}, "rng")])
+def test_a_bad_sampling_argument_is_refused_before_reading(tiny_model, bad, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        next(tiny_model.reply([5, 6], 3, **bad))
+
+
+def test_the_reply_ends_before_the_end_of_turn_token(tiny_model):
+    import dataclasses
+
+    ids = [5, 6, 7, 8]
+    first = _greedy(tiny_model, ids, 1)[0]
+    ending = dataclasses.replace(tiny_model, eos_token_id=first)  # the first token ends the turn
+    assert list(ending.reply(ids, 5)) == []
+    assert list(dataclasses.replace(tiny_model, eos_token_id=[99, first]).reply(ids, 5)) == []
