@@ -512,3 +512,43 @@ def test_the_reply_ends_before_the_end_of_turn_token(tiny_model):
     ending = dataclasses.replace(tiny_model, eos_token_id=first)  # the first token ends the turn
     assert list(ending.reply(ids, 5)) == []
     assert list(dataclasses.replace(tiny_model, eos_token_id=[99, first]).reply(ids, 5)) == []
+
+
+def test_shards_missing_are_all_named_and_a_float32_folder_stays_float32(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m")
+    assert load_language_model(p).params["token_embedding"].dtype == np.float32
+    (p / "model.safetensors").unlink()
+    (p / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "x.safetensors", "b": "y.safetensors", "c": "x.safetensors"}}))
+    assert _refused(p, FileNotFoundError) == (
+        f"{p / 'model.safetensors.index.json'} names shards that are missing: x.safetensors, "
+        "y.safetensors")
+
+
+@pytest.mark.parametrize("module, package", [("tokenizers", "tokenizers"),
+                                             ("safetensors.numpy", "safetensors")])
+def test_a_missing_extra_is_named_with_its_install_command(folders, monkeypatch, module, package):
+    import sys
+
+    p = _folder(folders, "m")
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    assert _refused(p, ImportError) == (
+        f"loading a language model needs {package} (to import {module}); install the extra "
+        "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
+        "pip install '.[chat]')")
+
+
+@pytest.mark.parametrize("module", ["gguf", "tokenizers", "jinja2"])
+def test_a_missing_extra_for_a_gguf_file_is_named(ggufs, monkeypatch, module):
+    import sys
+
+    p = _gguf(ggufs / "m.gguf")
+    monkeypatch.setitem(sys.modules, module, None)
+    assert _refused(p, ImportError) == (
+        f"loading a language model needs {module} (to import {module}); install the extra "
+        "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
+        "pip install '.[chat]')")
