@@ -552,3 +552,52 @@ def test_a_missing_extra_for_a_gguf_file_is_named(ggufs, monkeypatch, module):
         f"loading a language model needs {module} (to import {module}); install the extra "
         "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
         "pip install '.[chat]')")
+
+
+def test_a_folders_model_keeps_its_context_path_tokenizer_and_every_special_token(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m")
+    (p / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
+        "pad_token": "<|im_end|>"}))
+    model = load_language_model(p)
+    assert model.context_length == 64 and model.path == p  # config.json's, the folder given
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                                    "unk_token": "<|endoftext|>", "pad_token": "<|im_end|>"}
+    ids = model.tokenizer.encode("the the")
+    assert len(ids) > 1 and model.tokenizer.decode(np.array([ids])) == "the the"  # [1, L] ids
+
+
+@pytest.mark.parametrize("tie, lm_head", [(True, True), (None, True), (False, True)])
+def test_tie_word_embeddings_decides_whether_lm_head_is_read(folders, tie, lm_head):
+    # transformers' default when config.json has no tie_word_embeddings: not tied
+    from minattn.models.chat_model import load_language_model
+    from tests.test_language_model_files import hf_tensors
+
+    p = _folder(folders, "m", hf_tensors(np.random.default_rng(3), tied=False),
+                tie_word_embeddings=tie)
+    assert ("lm_head" in load_language_model(p).params) == (tie is not True)
+
+
+def test_four_tensors_outside_the_layout_are_all_named_without_dots(folders):
+    from tests.test_language_model_files import hf_tensors
+
+    tensors = hf_tensors(np.random.default_rng(3))
+    for i in range(4):
+        tensors[f"model.extra{i}.weight"] = np.ones(2, np.float32)
+    p = _folder(folders, "m", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensors outside the Llama layout: model.extra0.weight, model.extra1.weight, "
+        "model.extra2.weight, model.extra3.weight")
+
+
+def test_a_bad_chat_template_is_refused_naming_the_folder(folders):
+    import json
+
+    p = _folder(folders, "m")
+    (p / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
+    assert _refused(p, ValueError).startswith(
+        f"{p} cannot be read as a chat template (Jinja): TemplateSyntaxError: ")
