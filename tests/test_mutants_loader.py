@@ -352,7 +352,7 @@ def ggufs(tmp_path):
 
 
 def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
-          head_count_kv=None, rope_dimensions=None, bos=None):
+          head_count_kv=None, rope_dimensions=None, bos=None, template=None):
     """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
     writer's method names) or changed."""
     import gguf
@@ -369,7 +369,7 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
              ("add_tokenizer_model", tokenizer_model), ("add_token_list", files.TOKENS),
              ("add_token_merges", files.MERGES),
              ("add_token_types", [3, 3] + [1] * (len(files.TOKENS) - 2)),
-             ("add_eos_token_id", 1), ("add_chat_template", files.TEMPLATE)]
+             ("add_eos_token_id", 1), ("add_chat_template", template or files.TEMPLATE)]
     for name, value in calls:
         if name not in skip:
             getattr(writer, name)(value)
@@ -601,3 +601,82 @@ def test_a_bad_chat_template_is_refused_naming_the_folder(folders):
     (p / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
     assert _refused(p, ValueError).startswith(
         f"{p} cannot be read as a chat template (Jinja): TemplateSyntaxError: ")
+
+
+# ---- messages, chat prompts and the tokenizer's refusals ----
+
+USER = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize("messages, error, message", [
+    ("hi", TypeError, "messages must be a non-empty list of {'role': ..., 'content': str} dicts, "
+     "got str"),
+    ([], TypeError, "messages must be a non-empty list of {'role': ..., 'content': str} dicts, "
+     "got list (empty)"),
+    ([USER, {"role": "user"}], TypeError, "messages[1] must be a dict with exactly the keys "
+     "'role' and 'content', got {'role': 'user'}"),
+    ([{"content": "x"}], TypeError, "messages[0] must be a dict with exactly the keys 'role' and "
+     "'content', got {'content': 'x'}"),
+    ([{**USER, "name": "a"}], TypeError, "messages[0] must be a dict with exactly the keys 'role' "
+     "and 'content', got {'role': 'user', 'content': 'hi', 'name': 'a'}"),
+    (["hi"], TypeError, "messages[0] must be a dict with exactly the keys 'role' and 'content', "
+     "got 'hi'"),
+    ([{"role": "bot", "content": "x"}], ValueError, "messages[0]['role'] must be one of system, "
+     "user, assistant, tool, got 'bot'"),
+    ([USER, {"role": "user", "content": 3}], TypeError,
+     "messages[1]['content'] must be a str, got int"),
+])
+def test_bad_messages_are_refused_in_full(messages, error, message):
+    from minattn.models.chat_model import check_messages
+
+    with pytest.raises(error) as info:
+        check_messages(messages)
+    assert str(info.value) == message
+
+
+def test_a_long_bad_message_is_cut_at_300_characters_and_good_ones_are_copied():
+    from minattn.models.chat_model import check_messages
+
+    with pytest.raises(TypeError) as info:
+        check_messages([{"role": "user", "content": "x" * 1000, "extra": 1}])
+    assert len(str(info.value)) == 300
+    messages = [USER, {"role": "assistant", "content": "yes"}]
+    copies = check_messages(tuple(messages))
+    assert copies == messages and all(c is not m for c, m in zip(copies, messages))
+
+
+def test_chat_prompt_renders_the_template_with_its_special_tokens(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    template = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}|"
+                "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+    model = load_language_model(_gguf(ggufs / "t.gguf", bos=0, template=template))
+    assert model.chat_prompt([USER]) == "<|endoftext|>user: hi|assistant:"
+    assert model.chat_prompt([USER], add_generation_prompt=False) == "<|endoftext|>user: hi|"
+    assert model.chat_prompt([USER], add_generation_prompt=0) == "<|endoftext|>user: hi|"
+    with pytest.raises(ValueError, match="must be one of"):
+        model.chat_prompt([{"role": "bot", "content": "x"}])
+
+
+def test_a_model_without_a_template_says_so(ggufs):
+    import dataclasses
+
+    from minattn.models.chat_model import load_language_model
+
+    model = dataclasses.replace(load_language_model(_gguf(ggufs / "t.gguf")), chat_template=None)
+    with pytest.raises(ValueError) as info:
+        model.chat_prompt([USER])
+    assert str(info.value) == f"{ggufs / 't.gguf'} has no chat template"
+
+
+def test_the_tokenizer_refuses_a_text_that_is_no_str_and_ids_out_of_range(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    tokenizer = load_language_model(_gguf(ggufs / "t.gguf")).tokenizer
+    with pytest.raises(TypeError) as info:
+        tokenizer.encode(3)
+    assert str(info.value) == "text must be a str, got int"
+    with pytest.raises(ValueError) as info:
+        tokenizer.decode([-1, 5, 100, 200, 300, 400, 500])
+    assert str(info.value) == "ids must lie in [0, 100), got [-1, 100, 200, 300, 400]"
+    assert tokenizer.decode([99]) == tokenizer.decode(np.array([[99]]))  # the last id is fine
