@@ -356,3 +356,9 @@ def test_a_float64_decay_and_state_are_taken_in_the_inputs_float32(chunk_size):
                                      return_state=True)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(state, want_state, rtol=1e-4, atol=1e-5)
+
+
+def test_l2_normalize_of_one_vector():
+    x = np.array([3.0, 4.0])
+    np.testing.assert_allclose(ma.l2_normalize(x, eps=0.0), [0.6, 0.8], rtol=1e-15)
+    np.testing.assert_allclose(ma.l2_normalize(x), x / np.sqrt(25.0 + 1e-6), rtol=1e-15)
