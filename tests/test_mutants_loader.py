@@ -680,3 +680,43 @@ def test_the_tokenizer_refuses_a_text_that_is_no_str_and_ids_out_of_range(ggufs)
         tokenizer.decode([-1, 5, 100, 200, 300, 400, 500])
     assert str(info.value) == "ids must lie in [0, 100), got [-1, 100, 200, 300, 400]"
     assert tokenizer.decode([99]) == tokenizer.decode(np.array([[99]]))  # the last id is fine
+
+
+# ---- the tokenizer's byte alphabet and the chat template's sandbox, as transformers has them ----
+
+def test_the_byte_alphabet_is_gpt2s():
+    transformers = pytest.importorskip("transformers.convert_slow_tokenizer")
+    from minattn.models.chat_model import _bytes_to_unicode
+
+    assert _bytes_to_unicode() == transformers.bytes_to_unicode()
+
+
+def test_the_chat_template_environment_is_transformers():
+    # transformers' apply_chat_template: an ImmutableSandboxedEnvironment with trim_blocks,
+    # lstrip_blocks and loop controls, tojson without ASCII escapes, raise_exception
+    pytest.importorskip("jinja2")
+    from jinja2.exceptions import SecurityError, TemplateError
+
+    from minattn.models.chat_model import _compile_template
+
+    def render(source, **values):
+        return _compile_template(source, "t.jinja").render(**values)
+
+    assert render("{% for m in messages %}\n    {{ m }}\n{% endfor %}",
+                  messages=["a", "b"]) == "    a\n    b\n"  # the newline after a tag dropped
+    assert render("  {% if true %}x{% endif %}") == "x"  # the spaces before a tag dropped
+    assert render("{% for i in [1, 2, 3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}"
+                  "{% endfor %}") == "1"
+    assert render("{{ 'é' | tojson }}|{{ {'a': 1} | tojson(indent=2) }}") == '"é"|{\n  "a": 1\n}'
+    with pytest.raises(TemplateError) as info:
+        render("{{ raise_exception('bad role') }}")
+    assert str(info.value) == "bad role"
+    with pytest.raises(SecurityError):
+        render("{{ messages.append(1) }}", messages=[])
+
+
+def test_id_zero_decodes(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    tokenizer = load_language_model(_gguf(ggufs / "t.gguf")).tokenizer
+    assert tokenizer.decode([0]) == "<|endoftext|>"
