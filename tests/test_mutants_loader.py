@@ -352,7 +352,7 @@ def ggufs(tmp_path):
 
 
 def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
-          head_count_kv=None, rope_dimensions=None, bos=None, template=None):
+          head_count_kv=None, rope_dimensions=None, bos=None, template=None, add_bos=True):
     """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
     writer's method names) or changed."""
     import gguf
@@ -376,7 +376,7 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
     writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
     if bos is not None:
         writer.add_bos_token_id(bos)
-        writer.add_add_bos_token(True)
+        writer.add_add_bos_token(add_bos)
     for key, value in (strings or {}).items():
         writer.add_string(key, value)
     for name, w in tensors.items():
@@ -447,6 +447,8 @@ def test_a_gguf_files_metadata_gives_the_config_and_the_bos_token(ggufs):
     assert model.params["token_embedding"].dtype == np.float64
     plain = load_language_model(_gguf(ggufs / "plain.gguf"))
     assert plain.bos_token_id is None and plain.tokenizer.encode("the")[0] != 0
+    unadded = load_language_model(_gguf(ggufs / "unadded.gguf", bos=0, add_bos=False))
+    assert unadded.bos_token_id == 0 and unadded.tokenizer.encode("the")[0] != 0
 
 
 # ---- LanguageModel.reply and check_fits on a small GGUF model ----
@@ -720,3 +722,52 @@ def test_id_zero_decodes(ggufs):
 
     tokenizer = load_language_model(_gguf(ggufs / "t.gguf")).tokenizer
     assert tokenizer.decode([0]) == "<|endoftext|>"
+
+
+@pytest.mark.parametrize("with_types", [True, False])
+def test_a_gguf_tokenizer_with_user_tokens_and_plain_text_reads_as_transformers_reads_it(
+        ggufs, with_types):
+    # a user-defined token (llama.cpp's type 4), a token in plain text outside GPT-2's byte
+    # alphabet ("é!", respelled byte by byte), unk and pad ids; or no token types at all
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    transformers = pytest.importorskip("transformers")
+    tokens = files.TOKENS + ["<tool>", "é!"]
+    writer = gguf.GGUFWriter(str(ggufs / "u.gguf"), "llama")
+    for name, value in [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+                        ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+                        ("add_head_count", files.H), ("add_head_count_kv", files.H_KV),
+                        ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0),
+                        ("add_rope_dimension_count", files.D // files.H),
+                        ("add_tokenizer_model", "gpt2"), ("add_token_list", tokens),
+                        ("add_token_merges", files.MERGES), ("add_eos_token_id", 1),
+                        ("add_unk_token_id", 0), ("add_pad_token_id", 1),
+                        ("add_chat_template", files.TEMPLATE)]:
+        getattr(writer, name)(value)
+    if with_types:
+        writer.add_token_types([3, 3] + [1] * (len(files.TOKENS) - 2) + [4, 1])
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    tensors["token_embd.weight"] = np.concatenate([tensors["token_embd.weight"],
+                                                   np.ones((2, files.D), np.float32)])
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    from minattn.models.chat_model import load_language_model
+
+    ours = load_language_model(ggufs / "u.gguf")
+    theirs = transformers.AutoTokenizer.from_pretrained(ggufs, gguf_file="u.gguf")
+    # (without token types transformers still makes the eos, unk and pad tokens special, and
+    # minattn does not: the special tokens' texts are compared only with the types written)
+    texts = ["the <tool> the", "é! the"] + (["<|im_end|>x", "<|endoftext|> the"] if with_types
+                                            else [])
+    for text in texts:
+        ids = ours.tokenizer.encode(text)
+        assert ids == theirs.encode(text), text
+        assert ours.tokenizer.decode(ids) == theirs.decode(ids), text
+    assert ours.special_tokens == {"eos_token": "<|im_end|>", "unk_token": theirs.unk_token,
+                                   "pad_token": theirs.pad_token}
