@@ -771,3 +771,56 @@ def test_a_gguf_tokenizer_with_user_tokens_and_plain_text_reads_as_transformers_
         assert ours.tokenizer.decode(ids) == theirs.decode(ids), text
     assert ours.special_tokens == {"eos_token": "<|im_end|>", "unk_token": theirs.unk_token,
                                    "pad_token": theirs.pad_token}
+
+
+# ---- the config a GGUF file's metadata gives, and its defaults ----
+
+def test_a_gguf_files_config_and_its_defaults(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "a.gguf"))
+    assert model.config == {"n_heads": 2, "n_kv_heads": 1, "d_k": 16, "norm": "rms_norm",
+                            "activation": "swiglu", "eps": float(np.float32(1e-5)),
+                            "position": "rope", "rope_base": 10000.0, "rope_scaling": None,
+                            "window": None}
+    assert model.context_length == 64 and "lm_head" not in model.params  # no output.weight
+    assert model.params["layers"][0]["feed_forward"]["w_up"].shape == (32, 64)  # d_ff
+    # no rope.freq_base, rope.dimension_count or head_count_kv: llama.cpp's defaults
+    bare = load_language_model(_gguf(ggufs / "b.gguf", skip=("add_rope_freq_base",
+                                                             "add_rope_dimension_count")))
+    assert bare.config["rope_base"] == 10000.0 and bare.config["d_k"] == 16
+
+
+def test_a_gguf_files_bad_sizes_template_and_four_outside_tensors_are_named(ggufs):
+    import tests.test_language_model_files as files
+
+    p = _gguf(ggufs / "t.gguf", template="{% for %}")
+    assert _refused(p, ValueError).startswith(
+        f"{p} cannot be read as a chat template (Jinja): TemplateSyntaxError: ")
+    tensors = {**files.llama_tensors(np.random.default_rng(0)),
+               **{f"x{i}.weight": np.ones(8, "f4") for i in range(4)}}
+    p = _gguf(ggufs / "four.gguf", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensors outside the Llama layout: x0.weight, x1.weight, x2.weight, x3.weight")
+
+
+def test_a_folders_config_defaults_and_its_unsupported_activation(folders):
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "eps", rms_norm_eps=None)
+    assert load_language_model(p).config["eps"] == 1e-6  # transformers' LlamaConfig default
+    p = _folder(folders, "gelu", hidden_act="gelu")
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: hidden_act='gelu' is not supported (SwiGLU uses 'silu')")
+    p = _folder(folders, "bert", model_type="bert")
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: model_type 'bert' is not supported (minattn loads llama, mistral, "
+        "qwen2, qwen3 from a file; more through interop.from_hf)")
+
+
+def test_no_path_loads_the_default_model(ggufs, monkeypatch):
+    from minattn.models import chat_model
+
+    p = _gguf(ggufs / "default.gguf")
+    monkeypatch.setattr(chat_model, "default_model_path", lambda: p)
+    assert chat_model.load_language_model().path == p
