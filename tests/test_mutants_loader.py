@@ -352,7 +352,8 @@ def ggufs(tmp_path):
 
 
 def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
-          head_count_kv=None, rope_dimensions=None, bos=None, template=None, add_bos=True):
+          head_count_kv=None, rope_dimensions=None, bos=None, template=None, add_bos=True,
+          rope_base=10000.0):
     """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
     writer's method names) or changed."""
     import gguf
@@ -363,8 +364,8 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
     writer = gguf.GGUFWriter(str(path), arch)
     calls = [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
              ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
-             ("add_head_count", files.H), ("add_layer_norm_rms_eps", 1e-5),
-             ("add_rope_freq_base", 10000.0),
+             ("add_head_count", files.H),
+             ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", rope_base),
              ("add_rope_dimension_count", rope_dimensions or files.D // files.H),
              ("add_tokenizer_model", tokenizer_model), ("add_token_list", files.TOKENS),
              ("add_token_merges", files.MERGES),
@@ -373,7 +374,8 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
     for name, value in calls:
         if name not in skip:
             getattr(writer, name)(value)
-    writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
+    if "add_head_count_kv" not in skip:
+        writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
     if bos is not None:
         writer.add_bos_token_id(bos)
         writer.add_add_bos_token(add_bos)
@@ -824,3 +826,27 @@ def test_no_path_loads_the_default_model(ggufs, monkeypatch):
     p = _gguf(ggufs / "default.gguf")
     monkeypatch.setattr(chat_model, "default_model_path", lambda: p)
     assert chat_model.load_language_model().path == p
+
+
+def test_a_gguf_files_rope_base_heads_and_kv_heads_are_read(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "base.gguf", rope_base=500000.0))
+    assert model.config["rope_base"] == 500000.0
+    import tests.test_language_model_files as files
+
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    for i in range(files.N_LAYERS):  # k and v as wide as q: one kv head per head
+        tensors[f"blk.{i}.attn_k.weight"] = tensors[f"blk.{i}.attn_q.weight"]
+        tensors[f"blk.{i}.attn_v.weight"] = tensors[f"blk.{i}.attn_q.weight"]
+    model = load_language_model(_gguf(ggufs / "mha.gguf", tensors, skip=("add_head_count_kv",)))
+    assert model.config["n_kv_heads"] == model.config["n_heads"] == 2
+
+
+def test_a_cut_gguf_file_names_the_error_it_met(ggufs):
+    p = _gguf(ggufs / "cut.gguf")
+    p.write_bytes(p.read_bytes()[:100])
+    message = _refused(p, ValueError)
+    prefix = f"{p} cannot be read as GGUF (truncated or corrupted?): "
+    assert message.startswith(prefix)
+    assert message[len(prefix):].split(":")[0] in ("ValueError", "IndexError", "OSError", "KeyError")
