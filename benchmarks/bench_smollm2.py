@@ -337,9 +337,9 @@ def checks_cost(threads, rounds, steps):
         (position_wise, "_check_gated_feed_forward", lambda params, x: (params, x)),
         (transformer_decoder, "_check_decoder_block",
          lambda params, x, memory, *rest: (params, x, memory)),
-        (kv_cache, "_check_self_attention",
+        (kv_cache, "check_self_attention",
          lambda params, x, mask, n_heads, n_kv_heads, d_k, positions, *rest:
-         (params, x, mask, positions, config["d_k"], layer_cache[0], None, None, None)),
+         (params, x, mask, positions, layer_cache[0])),
     ]
     originals = [(module, name, getattr(module, name)) for module, name, _ in passes]
 

@@ -20,11 +20,13 @@ Part II, the decoder and the language model:
     transformer_decoder.py  decoder_block, decoder                             [16]
     language_model.py causal_lm;  loss.py  cross_entropy                       [17]
     generation.py     generate  (greedy, temperature, top-k, top-p)            [18]
-    rope_scaling.py   rope_frequencies (long-context RoPE schedules);  softcap.py  soft_cap,
-                      capped_attention (Gemma 2)                               [19]
+The variants, each in its own file, answering the calls that select them (engine/variants.py):
+    rope_scaling.py   rope_frequencies (long-context RoPE schedules; long_context.py puts them in
+                      self_attention);  softcap.py  soft_cap, capped_attention (Gemma 2) [19]
     mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
-    attention.py      sinks=;  sinks.py  streaming_cache  (attention sinks, StreamingLLM)
+    sinks.py          attention_with_sinks (sinks=, gpt-oss), streaming_cache (StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
+    head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
 Attention and recurrence (a state of fixed size in place of the KV cache):
     causal_linear_attention.py  linear_attention  (attention without the softmax)
     gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
@@ -37,10 +39,17 @@ Parts III and IV, learning and cost:
     blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [25]
 
 Around the concepts, each in a sub-package named for what it holds. The engine room is what the
-concepts import; the course, the models and the display import the concepts, never the other way
-round, and are imported only when used (but for minattn.swap, which is light):
+concepts import; the families, the course, the models and the display import the concepts, never
+the other way round, and are imported only when used (but for minattn.swap, which is light, and
+the family files whose blocks answer calls of the shared functions):
+    families/         one file per model family (llama, qwen3, gemma, olmo, gpt2, neox, phi,
+                      stablelm, cohere, smollm3, phi3, granite, deepseek_v3, diffllama,
+                      qwen3_next): what the family changes, written with the concepts, and its
+                      converter from transformers; FAMILIES, the model_type table from_hf reads
     engine/           the engine room: argument checks (checks.py; decoder_checks.py for the
-                      decoder side) and the policies a concept function carries as labels:
+                      decoder side; param_checks.py, the sublayers' the blocks share), the
+                      variants' dispatch (variants.py) and the policies a concept function
+                      carries as labels:
                       float16_in_float32 (dtypes.py), gradient_by_hand (autograd_rules.py),
                       one_blas_thread (threads.py), attention by query blocks
                       (query_blocks.py), tables built once per value (memo.py),
@@ -49,7 +58,8 @@ round, and are imported only when used (but for minattn.swap, which is light):
                       swap.py (minattn.swap: use your own function wherever minattn calls one),
                       teaching.py (the walkthrough's plain forms, tested equal to the concepts)
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
-                      interop.py (from_torch, from_hf, mask_from_torch; needs torch)
+                      interop.py (from_torch, mask_from_torch; from_hf, the dispatch to
+                      families/; needs torch)
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli.py            python -m minattn
 minattn.interop and minattn.pretrained are the modules in models/, under their documented names.
@@ -83,6 +93,9 @@ from .generation import generate
 from .loss import cross_entropy
 from .causal_linear_attention import linear_attention
 from .gated_delta_rule import delta_rule, l2_normalize
+# The variants: each registers the calls it answers (engine/variants.py), in this order.
+from .families import neox as _neox, olmo as _olmo, gemma as _gemma, smollm3 as _smollm3  # noqa
+from . import head_mask, long_context, sinks, softcap  # noqa: E402
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

@@ -12,7 +12,7 @@ many small products of the attention core.
 import autograd.numpy as np
 
 from .dropout import dropout as _dropout
-from .engine import checks
+from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
@@ -59,14 +59,12 @@ def softmax(x, axis=-1, mask=None):
     return e
 
 
-def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
+def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
     # (the gradient reaching the returned weights, often zero). See walkthrough.md,
     # "Backpropagation by hand". The small products run on one BLAS thread, as the forward's.
-    # With sinks, P is the weights without the sink's column, whose dP is 0 (it holds no value):
-    # dS keeps its form, and d sink = -p_sink Σ dP ⊙ P with p_sink = 1 - Σ P.
     (d_out, d_weights), (_, p) = g, outputs
-    q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng, sinks)
+    q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
         d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
@@ -76,17 +74,16 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng, sinks):
             "v": lambda: np.swapaxes(p, -1, -2) @ d_out,  # dV = Pᵀ dO
             "mask": lambda: d_s,  # an additive mask's gradient is dS itself
             "scale": lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # Σ dS ⊙ Q Kᵀ
-            "sinks": lambda: -(1 - np.sum(p, axis=-1)) * np.sum(d_p * p, axis=-1),
         }
         return {name: grads[name]() for name in wrt}
 
 
+@variants.dispatch
 @float16_in_float32("q", "k", "v")
 @gradient_by_hand(attention_vjp, unless="dropout")
 @in_query_blocks()
 @one_blas_thread(unless=decoding)
-def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
-                                 sinks=None):
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
     """softmax(q kᵀ · scale) v, and the weights.
 
     q [..., L_q, d_k], k [..., L_k, d_k], v [..., L_k, d_v] (leading dims broadcast) ->
@@ -97,32 +94,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     float16 inputs). A query with no key left gets zero weights and a zero output. scale defaults
     to 1/sqrt(d_k); 0 gives uniform weights (the mean of the values), as torch. dropout (in
     [0, 1]; 1 drops every weight, as torch) on the weights needs `rng`, a Generator. float16
-    inputs are computed in float32 and returned as float16. sinks (attention sinks, gpt-oss):
-    one more logit per query row, broadcasting to [..., L_q] (one per head: [H, 1]), that joins
-    the softmax's denominator and holds no value, so the weights of a row may sum to less
-    than 1. Raises TypeError/ValueError, naming the
-    argument and the shapes, before computing.
+    inputs are computed in float32 and returned as float16. sinks= (attention sinks) is
+    minattn.sinks.attention_with_sinks. Raises TypeError/ValueError, naming the argument and the
+    shapes, before computing.
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
-    q, k, v, keep, bias, scale, sinks = checks.check_attention(q, k, v, mask, scale, dropout, rng,
-                                                               sinks)
+    q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     scores = (q * scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; scaling q is cheaper
     if bias is not None:  # a floating mask is added (-inf, ALiBi); a boolean one selects
         scores = scores + bias
-    weights = softmax(scores, mask=keep) if sinks is None else _softmax_with_sinks(scores, keep,
-                                                                                    sinks)
-    weights = _dropout(weights, dropout, rng)  # [..., L_q, L_k]
+    weights = _dropout(softmax(scores, mask=keep), dropout, rng)  # [..., L_q, L_k]
     return weights @ v, weights  # [..., L_q, d_v], [..., L_q, L_k]
-
-
-def _softmax_with_sinks(scores, keep, sinks):
-    # [..., L_q, L_k], keep, [..., L_q] -> [..., L_q, L_k]: the sink is one more column of
-    # logits, a key with no value; it takes its share of the softmax, then is dropped (as gpt-oss
-    # computes it).
-    rows = scores.shape[:-1] + (1,)  # [..., L_q, 1]
-    scores = np.concatenate([scores, np.broadcast_to(sinks[..., None], rows).astype(scores.dtype)],
-                            axis=-1)  # [..., L_q, L_k + 1]
-    if keep is not None:  # the sink's column is never masked
-        keep = np.concatenate([np.broadcast_to(keep, rows[:-1] + (scores.shape[-1] - 1,)),
-                               np.ones_like(keep, shape=rows)], axis=-1)
-    return softmax(scores, mask=keep)[..., :-1]

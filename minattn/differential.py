@@ -14,17 +14,17 @@ params: {"w_q": [D, H d], "w_k", "w_v": [D, H_kv d], "w_o": [H d, D]} (optional 
 "lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2": [d], and "lambda_init": [] (a constant of
 the layer, lambda_init(layer_index); stored with the params so each layer carries its own).
 """
+import functools
 import math
 
 import autograd.numpy as np
 
 from .engine import checks
 from .engine.decoder_checks import _check_layer_cache
-from .heads import merge_heads, split_heads
-from .kv_cache import _append
-from .multi_head import _project, check_multi_head_params, grouped_attention
+from .kv_cache import self_attention
+from .multi_head import check_multi_head_params, grouped_attention
 from .normalization import rms_norm
-from .rope import apply_rope, check_positions
+from .rope import check_positions
 
 
 def lambda_init(layer_index):
@@ -39,28 +39,30 @@ def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, po
     -> (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d]}), d = D / H.
     positions: RoPE on q and k; eps: the per-head RMSNorm's. n_heads and n_kv_heads even. Other
     keywords a decoder block passes (d_k, rope_scaling, ...) must be None."""
-    # [..., L, D] -> [..., L, D]
+    # [..., L, D] -> [..., L, D]: self_attention with the differential core
     params, x, mask, n_kv_heads, positions, cache = _check_differential_attention(
         params, x, mask, n_heads, n_kv_heads, positions, rope_base, eps, cache, others)
-    q = split_heads(_project(params, x, "q"), n_heads)  # [..., H, L, d]
-    k = split_heads(_project(params, x, "k"), n_kv_heads)  # [..., H_kv, L, d]
-    v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d]
-    if positions is not None:
-        positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
-        q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
-    if cache is not None:
-        k, v = _append(cache.get("k"), k), _append(cache.get("v"), v)  # [..., H_kv, L_past + L, d]
-    half = n_kv_heads // 2
-    v2 = np.concatenate([v[..., :half, :, :], v[..., half:, :, :]], axis=-1)  # [.., H_kv/2, L, 2d]
-    # Every query head reads the 2d-wide values of its pair: both halves of the heads see the same.
-    heads, _ = grouped_attention(q, k, np.concatenate([v2, v2], axis=-3), mask)  # [..., H, L, 2d]
     lam = (np.exp(np.sum(params["lambda_q1"] * params["lambda_k1"]))
            - np.exp(np.sum(params["lambda_q2"] * params["lambda_k2"])) + params["lambda_init"])
+    core = functools.partial(differential_heads, lam=lam, lambda_init=params["lambda_init"],
+                             eps=eps)
+    return self_attention(params, x, mask, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                          positions=positions, rope_base=rope_base, cache=cache, core=core)
+
+
+def differential_heads(q, k, v, mask=None, *, lam, lambda_init, eps):
+    """The differential core: q [..., H, L, d], k, v [..., H_kv, L_k, d] -> (heads
+    [..., H/2, L, 2d], the weights [..., H, L, L_k]): (1 - λ_init) RMSNorm(A1 V - λ A2 V) per
+    differential head, A1, A2 the softmax maps of its two query heads."""
+    # [..., H, L, d], [..., H_kv, L_k, d] x 2 -> [..., H/2, L, 2d], [..., H, L, L_k]
+    n_heads, half = q.shape[-3], k.shape[-3] // 2
+    v2 = np.concatenate([v[..., :half, :, :], v[..., half:, :, :]], axis=-1)  # [.., H_kv/2, L, 2d]
+    # Every query head reads the 2d-wide values of its pair: both halves of the heads see the same.
+    heads, weights = grouped_attention(q, k, np.concatenate([v2, v2], axis=-3), mask)
     first, second = heads[..., :n_heads // 2, :, :], heads[..., n_heads // 2:, :, :]
     diff = first - lam * second  # [..., H/2, L, 2d]
     diff = rms_norm(diff, np.ones_like(diff[(0,) * (diff.ndim - 1)]), eps)
-    out = merge_heads((1 - params["lambda_init"]) * diff)  # [..., L, H d]
-    return _project(params, out, "o"), {"k": k, "v": v}
+    return (1 - lambda_init) * diff, weights
 
 
 def init_differential_attention(rng, d_model, n_heads, *, layer_index, n_kv_heads=None,

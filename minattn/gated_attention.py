@@ -8,14 +8,13 @@ with QK-norm (each head of q and k RMS-normalised) and RoPE on the first feature
 only (partial_rotary_factor: rope.apply_partial_rope). The gate lets a head output nothing for a
 token without parking its weight on a sink (compare walkthrough.md, "Attention sinks").
 """
-import autograd.numpy as np
+import functools
 
 from .engine.hybrid_checks import _check_gated_attention
 from .gated_deltanet import sigmoid
-from .heads import merge_heads, split_heads
-from .kv_cache import _append
+from .heads import split_heads
+from .kv_cache import self_attention
 from .multi_head import _project, grouped_attention
-from .normalization import rms_norm
 from .rope import apply_partial_rope
 
 
@@ -28,22 +27,21 @@ def gated_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None,
     (positions given) on the first int(d_k * partial_rotary_factor) features of each head of q
     and k (None: all of them). Other keywords a decoder block passes (query_pre_attn_scalar,
     attn_logit_softcapping) must be None."""
-    # [..., L, D] -> [..., L, D]
+    # [..., L, D] -> [..., L, D]: self_attention (with QK-norm) whose heads are gated
     params, x, mask, positions, d_k, cache = _check_gated_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling,
         partial_rotary_factor, eps, cache, others)
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    q = rms_norm(split_heads(_project(params, x, "q"), n_heads), params["q_norm"]["gamma"], eps)
-    k = rms_norm(split_heads(_project(params, x, "k"), n_kv_heads), params["k_norm"]["gamma"], eps)
-    v = split_heads(_project(params, x, "v"), n_kv_heads)  # [..., H_kv, L, d_k]
-    if positions is not None:
-        positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
-        factor = 1.0 if partial_rotary_factor is None else partial_rotary_factor
-        rotate = lambda t: apply_partial_rope(t, positions, factor, base=rope_base,  # noqa: E731
-                                              scaling=rope_scaling)
-        q, k = rotate(q), rotate(k)  # [..., H, L, d_k], [..., H_kv, L, d_k]
-    if cache is not None:
-        k, v = _append(cache.get("k"), k), _append(cache.get("v"), v)  # [..., H_kv, L_past + L, d_k]
-    heads, _ = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
-    gate = sigmoid(_project(params, x, "gate"))  # [..., L, H d_k]
-    return _project(params, merge_heads(heads) * gate, "o"), {"k": k, "v": v}
+    gate = split_heads(sigmoid(_project(params, x, "gate")), n_heads)  # [..., H, L, d_k]
+    rope = None if partial_rotary_factor is None else functools.partial(
+        apply_partial_rope, partial_rotary_factor=partial_rotary_factor)  # (None: every feature)
+    attention = {key: params[key] for key in params if key != "w_gate"}
+    return self_attention(attention, x, mask, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k,
+                          positions=positions, rope_base=rope_base, rope_scaling=rope_scaling,
+                          eps=eps, cache=cache, core=functools.partial(_gated, gate=gate),
+                          rope=rope)
+
+
+def _gated(q, k, v, mask=None, *, gate):
+    # grouped attention, each head's output times its gate [..., H, L, d_k]
+    heads, weights = grouped_attention(q, k, v, mask)  # [..., H, L, d_k]
+    return heads * gate, weights

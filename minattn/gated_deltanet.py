@@ -62,12 +62,7 @@ def gated_deltanet(params, x, mask=None, *, n_key_heads, n_value_heads, eps=1e-6
     x = x * real[..., None]  # padding writes nothing
     qkv, conv_state = causal_conv1d(x @ params["w_qkv"], params["conv"], conv_state)
     qkv = silu(qkv)  # [..., L, 2 H_k d_k + H_v d_v]
-    width = n_key_heads * d_k
-    q, k = (split_heads(qkv[..., i * width:(i + 1) * width], n_key_heads) for i in (0, 1))
-    group = n_value_heads // n_key_heads  # value head h reads key head h // group
-    # (axis counted from the front: autograd's gradient of np.repeat mishandles a negative one)
-    q, k = (np.repeat(l2_normalize(t), group, axis=t.ndim - 3) for t in (q, k))  # [.., H_v, L, d_k]
-    v = split_heads(qkv[..., 2 * width:], n_value_heads)  # [..., H_v, L, d_v]
+    q, k, v = _heads(qkv, n_key_heads, n_value_heads, d_k)  # [..., H_v, L, d_k] x 2, d_v
     beta = np.swapaxes(sigmoid(x @ params["w_b"]), -1, -2)  # write strength in (0, 1) [..., H_v, L]
     a = np.swapaxes(x @ params["w_a"], -1, -2) + params["dt_bias"][:, None]
     g = -np.exp(params["A_log"])[:, None] * softplus(a)  # log decay <= 0 [..., H_v, L]
@@ -76,3 +71,14 @@ def gated_deltanet(params, x, mask=None, *, n_key_heads, n_value_heads, eps=1e-6
     z = split_heads(x @ params["w_z"], n_value_heads)  # the output gate [..., H_v, L, d_v]
     out = merge_heads(gated_rms_norm(out, params["gamma"], z, eps))  # [..., L, H_v d_v]
     return out @ params["w_out"], {"conv": conv_state, "state": state}
+
+
+def _heads(qkv, n_key_heads, n_value_heads, d_k):
+    # [..., L, 2 H_k d_k + H_v d_v] -> q, k [..., H_v, L, d_k] (L2-normalised, each key head
+    # repeated for the value heads it serves), v [..., H_v, L, d_v]
+    width = n_key_heads * d_k
+    q, k = (split_heads(qkv[..., i * width:(i + 1) * width], n_key_heads) for i in (0, 1))
+    group = n_value_heads // n_key_heads  # value head h reads key head h // group
+    # (axis counted from the front: autograd's gradient of np.repeat mishandles a negative one)
+    q, k = (np.repeat(l2_normalize(t), group, axis=t.ndim - 3) for t in (q, k))  # [.., H_v, L, d_k]
+    return q, k, split_heads(qkv[..., 2 * width:], n_value_heads)

@@ -28,22 +28,39 @@ def generate(params, tokens, n_new, attention_mask=None, *, temperature=0.0, top
     cache, new = None, tokens
     ended = np.zeros_like(tokens[:, 0], dtype=bool)  # [B]
     for _ in steps:
-        if use_cache:
-            logits, cache = causal_lm(params, new, attention_mask, cache=cache,
-                                      return_cache=True, logits_to_keep=1, **config)
-        else:
-            logits = causal_lm(params, tokens, attention_mask, logits_to_keep=1, **config)
+        logits, cache = _forward(params, tokens, new, attention_mask, cache, use_cache, config)
         new = _next_token(logits[:, -1], temperature, top_k, top_p, rng)  # [B]
-        if eos is not None:  # an ended row continues with padding
-            new = np.where(ended, pad_token_id, new)
-            ended = ended | np.isin(new, eos)
-        new = new[:, None]  # [B, 1]
-        tokens = numpy.concatenate([tokens, new], axis=1)  # numpy's own: the arrays' library
-        if attention_mask is not None:
-            attention_mask = numpy.concatenate([attention_mask, np.ones_like(new, dtype=bool)], 1)
+        new, ended = _pad_ended(new, ended, eos, pad_token_id)  # [B, 1], [B]
+        tokens, attention_mask = _extend(tokens, attention_mask, new)  # [B, L + 1]
         if eos is not None and bool(np.all(ended)):
             break
     return tokens
+
+
+def _forward(params, tokens, new, attention_mask, cache, use_cache, config):
+    # -> (the logits of the last position [B, 1, V], the new cache). With the cache only the new
+    # tokens go through the model, the past's keys and values being cached; without it, all.
+    if use_cache:
+        return causal_lm(params, new, attention_mask, cache=cache, return_cache=True,
+                         logits_to_keep=1, **config)
+    return causal_lm(params, tokens, attention_mask, logits_to_keep=1, **config), None
+
+
+def _pad_ended(new, ended, eos, pad_token_id):
+    # int [B], bool [B] -> int [B, 1], bool [B]: a row that has ended continues with padding
+    if eos is not None:
+        new = np.where(ended, pad_token_id, new)
+        ended = ended | np.isin(new, eos)
+    return new[:, None], ended
+
+
+def _extend(tokens, attention_mask, new):
+    # [B, L], [B, L] or None, [B, 1] -> [B, L + 1] each (numpy's own concatenate: the arrays'
+    # library)
+    tokens = numpy.concatenate([tokens, new], axis=1)
+    if attention_mask is not None:
+        attention_mask = numpy.concatenate([attention_mask, np.ones_like(new, dtype=bool)], 1)
+    return tokens, attention_mask
 
 
 def _next_token(logits, temperature, top_k, top_p, rng):

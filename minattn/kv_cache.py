@@ -1,89 +1,67 @@
 """Self-attention with a KV cache: each new token's keys and values are computed once and
 appended, so a decoder generating token by token attends to the whole past without recomputing
-it (RoPE, GQA, QK-norm and Gemma's scalars by keyword).
+it (RoPE, grouped-query attention and QK-norm as the Llama block has them).
 
 The KV cache is plain arrays, passed in and returned, never changed in place:
     one layer's cache  {"k": [B, H_kv, L_past, d_k], "v": [B, H_kv, L_past, d_k]}
     a model's cache    a tuple of one such dict per layer
+
+Variants of self-attention live in their own files and register the keywords that select them
+(engine/variants.py): softcap.py (a query scale and soft-capped scores), sinks.py
+(params["sinks"]), head_mask.py (head_mask=), rope_scaling.py's long-context schedules
+(rope_scaling=: long_context.py), families/neox.py (partial_rotary_factor=),
+families/smollm3.py (a layer without RoPE).
 """
 import autograd.numpy as np
 import numpy
 from autograd.tracer import isbox
 
-from .engine import checks
-from .engine.decoder_checks import _check_self_attention
+from .engine import checks, variants
+from .engine.decoder_checks import check_self_attention
 from .heads import merge_heads, split_heads
 from .multi_head import _project, _projections, grouped_attention
 from .normalization import rms_norm
-from .rope import apply_partial_rope, apply_rope
-from .softcap import capped_attention
+from .rope import apply_rope
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
-                   rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
-                   query_pre_attn_scalar=None, attn_logit_softcapping=None, cache=None,
-                   head_mask=None):
+                   rope_base=10000.0, eps=1e-6, cache=None, core=None, rope=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
-    width (default D / H; Qwen3 and Gemma set their own). positions (int, broadcasting to
-    [..., L]): apply RoPE (rope_base, rope_scaling: minattn.rope_scaling) to q and k, never v;
-    partial_rotary_factor: to the first int(d_k * factor) features of each head only
-    (minattn.rope.apply_partial_rope: GPT-NeoX, Phi).
-    QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}): each head of q and k
-    RMS-normalised (with eps) before RoPE ({"gamma": [H d_k]}, [H_kv d_k]: all heads at once,
-    OLMo 2). Gemma: scores scaled by query_pre_attn_scalar^-1/2
-    (not d_k^-1/2) and soft-capped at attn_logit_softcapping (minattn.softcap). mask covers all
-    L_past + L keys (for a causal model, causal_mask(L, L_past + L, align="bottom_right")).
-    params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss). head_mask [H]:
-    each head's output times its entry before the output projection (0 ablates the head)."""
+    width (default D / H). positions (int, broadcasting to [..., L]): RoPE on q and k, never
+    v. QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}, or [H d_k] and
+    [H_kv d_k] over all heads at once): q and k RMS-normalised (with eps) before RoPE. mask
+    covers all L_past + L keys (for a causal model, causal_mask(L, L_past + L,
+    align="bottom_right")). core(q, k, v, mask) -> (heads, weights), the attention of the
+    heads, and rope(t, positions, base=), the rotation: where a variant plugs in its own
+    (None: grouped_attention and apply_rope)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
-    params, x, mask, positions, d_k, cache, query_pre_attn_scalar, attn_logit_softcapping, \
-        head_mask = _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
-                                          rope_base, rope_scaling, cache, query_pre_attn_scalar,
-                                          attn_logit_softcapping, partial_rotary_factor,
-                                          head_mask)
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    params, x, mask, positions, cache = check_self_attention(
+        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None)
     q, k, v = _projections(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
     q = split_heads(q, n_heads)  # [..., H, L, d_k]
-    k, v = split_heads(k, n_kv_heads), split_heads(v, n_kv_heads)  # [..., H_kv, L, d_k]
+    k, v = split_heads(k, n_kv_heads or n_heads), split_heads(v, n_kv_heads or n_heads)
     if "q_norm" in params:  # QK-norm: bounded q and k, so the scores cannot blow up
         q = _qk_norm(q, params["q_norm"]["gamma"], eps)  # [..., H, L, d_k]
         k = _qk_norm(k, params["k_norm"]["gamma"], eps)
-    if positions is not None:  # RoPE: q and k rotate by their absolute positions
-        positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
-        rotate = lambda t: apply_rope(t, positions, base=rope_base, scaling=rope_scaling)
-        if partial_rotary_factor is not None:  # only the first int(d_k * factor) features
-            rotate = lambda t: apply_partial_rope(t, positions, partial_rotary_factor,
-                                                  base=rope_base, scaling=rope_scaling)
-        q, k = rotate(q), rotate(k)
+    if positions is not None:  # RoPE: q and k rotate by their absolute positions [..., 1, L]
+        q, k = ((rope or apply_rope)(t, positions, base=rope_base) for t in (q, k))
     if cache is not None:  # the past's keys and values, computed once, reused every step
-        k = _append(cache.get("k"), k)  # [..., H_kv, L_past + L, d_k]
-        v = _append(cache.get("v"), v)
-    heads, _ = _attend(q, k, v, mask, query_pre_attn_scalar, attn_logit_softcapping,
-                       params.get("sinks"))  # heads: [..., H, L, d_k]
-    return _project(params, _merge(heads, head_mask), "o"), {"k": k, "v": v}
+        k, v = _append(cache.get("k"), k), _append(cache.get("v"), v)  # [..., L_past + L, d_k]
+    heads, _ = (core or grouped_attention)(q, k, v, mask)  # [..., H, L, d_k]
+    return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
 
 
-def _merge(heads, head_mask=None):
-    # [..., H, L, d_v] -> [..., L, H d_v]; with a head_mask [H], each head's output times its
-    # entry first (transformers' head_mask; 0 removes the head: an ablation). None: untouched.
-    return merge_heads(heads if head_mask is None else heads * head_mask[:, None, None])
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+self_attention = variants.dispatch(self_attention, hooks=("core", "rope"))
 
 
 def _qk_norm(heads, gamma, eps):
-    # [..., H, L, d_k] -> RMSNorm of each head (gamma [d_k]: Qwen3, Gemma 3), or of all heads of a
-    # token at once (gamma [H d_k]: OLMo 2; the same where H = 1).
+    # [..., H, L, d_k] -> RMSNorm of each head (gamma [d_k]), or of all heads of a token at once
+    # (gamma [H d_k]; the same where H = 1).
     if gamma.shape[-1] == heads.shape[-1]:
         return rms_norm(heads, gamma, eps)
     return split_heads(rms_norm(merge_heads(heads), gamma, eps), heads.shape[-3])
-
-
-def _attend(q, k, v, mask, query_pre_attn_scalar, softcap, sinks=None):
-    # Gemma's scale and cap need their own core; every other model, the shared one.
-    if query_pre_attn_scalar is None and softcap is None:
-        return grouped_attention(q, k, v, mask, sinks=sinks)
-    scalar = q.shape[-1] if query_pre_attn_scalar is None else query_pre_attn_scalar
-    return capped_attention(q, k, v, mask, scale=scalar ** -0.5, cap=softcap)
 
 
 def _append(past, new):

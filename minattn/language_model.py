@@ -1,14 +1,13 @@
 """A causal language model: token embeddings, a stack of pre-norm decoder blocks under a
 causal mask, the final norm and the unembedding; int tokens [B, L] -> logits [B, L, V] for the
-next token at every position. GPT-2 and Llama style (and the families from_hf loads) by
-keyword."""
+next token at every position. GPT-2 and Llama style by keyword; a family whose model differs
+(Gemma's scaled embeddings and capped logits) writes it in its own file, minattn/families/,
+registered for the calls that select it (engine/variants.py)."""
 import autograd.numpy as np
 
-from .engine import checks
-from .engine.decoder_checks import POSITIONS, _check_causal_lm
-from .kv_cache import self_attention
+from .engine import checks, variants
+from .engine.decoder_checks import POSITIONS, check_causal_lm
 from .masks import causal_mask
-from .softcap import soft_cap
 from .transformer_decoder import decoder, init_decoder
 
 
@@ -39,84 +38,79 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
     return params, config
 
 
-def causal_lm(params, tokens, attention_mask=None, *, n_heads, n_kv_heads=None, d_k=None,
-              norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
-              rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, window=None,
-              parallel=False, embedding_scale=None, query_pre_attn_scalar=None,
-              attn_logit_softcapping=None, final_logit_softcapping=None, attention=self_attention,
-              cache=None, return_cache=False, logits_to_keep=None,
-              head_mask=None):
+# The keywords causal_lm passes on to its blocks and their attention (in **block_config).
+PASSED_ON = {"norm": "layer_norm", "eps": 1e-5, "n_kv_heads": None, "d_k": None,
+             "rope_base": 10000.0, "rope_scaling": None, "attention": None}
+
+
+def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_tanh",
+              position="learned", window=None, cache=None, return_cache=False,
+              logits_to_keep=None, embed=None, **block_config):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
-    params["lm_head"], or the token embedding transposed when tied; plus
-    params["lm_head_bias"] [V] where given, Phi). With a cache (or
-    return_cache=True, starting empty) -> (logits, new cache): the tokens continue the cached
-    sequence at positions L_past .. L_past + L - 1.
-    attention_mask (int or bool [B, L_past + L], Hugging Face's convention: 1 = real token,
-    0 = padding, padding on the left): no query attends to padding, and each row's positions
-    count its real tokens from 0. Config: n_heads, n_kv_heads (grouped-query), d_k (head
-    width), norm ("layer_norm", "rms_norm"), activation ("relu", "gelu", "gelu_tanh",
-    "swiglu"), eps, position ("learned", "rope"), rope_base, rope_scaling (a schedule of
-    minattn.rope_scaling), partial_rotary_factor (RoPE on the first int(d_k * factor) features
-    of each head), window (a sliding window of that many keys; a list: one per layer,
-    None for a global layer); rope_base and rope_scaling may be lists too (a layer whose
-    rope_base is None has no RoPE: SmolLM3). parallel: GPT-NeoX's
-    parallel residual (minattn.transformer_decoder.decoder_block). Gemma:
-    embedding_scale (the embeddings times sqrt(D)), query_pre_attn_scalar,
-    attn_logit_softcapping, final_logit_softcapping (minattn.softcap on the logits).
-    attention: the self-attention sublayer (minattn.mla's latent_attention, minattn.differential's
-    differential_attention, as from_hf sets it); each layer's cache is what it returns, starting
-    from {} (empty). logits_to_keep=n: the logits of the last n positions only, [B, n, V]
-    (generate needs the last one: the unembedding is the largest product of a long prompt).
-    head_mask [n_layers, H] (float): each head's output (its softmax-weighted values) times
-    head_mask[layer, head] before the output projection, as transformers' head_mask did;
-    0 ablates a head."""
+    params["lm_head"], or the token embedding transposed when tied; plus its bias
+    params["lm_head_bias"] [V] where given). With a cache (or return_cache=True, starting
+    empty) -> (logits, new cache): the tokens continue the cached sequence at positions
+    L_past .. L_past + L - 1. attention_mask (int or bool [B, L_past + L], Hugging Face's
+    convention: 1 = real token, 0 = padding, padding on the left): no query attends to
+    padding, and each row's positions count its real tokens from 0. Config: n_heads,
+    activation ("relu", "gelu", "gelu_tanh", "swiglu"), position ("learned", "rope"), window
+    (a sliding window of that many keys; a list: one per layer, None for a global layer);
+    block_config: the blocks' and their attention's keywords (norm: "layer_norm" or
+    "rms_norm", eps, n_kv_heads, d_k, rope_base, rope_scaling, attention:
+    minattn.transformer_decoder), a list holding one value per layer. logits_to_keep=n: the
+    logits of the last n positions only, [B, n, V] (generate needs the last one: the
+    unembedding is the largest product of a long prompt). embed(params, tokens) -> [B, L, D]:
+    the token embedding, where a family plugs in its own."""
     # int [B, L] -> [B, L, V]
-    params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping, head_mask = \
-        _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm,
-                         activation, position, cache, embedding_scale, final_logit_softcapping,
-                         logits_to_keep, head_mask)
-    length = tokens.shape[-1]
-    x = params["token_embedding"][tokens]  # [B, L, D]
-    if embedding_scale is not None:
-        x = x * embedding_scale
-    positions = _positions(attention_mask, past, length, tokens)  # [L], or [B, L] with padding
+    params, tokens, attention_mask, past = check_causal_lm(params, tokens, attention_mask, n_heads,
+                                                           activation, position, cache,
+                                                           logits_to_keep, block_config)
+    positions = _positions(attention_mask, past, tokens.shape[-1], tokens)  # [L], or [B, L]
+    x = (embed or _embed)(params, tokens)  # [B, L, D]
     if position == "learned":
         x = x + params["position_embedding"][positions]
-
-    def mask(window):  # [L, L_past + L], and not to padding: [B, 1, L, L_past + L]
-        if length == 1 and window is None and attention_mask is None:
-            return None  # one new token, the last position, sees every key: nothing to hide
-        # The new tokens are the LAST L of L_past + L positions: bottom-right alignment.
-        causal = causal_mask(length, past + length, align="bottom_right", window=window,
-                             like=tokens)
-        return causal if attention_mask is None else causal & attention_mask[:, None, None, :]
-
-    masks = [mask(w) for w in window] if isinstance(window, list) else mask(window)
-    rotated = positions if position == "rope" else None
-    if isinstance(rope_base, list):  # a layer without a base rotates nothing (SmolLM3's NoPE)
-        rotated = [None if base is None else rotated for base in rope_base]
-    if cache is None and return_cache:
-        cache = tuple({} for _ in params["layers"])  # empty: each layer fills its own
+    masks = _masks(window, attention_mask, past, tokens)  # [L, L_past + L], one a layer if a list
+    cache = tuple({} for _ in params["layers"]) if cache is None and return_cache else cache
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, masks,
-                  cache=cache, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k, norm_first=True,
-                  norm=norm, activation=activation, eps=eps,
-                  positions=rotated, rope_base=rope_base,
-                  rope_scaling=rope_scaling, partial_rotary_factor=partial_rotary_factor,
-                  parallel=parallel,
-                  query_pre_attn_scalar=query_pre_attn_scalar,
-                  attn_logit_softcapping=attn_logit_softcapping, attention=attention,
-                  **({} if head_mask is None else {"head_mask": list(head_mask)}))  # row i: layer i
-    h, new_cache = out if cache is not None else (out, None)
-    if logits_to_keep is not None:
-        h = h[..., -logits_to_keep:, :]  # [B, n, D]
-    unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
-    logits = h @ unembedding  # [B, L, V]
-    if "lm_head_bias" in params:  # Phi's unembedding has a bias
-        logits = logits + params["lm_head_bias"]
-    if final_logit_softcapping is not None:
-        logits = soft_cap(logits, final_logit_softcapping)
+                  cache=cache, n_heads=n_heads, norm_first=True, activation=activation,
+                  positions=positions if position == "rope" else None, **block_config)
+    h, new_cache = out if cache is not None else (out, None)  # [B, L, D]
+    logits = _unembed(params, h if logits_to_keep is None else h[..., -logits_to_keep:, :])
     return logits if cache is None else (logits, new_cache)
+
+
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+causal_lm = variants.dispatch(causal_lm, hooks=("embed",), shows=PASSED_ON)
+
+
+def _embed(params, tokens):
+    # int [B, L] -> [B, L, D]: each token's row of the embedding table
+    return params["token_embedding"][tokens]
+
+
+def _unembed(params, h):
+    # [B, L, D] (or the last n positions, [B, n, D]) -> [B, L, V]: params["lm_head"], or the
+    # token embedding transposed (tied), and the unembedding's bias where params has one
+    logits = h @ (params["lm_head"] if "lm_head" in params else params["token_embedding"].T)
+    return logits + params["lm_head_bias"] if "lm_head_bias" in params else logits
+
+
+def _masks(window, attention_mask, past, tokens):
+    # A window per layer (a list): one mask per layer; else one mask for every layer
+    if isinstance(window, list):
+        return [_mask(w, attention_mask, past, tokens) for w in window]
+    return _mask(window, attention_mask, past, tokens)
+
+
+def _mask(window, attention_mask, past, tokens):
+    # -> [L, L_past + L], and not to padding: [B, 1, L, L_past + L]; None where nothing is hidden
+    length = tokens.shape[-1]
+    if length == 1 and window is None and attention_mask is None:
+        return None  # one new token, the last position, sees every key: nothing to hide
+    # The new tokens are the LAST L of L_past + L positions: bottom-right alignment.
+    causal = causal_mask(length, past + length, align="bottom_right", window=window, like=tokens)
+    return causal if attention_mask is None else causal & attention_mask[:, None, None, :]
 
 
 def _positions(attention_mask, past, length, like):

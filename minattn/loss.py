@@ -1,8 +1,8 @@
 """The language-modelling loss: cross-entropy of the target tokens under the model's logits.
 
 cross_entropy(logits, targets) = -mean over positions of log softmax(logits)[target]: the number
-a language model is trained to lower; its exponential is the perplexity (walkthrough.md, "The
-language model end to end"). The target's log-probability is picked with a one-hot mask and
+a language model is trained to lower; its exponential is the perplexity (walkthrough.md, "Predicting
+the next token"). The target's log-probability is picked with a one-hot mask and
 `where`, not with np.take_along_axis, whose gradient autograd does not define (walkthrough.md,
 "Gradients").
 """

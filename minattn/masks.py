@@ -24,8 +24,8 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None, like=None):
     positions, so the newest sees all n_k keys. window=w: only the w most recent keys (itself
     included), a sliding window. like=: build it with the array library of `like` (e.g. CuPy)."""
     # -> bool [n_q, n_k]. causal_mask(1, 5) is [[T, F, F, F, F]]: right for the first token of a
-    # sequence, wrong for a 6th token continuing a cache of 5 (walkthrough.md, "Causal
-    # self-attention and the KV cache").
+    # sequence, wrong for a 6th token continuing a cache of 5 (walkthrough.md, "The KV
+    # cache").
     n_q, n_k = _check_causal_mask(n_q, n_k, align, window)
     query = arange(n_q, like)[:, None] + (n_k - n_q if align == "bottom_right" else 0)  # [n_q, 1]
     key = arange(n_k, like)[None, :]  # [1, n_k]

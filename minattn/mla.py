@@ -25,8 +25,8 @@ import autograd.numpy as np
 from .attention import scaled_dot_product_attention
 from .engine import checks
 from .engine.decoder_checks import check_head_mask
-from .heads import split_heads
-from .kv_cache import _append, _merge
+from .heads import merge_heads, split_heads
+from .kv_cache import _append
 from .linear import linear
 from .normalization import rms_norm
 from .rope import apply_rope, check_positions
@@ -114,9 +114,8 @@ def init_latent_attention(rng, d_model, n_heads, *, kv_lora_rank, qk_nope_head_d
                   {"q_a": (d_model, q_lora_rank), "q_b": (q_lora_rank, d_q)})
     params = {f"w_{name}": rng.uniform(-1, 1, size=shape) / np.sqrt(shape[0])
               for name, shape in shapes.items()}
-    params["gamma_kv_a"] = np.ones(kv_lora_rank)
-    if q_lora_rank is not None:
-        params["gamma_q_a"] = np.ones(q_lora_rank)
+    params.update({"gamma_kv_a": np.ones(kv_lora_rank)} if q_lora_rank is None else
+                  {"gamma_kv_a": np.ones(kv_lora_rank), "gamma_q_a": np.ones(q_lora_rank)})
     if bias:
         params.update({f"b_{name}": np.zeros(shapes[name][1])
                        for name in ("q_a", "kv_a", "o") if name in shapes})
@@ -184,3 +183,9 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
     return params, x, mask, positions, check_head_mask(head_mask, (n_heads,), x.dtype)
+
+
+def _merge(heads, head_mask=None):
+    # [..., H, L, d_v] -> [..., L, H d_v]; with a head_mask [H], each head's output times its
+    # entry first (transformers' head_mask; 0 removes the head: an ablation). None: untouched.
+    return merge_heads(heads if head_mask is None else heads * head_mask[:, None, None])

@@ -3,12 +3,12 @@ import math
 
 import autograd.numpy as np
 
-from .engine import checks
+from .engine import checks, variants
+from .engine.param_checks import PROJECTIONS, check_multi_head_params
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .linear import linear, linears
 
-PROJECTIONS = ("q", "k", "v", "o")
 
 
 def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_heads=None,
@@ -34,23 +34,6 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_heads, dtype=None):
-    # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
-    # each on its own (GPT-2 has them, Llama has none); so are attention sinks, one per head
-    # (n_heads of them).
-    # dtype: the inputs', in which the params are taken (checks.in_dtype).
-    d_kv = d_model if d_kv is None else d_kv
-    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
-    checks.check_params(params, {}, where)
-    return checks.check_params(
-        params,
-        {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
-         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
-         **({"sinks": (n_heads,)} if "sinks" in params else {})},
-        where, dtype,
-    )
-
-
 def _project(params, x, p):
     # [..., d_in] -> [..., d_out]; the bias only where params has one.
     return linear(x, params[f"w_{p}"], params.get(f"b_{p}"))
@@ -63,7 +46,7 @@ def _projections(params, x, names):
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,
-                         rng=None, average_weights=False, n_kv_heads=None):
+                         rng=None, average_weights=False, n_kv_heads=None, core=None):
     """Multi-head attention, as torch.nn.MultiheadAttention (batch-first, weights [d_in, d_out]).
 
     query [..., L_q, D], key and value [..., L_k, D] (self-attention: all three the same) ->
@@ -72,23 +55,26 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     broadcasting to [..., H, L_q, L_k]: give (L_q, L_k), or (B, 1, L_q, L_k) per batch; a 3-D
     (B, L_q, L_k) mask is refused because B would broadcast against the heads. Raises
     TypeError/ValueError naming the argument and the shapes, before computing.
-    params["sinks"] [H] (optional): one attention-sink logit per head (gpt-oss).
     n_kv_heads < n_heads: grouped-query attention (1: multi-query), K and V projected to
     n_kv_heads * d_k; query head h reads kv head h // (n_heads // n_kv_heads) (torch's enable_gqa).
+    core(q, k, v, mask, dropout=, rng=) -> (heads, weights): the attention of the heads, where
+    a variant plugs in its own (None: grouped_attention; params["sinks"]: minattn.sinks).
     """
     # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
     params, query, key, value, mask = _check_multi_head_attention(
         params, query, key, value, mask, n_heads, dropout, rng, n_kv_heads)
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     q = split_heads(_project(params, query, "q"), n_heads)  # [..., H, L_q, d_k]
-    k = split_heads(_project(params, key, "k"), n_kv_heads)  # [..., H_kv, L_k, d_k]
-    v = split_heads(_project(params, value, "v"), n_kv_heads)  # [..., H_kv, L_k, d_k]
-    heads, weights = grouped_attention(q, k, v, mask, dropout=dropout, rng=rng,
-                                       sinks=params.get("sinks"))
+    k = split_heads(_project(params, key, "k"), n_kv_heads or n_heads)  # [..., H_kv, L_k, d_k]
+    v = split_heads(_project(params, value, "v"), n_kv_heads or n_heads)  # [..., H_kv, L_k, d_k]
+    heads, weights = (core or grouped_attention)(q, k, v, mask, dropout=dropout, rng=rng)
     output = _project(params, merge_heads(heads), "o")  # [..., L_q, D]
     if average_weights:
         weights = np.sum(weights, axis=-3) / n_heads  # [..., L_q, L_k]
     return output, weights
+
+
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+multi_head_attention = variants.dispatch(multi_head_attention, hooks=("core",))
 
 
 def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropout, rng,
@@ -125,21 +111,21 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
     return params, query, key, value, mask
 
 
-def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None, sinks=None):
+def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
     # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> heads [..., H, L_q, d_k], weights
     # [..., H, L_q, L_k]. Query head h reads kv head h // G, G = H / H_kv. The query heads are
     # grouped, [..., H_kv, G, L_q, d_k], and K, V broadcast over the group axis G: no copies,
-    # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention. sinks: [H].
+    # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention.
     n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
     q = _group_heads(q, n_kv_heads)
     k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
-    # sinks, one per head: [H] -> [H_kv, G, 1]; passed only when given, so that an attention
-    # swapped in by the exercises (minattn.swap) need not know the keyword.
-    sinks = {} if sinks is None else {
-        "sinks": np.reshape(sinks, (n_kv_heads, n_heads // n_kv_heads, 1))}
     heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
-                                                  dropout=dropout, rng=rng, **sinks)
+                                                  dropout=dropout, rng=rng)
     return _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k], [..., H, L_q, L_k]
+
+
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+grouped_attention = variants.dispatch(grouped_attention)
 
 
 def _group_heads(x, n_kv_heads):

@@ -7,10 +7,11 @@ import numpy
 from .engine import checks
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
+from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
+    check_gated_feed_forward_params
 from .dropout import dropout as _dropout
 from .linear import linear, linears
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def relu_vjp(wrt, g, y, x):
@@ -114,23 +115,6 @@ def init_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     return {name: w.astype(dtype) for name, w in params.items()}
 
 
-def check_feed_forward_params(params, d_model, where="params", dtype=None):
-    d_ff = _d_ff(params, "w_1", d_model, where)
-    return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
-                                           "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
-                                 dtype)
-
-
-def _d_ff(params, key, d_model, where):
-    # The hidden width: params[key] [D, d_ff] read directly in the common case (a dict holding
-    # a NumPy array with D rows: the full check that follows answers for its dtype), else
-    # through the check, which raises for the others.
-    w = params.get(key) if type(params) is dict else None
-    if type(w) is numpy.ndarray and w.ndim == 2 and w.shape[0] == d_model:
-        return w.shape[1]
-    return checks.check_params(params, {key: (d_model, "d_ff")}, where)[key].shape[1]
-
-
 def _check_feed_forward(params, x, activation, dropout, rng):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 1, "(..., D)")
@@ -202,9 +186,3 @@ def _check_gated_feed_forward(params, x):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 1, "(..., D)")
     return check_gated_feed_forward_params(params, x.shape[-1], dtype=x.dtype), x
-
-
-def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
-    d_ff = _d_ff(params, "w_gate", d_model, where)
-    return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
-                                           "w_down": (d_ff, d_model)}, where, dtype)

@@ -10,10 +10,11 @@ import math
 import autograd.numpy as np
 import numpy
 
-from .engine import checks
+from .engine import checks, param_checks
 from .engine.devices import arange, concatenate
 from .engine.memo import by_value
-from .rope_scaling import check_rope_scaling, rope_frequencies
+from .engine.param_checks import as_int_array, check_positions, check_rope_scaling
+from .rope_scaling import rope_frequencies
 
 
 def apply_rope(x, positions, *, base=10000.0, scaling=None):
@@ -70,20 +71,8 @@ def rotary_width(d, partial_rotary_factor):
 def _check_apply_partial_rope(x, partial_rotary_factor):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
-    return x, check_partial_rotary_factor(partial_rotary_factor, x.shape[-1])
+    return x, param_checks.check_partial_rotary_factor(partial_rotary_factor, x.shape[-1])
 
-
-def check_partial_rotary_factor(partial_rotary_factor, d):
-    """partial_rotary_factor in (0, 1], rotating an even number >= 2 of a head's d features;
-    -> that number, rotary_width(d, partial_rotary_factor)."""
-    factor = checks.check_positive_real("partial_rotary_factor", partial_rotary_factor)
-    d_rope = rotary_width(d, factor)
-    if factor > 1 or d_rope < 2 or d_rope % 2:
-        raise ValueError(f"partial_rotary_factor must be in (0, 1] and rotate an even number "
-                         f">= 2 of the {d} features of a head, got partial_rotary_factor="
-                         f"{partial_rotary_factor!r}: int({d} * {partial_rotary_factor!r}) = "
-                         f"{d_rope}")
-    return d_rope
 
 def _check_apply_rope(x, positions, base, scaling):
     if type(x) is type(positions) is numpy.ndarray and x.dtype.kind == "f" and x.ndim >= 2 and \
@@ -106,21 +95,3 @@ def _check_apply_rope(x, positions, base, scaling):
                          "the power d / (d - 2): it needs a feature size d > 2, got x of shape "
                          f"{tuple(x.shape)} and positions up to {int(positions.max())}")
     return x, positions
-
-
-def as_int_array(name, x):
-    """checks.as_array (lists converted, torch tensors refused with the .numpy() hint), then
-    require an integer dtype."""
-    x = checks.as_array(name, x)
-    if np.dtype(x.dtype).kind not in "iu":
-        raise TypeError(f"{name} must be an integer array, got dtype {x.dtype}")
-    return x
-
-
-def check_positions(positions, x):
-    """positions: integers (an array, or a list) that broadcast to x's (..., L); -> an array."""
-    positions = as_int_array("positions", positions)
-    if not checks.broadcasts_to(positions.shape, tuple(x.shape[:-1])):
-        raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
-                         f"x's (..., L) = {tuple(x.shape[:-1])}")
-    return positions

@@ -16,12 +16,12 @@ dict passes through unchanged:
     {"rope_type": "longrope", "short_factor": [...], "long_factor": [...], "factor": 32.0,
      "original_max_position_embeddings": 4096}
 """
-import inspect
 import math
 
 import autograd.numpy as np
 
-from .engine import checks
+from .engine import param_checks
+from .engine.param_checks import check_rope_scaling
 
 
 def linear(exponents, base, positions, *, factor):
@@ -59,8 +59,8 @@ def yarn(exponents, base, positions, *, factor, original_max_position_embeddings
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, d - 1)
     high = high + 0.001 if low == high else high  # transformers' guard against 0 / 0
-    i = np.arange(d // 2, like=exponents)
-    interpolated = np.clip((i - low) / (high - low), 0, 1)  # 0: keep, 1: divide by factor
+    # each pair's place on the ramp, [d/2]: 0 keeps its frequency, 1 divides it by factor
+    interpolated = np.clip((np.arange(d // 2, like=exponents) - low) / (high - low), 0, 1)
     inv_freq = base ** -exponents * (1 - interpolated + interpolated / factor)
     if attention_factor is None:
         m = lambda scale: 1.0 if factor <= 1 else 0.1 * scale * math.log(factor) + 1.0
@@ -105,6 +105,7 @@ def _check_longrope(exponents, short_factor, long_factor):
 
 SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3,
              "longrope": longrope}
+param_checks.ROPE_SCHEDULES.update(SCHEDULES)  # check_rope_scaling reads their keywords
 
 
 def rope_frequencies(d, positions, *, base=10000.0, scaling=None):
@@ -117,48 +118,3 @@ def rope_frequencies(d, positions, *, base=10000.0, scaling=None):
     check_rope_scaling(scaling)
     keywords = {k: v for k, v in scaling.items() if k != "rope_type"}
     return SCHEDULES[scaling["rope_type"]](exponents, float(base), positions, **keywords)
-
-
-def check_rope_scaling(scaling, name="rope_scaling"):
-    """scaling: None or a dict {"rope_type": one of SCHEDULES, its keywords}; anything else is
-    refused naming the type or the keyword (never approximated by default RoPE)."""
-    if scaling is None:
-        return
-    if not isinstance(scaling, dict) or scaling.get("rope_type") not in SCHEDULES:
-        got = scaling.get("rope_type") if isinstance(scaling, dict) else type(scaling).__name__
-        raise ValueError(f"{name} must be None or a dict with 'rope_type' one of "
-                         f"{', '.join(map(repr, SCHEDULES))}, got {got!r}")
-    signature = inspect.signature(SCHEDULES[scaling["rope_type"]])
-    known = list(signature.parameters)[3:]
-    needed = [k for k in known if signature.parameters[k].default is inspect.Parameter.empty]
-    unknown = [k for k in scaling if k != "rope_type" and k not in known]
-    missing = [k for k in needed if k not in scaling]
-    if unknown or missing:
-        raise ValueError(f"{name} of rope_type {scaling['rope_type']!r} takes {known}; "
-                         f"unknown: {unknown}, missing: {missing}")
-    # The values: each schedule divides by factor and by its context length, and llama3 by
-    # high_freq_factor - low_freq_factor; refused by name where that is 0 or has no sign.
-    for key in ("factor", "max_position_embeddings", "original_max_position_embeddings",
-                "beta_fast", "beta_slow"):  # YaRN takes the log of original / beta
-        if key in scaling:
-            checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
-    for key in ("short_factor", "long_factor"):  # longrope divides each frequency by one
-        factors = scaling.get(key, [])
-        if isinstance(factors, (str, bytes)) or np.ndim(factors) != 1:
-            raise TypeError(f"{name}[{key!r}] must be a list of positive floats (one per "
-                            f"rotated feature pair), got {factors!r}")
-        for value in factors:
-            checks.check_positive_real(f"{name}[{key!r}]", value)
-    for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
-        if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1
-            checks.check_positive_real(f"{name}[{key!r}]", scaling[key], allow_zero=zero)
-    if not isinstance(scaling.get("truncate", True), (bool, np.bool_)):
-        raise TypeError(f"{name}['truncate'] must be a bool, got {scaling['truncate']!r}")
-    if scaling["rope_type"] == "llama3" and not (
-            checks.check_positive_real(f"{name}['low_freq_factor']", scaling["low_freq_factor"],
-                                        allow_zero=True)
-            < checks.check_positive_real(f"{name}['high_freq_factor']",
-                                         scaling["high_freq_factor"])):
-        raise ValueError(f"{name}['high_freq_factor'] must be greater than low_freq_factor "
-                         f"(the ramp between them divides by their difference), got "
-                         f"{scaling['high_freq_factor']!r} and {scaling['low_freq_factor']!r}")

@@ -1,14 +1,17 @@
 """The Transformer decoder: a block of causal self-attention (with its KV cache, kv_cache.py),
 optionally cross-attention to an encoder's memory, and a feed-forward; and the stack of blocks.
 
-One block covers three families through keyword arguments:
+The block is the standard one, in the forms the course teaches:
     torch.nn.TransformerDecoderLayer  post- or pre-norm, LayerNorm, relu/gelu, cross-attention
     GPT-2   pre-norm, LayerNorm, learned positions, gelu_tanh, biases, tied embeddings
     Llama   pre-norm, rms_norm, RoPE, SwiGLU (activation="swiglu"), GQA, no biases
+A family whose block differs (its norms after the sublayers, a parallel residual) writes its
+block in its own file, minattn/families/, registered for the calls that select it
+(engine/variants.py).
 """
 import autograd.numpy as np
 
-from .engine import checks
+from .engine import checks, variants
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
@@ -42,14 +45,8 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
     other than d_model / n_heads; qk_norm=True adds {"q_norm", "k_norm"} (Qwen3)."""
     _check_config(n_heads, n_kv_heads, norm, activation)
     d_k = check_head_width(d_k, n_heads, checks.check_size("d_model", d_model))
-    attention = (init_multi_head_attention(rng, d_model, n_heads, n_kv_heads=n_kv_heads,
-                                           bias=bias, dtype=dtype)
-                 if d_k * n_heads == d_model else
-                 _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype))
-    if qk_norm:
-        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
-                          for key in ("q_norm", "k_norm")})
-    params = {"self_attention": attention,
+    params = {"self_attention": _init_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias,
+                                                qk_norm, dtype),
               "self_attention_norm": _init_norm(d_model, norm, dtype)}
     if cross_attention:
         params["cross_attention"] = init_multi_head_attention(rng, d_model, n_heads, bias=bias,
@@ -60,6 +57,18 @@ def init_decoder_block(rng, d_model, n_heads, d_ff, *, n_kv_heads=None, d_k=None
                               init_feed_forward(rng, d_model, d_ff, dtype=dtype))
     params["feed_forward_norm"] = _init_norm(d_model, norm, dtype)
     return params
+
+
+def _init_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, qk_norm, dtype):
+    # torch's init where the heads fill d_model, else _init_self_attention's; QK-norm's gammas 1
+    attention = (init_multi_head_attention(rng, d_model, n_heads, n_kv_heads=n_kv_heads,
+                                           bias=bias, dtype=dtype)
+                 if d_k * n_heads == d_model else
+                 _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype))
+    if qk_norm:
+        attention.update({key: {"gamma": np.ones(d_k, dtype=dtype)}
+                          for key in ("q_norm", "k_norm")})
+    return attention
 
 
 def _init_self_attention(rng, d_model, n_heads, n_kv_heads, d_k, bias, dtype):
@@ -80,66 +89,51 @@ def _init_norm(d_model, norm, dtype):
 
 
 def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
-                  n_kv_heads=None, d_k=None, norm_first=False, norm="layer_norm",
-                  activation="relu", eps=1e-5, positions=None, rope_base=10000.0,
-                  rope_scaling=None, parallel=False, cache=None, attention=self_attention,
-                  **attention_config):
+                  norm_first=False, norm="layer_norm", activation="relu", eps=1e-5, cache=None,
+                  attention=None, **attention_config):
     """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
     Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
     x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
-    cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when params has it, the
-    feed-forward. positions: RoPE positions (None: no RoPE), rope_scaling its frequency
-    schedule. Sandwich norms (Gemma 2, 3) where params has "post_self_attention_norm" /
-    "post_feed_forward_norm": the sublayer's output normalised too,
-    x = x + post_norm(sublayer(norm(x))); where params has the post_ norm but not the norm
-    before, x = x + post_norm(sublayer(x)) (OLMo 2). parallel=True (GPT-NeoX's parallel
-    residual, pre-norm, no cross-attention): both sublayers read the block's input,
-    x = x + attention(norm_1(x)) + feed_forward(norm_2(x)). activation
-    "geglu_tanh": a gated feed-forward with the tanh GELU (Gemma). attention: the self-attention
-    sublayer, a function with self_attention's signature (an attention variant plugs in here);
-    attention_config: its further keywords (query_pre_attn_scalar, attn_logit_softcapping)."""
+    cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when given, the
+    feed-forward (activation: "relu", "gelu", "gelu_tanh", or gated: "swiglu", "geglu_tanh").
+    attention: the self-attention sublayer (None: minattn.self_attention), a function with its
+    signature, where an attention variant plugs in; attention_config: its further keywords
+    (n_kv_heads, d_k, positions, rope_base, rope_scaling, ...)."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
-    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads,
-                                             norm, activation, eps, parallel, norm_first)
-    normalize = lambda h, p: _normalize(h, p, norm, eps)  # noqa: E731
+    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads,
+                                             attention_config.get("n_kv_heads"), norm, activation,
+                                             eps, False, norm_first)
+    h = _normalize(x, params["self_attention_norm"], norm, eps) if norm_first else x
+    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask, eps=eps,
+                                                   n_heads=n_heads, cache=cache, **attention_config)
+    x = x + out if norm_first else _normalize(x + out, params["self_attention_norm"], norm, eps)
+    if memory is not None:  # cross-attention: the queries are x, the keys and values the memory
+        attend = lambda h: multi_head_attention(params["cross_attention"], h, memory, memory,  # noqa
+                                                memory_mask, n_heads=n_heads)[0]
+        x = _residual(x, attend, params["cross_attention_norm"], norm, eps, norm_first)
+    x = _residual(x, lambda h: position_wise(params["feed_forward"], h, activation),
+                  params["feed_forward_norm"], norm, eps, norm_first)
+    return x if cache is None else (x, new_cache)
 
-    def sublayer(x, name, f):  # one residual sublayer, its norm before (pre) or after (post)
-        if norm_first:  # (OLMo 2 has no norm before, only the one after: x + post_norm(f(x)))
-            h = normalize(x, params[name]) if name in params else x
-            return x + sandwich(f(h), f"post_{name}")
-        return normalize(x + f(x), params[name])
 
-    def sandwich(h, name):  # Gemma's second norm, on the sublayer's output
-        return normalize(h, params[name]) if name in params else h
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+decoder_block = variants.dispatch(decoder_block, shows={  # the attention's keywords it passes on
+    "n_kv_heads": None, "d_k": None, "positions": None, "rope_base": 10000.0, "rope_scaling": None})
 
-    new_cache = []  # filled by the self-attention sublayer
 
-    def attend_self(h):
-        out, layer_cache = attention(params["self_attention"], h, mask, n_heads=n_heads,
-                                     n_kv_heads=n_kv_heads, d_k=d_k, positions=positions,
-                                     rope_base=rope_base, rope_scaling=rope_scaling, eps=eps,
-                                     cache=cache, **attention_config)
-        new_cache.append(layer_cache)
-        return out
+def _residual(x, sublayer, norm_params, norm, eps, norm_first):
+    # pre-norm: x + sublayer(norm(x)); post-norm (torch's default): norm(x + sublayer(x))
+    if norm_first:
+        return x + sublayer(_normalize(x, norm_params, norm, eps))
+    return _normalize(x + sublayer(x), norm_params, norm, eps)
 
-    def attend_memory(h):
-        return multi_head_attention(params["cross_attention"], h, memory, memory, memory_mask,
-                                    n_heads=n_heads)[0]
 
-    def feed(h):
-        if activation in GATED:
-            return GATED[activation](params["feed_forward"], h)
-        return feed_forward(params["feed_forward"], h, activation=activation)
-
-    if parallel:  # one residual step: both sublayers read the same x
-        x = x + attend_self(normalize(x, params["self_attention_norm"])) + \
-            feed(normalize(x, params["feed_forward_norm"]))
-        return x if cache is None else (x, new_cache[0])
-    x = sublayer(x, "self_attention_norm", attend_self)
-    if memory is not None:
-        x = sublayer(x, "cross_attention_norm", attend_memory)
-    x = sublayer(x, "feed_forward_norm", feed)
-    return x if cache is None else (x, new_cache[0])
+def position_wise(params, x, activation):
+    """The block's feed-forward, [..., D] -> [..., D]: a gated one (activation "swiglu",
+    "geglu_tanh": GATED) or feed_forward with that activation."""
+    if activation in GATED:
+        return GATED[activation](params, x)
+    return feed_forward(params, x, activation=activation)
 
 
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
@@ -157,9 +151,10 @@ def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **b
 def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, **config):
     """A stack of decoder blocks, x [..., L, D] -> [..., L, D] (+ the final norm if params has
     one); with a cache (a tuple with one {"k", "v"} per layer) -> (x, new cache). config as
-    decoder_block (n_heads, n_kv_heads, d_k, norm_first, norm, activation, eps, positions,
-    rope_base, rope_scaling, attention). A list (for mask, or a config value) holds one entry
-    per layer: local and global layers with their own windows (masks) or RoPE bases."""
+    decoder_block (n_heads, norm_first, norm, activation, eps, attention, and the attention's:
+    n_kv_heads, d_k, positions, rope_base, rope_scaling). A list (for mask, or a config value)
+    holds one entry per layer: local and global layers with their own windows (masks) or RoPE
+    bases."""
     # [..., L, D] -> [..., L, D]
     layers = _check_decoder(params, cache, mask, config)
     listed = [key for key, value in config.items() if isinstance(value, list)]  # one per layer
@@ -177,6 +172,12 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
 
 def _final_norm(p, x, config):
     return _normalize(x, p, config.get("norm", "layer_norm"), config.get("eps", 1e-5))
+
+
+def normalize(x, p, norm, eps):
+    """The block's norm, [..., D] -> [..., D]: rms_norm or layer_norm with its params p
+    ({"gamma"} or {"gamma", "beta"})."""
+    return _normalize(x, p, norm, eps)
 
 
 def _normalize(x, p, norm, eps):

@@ -67,25 +67,15 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     # Pre-norm (norm_first=True):             x = x + sublayer(norm(x)).
     params, x = _check_encoder_block(params, x, n_heads, activation, eps, dropout, rng)
     norm = lambda h, name: layer_norm(h, params[name]["gamma"], params[name]["beta"], eps)
-
-    def attend(h):
-        out, w = multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads,
-                                      dropout=dropout, rng=rng)
-        return _dropout(out, dropout, rng), w
-
-    def feed(h):
-        out = feed_forward(params["feed_forward"], h, activation=activation, dropout=dropout,
-                           rng=rng)
-        return _dropout(out, dropout, rng)
-
-    if norm_first:
-        attended, weights = attend(norm(x, "self_attention_norm"))
-        x = x + attended
-        x = x + feed(norm(x, "feed_forward_norm"))
-    else:
-        attended, weights = attend(x)
-        x = norm(x + attended, "self_attention_norm")
-        x = norm(x + feed(x), "feed_forward_norm")
+    h = norm(x, "self_attention_norm") if norm_first else x
+    attended, weights = multi_head_attention(params["self_attention"], h, h, h, mask,
+                                             n_heads=n_heads, dropout=dropout, rng=rng)
+    attended = _dropout(attended, dropout, rng)  # [..., L, D]
+    x = x + attended if norm_first else norm(x + attended, "self_attention_norm")
+    h = norm(x, "feed_forward_norm") if norm_first else x
+    fed = feed_forward(params["feed_forward"], h, activation=activation, dropout=dropout, rng=rng)
+    fed = _dropout(fed, dropout, rng)  # [..., L, D]
+    x = x + fed if norm_first else norm(x + fed, "feed_forward_norm")
     return (x, weights) if return_weights else x
 
 

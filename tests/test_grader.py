@@ -1,8 +1,10 @@
 """The grader (`python -m minattn check`): a correct plain-NumPy answer to each exercise exits 0
 with the command its box gives; every documented argument of every stub has mutants (the
 argument ignored, not passed on, the wrong axis, the wrong dtype) that fail with a property of
-the mutated function named first; the pitfalls are caught; bad command lines get a sentence,
-never a traceback. minattn itself satisfies every property."""
+the mutated function named first; a wrong answer of each class that one argument form, one
+dropout draw or the main output alone would hide (FORMS) fails its property, and a correct
+answer in other styles passes every one; the pitfalls are caught; bad command lines get a
+sentence, never a traceback. minattn itself satisfies every property."""
 import inspect
 import io
 import re
@@ -22,9 +24,9 @@ SOLUTIONS = Path(__file__).parent / "solutions"
 ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks_part2.py": 2,
            "04_heads.py": 1, "05_multi_head_attention.py": 1, "06_layer_norm.py": 1,
            "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
-           "09_grouped_query_attention.py": 2, "11_kv_cache.py": 2,
-           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 2,
-           "15_delta_rule.py": 2}
+           "09_grouped_query_attention.py": 4, "11_kv_cache.py": 2,
+           "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 4,
+           "15_delta_rule.py": 4}
 # the most complete answer for each exercise function: the one the mutants are made from
 MUTATED = {"01_softmax.py", "14_attention_sinks.py", "03_masks_part2.py", "04_heads.py",
            "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
@@ -82,6 +84,23 @@ def test_a_part_one_answer_leaves_out_part_two_parameters_and_their_properties_w
     assert "leaves out align, window" in out
     code, out = grade_paths(SOLUTIONS / "03_masks.py", part=2)
     assert code == 1 and "your causal_mask does not take" in out and "(taught in Part II)" in out, out
+
+
+def test_a_first_reading_kv_cache_without_shared_heads_passes_part_two(tmp_path):
+    # exercise 11 as the first reading asks for it: no n_kv_heads (grouped-query attention is
+    # the second reading's); its property waits for --part 4, and a mutant ignoring the cache fails
+    source = (SOLUTIONS / "11_kv_cache.py").read_text()
+    for old, new in [("n_kv_heads=None, ", ""), ("n_kv_heads or n_heads", "n_heads")]:
+        assert source.count(old) == 1
+        source = source.replace(old, new)
+    path = tmp_path / "11_kv_cache.py"
+    path.write_text(source)
+    code, out = grade_paths(path, part=2)
+    assert code == 0 and "FAIL" not in out, out
+    assert "WAIT  grouped_self_attention_matches_a_loop: taught in the second reading" in out, out
+    path.write_text(source.replace('[cache["k"], k]', '[k, cache["k"]]'))
+    code, out = grade_paths(path, part=2)
+    assert code == 1 and "FAIL  kv_cache_decoding_matches_the_full_pass" in out, out
 
 
 def test_a_part_two_exercise_checked_at_part_one_says_the_command():
@@ -384,10 +403,12 @@ CLASSES = {
                                           "x / (1 - dropout), 0)\n        dropout = 0.0\n    h = x @ params",
                                           "feed_forward_drops_hidden_units"),
     "dropout on the residual sum": ("08_encoder_block.py", "        x = norm(x + out, \"self_attention_norm\")",
-                                    "        x = norm(minattn.dropout(x + out, dropout, rng), \"self_attention_norm\")",
+                                    "        x = norm(x + out if not dropout else np.where(rng.random(x.shape) >= dropout, "
+                                    "(x + out) / (1 - dropout), 0), \"self_attention_norm\")",
                                     "encoder_block_keeps_dropout_off_the_residual_path"),
     "dropout on the block's output": ("08_encoder_block.py", "    return (x, weights) if return_weights else x",
-                                      "    x = minattn.dropout(x, dropout, rng)\n    return (x, weights) if return_weights else x",
+                                      "    x = x if not dropout else np.where(rng.random(x.shape) >= dropout, x / (1 - dropout), 0)\n"
+                                      "    return (x, weights) if return_weights else x",
                                       "encoder_block_keeps_dropout_off_the_residual_path"),
     "the last partial block lost": ("13_blockwise_attention.py", "range(0, l_k, block_size)",
                                     "range(0, l_k - block_size + 1, block_size)",
@@ -420,6 +441,163 @@ def test_each_class_of_wrong_answer_fails_its_property(mistake, tmp_path):
     out = io.StringIO()
     grader.grade(functions, 20, out, shrink=False, part=ANSWERS[file])
     assert f"FAIL  {prop}:" in out.getvalue(), out.getvalue()
+
+
+# The classes of wrong answers that pass properties drawing only one argument form, the
+# values of one dropout draw, or the main output alone: each of the grader's properties on
+# argument forms (leading axes, broadcast masks, batches with heads, [B, L] positions, cache
+# chunks), on dropout's draws (the kept fraction, independence) and on auxiliary outputs (weights
+# and caches the main output used) -> the property that must fail on it. Cheaper than CLASSES:
+# the one property, with the edited answer's functions swapped in.
+FORMS = {
+    # dropout: its distribution and independence, not just 0 or w / (1 - p)
+    "dropout keeps a weight with probability p": (
+        "02_attention.py", "rng.random(weights.shape) >= dropout",
+        "rng.random(weights.shape) < dropout", "attention_dropout_draws_one_p_per_weight"),
+    "one dropout mask for every head and batch entry": (
+        "02_attention.py", "rng.random(weights.shape)", "rng.random(weights.shape[-2:])",
+        "attention_dropout_draws_one_p_per_weight"),
+    "one dropout mask for every query": (
+        "02_attention.py", "rng.random(weights.shape)", "rng.random(weights.shape[-1:])",
+        "attention_dropout_draws_one_p_per_weight"),
+    "feed-forward dropout keeps a unit with probability p": (
+        "07_feed_forward.py", "rng.random(h.shape) >= dropout", "rng.random(h.shape) < dropout",
+        "feed_forward_dropout_draws_one_p_per_unit"),
+    "one feed-forward dropout mask for every token": (
+        "07_feed_forward.py", "rng.random(h.shape)", "rng.random(h.shape[-1:])",
+        "feed_forward_dropout_draws_one_p_per_unit"),
+    # auxiliary outputs: the weights and the cache the main output used
+    "block weights from a second attention call (post-norm)": (
+        "08_encoder_block.py", "        out, weights = attend(x)\n",
+        "        out, _ = attend(x)\n        _, weights = attend(x)\n",
+        "encoder_block_returns_the_weights_it_used"),
+    "block weights from a second attention call (pre-norm)": (
+        "08_encoder_block.py", '        out, weights = attend(norm(x, "self_attention_norm"))\n',
+        '        out, _ = attend(norm(x, "self_attention_norm"))\n'
+        '        _, weights = attend(norm(x, "self_attention_norm"))\n',
+        "encoder_block_returns_the_weights_it_used"),
+    "multi-head weights from a second attention call": (
+        "09_grouped_query_attention.py",
+        "    heads, weights = minattn.scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)\n",
+        "    heads, _ = minattn.scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)\n"
+        "    _, weights = minattn.scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)\n",
+        "multi_head_attention_passes_dropout_on"),
+    "the new keys and values before the cached ones": (
+        "11_kv_cache.py",
+        'k = np.concatenate([cache["k"], k], axis=-2)\n        v = np.concatenate([cache["v"], v], axis=-2)',
+        'k = np.concatenate([k, cache["k"]], axis=-2)\n        v = np.concatenate([v, cache["v"]], axis=-2)',
+        "kv_cache_decoding_matches_the_full_pass"),
+    "the mask left out when there is a cache": (
+        "11_kv_cache.py", "np.repeat(v, group, axis=-3), mask)",
+        "np.repeat(v, group, axis=-3), mask if cache is None else None)",
+        "kv_cache_decoding_matches_the_full_pass"),
+    # argument forms: every one the exercise documents
+    "RoPE angles by np.outer (1-d positions only)": (
+        "10_rope.py", "np.asarray(positions)[..., None] * base ** (-np.arange(0, d, 2) / d)",
+        "np.outer(positions, base ** (-np.arange(0, d, 2) / d))", "apply_rope_rotates_feature_pairs"),
+    "positions [B, L] given no head axis": (
+        "11_kv_cache.py", "        positions = np.asarray(positions)[..., None, :]\n", "",
+        "self_attention_matches_a_loop"),
+    "softmax masking in place (x changed; no broadcast mask)": (
+        "01_softmax.py", "        x = np.where(mask, x, -np.inf)\n", "        x[~np.asarray(mask)] = -np.inf\n",
+        "softmax_masked_entries_are_zero"),
+    "softmax moving the axis but not the mask": (
+        "01_softmax.py", "    if mask is not None:\n        x = np.where(mask, x, -np.inf)\n",
+        "    x, given, axis = np.moveaxis(x, axis, -1), axis, -1\n    if mask is not None:\n"
+        "        x = np.where(mask, x, -np.inf)\n    return np.moveaxis(_rest(x, axis), -1, given)\n\n\n"
+        "def _rest(x, axis):\n", "softmax_masked_entries_are_zero"),
+    "split_heads for [B, L, D] only": (
+        "04_heads.py", "    *lead, length, d = x.shape\n    return np.swapaxes(x.reshape(*lead, length, "
+        "n_heads, d // n_heads), -2, -3)", "    batch, length, d = x.shape\n    return x.reshape("
+        "batch, length, n_heads, d // n_heads).transpose(0, 2, 1, 3)", "split_heads_takes_feature_slices"),
+    "merge_heads for [B, H, L, d_k] only": (
+        "04_heads.py", "    *lead, n_heads, length, d_k = x.shape\n    return np.swapaxes(x, -2, -3)."
+        "reshape(*lead, length, n_heads * d_k)", "    batch, n_heads, length, d_k = x.shape\n    return "
+        "x.transpose(0, 2, 1, 3).reshape(batch, length, n_heads * d_k)", "merge_heads_inverts_split_heads"),
+    "leading axes flattened (q's and k's must then agree)": (
+        "02_attention.py", "q @ np.swapaxes(k, -1, -2)",
+        "(q.reshape(-1, *q.shape[-2:]) @ np.swapaxes(k.reshape(-1, *k.shape[-2:]), -1, -2))"
+        ".reshape(q.shape[:-1] + k.shape[-2:-1])", "attention_broadcasts_leading_axes"),
+    "a mask broadcast over the batch, not the heads": (
+        "09_grouped_query_attention.py", "heads, weights = minattn.scaled_dot_product_attention(q, k, v, mask,",
+        "heads, weights = minattn.scaled_dot_product_attention(q, k, v, mask if mask is None or "
+        "np.ndim(mask) < 4 else np.swapaxes(mask, 0, 1),", "multi_head_attention_matches_a_loop_over_heads"),
+    "a key mask indexed as [B, L_k] only": (
+        "13_blockwise_attention.py", "key_mask[..., None, start:stop]", "key_mask[:, None, start:stop]",
+        "blockwise_attention_matches_attention"),
+    "the delta rule for [B, L, d] only": (
+        "15_delta_rule.py", 'error = v[..., t, :] - np.einsum("...i,...ij->...j", k_t, state)',
+        'error = v[..., t, :] - np.einsum("bi,bij->bj", k_t, state)', "delta_rule_matches_a_loop"),
+    "the feed-forward network for [B, L, D] only": (
+        "07_feed_forward.py", 'h = x @ params["w_1"] + params["b_1"]',
+        'h = np.einsum("bld,df->blf", x, params["w_1"]) + params["b_1"]', "feed_forward_matches_the_formula"),
+    "dropout left out when there are sinks": (
+        "14_attention_sinks.py", "    if dropout:\n", "    if dropout and sinks is None:\n",
+        "attention_sinks_take_their_share"),
+    "layer_norm for [N, D] only": (
+        "06_layer_norm.py", "    mean = x.mean(axis=-1, keepdims=True)\n",
+        "    x = x.reshape(-1, x.shape[-1])\n    mean = x.mean(axis=-1, keepdims=True)\n",
+        "layer_norm_matches_the_formula"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(FORMS))
+def test_a_wrong_answer_of_each_class_fails_its_property(mistake, tmp_path):
+    file, old, new, name = FORMS[mistake]
+    functions = grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0]
+    with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}):
+        result = grader.run_property(properties.BY_NAME[name], 10, shrink=False)
+    assert result is not None, f"{mistake} passes {name}"
+
+
+# Correct answers in other styles -> the properties of the classes above they must still pass
+# (no false failures): other ways of drawing a dropout mask, dropout on a sublayer's output,
+# positions given their head axis another way.
+STYLES = {
+    "a strict comparison for the kept weights": (
+        "02_attention.py", "rng.random(weights.shape) >= dropout", "rng.random(weights.shape) > dropout",
+        ["attention_dropout_zeroes_and_rescales", "attention_dropout_draws_one_p_per_weight"]),
+    "the mask drawn by rng.choice": (
+        "02_attention.py", "rng.random(weights.shape) >= dropout",
+        "rng.choice([False, True], size=weights.shape, p=[dropout, 1 - dropout])",
+        ["attention_dropout_zeroes_and_rescales", "attention_dropout_draws_one_p_per_weight"]),
+    "dropout as a multiplied 0/1 mask": (
+        "07_feed_forward.py", "h = np.where(keep, h / (1 - dropout), 0).astype(h.dtype)",
+        "h = (h * keep.astype(h.dtype) / (1 - dropout)).astype(h.dtype)",
+        ["feed_forward_dropout_is_unbiased", "feed_forward_drops_hidden_units",
+         "feed_forward_dropout_draws_one_p_per_unit"]),
+    "the attention sublayer's output dropped before the residual add (as torch)": (
+        "08_encoder_block.py", '        x = norm(x + out, "self_attention_norm")',
+        '        x = norm(x + (out if not dropout else np.where(rng.random(out.shape) >= dropout, '
+        'out / (1 - dropout), 0)), "self_attention_norm")',
+        ["encoder_block_passes_dropout_on", "encoder_block_keeps_dropout_off_the_residual_path",
+         "encoder_block_returns_the_weights_it_used"]),
+    "positions given their head axis by np.expand_dims": (
+        "11_kv_cache.py", "positions = np.asarray(positions)[..., None, :]",
+        "positions = np.expand_dims(positions, -2)",
+        ["self_attention_matches_a_loop", "kv_cache_decoding_matches_the_full_pass"]),
+    "RoPE angles by einsum": (
+        "10_rope.py", "np.asarray(positions)[..., None] * base ** (-np.arange(0, d, 2) / d)",
+        'np.einsum("...l,f->...lf", np.asarray(positions, float), base ** (-np.arange(0, d, 2) / d))',
+        ["apply_rope_rotates_feature_pairs"]),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_a_correct_answer_in_another_style_passes_the_properties_of_its_class(style, tmp_path):
+    file, old, new, names = STYLES[style]
+    functions = grader.attempted(grader.load(edited(file, old, new, tmp_path)))[0]
+    with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}):
+        failed = {name: grader.run_property(properties.BY_NAME[name], 10, shrink=False)
+                  for name in names}
+    assert not any(failed.values()), failed
+
+
+def test_a_correct_answer_in_other_styles_passes_every_property():
+    # einsum, moveaxis, np.var, a binomial or uniform dropout draw, GQA by a group axis, a cache
+    # by np.append, dropout on the sublayer's output too: no correct style is failed
+    code, out = grade_paths(SOLUTIONS / "correct.py", part=4)
+    assert code == 0 and "FAIL" not in out and "WAIT" not in out, out
 
 
 def test_a_blockwise_loop_that_never_ends_is_a_fail_naming_the_time_limit(tmp_path):
@@ -619,10 +797,10 @@ def test_a_file_with_no_exercise_function_says_so(source, tmp_path):
 
 def test_a_composite_failure_says_how_the_composite_calls_the_function(tmp_path):
     path = tmp_path / "04_heads.py"
-    # merge_heads right on its own property's heads (a batch of 2), wrong on a batch of 1, which
-    # minattn's multi_head_attention gives it
+    # merge_heads right on its own property's heads (no batch, or a batch of 2), wrong on a batch
+    # of 1, which minattn's multi_head_attention gives it
     path.write_text((SOLUTIONS / "04_heads.py").read_text() + "\n\n_merge = merge_heads\n\n\n"
-                    "def merge_heads(x):\n    return _merge(x) * (2 if x.shape[0] == 1 else 1)\n")
+                    "def merge_heads(x):\n    return _merge(x) * (2 if x.shape[:-3] == (1,) else 1)\n")
     out = io.StringIO()
     functions = grader.attempted(grader.load(path))[0]
     grader.grade({"merge_heads": functions["merge_heads"]}, 10, out, shrink=False)

@@ -106,6 +106,7 @@ def write_gguf(path, tensors, quantize=None, arch="llama", tokenizer_model="gpt2
     writer.add_rope_freq_base(10000.0)
     writer.add_rope_dimension_count(D // H)
     writer.add_tokenizer_model(tokenizer_model)
+    writer.add_tokenizer_pre("gpt-2")  # as llama.cpp's converter names GPT-2's rule
     writer.add_token_list(TOKENS)
     writer.add_token_merges(MERGES)
     writer.add_token_types([3, 3] + [1] * (len(TOKENS) - 2))
@@ -178,7 +179,7 @@ def test_a_folder_and_a_gguf_of_the_same_weights_compute_the_same(tmp_path, tied
 def test_an_untied_folder_without_lm_head_is_refused(tmp_path):
     path = write_folder(tmp_path / "m", hf_tensors(np.random.default_rng(3), tied=True),
                         tied=False)
-    with pytest.raises(ValueError, match="not tied .* no lm_head.weight"):
+    with pytest.raises(ValueError, match="no tensor 'lm_head.weight'.*tie_word_embeddings is false"):
         load_language_model(path)
 
 
@@ -213,7 +214,7 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path):
         load_language_model(path)
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3", "gemma2", "gemma3", "gpt2"])
+@pytest.mark.parametrize("arch", ["gpt2", "bert", "mamba"])
 def test_an_unsupported_architecture_is_refused_by_name(tmp_path, arch):
     path = write_gguf(tmp_path / "other.gguf", {"token_embd.weight": np.zeros((4, D), "f4")},
                       arch=arch)
@@ -230,29 +231,32 @@ def test_an_unsupported_tensor_type_is_refused_by_name(tmp_path):
 
 
 def test_a_tensor_outside_the_layout_is_refused_by_name(tmp_path):
-    tensors = {**llama_tensors(np.random.default_rng(0)), "rope_freqs.weight": np.ones(8, "f4")}
-    with pytest.raises(ValueError, match="tensors outside the Llama layout: rope_freqs.weight"):
+    tensors = {**llama_tensors(np.random.default_rng(0)), "blk.0.ffn_gate_inp.weight":
+               np.ones((4, D), "f4")}
+    with pytest.raises(ValueError, match="a llama model with this config does not have: "
+                                         "blk.0.ffn_gate_inp.weight"):
         load_language_model(write_gguf(tmp_path / "x.gguf", tensors))
 
 
-def test_a_missing_tensor_is_refused_by_name(tmp_path):
+def test_a_missing_tensor_is_refused_by_its_gguf_name_and_the_file(tmp_path):
     tensors = llama_tensors(np.random.default_rng(0))
     del tensors["blk.1.ffn_up.weight"]
-    with pytest.raises(ValueError, match="no tensor 'model.layers.1.mlp.up_proj.weight'"):
+    with pytest.raises(ValueError, match=r"x.gguf: has no tensor 'blk.1.ffn_up.weight' "
+                                         r"\(transformers: model.layers.1.mlp.up_proj.weight\)"):
         load_language_model(write_gguf(tmp_path / "x.gguf", tensors))
 
 
 def test_an_unsupported_tokenizer_is_refused_by_name(tmp_path):
-    path = write_gguf(tmp_path / "spm.gguf", llama_tensors(np.random.default_rng(0)),
-                      tokenizer_model="llama")
-    with pytest.raises(ValueError, match="tokenizer.ggml.model 'llama' is not supported"):
+    path = write_gguf(tmp_path / "t5.gguf", llama_tensors(np.random.default_rng(0)),
+                      tokenizer_model="t5")
+    with pytest.raises(ValueError, match="tokenizer.ggml.model 't5' is not supported"):
         load_language_model(path)
 
 
 def test_rope_scaling_is_refused_by_name(tmp_path):
     path = write_gguf(tmp_path / "yarn.gguf", llama_tensors(np.random.default_rng(0)),
-                      extra={"llama.rope.scaling.type": "yarn"})
-    with pytest.raises(ValueError, match="rope.scaling.type 'yarn' is not supported"):
+                      extra={"llama.rope.scaling.type": "dynamic"})
+    with pytest.raises(ValueError, match="rope.scaling.type 'dynamic' is not supported"):
         load_language_model(path)
 
 

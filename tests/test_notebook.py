@@ -31,8 +31,8 @@ def test_the_notebook_holds_the_first_reading_and_runs_its_examples_as_code():
     cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
     text = "".join("".join(cell["source"]) for cell in cells)
     code = ["".join(cell["source"]) for cell in cells if cell["cell_type"] == "code"]
-    assert "## 21. What attention learns: an induction head" in text
-    assert "# Second reading" not in text and "## 22." not in text
+    assert "## 14. SmolLM2: load, ask, look" in text
+    assert "# Second reading" not in text and "## 15." not in text
     assert not any(">>>" in c or c.startswith("%%") for c in code)  # prompts gone, no shell
     assert any("lm_loss" in c and "adam_update" in c for c in code)  # the training loop runs
 
@@ -53,4 +53,7 @@ def test_the_notebook_runs():
                 client.execute_cell(cell, index)  # raises CellExecutionError on any error
     outputs = [cell.outputs for cell in notebook.cells if cell.cell_type == "code"]
     assert all(output.get("output_type") != "error" for cell in outputs for output in cell)
-    assert outputs[-1], "the last cell printed nothing"
+    # the last cells hold SmolLM2's examples, shown as text where the model is optional: the
+    # training cell of section 12, near the end, must have printed its results
+    printed = [i for i, output in enumerate(outputs) if output]
+    assert printed and printed[-1] > len(outputs) * 3 // 4, "the later cells printed nothing"

@@ -7,10 +7,13 @@ implements (a body that is more than `raise NotImplementedError`) is swapped in 
 `minattn.swap`, so minattn's own composites call it too: a student's softmax runs inside
 attention, multi-head attention and the encoder block. Several files (or a folder) may be given.
 
-Grading goes by part of the walkthrough: each property belongs to the part that teaches it
-(walkthrough.md's Parts I to IV: attention and the encoder, the decoder and the language model,
-learning, cost and long sequences). `--part N` checks what parts 1..N teach (default 1); the others are listed as waiting. A Part I answer may leave out the
-parameters Part II adds (`align`, `window`, `n_kv_heads`, `sinks`): they wait for Part II too.
+Grading goes by part of the walkthrough: each property belongs to the part that teaches it.
+Parts 1 to 3 are walkthrough.md's Parts I to III, the first reading (attention and the encoder;
+the language model; learning); part 4 is everything the second reading's exercises add
+(grouped-query attention, blockwise attention, attention sinks, the delta rule). `--part N`
+checks what parts 1..N teach (default 1); the others are listed as waiting. An answer may leave
+out the parameters a later part adds (`align` and `window` for Part II; `n_kv_heads` and `sinks`
+for the second reading): their properties wait for that part too.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
@@ -53,18 +56,18 @@ import numpy
 import minattn
 
 EXERCISES = Path(__file__).parent / "exercises"
-PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "Part IV",
+PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
               None: "the model families, which no exercise asks for"}
 # Parameters a student's function may leave out, and the part that teaches each (None: no
 # exercise asks for it): a call that uses one (a value other than the default) fails with a
 # sentence saying so. `like` (the array whose device the mask follows) is never graded.
 LATER_PARAMETERS = {
     "causal_mask": {"align": 2, "window": 2, "like": None},
-    "multi_head_attention": {"n_kv_heads": 2},
+    "multi_head_attention": {"n_kv_heads": 4},
     "apply_rope": {"scaling": None},
-    "scaled_dot_product_attention": {"sinks": 2},
+    "scaled_dot_product_attention": {"sinks": 4},
     "delta_rule": {"chunk_size": None},
-    "self_attention": {"d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
+    "self_attention": {"n_kv_heads": 4, "d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
                        "eps": None, "query_pre_attn_scalar": None,
                        "attn_logit_softcapping": None, "head_mask": None},
     "causal_lm": {"logits_to_keep": None, "head_mask": None},
@@ -352,8 +355,8 @@ CALLED_WITH = {
     "feed_forward": "the normed residual stream [B, L, D], with the activation, dropout and rng "
                     "the block was given",
     "multi_head_attention": "query = key = value [B, L, D] and the block's mask, dropout and rng",
-    "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] that broadcast "
-                  "over the heads",
+    "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] or [B, 1, L] "
+                  "that broadcast over the heads",
 }
 
 
@@ -739,7 +742,9 @@ def add_commands(commands):
                      help="grade one of minattn.course.pitfalls instead: a bug being caught")
     chk.add_argument("--part", type=int, choices=[1, 2, 3, 4], default=1,
                      help="check what walkthrough.md's parts 1..N teach: 1 Part I (default), "
-                          "2 Part II (the decoder), 3 Part III (gradients), 4 Part IV (blockwise)")
+                          "2 Part II (the language model), 3 Part III (learning), 4 the second "
+                          "reading (grouped-query attention, blockwise attention, sinks, the "
+                          "delta rule)")
     chk.add_argument("--examples", type=_examples, default=20,
                      help=f"examples hypothesis tries per property, 1 to {MAX_EXAMPLES} "
                           "(default 20)")

@@ -10,7 +10,6 @@ import autograd.numpy as np
 
 from ..attention import scaled_dot_product_attention, softmax
 from ..blockwise import blockwise_attention
-from ..kv_cache import self_attention
 from ..transformer_decoder import decoder
 from ..heads import merge_heads, split_heads
 from ..masks import causal_mask
@@ -248,9 +247,9 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           query_pre_attn_scalar=None,
                                           attn_logit_softcapping=None,
                                           final_logit_softcapping=None,
-                                          attention=self_attention, cache=None,
+                                          attention=None, cache=None,
                                           return_cache=False, logits_to_keep=None,
-                                          head_mask=None):
+                                          head_mask=None, **block_config):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
     The full forward pass is right, so are the first tokens of a generation; but each token fed
@@ -273,7 +272,7 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                   norm=norm, activation=activation, eps=eps,
                   positions=positions if position == "rope" else None, rope_base=rope_base,
                   partial_rotary_factor=partial_rotary_factor, attention=attention,
-                  **({} if head_mask is None else {"head_mask": list(head_mask)}))
+                  **({} if head_mask is None else {"head_mask": list(head_mask)}), **block_config)
     h, new_cache = out if cache is not None else (out, None)
     if logits_to_keep is not None:
         h = h[..., -logits_to_keep:, :]

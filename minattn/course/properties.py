@@ -26,7 +26,7 @@ class Property:
     hint: str  # what usually breaks it (in the function the property is about)
     check: object  # a function of hypothesis-drawn data: asserts the property
     of: str  # the function the property is about (the others in `uses` run inside it)
-    part: int  # the part of walkthrough.md that teaches it: 1 Part I, 2 Part II, ... (I-IV)
+    part: int  # what teaches it: 1 to 3 walkthrough.md's Parts I to III, 4 the second reading
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
@@ -128,8 +128,9 @@ def ref_rope(x, positions, base=10000.0):
     # slow rotate-half RoPE: feature i pairs with i + d/2, rotated by positions * base^(-2i/d)
     out = np.array(x, dtype=np.float64)
     d = x.shape[-1]
+    positions = np.broadcast_to(positions, x.shape[:-1])
     for index in np.ndindex(x.shape[:-1]):
-        m = positions[index[-1]]
+        m = positions[index]
         for i in range(d // 2):
             angle = m * base ** (-2.0 * i / d)
             a, b = x[index][i], x[index][i + d // 2]
@@ -172,15 +173,48 @@ def as_dtype(tree, dtype):
     return {k: as_dtype(v, dtype) if isinstance(v, dict) else v.astype(dtype) for k, v in tree.items()}
 
 
-def check_dropout(got, undropped, rate, what):
-    # inverted dropout: every entry is 0 or its undropped value / (1 - rate), and some are 0
+def check_dropout(got, undropped, rate, what, some=True):
+    # inverted dropout: every entry is 0 or its undropped value / (1 - rate), and (some=True: on
+    # enough entries that a draw keeping them all is as good as impossible) some are 0
     got = np.asarray(got)
     dropped = got == 0
     kept = np.isclose(got, np.asarray(undropped) / (1 - rate), rtol=1e-7, atol=1e-12)
     assert (dropped | kept).all(), (f"{what} with dropout={rate}: an entry is neither 0 nor its "
                                     f"value without dropout / (1 - {rate}):\ngot:\n{show(got)}\n"
                                     f"without dropout:\n{show(undropped)}")
-    assert dropped.any(), f"{what} with dropout={rate}: nothing was dropped:\n{show(got)}"
+    assert dropped.any() or not some, \
+        f"{what} with dropout={rate}: nothing was dropped:\n{show(got)}"
+
+
+def hoeffding(n, failure=1e-9):
+    # the t with P(|mean of n independent 0/1 draws - their expectation| >= t) <= failure
+    # (Hoeffding: 2 exp(-2 n t²)), whatever the draws' probability: a bound, not a fit to a run
+    return math.sqrt(math.log(2 / failure) / (2 * n))
+
+
+def check_draws(kept, rate, axes, what):
+    """kept: bool, True where dropout with rate p kept an entry; axes: {axis: its name}.
+    The kept fraction is 1 - p, and along each axis the slices 0 and 1, 2 and 3, ... are both
+    kept with frequency (1 - p)² (independent draws), each within Hoeffding's bound for a
+    failure probability of 1e-9: a correct dropout never fails it, at any seed. One mask reused
+    along an axis gives (1 - p) there, p (1 - p) >= 0.18 too many for the rates drawn."""
+    kept = np.asarray(kept)
+    bound = hoeffding(kept.size)
+    share = float(kept.mean())
+    assert abs(share - (1 - rate)) < bound, (
+        f"{what} with dropout={rate}: {share:.3f} of the {kept.size} entries are kept, expected "
+        f"1 - {rate} = {1 - rate:g} (within ±{bound:.3f}, Hoeffding's bound for 1e-9): dropout "
+        f"zeroes each entry with probability {rate}")
+    for axis, name in axes.items():
+        n = kept.shape[axis] // 2 * 2
+        first, second = (np.take(kept, np.arange(start, n, 2), axis=axis) for start in (0, 1))
+        both = float((first & second).mean())
+        bound = hoeffding(first.size)
+        assert abs(both - (1 - rate) ** 2) < bound, (
+            f"{what} with dropout={rate}: the same entry of two different {name} is kept in "
+            f"both {both:.3f} of the time, expected (1 - {rate})² = {(1 - rate) ** 2:.3f} (within "
+            f"±{bound:.3f}, Hoeffding's bound for 1e-9) if each is drawn on its own: the "
+            f"{name} share one dropout mask")
 
 
 def check_seeds(run, what):
@@ -264,16 +298,38 @@ def _(data):
         close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
 
 
-@prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep), masked "
-      "entries get weight exactly 0, the kept ones are the softmax of the kept scores, and a row "
-      "with nothing kept is all zeros (not NaN)", {"softmax"},
-      "np.where(mask, x, -np.inf) before the softmax, and guard rows whose every entry is masked")
+def ref_softmax_along(x, keep, axis):
+    # softmax of x along `axis` with the bool mask keep (broadcasting to x), slice by slice
+    rows = np.moveaxis(x, axis, -1)
+    kept = np.moveaxis(np.broadcast_to(keep, x.shape), axis, -1)
+    expected = np.array([ref_softmax(r, k) for r, k in zip(rows.reshape(-1, rows.shape[-1]),
+                                                          kept.reshape(-1, rows.shape[-1]))])
+    return np.moveaxis(expected.reshape(rows.shape), -1, axis)
+
+
+@prop("softmax_masked_entries_are_zero", "softmax", "with a boolean mask (True = keep) of x's "
+      "shape or one that broadcasts to it ([n], [rows, 1], [1, n], ...), along the last axis or "
+      "axis=0, masked entries get weight exactly 0, the kept ones are the softmax of the kept "
+      "scores, a row with nothing kept is all zeros (not NaN), and x itself is left as it was",
+      {"softmax"},
+      "a masked entry must act as -inf before the exponential and a row with nothing kept must "
+      "come out as zeros, for any mask that broadcasts to x, without writing into x")
 def _(data):
-    shape = (data.draw(sizes, "rows"), data.draw(sizes, "n"))
+    lead = data.draw(st.sampled_from([(), (2,)]), "leading axes of x")
+    shape = lead + (data.draw(sizes, "rows"), data.draw(sizes, "n"))
     x = data.draw(floats(shape), "x")
-    keep = data.draw(hnp.arrays(bool, shape), "mask")
-    expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
-    close(minattn.softmax(x, mask=keep), expected, 1e-9, "softmax(x, mask=mask)")
+    # the mask's shape: x's, or x's with some axes of length 1, or fewer leading axes
+    ones = data.draw(st.lists(st.booleans(), min_size=len(shape), max_size=len(shape)),
+                     "mask axes of length 1")
+    drop = data.draw(st.integers(0, len(shape) - 1), "leading axes the mask leaves out")
+    keep = data.draw(hnp.arrays(bool, tuple(1 if o else n for o, n in zip(ones, shape))[drop:]),
+                     "mask")
+    axis = data.draw(st.sampled_from([-1, 0]), "axis")
+    given = x.copy()
+    got = minattn.softmax(x, mask=keep) if axis == -1 else minattn.softmax(x, axis=0, mask=keep)
+    close(x, given, 0, "x after the call (softmax must not change its input)")
+    close(got, ref_softmax_along(x, keep, axis), 1e-9, f"softmax(x{'' if axis == -1 else ', axis=0'}"
+                                                       f", mask=mask) with a mask of shape {keep.shape}")
 
 
 @prop("softmax_ignores_masked_values_however_large", "softmax", "what a masked entry holds "
@@ -382,6 +438,62 @@ def _(data):
     check_seeds(lambda rng: np.asarray(attend(rng)[1]), "the weights")
 
 
+@prop("attention_dropout_draws_one_p_per_weight", "scaled_dot_product_attention", "with "
+      "dropout=p each weight is dropped on its own with probability p: on q, k, v [2, 4, 32, 3] "
+      "(2 batch entries, 4 heads), a fraction 1 - p of the 8192 weights is kept (each divided by 1 - p), and "
+      "no two batch entries, heads, queries or keys share their draws (Hoeffding's bound for a "
+      "failure probability of 1e-9, at the fixed seed and any other)", ATTENTION,
+      "p is the probability of dropping a weight, and every weight of every batch entry and "
+      "head is an independent draw")
+def _(data):
+    rng = np.random.default_rng(data.draw(seeds, "seed of q, k and v"))
+    q, k, v = (rng.normal(0.0, 0.5, (2, 4, 32, 3)) for _ in range(3))
+    rate = data.draw(st.sampled_from([0.25, 0.4]), "dropout")
+    _, weights = minattn.scaled_dot_product_attention(
+        q, k, v, dropout=rate, rng=np.random.default_rng(data.draw(seeds, "seed of the rng")))
+    scores = np.einsum("bhid,bhjd->bhij", q, k) / math.sqrt(3)  # all finite: no weight is 0
+    undropped = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    undropped /= undropped.sum(axis=-1, keepdims=True)
+    check_dropout(weights, undropped, rate, "the weights")
+    check_draws(np.asarray(weights) != 0, rate, {0: "batch entries", 1: "heads", 2: "queries",
+                                                 3: "keys"}, "the weights")
+
+
+@prop("attention_broadcasts_leading_axes", "scaled_dot_product_attention", "q [B, H, L_q, d_k] "
+      "with k, v [B, H, L_k, ...] or [B, 1, L_k, ...] (one head of keys for all: leading axes "
+      "broadcast), or q [L_q, d_k] against a batch of keys, under a mask that broadcasts ([L_q, "
+      "L_k], [B, 1, 1, L_k] padding, [B, 1, L_q, L_k]): each (batch entry, head) is attention on "
+      "its own", ATTENTION,
+      "leading axes broadcast as in any NumPy product: use the last two axes for the queries and "
+      "keys, and index nothing else")
+def _(data):
+    batch, n_heads = data.draw(st.integers(1, 2), "B"), data.draw(st.integers(1, 3), "H")
+    l_q, l_k, d_k, d_v = (data.draw(sizes, n) for n in ("L_q", "L_k", "d_k", "d_v"))
+    form = data.draw(st.sampled_from(["heads", "one head of keys", "one query sequence"]), "form")
+    q_lead = () if form == "one query sequence" else (batch, n_heads)
+    k_lead = (batch, 1) if form == "one head of keys" else (batch, n_heads)
+    q = data.draw(floats(q_lead + (l_q, d_k)), "q")
+    k, v = data.draw(floats(k_lead + (l_k, d_k)), "k"), data.draw(floats(k_lead + (l_k, d_v)), "v")
+    mask_shape = data.draw(st.sampled_from([None, (l_q, l_k), (batch, 1, 1, l_k),
+                                            (batch, 1, l_q, l_k)]), "mask shape")
+    keep = None if mask_shape is None else data.draw(hnp.arrays(bool, mask_shape), "mask")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep)
+    out, weights = np.asarray(out), np.asarray(weights)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2],
+                               () if keep is None else keep.shape[:-2])
+    assert out.shape == lead + (l_q, d_v) and weights.shape == lead + (l_q, l_k), (
+        f"output {out.shape} and weights {weights.shape}, expected {lead + (l_q, d_v)} and "
+        f"{lead + (l_q, l_k)}")
+    full = lambda a: np.broadcast_to(a, lead + a.shape[-2:])  # noqa: E731
+    qs, ks, vs = full(q), full(k), full(v)
+    keeps = None if keep is None else np.broadcast_to(keep, lead + (l_q, l_k))
+    for index in np.ndindex(lead):
+        ref_out, ref_w = ref_attention(qs[index], ks[index], vs[index],
+                                       None if keeps is None else keeps[index])
+        close(weights[index], ref_w, 1e-9, f"the weights at {index}")
+        close(out[index], ref_out, 1e-9, f"the output at {index}")
+
+
 @prop("attention_ignores_masked_scores_however_large", "scaled_dot_product_attention", "a key the "
       "mask hides changes nothing even when its score is thousands above (or below) the others': "
       "the weights and the output are those of the kept keys alone", ATTENTION,
@@ -462,26 +574,31 @@ def _(data):
 
 
 @prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
-      "token i's features h*d_k .. (h+1)*d_k - 1, in x's dtype", {"split_heads"},
+      "token i's features h*d_k .. (h+1)*d_k - 1, in x's dtype, for x [L, D], [B, L, D] or "
+      "[B, B', L, D]", {"split_heads"},
       "reshape to [..., L, H, d_k] THEN swap the L and H axes: a bare reshape mixes tokens")
 def _(data):
     n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
-    x = data.draw(floats((2, data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
+    lead = data.draw(st.sampled_from([(2,), (), (2, 3)]), "leading axes of x")
+    x = data.draw(floats(lead + (data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
     got = np.asarray(minattn.split_heads(x, n_heads))
-    assert got.shape == (2, n_heads, x.shape[1], d_k), f"shape {got.shape}"
+    expected = lead + (n_heads, x.shape[-2], d_k)
+    assert got.shape == expected, f"split_heads of x {x.shape} has shape {got.shape}, expected {expected}"
     assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
     for h in range(n_heads):
-        close(got[:, h], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
+        close(got[..., h, :, :], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
 
 
 @prop("merge_heads_inverts_split_heads", "merge_heads", "merge_heads(split_heads(x, H)) == x, in "
-      "x's dtype", {"merge_heads"}, "swap the H and L axes back, then reshape to [..., L, H * d_k]")
+      "x's dtype, for heads [H, L, d_k], [B, H, L, d_k] or [B, B', H, L, d_k]", {"merge_heads"},
+      "swap the H and L axes back, then reshape to [..., L, H * d_k]")
 def _(data):
     n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
-    x = data.draw(floats((2, data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
-    heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=1)
+    lead = data.draw(st.sampled_from([(2,), (), (2, 3)]), "leading axes of x")
+    x = data.draw(floats(lead + (data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
+    heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=-3)
     got = np.asarray(minattn.merge_heads(heads))
     assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
     close(got, x, 0, "merge_heads(heads)")
@@ -494,22 +611,54 @@ def draw_multi_head(data, n_kv=False):
     return n_heads, d_model, p
 
 
+def draw_mask(data, batch, l_q, l_k):
+    # a mask for a batch of [B, L_q, L_k] attention with heads, in one of its documented forms:
+    # None, causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q, L_k] -> (the mask,
+    # keep(b): the bool [L_q, L_k] batch entry b attends with)
+    causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
+    form = data.draw(st.sampled_from(["causal [L_q, L_k]", "padding [B, 1, 1, L_k]", "none",
+                                      "causal and padding [B, 1, L_q, L_k]"]), "mask form")
+    if form == "none":
+        return None, lambda b: None
+    if form.startswith("causal ["):
+        data.show("mask", causal)
+        return causal, lambda b: causal
+    lengths = data.draw(hnp.arrays(int, (batch,), elements=st.integers(0, l_k)), "lengths")
+    padding = (np.arange(l_k)[None, :] < lengths[:, None])[:, None, None, :]
+    mask = padding if form.startswith("padding") else padding & causal
+    data.show("mask", mask)
+    return mask, lambda b: np.broadcast_to(mask[b, 0], (l_q, l_k))
+
+
 @prop("multi_head_attention_matches_a_loop_over_heads", "multi_head_attention", "multi_head_"
       "attention projects query, key and value, attends in each head separately, concatenates the "
-      "heads and projects back (self- and cross-attention, with a causal mask)", MULTI_HEAD,
-      "each head attends over its own d_k features; merge the heads before the output projection")
+      "heads and projects back: self- and cross-attention (L_q != L_k), one sequence [L, D] or a "
+      "batch [B, L, D], under a mask of any documented form (causal [L_q, L_k], padding [B, 1, 1, "
+      "L_k], both [B, 1, L_q, L_k])", MULTI_HEAD,
+      "each head attends over its own d_k features of every batch entry; the mask broadcasts over "
+      "the head axis; merge the heads before the output projection")
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
-    query, key = data.draw(floats((l_q, d_model)), "query"), data.draw(floats((l_k, d_model)), "key")
-    value = data.draw(floats((l_k, d_model)), "value")
-    keep = np.asarray([[j <= i for j in range(l_k)] for i in range(l_q)], bool)
-    data.show("mask", keep)
-    out, weights = minattn.multi_head_attention(p, query[None], key[None], value[None], keep,
-                                                n_heads=n_heads)
-    ref_out, ref_w = ref_multi_head(p, query, key, value, n_heads, keep)
-    close(np.asarray(weights)[0], ref_w, 1e-8, "the per-head weights [H, L_q, L_k]")
-    close(np.asarray(out)[0], ref_out, 1e-8, "the output")
+    batch = data.draw(st.sampled_from([(1,), (2,), ()]), "batch shape")
+    query = data.draw(floats(batch + (l_q, d_model)), "query")
+    key, value = data.draw(floats(batch + (l_k, d_model)), "key"), \
+        data.draw(floats(batch + (l_k, d_model)), "value")
+    if batch:
+        mask, keep = draw_mask(data, batch[0], l_q, l_k)
+    else:  # one sequence [L, D], under a causal mask [L_q, L_k]
+        mask = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
+        keep = lambda b: mask  # noqa: E731
+    out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
+    out, weights = np.asarray(out), np.asarray(weights)
+    assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
+        f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
+        f"{batch + (n_heads, l_q, l_k)}")
+    for b in range(batch[0] if batch else 1):
+        at = (b,) if batch else ()
+        ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads, keep(b))
+        close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry {b}")
+        close(out[at], ref_out, 1e-8, f"the output of batch entry {b}")
 
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
@@ -529,19 +678,33 @@ def _(data):
           f"the weights averaged over heads {list(batch + (l_q, l_k))}")
 
 
+def ref_output_of_weights(p, value, weights):
+    # one sequence: the multi-head output that attention weights [H, L_q, L_k] give, value [L_k, D]
+    n_heads = weights.shape[0]
+    d_k = value.shape[-1] // n_heads
+    v = value @ p["w_v"] + p["b_v"]
+    heads = [weights[h] @ v[:, h * d_k:(h + 1) * d_k] for h in range(n_heads)]
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
+
+
 @prop("multi_head_attention_passes_dropout_on", "multi_head_attention", "with dropout=p and an rng "
-      "each head's weights are 0 or their value without dropout / (1 - p), and the rng's seed "
-      "alone decides which", MULTI_HEAD,
-      "pass dropout and rng on to scaled_dot_product_attention")
+      "each head's weights are 0 or their value without dropout / (1 - p), the rng's seed "
+      "alone decides which, and the weights returned are those the output was computed with",
+      MULTI_HEAD, "pass dropout and rng on to the attention of the heads, and return the weights "
+      "of that same call")
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     length = data.draw(st.integers(3, 5), "L")
-    x = data.draw(floats((length, d_model)), "query = key = value")
+    x = data.draw(floats((2, length, d_model)), "query = key = value")
     rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
-    attend = lambda rng: minattn.multi_head_attention(p, x[None], x[None], x[None],
+    attend = lambda rng: minattn.multi_head_attention(p, x, x, x,  # noqa: E731
                                                       n_heads=n_heads, dropout=rate, rng=rng)
-    check_dropout(np.asarray(attend(np.random.default_rng(0))[1])[0],
-                  ref_multi_head(p, x, x, x, n_heads)[1], rate, "the weights")
+    out, weights = (np.asarray(a) for a in attend(np.random.default_rng(0)))
+    check_dropout(weights, np.stack([ref_multi_head(p, a, a, a, n_heads)[1] for a in x]), rate,
+                  "the weights")
+    for b in range(2):
+        close(out[b], ref_output_of_weights(p, x[b], weights[b]), 1e-8,
+              f"the output of batch entry {b} (the one the weights returned give)")
     check_seeds(lambda rng: np.asarray(attend(rng)[1]), "the weights")
 
 
@@ -557,13 +720,15 @@ def _(data):
 
 
 @prop("layer_norm_matches_the_formula", "layer_norm", "layer_norm(x, gamma, beta, eps) = (x - mean)"
-      " / sqrt(var + eps) * gamma + beta over the last axis, with the biased variance (divide by "
-      "D), as torch.nn.LayerNorm — also for rows of tiny variance and any eps", {"layer_norm"},
+      " / sqrt(var + eps) * gamma + beta over the last axis of x [..., D] (any leading axes, none "
+      "included), with the biased variance (divide by D), as torch.nn.LayerNorm — also for rows "
+      "of tiny variance and any eps", {"layer_norm"},
       "mean and variance over axis=-1 with keepdims; variance divides by D; eps (the argument, "
       "even 0: `eps or 1e-5` ignores it) inside the sqrt")
 def _(data):
     d = data.draw(st.integers(2, 6), "D")
-    x = data.draw(floats((data.draw(sizes, "rows"), d)), "x")
+    lead = data.draw(st.sampled_from([(data.draw(sizes, "rows"),), (2, 3), ()]), "leading axes")
+    x = data.draw(floats(lead + (d,)), "x")
     x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
     drawn = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
@@ -583,13 +748,15 @@ def _(data):
 
 
 @prop("feed_forward_matches_the_formula", "feed_forward", "feed_forward(params, x) = act(x w_1 + "
-      "b_1) w_2 + b_2 for every token, for relu (the default), gelu and gelu_tanh",
+      "b_1) w_2 + b_2 for every token of x [..., D] (any leading axes, none included), for relu "
+      "(the default), gelu and gelu_tanh",
       {"feed_forward"}, "the activation goes between the two linear maps, on the hidden width F; "
       "check which activation was asked for")
 def _(data):
     d = data.draw(st.integers(1, 4), "D")
     p = random_params(data.draw(seeds, "params seed"), d)["feed_forward"]
-    x = data.draw(floats((2, data.draw(sizes, "L"), d)), "x")
+    lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), ()]), "leading axes")
+    x = data.draw(floats(lead + (d,)), "x")
     activation = data.draw(st.sampled_from([None, "relu", "gelu", "gelu_tanh"]), "activation")
     got = minattn.feed_forward(p, x) if activation is None else \
         minattn.feed_forward(p, x, activation=activation)
@@ -646,6 +813,26 @@ def _(data):
             "than to the hidden units?")
 
 
+@prop("feed_forward_dropout_draws_one_p_per_unit", "feed_forward", "with dropout=p each hidden "
+      "unit of each token is dropped on its own with probability p: on x [2, 500, 8] with F = 8 "
+      "hidden units (w_1 = w_2 = I, b_1 = 1, b_2 = 0, so the output shows the units), a fraction "
+      "1 - p of the 8000 units is kept (each divided by 1 - p), and no two batch entries, tokens "
+      "or units share their draws (Hoeffding's bound for a failure probability of 1e-9, at the "
+      "fixed seed and any other)", {"feed_forward"},
+      "p is the probability of dropping a unit, and every unit of every token is an independent "
+      "draw")
+def _(data):
+    rate = data.draw(st.sampled_from([0.25, 0.4]), "dropout")
+    p = {"w_1": np.eye(8), "b_1": np.ones(8), "w_2": np.eye(8), "b_2": np.zeros(8)}
+    x = np.ones((2, 500, 8))  # every hidden unit is relu(1 + 1) = 2
+    got = np.asarray(minattn.feed_forward(p, x, dropout=rate,
+                                          rng=np.random.default_rng(data.draw(seeds, "seed"))))
+    assert got.shape == x.shape, f"the output has shape {got.shape}, expected {x.shape}"
+    check_dropout(got, np.full(x.shape, 2.0), rate, "the hidden units (the output)")
+    check_draws(got != 0, rate, {0: "batch entries", 1: "tokens", 2: "hidden units"},
+                "the hidden units")
+
+
 @prop("feed_forward_keeps_float32", "feed_forward", "the feed-forward network on float32 inputs "
       "and params returns float32, for every activation", {"feed_forward"},
       "np.vectorize(math.erf) and NumPy float64 scalars return float64: cast back to x.dtype")
@@ -660,8 +847,9 @@ def _(data):
 @prop("encoder_block_matches_the_paper", "encoder_block", "encoder_block is x = "
       "self_attention_norm(x + self_attention(x)), then feed_forward_norm(x + feed_forward(x)) "
       "(post-norm); with norm_first=True x + self_attention(self_attention_norm(x)), then "
-      "x + feed_forward(feed_forward_norm(x)) (pre-norm); the mask reaches the "
-      "attention, activation the feed-forward network and eps both norms", BLOCK,
+      "x + feed_forward(feed_forward_norm(x)) (pre-norm), for one sequence [L, D] or a batch "
+      "[B, L, D]; the mask (causal [L, L], padding [B, 1, 1, L], both) reaches the attention, "
+      "activation the feed-forward network and eps both norms", BLOCK,
       "each sublayer's output is ADDED to its input (the residual), the norm sits after the add "
       "(post-norm) or before the sublayer (pre-norm); pass mask, n_heads, activation and eps on")
 def _(data):
@@ -671,21 +859,34 @@ def _(data):
     activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
     drawn = data.draw(st.sampled_from([0.5, 1e-5]), "eps")
     p = random_params(data.draw(seeds, "params seed"), d_model)
-    x = data.draw(floats((length, d_model)), "x") * data.draw(st.sampled_from([1.0, 0.1]), "x scaled by")
-    keep = np.tril(np.ones((length, length), bool))
-    data.show("mask", keep)
+    batch = data.draw(st.sampled_from([(1,), (2,), ()]), "batch shape")
+    x = data.draw(floats(batch + (length, d_model)), "x") * \
+        data.draw(st.sampled_from([1.0, 0.1]), "x scaled by")
+    if batch:
+        mask, keep = draw_mask(data, batch[0], length, length)
+    else:  # one sequence [L, D], under a causal mask
+        mask = np.tril(np.ones((length, length), bool))
+        keep = lambda b: mask  # noqa: E731
+        data.show("mask", mask)
     # both norms, and eps=0 too when every row of x varies (eps=0 is refused on a constant row)
     for norm_first, eps in [(False, drawn), (True, drawn)] + (
             [(False, 0.0), (True, 0.0)] if (np.ptp(x, axis=-1) > 0).all() else []):
-        got, weights = minattn.encoder_block(p, x[None], keep, n_heads=n_heads,
+        got, weights = minattn.encoder_block(p, x, mask, n_heads=n_heads,
                                              norm_first=norm_first, activation=activation,
                                              eps=eps, return_weights=True)
-        ref_out, ref_w = ref_encoder_block(p, x, n_heads, keep, norm_first, eps, activation)
-        close(np.asarray(got)[0], ref_out, 1e-7, f"encoder_block (norm_first={norm_first}, "
-                                                 f"eps={eps})")
-        close(np.asarray(weights)[0], ref_w, 1e-7, "the attention weights (return_weights=True, "
-                                                   f"norm_first={norm_first})")
-        plain = minattn.encoder_block(p, x[None], keep, n_heads=n_heads, norm_first=norm_first,
+        got, weights = np.asarray(got), np.asarray(weights)
+        assert got.shape == x.shape and weights.shape == batch + (n_heads, length, length), (
+            f"output {got.shape} and weights {weights.shape}, expected {x.shape} and "
+            f"{batch + (n_heads, length, length)}")
+        for b in range(batch[0] if batch else 1):
+            at = (b,) if batch else ()
+            ref_out, ref_w = ref_encoder_block(p, x[at], n_heads, keep(b), norm_first, eps,
+                                               activation)
+            close(got[at], ref_out, 1e-7, f"encoder_block (norm_first={norm_first}, eps={eps}), "
+                                          f"batch entry {b}")
+            close(weights[at], ref_w, 1e-7, "the attention weights (return_weights=True, "
+                                            f"norm_first={norm_first}), batch entry {b}")
+        plain = minattn.encoder_block(p, x, mask, n_heads=n_heads, norm_first=norm_first,
                                       activation=activation, eps=eps)
         close(plain, got, 0, "encoder_block without return_weights (the output alone)")
 
@@ -751,6 +952,44 @@ def _(data):
               f"(norm_first={norm_first})")
 
 
+@prop("encoder_block_returns_the_weights_it_used", "encoder_block", "with dropout=p and "
+      "return_weights=True the weights returned are the ones the block's output was computed "
+      "with: with a feed-forward network that outputs 0 (w_2, b_2 all 0), each token's output is "
+      "the block's formula with the attention output those weights give, reaching the residual "
+      "add whole or through dropout (each feature 0 or divided by 1 - p)", BLOCK,
+      "return the weights of the very attention call whose output the block adds to x: another "
+      "call draws other dropout masks")
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_model, length = 2 * n_heads, data.draw(st.integers(3, 5), "L")
+    p = random_params(data.draw(seeds, "params seed"), d_model)
+    p = {**p, "feed_forward": {**p["feed_forward"], "w_2": np.zeros_like(p["feed_forward"]["w_2"]),
+                               "b_2": np.zeros_like(p["feed_forward"]["b_2"])}}
+    x = data.draw(floats((2, length, d_model)), "x")
+    rate = data.draw(st.sampled_from([0.5, 0.4]), "dropout")
+    norm = lambda h, which: ref_layer_norm(h, p[which]["gamma"], p[which]["beta"], 1e-5)  # noqa: E731
+    masks = np.array(list(np.ndindex(*(2,) * d_model)), float)  # every 0/1 mask of a token's D
+    for norm_first in (False, True):
+        got, weights = minattn.encoder_block(p, x, n_heads=n_heads, norm_first=norm_first,
+                                             dropout=rate, rng=np.random.default_rng(0),
+                                             return_weights=True)
+        got, weights = np.asarray(got), np.asarray(weights)
+        for b in range(2):
+            h = norm(x[b], "self_attention_norm") if norm_first else x[b]
+            used = ref_output_of_weights(p["self_attention"], h, weights[b])  # [L, D]
+            added = np.concatenate([used[:, None], used[:, None] * masks / (1 - rate)], axis=1)
+            outs = x[b][:, None] + added  # [L, 1 + 2^D, D]: every way it reaches the residual
+            if not norm_first:
+                outs = norm(norm(outs, "self_attention_norm"), "feed_forward_norm")
+            for t in range(length):
+                assert np.isclose(outs[t], got[b, t], rtol=1e-7, atol=1e-9).all(axis=-1).any(), (
+                    f"norm_first={norm_first}, batch entry {b}, token {t}: the output "
+                    f"{show(got[b, t])} is not what the weights returned give (the attention "
+                    f"output they give: {show(used[t])}): are they from another attention call "
+                    "than the one whose output the block uses (or is dropout applied elsewhere "
+                    "than inside the sublayers or on their outputs)?")
+
+
 @prop("encoder_block_keeps_float32", "encoder_block", "an encoder block on float32 inputs and "
       "params returns float32", BLOCK, "a float64 scalar or array created inside upcasts float32")
 def _(data):
@@ -764,7 +1003,7 @@ def _(data):
 # --- Part II: the decoder ---
 
 
-def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads):
+def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads, keep=None):
     # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv)
     d_k = query.shape[-1] // n_heads
     q, k, v = query @ p["w_q"] + p["b_q"], key @ p["w_k"] + p["b_k"], key @ p["w_v"] + p["b_v"]
@@ -772,42 +1011,61 @@ def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads):
     for h in range(n_heads):
         g = h // (n_heads // n_kv_heads)
         heads.append(ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
-                                   v[:, g * d_k:(g + 1) * d_k])[0])
+                                   v[:, g * d_k:(g + 1) * d_k], keep)[0])
     return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
 
 
 @prop("grouped_query_attention_shares_kv_heads", "multi_head_attention", "multi_head_attention "
       "with n_kv_heads < n_heads (GQA; MQA when 1): K and V are projected to n_kv_heads heads, and "
-      "query head h reads key/value head h // (n_heads // n_kv_heads)", MULTI_HEAD,
+      "query head h reads key/value head h // (n_heads // n_kv_heads), for a batch [B, L, D] "
+      "under a mask of any documented form", MULTI_HEAD,
       "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
-      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=2)
+      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=4)
 def _(data):
     n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
     n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
     d_k = data.draw(st.integers(1, 2), "d_k")
     d_model, l_q, l_k = n_heads * d_k, data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
     p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["self_attention"]
-    query, key = data.draw(floats((l_q, d_model)), "query"), data.draw(floats((l_k, d_model)), "key")
-    out, _ = minattn.multi_head_attention(p, query[None], key[None], key[None], n_heads=n_heads,
+    batch = data.draw(st.integers(1, 2), "B")
+    query = data.draw(floats((batch, l_q, d_model)), "query")
+    key = data.draw(floats((batch, l_k, d_model)), "key")
+    mask, keep = draw_mask(data, batch, l_q, l_k)
+    out, _ = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
                                           n_kv_heads=n_kv_heads)
-    close(np.asarray(out)[0], ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads), 1e-8,
-          f"the output with {n_heads} query heads and {n_kv_heads} key/value heads")
+    for b in range(batch):
+        close(np.asarray(out)[b], ref_grouped_multi_head(p, query[b], key[b], n_heads, n_kv_heads,
+                                                         keep(b)), 1e-8,
+              f"the output of batch entry {b} with {n_heads} query heads and {n_kv_heads} "
+              "key/value heads")
+
+
+def draw_positions(data, lead, length, name="positions"):
+    # int positions for x [*lead, L, ...]: [L] (the same for every sequence), or one row per
+    # sequence, [B, L] with lead (B,), [B, 1, L] with lead (B, H)
+    form = data.draw(st.sampled_from(["[L]", "one row per sequence"]), f"{name} form")
+    shape = (length,) if form == "[L]" else (lead[0],) + (1,) * (len(lead) - 1) + (length,)
+    return data.draw(hnp.arrays(int, shape, elements=st.integers(0, 1000)), name)
 
 
 @prop("apply_rope_rotates_feature_pairs", "apply_rope", "apply_rope(x, positions, base=b) "
       "rotates each feature pair (x[i], x[i + d/2]) of the token at position m by the angle m · "
-      "b^(-2i/d) (the rotate-half convention of Llama and Hugging Face; b defaults to 10000)",
-      {"apply_rope"}, "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is "
-      "m / base^(2i/d), with the base given", part=2)
+      "b^(-2i/d) (the rotate-half convention of Llama and Hugging Face; b defaults to 10000), for "
+      "x [B, L, d] or [B, H, L, d] and positions that broadcast to x's [..., L]: [L] or one row "
+      "per sequence ([B, L], [B, 1, L])", {"apply_rope"},
+      "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is m / base^(2i/d), "
+      "with the base given; positions may have leading axes of their own, so keep them", part=2)
 def _(data):
     d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(sizes, "L")
-    x = data.draw(floats((2, length, d)), "x")
-    positions = np.array(data.draw(st.lists(st.integers(0, 1000), min_size=length, max_size=length),
-                                   "positions"))
-    base = data.draw(st.sampled_from([None, 10000.0, 100.0, 500000.0]), "base")
-    got = minattn.apply_rope(x, positions) if base is None else \
-        minattn.apply_rope(x, positions, base=base)
-    close(got, ref_rope(x, positions, base or 10000.0), 1e-9, f"apply_rope(x, positions, base={base})")
+    lead = data.draw(st.sampled_from([(2,), (2, 3)]), "leading axes of x")
+    x = data.draw(floats(lead + (length, d)), "x")
+    positions = draw_positions(data, lead, length)
+    drawn = data.draw(st.sampled_from([None, 10000.0, 500000.0]), "base")
+    for base in (drawn, 100.0):  # a base far from the default, in every example
+        got = minattn.apply_rope(x, positions) if base is None else \
+            minattn.apply_rope(x, positions, base=base)
+        close(got, ref_rope(x, positions, base or 10000.0), 1e-9,
+              f"apply_rope(x, positions{'' if base is None else f', base={base}'})")
 
 
 @prop("apply_rope_keeps_float32", "apply_rope", "apply_rope of float32 x is float32",
@@ -822,9 +1080,15 @@ def _(data):
 SELF_ATTENTION = {"self_attention", "apply_rope"} | (MULTI_HEAD - {"multi_head_attention"})
 
 
-def draw_self_attention(data, rope=None):
-    n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
-    n_heads = n_kv_heads * data.draw(st.integers(1, 2), "n_heads / n_kv_heads")
+def draw_self_attention(data, rope=None, grouped=False):
+    # grouped: fewer key/value heads than query heads (the second reading's grouped-query
+    # attention); otherwise one per query head and n_kv_heads left at its default, so that a
+    # first-reading answer without the parameter is checked
+    if grouped:
+        n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
+        n_heads = n_kv_heads * data.draw(st.integers(2, 3), "n_heads / n_kv_heads")
+    else:
+        n_heads = n_kv_heads = data.draw(st.integers(1, 3), "n_heads")
     d_k = 2 * data.draw(st.sampled_from([2, 3]), "d_k / 2")  # d_k = 2 would not show rope_base
     p = random_params(data.draw(seeds, "params seed"), n_heads * d_k, d_kv=n_kv_heads * d_k)
     if rope is None:
@@ -833,52 +1097,98 @@ def draw_self_attention(data, rope=None):
     return n_heads, n_kv_heads, n_heads * d_k, p["self_attention"], rope, base
 
 
-@prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
-      "H, n_kv_heads=H_kv, positions=p, rope_base=b) projects x, rotates q and k by RoPE (when "
-      "positions are given), attends with H_kv shared key/value heads under the mask, and returns "
-      "the cache {'k', 'v'} of the rotated keys and the values [B, H_kv, L, d_k]", SELF_ATTENTION,
-      "RoPE on q and k only, with rope_base; query head h reads key/value head h // (H / H_kv); "
-      "the cache holds k after RoPE", part=2)
-def _(data):
-    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data, rope=True)
-    length = data.draw(st.integers(2, 5), "L")
-    x = data.draw(floats((length, d_model)), "x")
-    positions = np.arange(length) + data.draw(st.integers(0, 20), "first position") if rope else None
-    keep = np.tril(np.ones((length, length), bool))
-    out, cache = minattn.self_attention(p, x[None], keep, n_heads=n_heads, n_kv_heads=n_kv_heads,
+def ref_cache(p, x, n_heads, n_kv_heads, positions, base):
+    # one sequence x [L, D] -> the keys (rotated when positions are given) and the values of its
+    # key/value heads, [H_kv, L, d_k] each
+    d_k = x.shape[-1] // n_heads
+    k, v = x @ p["w_k"] + p["b_k"], x @ p["w_v"] + p["b_v"]
+    k, v = (np.stack([a[:, g * d_k:(g + 1) * d_k] for g in range(n_kv_heads)]) for a in (k, v))
+    return (k if positions is None else ref_rope(k, positions, base)), v
+
+
+def row(positions, b):
+    # the positions of batch entry b: [L] are everyone's, [B, L] one row per entry
+    return None if positions is None else positions if positions.ndim == 1 else positions[b]
+
+
+def given_kv_heads(n_heads, n_kv_heads):
+    # the n_kv_heads a check passes: None (the default) when every query head has its own
+    return None if n_kv_heads == n_heads else n_kv_heads
+
+
+def self_attention_matches_a_loop(data, grouped):
+    n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data, rope=True,
+                                                                      grouped=grouped)
+    length, batch = data.draw(st.integers(2, 5), "L"), data.draw(st.integers(1, 2), "B")
+    x = data.draw(floats((batch, length, d_model)), "x")
+    positions = draw_positions(data, (batch,), length)
+    mask, keep = draw_mask(data, batch, length, length)
+    out, cache = minattn.self_attention(p, x, mask, n_heads=n_heads,
+                                        n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
                                         positions=positions, rope_base=base)
-    close(np.asarray(out)[0], ref_self_attention(p, x, n_heads, n_kv_heads, keep, positions, base),
-          1e-8, "the output")
-    d_k = d_model // n_heads
-    k = x @ p["w_k"] + p["b_k"]
-    k = np.stack([k[:, g * d_k:(g + 1) * d_k] for g in range(n_kv_heads)])
-    if rope:
-        k = ref_rope(k, positions, base)
-    close(np.asarray(cache["k"])[0], k, 1e-8, "cache['k'] [H_kv, L, d_k]")
+    for b in range(batch):
+        close(np.asarray(out)[b], ref_self_attention(p, x[b], n_heads, n_kv_heads, keep(b),
+                                                     row(positions, b), base),
+              1e-8, f"the output of batch entry {b}")
+        k, v = ref_cache(p, x[b], n_heads, n_kv_heads, row(positions, b), base)
+        close(np.asarray(cache["k"])[b], k, 1e-8, f"cache['k'] [H_kv, L, d_k] of batch entry {b}")
+        close(np.asarray(cache["v"])[b], v, 1e-8, f"cache['v'] [H_kv, L, d_k] of batch entry {b}")
 
 
-@prop("kv_cache_decoding_matches_the_full_pass", "self_attention", "feeding a prompt, then one "
-      "token at a time through self_attention with the cache it returns gives the outputs of one "
-      "full causal pass", SELF_ATTENTION,
-      "append the new keys and values to the cache's along the key axis (-2); the new tokens "
-      "sit at positions L_past, L_past + 1, ... and the mask covers all L_past + L keys", part=2)
+@prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
+      "H, positions=p, rope_base=b) projects x [B, L, D], rotates q and k by RoPE at positions "
+      "[L] or [B, L] (one row per sequence), attends in H heads under the mask (any documented "
+      "form), and returns the cache {'k', 'v'} of the rotated keys and the values [B, H, L, d_k]",
+      SELF_ATTENTION,
+      "RoPE on q and k only, with rope_base, at each sequence's own positions (q and k have a head "
+      "axis that positions [B, L] lack); the cache holds k after RoPE", part=2)
+def _(data):
+    self_attention_matches_a_loop(data, grouped=False)
+
+
+@prop("grouped_self_attention_matches_a_loop", "self_attention", "self_attention with n_kv_heads="
+      "H_kv < n_heads=H (grouped-query attention, the second reading): query head h reads "
+      "key/value head h // (H / H_kv), and the cache holds the H_kv key/value heads "
+      "[B, H_kv, L, d_k]", SELF_ATTENTION,
+      "w_k and w_v project to n_kv_heads * d_k features; query head h reads key/value head "
+      "h // (H / H_kv); the cache keeps the H_kv heads, not copies for every query head", part=4)
+def _(data):
+    self_attention_matches_a_loop(data, grouped=True)
+
+
+@prop("kv_cache_decoding_matches_the_full_pass", "self_attention", "a sequence fed in chunks of "
+      "any lengths (a prompt, then one or several tokens at a time), each with the cache the call "
+      "before returned, its own positions and the bottom-right causal mask over all the keys so "
+      "far (or no mask for a single token), gives the outputs of one full causal pass, and the "
+      "last cache holds the keys and values of the whole sequence, in order", SELF_ATTENTION,
+      "the cache is the past: the new keys and values come after the cached ones, and a chunk's "
+      "queries are the last positions of the keys it sees", part=2)
 def _(data):
     n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
-    length = data.draw(st.integers(2, 5), "L")
-    prompt = data.draw(st.integers(1, length - 1), "prompt length")
-    x = data.draw(floats((1, length, d_model)), "x")
-    positions = np.arange(length) if rope else None
-    attend = lambda chunk, mask, cache, start: minattn.self_attention(
-        p, chunk, mask, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_base=base, cache=cache,
-        positions=None if positions is None else positions[start:start + chunk.shape[1]])
-    full, _ = attend(x, np.tril(np.ones((length, length), bool)), None, 0)
-    out, cache = attend(x[:, :prompt], np.tril(np.ones((prompt, prompt), bool)), None, 0)
-    steps = [np.asarray(out)]
-    for t in range(prompt, length):
-        out, cache = attend(x[:, t:t + 1], None, cache, t)
-        steps.append(np.asarray(out))
-    close(np.concatenate(steps, axis=1), np.asarray(full), 1e-9,
-          f"the outputs of a prompt of {prompt} then one token at a time")
+    length, batch = data.draw(st.integers(2, 6), "L"), data.draw(st.integers(1, 2), "B")
+    starts = sorted(data.draw(st.sets(st.integers(1, length - 1), min_size=1, max_size=3),
+                              "where chunks after the first start"))
+    x = data.draw(floats((batch, length, d_model)), "x")
+    positions = draw_positions(data, (batch,), length) if rope else None
+    cache, outs = None, []
+    for a, b in zip([0, *starts], [*starts, length]):
+        mask = np.arange(a, b)[:, None] >= np.arange(b)[None, :]  # query i sits at position a + i
+        if b - a == 1 and data.draw(st.booleans(), f"no mask for the token at {a}"):
+            mask = None
+        out, cache = minattn.self_attention(
+            p, x[:, a:b], mask, n_heads=n_heads, n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
+            rope_base=base,
+            cache=cache, positions=None if positions is None else positions[..., a:b])
+        outs.append(np.asarray(out))
+    got, causal = np.concatenate(outs, axis=1), np.tril(np.ones((length, length), bool))
+    chunks = ", ".join(f"{a}..{b - 1}" for a, b in zip([0, *starts], [*starts, length]))
+    for e in range(batch):
+        close(got[e], ref_self_attention(p, x[e], n_heads, n_kv_heads, causal, row(positions, e),
+                                         base), 1e-8,
+              f"the outputs of batch entry {e}, fed as the chunks of tokens {chunks}")
+        k, v = ref_cache(p, x[e], n_heads, n_kv_heads, row(positions, e), base)
+        close(np.asarray(cache["k"])[e], k, 1e-8, f"the last cache['k'] of batch entry {e}")
+        close(np.asarray(cache["v"])[e], v, 1e-8, f"the last cache['v'] of batch entry {e}")
 
 
 @prop("self_attention_keeps_float32", "self_attention", "self-attention on float32 inputs and "
@@ -889,7 +1199,8 @@ def _(data):
     n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
     x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
     out, cache = minattn.self_attention(as_dtype(p, np.float32), x, n_heads=n_heads,
-                                        n_kv_heads=n_kv_heads, rope_base=base,
+                                        n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
+                                        rope_base=base,
                                         positions=np.arange(x.shape[1]) if rope else None)
     dtypes = {np.asarray(out).dtype, np.asarray(cache["k"]).dtype, np.asarray(cache["v"]).dtype}
     assert dtypes == {np.dtype(np.float32)}, f"float32 in, {dtypes} out"
@@ -960,10 +1271,10 @@ def draw_heads(data, dtype=np.float64):
       "shape [H, 1] (one logit per head, broadcasting over the queries), p_ij = exp(S_ij) / "
       "(exp(s_h) + Σ_j' exp(S_ij')): each row sums to 1 − exp(s_h) / (exp(s_h) + Σ_j' "
       "exp(S_ij')), the sink's share, and the output is Σ_j p_ij v_j (a slow loop over the rows "
-      "computes the reference)", ATTENTION,
+      "computes the reference); with dropout=p too, the weights dropped are those", ATTENTION,
       "the sink is one more logit in the denominator and holds no value: append it to the scores "
       "as a last column, softmax, then drop that column without renormalising; head h uses "
-      "sinks[h]", part=2)
+      "sinks[h]", part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     sinks = data.draw(floats((n_heads, 1)), "sinks")
@@ -979,6 +1290,10 @@ def _(data):
         ref_out, ref_w = ref_attention_with_sinks(q[b, h], k[b, h], v[b, h], np.full(q.shape[2], s))
         close(weights[b, h], ref_w, 1e-9, f"the weights of batch entry {b}, head {h}")
         close(out[b, h], ref_out, 1e-9, f"the output of batch entry {b}, head {h}")
+    out, dropped = (np.asarray(a) for a in minattn.scaled_dot_product_attention(
+        q, k, v, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
+    check_dropout(dropped, weights, 0.5, "the weights with sinks", some=False)
+    close(out, dropped @ v, 1e-9, "the output with sinks and dropout=0.5 (the dropped weights @ v)")
 
 
 @prop("attention_sinks_join_after_masking", "scaled_dot_product_attention", "with a boolean mask "
@@ -987,7 +1302,7 @@ def _(data):
       "weights and a zero output", ATTENTION,
       "mask the scores first, then append the sink's column with a mask column of True (the "
       "sink is never masked, whatever the mask says of the keys); masking the weights after "
-      "the softmax leaves the masked keys in the denominator", part=2)
+      "the softmax leaves the masked keys in the denominator", part=4)
 def _(data):
     q, k, v = data.draw(qkv(batch=False), "q, k, v")
     keep = data.draw(hnp.arrays(bool, (q.shape[0], k.shape[0])), "mask")
@@ -1006,7 +1321,7 @@ def _(data):
       "of -inf (or very negative, -1e4) take no share: the weights and the output equal "
       "attention's without sinks, masked or not", ATTENTION,
       "exp(-inf - max) is 0: shift by the row's max over the kept keys and the sink together, and "
-      "by 0 where that max is -inf", part=2)
+      "by 0 where that max is -inf", part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     keep = data.draw(st.one_of(st.none(), hnp.arrays(bool, (q.shape[2], k.shape[2]))), "mask")
@@ -1022,7 +1337,7 @@ def _(data):
       "float32 q, k, v returns float32 output and weights, whether the sinks are float32 or "
       "float64", ATTENTION,
       "cast the sinks to the scores' dtype before appending them: a float64 column upcasts",
-      part=2)
+      part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data, np.float32)
     dtype = data.draw(st.sampled_from([np.float32, np.float64]), "sinks dtype")
@@ -1032,7 +1347,7 @@ def _(data):
     assert out.dtype == weights.dtype == np.float32, f"got {out.dtype}, {weights.dtype}"
 
 
-# --- Attention and recurrence (after Part II): the gated delta rule ---
+# --- Attention and recurrence (the second reading, part 4): the gated delta rule ---
 
 def ref_delta_rule(q, k, v, beta, g, scale, state):
     # one sequence, the papers' column form: q, k [L, d_k], v [L, d_v], beta, g [L], state
@@ -1046,40 +1361,43 @@ def ref_delta_rule(q, k, v, beta, g, scale, state):
     return out, m.T
 
 
-def draw_delta_rule(data, dtype=np.float64):
+def draw_delta_rule(data, dtype=np.float64, heads=False):
     # q [B, L, d_k], unit-length keys k [B, L, d_k], v [B, L, d_v], beta in [0, 1] and g in
-    # [-2, 0] [B, L], a state [B, d_k, d_v]
-    batch, length = data.draw(st.integers(1, 2), "B"), data.draw(sizes, "L")
+    # [-2, 0] [B, L], a state [B, d_k, d_v]; heads=True: [B, H, ...] instead of [B, ...] too
+    lead = (data.draw(st.integers(1, 2), "B"),)
+    if heads and data.draw(st.booleans(), "with a head axis"):
+        lead += (data.draw(st.integers(1, 3), "H"),)
+    length = data.draw(sizes, "L")
     d_k, d_v = data.draw(sizes, "d_k"), data.draw(sizes, "d_v")
-    q = data.draw(floats((batch, length, d_k), dtype=dtype), "q")
-    k = data.draw(floats((batch, length, d_k), dtype=dtype), "k")
+    q = data.draw(floats(lead + (length, d_k), dtype=dtype), "q")
+    k = data.draw(floats(lead + (length, d_k), dtype=dtype), "k")
     norms = np.sqrt(np.sum(k.astype(np.float64) ** 2, axis=-1, keepdims=True))
     k = np.where(norms > 0, k / np.where(norms > 0, norms, 1), 0).astype(dtype)
     data.show("k, unit rows", k)
-    v = data.draw(floats((batch, length, d_v), dtype=dtype), "v")
-    beta = data.draw(floats((batch, length), 1.0, dtype).map(np.abs), "beta")
-    g = data.draw(floats((batch, length), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
-    state = data.draw(floats((batch, d_k, d_v), dtype=dtype), "initial_state")
+    v = data.draw(floats(lead + (length, d_v), dtype=dtype), "v")
+    beta = data.draw(floats(lead + (length,), 1.0, dtype).map(np.abs), "beta")
+    g = data.draw(floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
+    state = data.draw(floats(lead + (d_k, d_v), dtype=dtype), "initial_state")
     return q, k, v, beta, g, state
 
 
 @prop("delta_rule_matches_a_loop", "delta_rule", "delta_rule(q, k, v, beta, g, scale=s, "
       "initial_state=S_0, return_state=True) equals a slow loop of the papers' update, S_t = "
       "e^{g_t} (I − β_t k_tᵀ k_t) S_{t−1} + β_t k_tᵀ v_t and o_t = (s q_t) S_t, in its output "
-      "and its final state", {"delta_rule"},
+      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k]", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
-      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=2)
+      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=4)
 def _(data):
-    q, k, v, beta, g, state = draw_delta_rule(data)
+    q, k, v, beta, g, state = draw_delta_rule(data, heads=True)
     scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
     out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
                                     return_state=True)
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    for b in range(q.shape[0]):
+    for b in np.ndindex(q.shape[:-2]):
         ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], g[b], s, state[b])
-        close(np.asarray(out)[b], ref_out, 1e-8, f"the output of batch entry {b}")
-        close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of batch entry {b}")
+        close(np.asarray(out)[b], ref_out, 1e-8, f"the output of entry {b}")
+        close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of entry {b}")
 
 
 @prop("delta_rule_is_linear_attention_for_orthonormal_keys", "delta_rule", "with β = 1, no "
@@ -1087,7 +1405,7 @@ def _(data):
       "predicted by a new key, so every value is written whole: the output is linear attention, "
       "scale · (q kᵀ masked causally) v", {"delta_rule"},
       "the prediction k_t S uses the state before this token's write; with g=None leave the "
-      "state as it is (e^0 = 1), and start from zeros", part=2)
+      "state as it is (e^0 = 1), and start from zeros", part=4)
 def _(data):
     d_k = data.draw(st.integers(1, 5), "d_k")
     length = data.draw(st.integers(1, d_k), "L")
@@ -1104,7 +1422,7 @@ def _(data):
       "part's final state (return_state=True), given as initial_state to the second part, gives "
       "the outputs and the final state of the whole sequence", {"delta_rule"},
       "return the state after the last token, and start the loop from initial_state when one is "
-      "given", part=2)
+      "given", part=4)
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data)
     cut = data.draw(st.integers(0, q.shape[1]), "cut")
@@ -1129,7 +1447,7 @@ def _(data):
 @prop("delta_rule_with_decay_zero_forgets", "delta_rule", "a decay of zero (g = -inf, e^g = 0) "
       "forgets the initial state and every earlier token: o_t = scale · (q_t · k_t) β_t v_t",
       {"delta_rule"},
-      "multiply the state by e^{g_t} before the token's prediction and write", part=2)
+      "multiply the state by e^{g_t} before the token's prediction and write", part=4)
 def _(data):
     q, k, v, beta, _, state = draw_delta_rule(data)
     g = np.full(beta.shape, data.draw(st.sampled_from([-np.inf, -1e4]), "every g"))
@@ -1141,7 +1459,7 @@ def _(data):
 @prop("delta_rule_keeps_float32", "delta_rule", "delta_rule of float32 q, k, v, beta and g is "
       "float32, and so is its final state", {"delta_rule"},
       "make the zero state in q's dtype; a float64 scalar array (np.float64(...)) or a state made "
-      "with np.zeros(shape) upcasts float32", part=2)
+      "with np.zeros(shape) upcasts float32", part=4)
 def _(data):
     q, k, v, beta, g, _ = draw_delta_rule(data, np.float32)
     out, final = minattn.delta_rule(q, k, v, beta, g, return_state=True)
@@ -1149,7 +1467,7 @@ def _(data):
     assert out.dtype == final.dtype == np.float32, f"got {out.dtype}, {final.dtype}"
 
 
-# --- Part III: gradients; Part IV: blockwise attention ---
+# --- Part III: gradients; the second reading (part 4): blockwise attention ---
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
@@ -1222,36 +1540,57 @@ def blockwise_diagnosis(got, q, k, v, keep, scale, block_size):
 
 
 def check_blockwise(data, q, k, v, causal=False, key_mask=None, scale=None, block_size=2):
-    # blockwise_attention against the slow loop, batch entry by batch entry, diagnosed on failure
+    # blockwise_attention against the slow loop, entry by entry of the (broadcast) leading axes,
+    # diagnosed on failure
     got = np.asarray(minattn.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask,
                                                  scale=scale, block_size=block_size))
-    assert got.shape == q.shape[:-1] + v.shape[-1:], (
-        f"the output has shape {got.shape}, expected {q.shape[:-1] + v.shape[-1:]}")
-    for b in range(q.shape[0]):
-        keep = np.ones((q.shape[1], k.shape[1]), bool)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2],
+                               () if key_mask is None else key_mask.shape[:-1])
+    expected = lead + q.shape[-2:-1] + v.shape[-1:]
+    assert got.shape == expected, f"the output has shape {got.shape}, expected {expected}"
+    qs, ks, vs = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+    for index in np.ndindex(lead):
+        keep = np.ones((q.shape[-2], k.shape[-2]), bool)
         if causal:
             keep &= np.tril(keep)
         if key_mask is not None:
-            keep &= key_mask[b][None, :]
+            keep &= np.broadcast_to(key_mask, lead + key_mask.shape[-1:])[index][None, :]
+        entry = "batch entry " + ", ".join(map(str, index)) if len(index) == 1 else \
+            f"batch entry {index[0]}, head {index[1]}"
         try:
-            close(got[b], ref_attention(q[b], k[b], v[b], keep, scale)[0], 1e-9,
-                  f"the output of batch entry {b}")
+            close(got[index], ref_attention(qs[index], ks[index], vs[index], keep, scale)[0], 1e-9,
+                  f"the output of {entry}")
         except AssertionError as error:
-            raise AssertionError(f"{blockwise_diagnosis(got[b], q[b], k[b], v[b], keep, scale, block_size)}"
+            raise AssertionError(f"{blockwise_diagnosis(got[index], qs[index], ks[index], vs[index], keep, scale, block_size)}"
                                  f"\n{error}") from None
+
+
+@st.composite
+def blockwise_inputs(draw):
+    # q, k, v [B, L, d] with key_mask [B, L_k] or None; or with heads, q [B, H, L_q, d_k] and
+    # k, v [B, H or 1, L_k, ...] with key_mask [B, 1, L_k] or [B, H, L_k]: the documented forms
+    if draw(st.booleans()):
+        q, k, v = draw(qkv())
+        return q, k, v, draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()))
+    batch, n_heads = draw(st.integers(1, 2)), draw(st.integers(2, 3))
+    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
+    kv_heads = draw(st.sampled_from([1, n_heads]))
+    q = draw(floats((batch, n_heads, l_q, d_k)))
+    k, v = draw(floats((batch, kv_heads, l_k, d_k))), draw(floats((batch, kv_heads, l_k, d_v)))
+    return q, k, v, draw(hnp.arrays(bool, (batch, draw(st.sampled_from([1, n_heads])), l_k)))
 
 
 @prop("blockwise_attention_matches_attention", "blockwise_attention", "blockwise_attention(q, k, "
       "v, causal=c, key_mask=m, scale=s, block_size=n) equals attention's output for any block "
-      "size and any scale (0 included): the online softmax rescales the running sum whenever the "
-      "running max grows", {"blockwise_attention"},
+      "size and any scale (0 included), for q [B, L_q, d_k] or with heads [B, H, L_q, d_k] (k, v "
+      "and key_mask broadcasting over the heads): the online softmax rescales the running sum "
+      "whenever the running max grows", {"blockwise_attention"},
       "keep per query a running max m, sum l and output acc; for each block of keys: m_new = "
       "max(m, block max), rescale l and acc by exp(m - m_new), add the block's; divide at the end",
       part=4)
 def _(data):
-    q, k, v = data.draw(qkv(), "q, k, v")
+    q, k, v, key_mask = data.draw(blockwise_inputs(), "q, k, v, key_mask")
     causal = data.draw(st.sampled_from([True, False]), "causal")
-    key_mask = data.draw(st.one_of(hnp.arrays(bool, k.shape[:-1]), st.none()), "key_mask")
     drawn = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
     for scale in (drawn, 0.0):  # 0, the boundary, in every example

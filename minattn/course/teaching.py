@@ -16,6 +16,7 @@ import minattn as ma
 
 
 def softmax(x, axis=-1, mask=None):
+    # The plain form: minattn's computes in place on arrays it made, with its own gradient.
     # [..., n] -> [..., n]; a fully masked row gives zeros
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
@@ -27,6 +28,7 @@ def softmax(x, axis=-1, mask=None):
 
 
 def apply_dropout(weights, rate, rng):
+    # The plain form: minattn's keeps a NaN at rate 1 and its where keeps the gradient's dtype.
     # [...] -> [...]: each entry zeroed with probability `rate`, the kept ones divided by 1 - rate
     if rate == 0:
         return weights
@@ -35,6 +37,7 @@ def apply_dropout(weights, rate, rng):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
+    # The plain form: minattn's adds checks, its own gradient and blocks of queries.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
@@ -46,6 +49,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> bool [n_q, n_k]: True where query i may attend to key j
     n_k = n_q if n_k is None else n_k
     offset = n_k - n_q if align == "bottom_right" else 0  # the queries are the last n_q keys
@@ -56,11 +60,13 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
 
 
 def padding_mask(lengths, n):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # int [B] -> bool [B, 1, 1, n]: key j is real when j < the sequence's length
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, None, :]
 
 
 def split_heads(x, n_heads):
+    # The plain form (used by the plain forms below): minattn's checks its arguments first.
     # [..., L, D] -> [..., H, L, d_k]
     *lead, length, d_model = x.shape
     x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
@@ -68,12 +74,14 @@ def split_heads(x, n_heads):
 
 
 def merge_heads(x):
+    # The plain form (used by the plain forms below): minattn's checks its argument first.
     # [..., H, L, d_k] -> [..., L, H * d_k]
     *lead, n_heads, length, d_k = x.shape
     return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
 
 
 def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+    # The plain form: minattn's broadcasts K and V over the group axis instead of copying them.
     # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
     group = q.shape[-3] // k.shape[-3]  # G = H / H_kv query heads share each kv head
     k = np.repeat(k, group, axis=-3)  # [..., H, L_k, d_k]: query head h reads kv head h // G
@@ -82,11 +90,13 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
 
 
 def linear(x, w, b):
+    # The plain form: minattn's flattens the tokens into one matrix product, with its own gradient.
     # [..., d_in], [d_in, d_out], [d_out] -> [..., d_out]
     return x @ w + b
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
+    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
     # [..., D], [D], [D] -> [..., D]: biased variance, eps inside the square root
     mean = np.mean(x, axis=-1, keepdims=True)
     variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)
@@ -94,11 +104,13 @@ def layer_norm(x, gamma, beta, eps=1e-5):
 
 
 def rms_norm(x, gamma, eps=1e-6):
+    # The plain form: minattn's carries its hand-written gradient and the half-precision policy.
     # [..., D], [D] -> [..., D]: no centering, no beta
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
 
 
 def gelu(x):
+    # The plain form: minattn's single-precision GELU is a polynomial fit, computed in chunks.
     # x Φ(x), Φ the standard normal's cumulative distribution, through erf
     from scipy.special import erf
 
@@ -106,6 +118,7 @@ def gelu(x):
 
 
 def positional_encoding(n_positions, d_model):
+    # The plain form: minattn's checks its arguments and builds where the inputs live.
     # -> [n_positions, d_model]: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(same)
     position = np.arange(n_positions)[:, None]  # [L, 1]
     pair = np.arange(d_model) // 2  # features 2i and 2i + 1 share frequency i
@@ -114,6 +127,7 @@ def positional_encoding(n_positions, d_model):
 
 
 def apply_rope(x, positions, *, base=10000.0):
+    # The plain form: minattn's builds cos and sin once per step for every layer (by_value).
     # [..., L, d], int [..., L] -> [..., L, d]: pair (x_i, x_{i + d/2}) turns by the angle m θ_i
     d = x.shape[-1]
     theta = base ** (-np.arange(0, d, 2) / d)  # [d/2]: θ_i = base^(-2i/d)
@@ -124,6 +138,7 @@ def apply_rope(x, positions, *, base=10000.0):
 
 
 def cross_entropy(logits, targets):
+    # The plain form: minattn's picks the target with where, which autograd can differentiate.
     # [..., V], int [...] -> the mean of -log p(target)
     shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
@@ -132,6 +147,7 @@ def cross_entropy(logits, targets):
 
 def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer_norm",
               activation="gelu_tanh", eps=1e-5, position="learned", rope_base=10000.0):
+    # The plain form: one pass, equal lengths: no KV cache, padding or window (minattn's has them).
     # int [B, L] -> [B, L, V]: embed, run the decoder under a causal mask, unembed
     length = tokens.shape[-1]
     positions = np.arange(length)  # [L]
@@ -148,6 +164,7 @@ def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer
 
 
 def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
+    # The plain form: minattn's divides in double precision, so a tiny temperature keeps its limit.
     # [B, V] -> int [B]: greedy, or a sample from softmax(logits / T) among the top_k / top_p
     if temperature == 0:
         return np.argmax(logits, axis=-1)
@@ -171,6 +188,7 @@ def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
 
 def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, rng=None,
              **config):
+    # The plain form: no end-of-sequence, padding or use_cache=False (minattn's has them).
     # int [B, L] -> int [B, L + n_new]: the prompt once, then one token at a time through the cache
     cache, new = None, tokens
     for _ in range(n_new):
@@ -181,5 +199,113 @@ def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, 
 
 
 def softmax_vjp(y, g, axis=-1):
+    # The plain form: the formula alone; minattn's is written beside its softmax.
     # y = softmax(x), g = dL/dy -> dL/dx = y ⊙ (g - Σ g ⊙ y), the sum along axis
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
+
+
+# -- The first reading's forms of the composite concepts (issue 46): one model style each, no
+# family options. Each is tested equal to minattn's function with the matching arguments.
+
+def project(x, params, name):
+    # [..., d_in] -> [..., d_out]: x W, plus b where the params hold a bias
+    return x @ params["w_" + name] + params.get("b_" + name, 0.0)
+
+
+def multi_head_attention(params, query, key, value, mask=None, *, n_heads):
+    # [..., L_q, D], [..., L_k, D], [..., L_k, D] -> [..., L_q, D], weights [..., H, L_q, L_k]
+    q = split_heads(project(query, params, "q"), n_heads)  # [..., H, L_q, d_k]
+    k = split_heads(project(key, params, "k"), n_heads)  # [..., H, L_k, d_k]
+    v = split_heads(project(value, params, "v"), n_heads)  # [..., H, L_k, d_k]
+    heads, weights = scaled_dot_product_attention(q, k, v, mask)  # all heads at once
+    return project(merge_heads(heads), params, "o"), weights  # [..., L_q, D]
+
+
+def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
+    # [..., L, D] -> [..., L, D]; post-norm: x = norm(x + f(x)), pre-norm: x = x + f(norm(x))
+    def attend(h):  # tokens exchange information
+        return multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads)[0]
+
+    def feed(h):  # each token on its own
+        return ma.feed_forward(params["feed_forward"], h)
+
+    for name, sublayer in (("self_attention_norm", attend), ("feed_forward_norm", feed)):
+        gamma, beta = params[name]["gamma"], params[name]["beta"]
+        if norm_first:  # pre-norm
+            x = x + sublayer(layer_norm(x, gamma, beta, eps))
+        else:  # post-norm
+            x = layer_norm(x + sublayer(x), gamma, beta, eps)
+    return x
+
+
+def self_attention(params, x, mask=None, *, n_heads, positions, cache=None):
+    # [..., L, D] -> [..., L, D] and the cache {"k", "v": [..., H, L_past + L, d_k]}
+    q, k, v = (split_heads(project(x, params, name), n_heads) for name in "qkv")  # [.., H, L, d_k]
+    q, k = apply_rope(q, positions), apply_rope(k, positions)  # turned by their positions
+    if cache is not None:  # the earlier tokens' keys and values, computed once
+        k = np.concatenate([cache["k"], k], axis=-2)  # [..., H, L_past + L, d_k]
+        v = np.concatenate([cache["v"], v], axis=-2)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # [..., H, L, d_k]
+    return project(merge_heads(heads), params, "o"), {"k": k, "v": v}
+
+
+def decoder_block(params, x, mask=None, *, n_heads, positions, cache=None, eps=1e-5):
+    # [..., L, D] -> [..., L, D] and this layer's cache: pre-norm, RMSNorm and SwiGLU
+    h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
+    attended, cache = self_attention(params["self_attention"], h, mask, n_heads=n_heads,
+                                     positions=positions, cache=cache)
+    x = x + attended  # the residual stream: each sublayer adds to it
+    h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
+    return x + ma.gated_feed_forward(params["feed_forward"], h), cache
+
+
+def language_model(params, tokens, *, n_heads, cache=None, eps=1e-5):
+    # int [B, L] -> logits [B, L, V] and the new cache, one per layer (the past: L_past tokens)
+    past = 0 if cache is None else cache[0]["k"].shape[-2]
+    length = tokens.shape[-1]
+    positions = np.arange(past, past + length)  # [L]: where the new tokens stand
+    mask = causal_mask(length, past + length, align="bottom_right")  # [L, L_past + L]
+    x = params["token_embedding"][tokens]  # [B, L, D]
+    new_cache = []
+    for i, layer in enumerate(params["layers"]):
+        x, layer_cache = decoder_block(layer, x, mask, n_heads=n_heads, positions=positions,
+                                       cache=None if cache is None else cache[i])
+        new_cache.append(layer_cache)
+    x = rms_norm(x, params["final_norm"]["gamma"], eps)
+    return x @ params["token_embedding"].T, new_cache  # [B, L, V]: the embedding, tied
+
+
+def next_token_top_k(logits, temperature=0.0, top_k=None, rng=None):
+    # [B, V] -> int [B]: greedy, or a sample from softmax(logits / T) among the top_k
+    if temperature == 0:
+        return np.argmax(logits, axis=-1)  # greedy: the most likely token
+    logits = (logits - np.max(logits, axis=-1, keepdims=True)) / temperature
+    if top_k is not None:  # only the top_k largest logits of each row stay
+        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
+        logits = np.where(logits >= kth, logits, -np.inf)
+    cdf = np.cumsum(np.exp(logits), axis=-1)  # [B, V]: exp(-inf) = 0 adds nothing
+    cdf = cdf / cdf[:, -1:]  # ending at exactly 1
+    u = rng.random((logits.shape[0], 1))  # one uniform number per row
+    return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u
+
+
+def feed_forward(params, x):
+    # [..., D] -> [..., F] -> [..., D]: two projections, ReLU between them, on every token alone
+    hidden = np.maximum(x @ params["w_1"] + params["b_1"], 0.0)  # [..., F]
+    return hidden @ params["w_2"] + params["b_2"]  # [..., D]
+
+
+def gated_feed_forward(params, x):
+    # [..., D] -> [..., F] -> [..., D]: SwiGLU, SiLU(x W_gate) scaling x W_up feature by feature
+    gate, up = x @ params["w_gate"], x @ params["w_up"]  # [..., F] each
+    hidden = gate / (1.0 + np.exp(-gate)) * up  # SiLU(g) = g * sigmoid(g)
+    return hidden @ params["w_down"]  # [..., D]
+
+
+def encoder(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
+    # [..., L, D] -> [..., L, D]: the blocks one after the other, then a final norm if any
+    for layer in params["layers"]:
+        x = encoder_block(layer, x, mask, n_heads=n_heads, norm_first=norm_first, eps=eps)
+    if "final_norm" in params:
+        x = layer_norm(x, params["final_norm"]["gamma"], params["final_norm"]["beta"], eps)
+    return x

@@ -4,9 +4,9 @@
 its _check_<name> here; the keyword vocabularies (NORMS, GATED, POSITIONS) are defined here,
 where they are checked.
 
-The one module of the engine room that imports concepts: the param and position checks of the
-sublayers a decoder is built from (multi_head, position_wise, rope, rope_scaling), so that a
-block's params are checked exactly as each sublayer checks its own.
+A block's sublayers are checked with their own param and position checks (param_checks.py,
+which the sublayers' modules import too), so that a block's params are checked exactly as each
+sublayer checks its own.
 """
 import functools
 import numbers
@@ -15,10 +15,9 @@ import autograd.numpy as np
 import numpy
 
 from . import checks
-from ..multi_head import PROJECTIONS, check_multi_head_params
-from ..position_wise import ACTIVATIONS, check_feed_forward_params, check_gated_feed_forward_params
-from ..rope import as_int_array, check_partial_rotary_factor, check_positions
-from ..rope_scaling import check_rope_scaling
+from .param_checks import (ACTIVATIONS, PROJECTIONS, as_int_array, check_feed_forward_params,
+                           check_gated_feed_forward_params, check_multi_head_params,
+                           check_partial_rotary_factor, check_positions, check_rope_scaling)
 
 NORMS = ("layer_norm", "rms_norm")
 # The gated feed-forwards (transformer_decoder.GATED maps each to its function); their params:
@@ -28,9 +27,21 @@ DECODER_ACTIVATIONS = ACTIVATIONS + GATED
 POSITIONS = ("learned", "rope")
 
 
+def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache,
+                         whole_heads=True):
+    # self_attention's: -> params, x, mask, positions ([..., 1, L] to broadcast over the heads),
+    # cache. whole_heads=False: a variant rotates part of each head, and checks that part.
+    params, x, mask, positions, _, cache = _check_self_attention(
+        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, None, cache,
+        whole_heads=whole_heads)[:6]
+    if positions is not None and positions.ndim > 1:
+        positions = positions[..., None, :]  # [..., L] -> [..., 1, L]
+    return params, x, mask, positions, cache
+
+
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
                           rope_scaling, cache, query_pre_attn_scalar=None, softcap=None,
-                          partial_rotary_factor=None, head_mask=None):
+                          partial_rotary_factor=None, head_mask=None, whole_heads=True):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -46,7 +57,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
         positions = check_positions(positions, x)
         checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
         check_rope_scaling(rope_scaling)
-        if d_k % 2 and partial_rotary_factor is None:
+        if d_k % 2 and partial_rotary_factor is None and whole_heads:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
                              f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
         if partial_rotary_factor is not None:  # apply_partial_rope's check, on a head
@@ -66,6 +77,61 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
                          "attn_logit_softcapping are not supported")
     head_mask = check_head_mask(head_mask, (n_heads,), x.dtype)
     return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap, head_mask
+
+
+def check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping):
+    # -> (embedding_scale, final_logit_softcapping) in the embedding's dtype; causal_lm checks
+    # the rest (a params without an embedding: refused there).
+    embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
+    dtype = checks.as_float_array("params['token_embedding']", embedding).dtype \
+        if embedding is not None else None
+    if embedding_scale is not None:
+        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
+                                                     allow_zero=True, dtype=dtype)
+    if final_logit_softcapping is not None:
+        final_logit_softcapping = checks.check_positive_real(
+            "final_logit_softcapping", final_logit_softcapping, dtype=dtype)
+    return embedding_scale, final_logit_softcapping
+
+
+def check_scaled_rope_attention(params, x, mask, rope_scaling, whole_heads, config):
+    # self_attention's checks, with its RoPE schedule (whole_heads: rotating every feature)
+    _check_self_attention(params, x, mask, config.get("n_heads"), config.get("n_kv_heads"),
+                          config.get("d_k"), config.get("positions"),
+                          config.get("rope_base", 10000.0), rope_scaling, config.get("cache"),
+                          whole_heads=whole_heads)
+
+
+def check_partial_rope_attention(params, x, mask, partial_rotary_factor, config):
+    # self_attention's checks, with RoPE on int(d_k * partial_rotary_factor) features of a head
+    _check_self_attention(params, x, mask, config.get("n_heads"), config.get("n_kv_heads"),
+                          config.get("d_k"), config.get("positions"),
+                          config.get("rope_base", 10000.0), config.get("rope_scaling"),
+                          config.get("cache"), partial_rotary_factor=partial_rotary_factor)
+
+
+def check_sinks_alone(config):
+    # Attention sinks and Gemma's scaled, soft-capped core are two cores: not both at once.
+    if config.get("query_pre_attn_scalar") is not None or \
+            config.get("attn_logit_softcapping") is not None:
+        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
+                         "attn_logit_softcapping are not supported")
+
+
+def check_scaled_self_attention(params, x, query_pre_attn_scalar, softcap):
+    # -> (query_pre_attn_scalar, softcap) in x's dtype; self_attention checks the rest.
+    # The scores are scaled by query_pre_attn_scalar^-1/2 (inf: by 0, uniform weights, as
+    # transformers) and capped at cap * tanh(s / cap), undefined at cap = 0.
+    dtype = checks.as_float_array("x", x).dtype
+    if query_pre_attn_scalar is not None:
+        query_pre_attn_scalar = checks.check_positive_real(
+            "query_pre_attn_scalar", query_pre_attn_scalar, dtype=dtype, allow_inf=True)
+    if softcap is not None:
+        softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=dtype)
+    if isinstance(params, checks.DICT_TYPES) and "sinks" in params:
+        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
+                         "attn_logit_softcapping are not supported")
+    return query_pre_attn_scalar, softcap
 
 
 def check_head_mask(head_mask, shape, dtype, name="head_mask"):
@@ -241,6 +307,14 @@ def _check_parallel(parallel, norm_first, memory, params):
                          "norm_first=True and takes no memory and no sandwich norms, got "
                          f"norm_first={norm_first!r}, memory "
                          f"{'given' if memory is not None else 'None'}, params with {sandwich}")
+
+
+def check_causal_lm(params, tokens, attention_mask, n_heads, activation, position, cache,
+                    logits_to_keep, config):
+    # causal_lm's: -> params, tokens, attention_mask, past; config: the blocks' keywords
+    return _check_causal_lm(params, tokens, attention_mask, n_heads, config.get("n_kv_heads"),
+                            config.get("d_k"), config.get("norm", "layer_norm"), activation,
+                            position, cache, logits_to_keep=logits_to_keep)[:4]
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,

@@ -19,11 +19,11 @@ rounds), and 833 against 796 ms beside transformers (benchmarks/bench_smollm2.py
 2 cores, 2026-11-25). As engine/threads.py found for the encoder block: the large projections'
 OpenBLAS threads, spinning after each product, hold the cores the workers would need.
 
-The decorated function takes (q, k, v, mask, scale, dropout, rng, sinks) and returns (output
+The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks
 (checks.check_attention) run on the whole call before it is split. It runs as it is (one block) when there is
 nothing to save or no way to split: fewer than two blocks of queries, a mask that is not boolean
-or has no query axis, dropout (its random draws are the whole matrix's), sinks, or a value being
+or has no query axis, dropout (its random draws are the whole matrix's), or a value being
 differentiated (an autograd box: the gradient is recorded on the whole).
 """
 import functools
@@ -49,7 +49,7 @@ def in_query_blocks(rows=128):
             # the whole call's arguments checked first, so that an error names their shapes and
             # no block is cut from arguments the attention would refuse
             checks.check_attention(*(values[name] for name in
-                                     ("q", "k", "v", "mask", "scale", "dropout", "rng", "sinks")))
+                                     ("q", "k", "v", "mask", "scale", "dropout", "rng")))
             if not _splittable(values):
                 return f(*args, **kwargs)
             return _in_blocks(f, values, rows)
@@ -65,7 +65,7 @@ def _splittable(values):
     return (all(hasattr(a, "shape") and not isbox(a) for a in (q, k, values["v"], mask))
             and mask.dtype == bool and mask.ndim >= 2 and mask.shape[-2] == q.shape[-2]
             and mask.shape[-1] == k.shape[-2]
-            and not values.get("dropout") and values.get("sinks") is None)
+            and not values.get("dropout"))
 
 
 def _in_blocks(f, values, rows):

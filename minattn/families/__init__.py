@@ -24,7 +24,9 @@ family.
 
 FAMILIES maps a transformers config.model_type to its family's module; minattn.interop.from_hf
 is that dispatch. Importing this package imports no family (and never torch): converter(t)
-imports the one asked for.
+imports the one asked for. `import minattn` imports the families whose block or model answers
+calls of the shared functions (neox, olmo, gemma, smollm3: engine/variants.py); their
+converters import torch only through the model they are given.
 """
 import importlib
 

@@ -16,7 +16,69 @@ What the family changes in Llama's block:
 - Gemma 2, 3: local (sliding window) and global layers with their own RoPE bases; Gemma 3
   QK-norm.
 """
-from . import hf, llama
+from ..engine import checks
+from ..engine.decoder_checks import _check_decoder_block, check_scaled_causal_lm
+from ..engine.variants import implements
+from ..kv_cache import self_attention
+from ..language_model import causal_lm
+from ..multi_head import multi_head_attention
+from ..softcap import soft_cap
+from ..transformer_decoder import decoder_block, normalize, position_wise
+from . import hf, llama, olmo
+
+# The family's computation: its block (sandwich norms) and its model (scaled embeddings, capped
+# logits). Its attention (a query scale, soft-capped scores) is minattn.softcap's
+# scaled_self_attention; its norm, rms_norm with gamma = 1 + w; its feed-forward, GEGLU
+# (minattn.transformer_decoder.geglu_tanh). Then its converter from transformers.
+
+
+def _sandwich(params, x, mask=None, *, norm_first=False, **config):
+    posts = ("post_self_attention_norm", "post_feed_forward_norm")
+    return norm_first and isinstance(params, checks.DICT_TYPES) and \
+        any(k in params for k in posts) and not olmo.norms_after_only(params, norm_first=True)
+
+
+@implements(decoder_block, when=_sandwich)
+def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm",
+                   activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
+                   memory_mask=None, **attention_config):
+    """Gemma 2 and 3's block, sandwich norms: each sublayer's output normalised too,
+    x = x + post_norm(sublayer(norm(x))) (params "post_self_attention_norm",
+    "post_feed_forward_norm"; a norm params lacks is left out). Keywords as
+    minattn.decoder_block's."""
+    # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
+    params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads,
+                                             attention_config.get("n_kv_heads"), norm,
+                                             activation, eps, False, norm_first)
+    pre = lambda h, name: normalize(h, params[name], norm, eps) if name in params else h  # noqa
+    post = lambda h, name: pre(h, f"post_{name}")  # noqa: E731
+    out, new_cache = (attention or self_attention)(
+        params["self_attention"], pre(x, "self_attention_norm"), mask, eps=eps, n_heads=n_heads,
+        cache=cache, **attention_config)
+    x = x + post(out, "self_attention_norm")
+    if memory is not None:
+        out = multi_head_attention(params["cross_attention"], pre(x, "cross_attention_norm"),
+                                   memory, memory, memory_mask, n_heads=n_heads)[0]
+        x = x + post(out, "cross_attention_norm")
+    out = position_wise(params["feed_forward"], pre(x, "feed_forward_norm"), activation)
+    x = x + post(out, "feed_forward_norm")
+    return x if cache is None else (x, new_cache)
+
+
+@implements(causal_lm, "embedding_scale", "final_logit_softcapping")
+def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=None,
+                     final_logit_softcapping=None, **config):
+    """Gemma's model: causal_lm with the token embeddings times embedding_scale (sqrt(D); 0
+    zeroes them) and the logits soft-capped at final_logit_softcapping (minattn.softcap; None:
+    not capped). config: as causal_lm's."""
+    # int [B, L] -> [B, L, V] (with a cache: and the new cache)
+    scale, cap = check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping)
+    embed = None if scale is None else lambda p, t: p["token_embedding"][t] * scale  # [B, L, D]
+    out = causal_lm(params, tokens, attention_mask, embed=embed, **config)
+    logits, new_cache = out if isinstance(out, tuple) else (out, None)
+    logits = logits if cap is None else soft_cap(logits, cap)
+    return logits if not isinstance(out, tuple) else (logits, new_cache)
+
 
 def gemma1_from_hf(model):
     # Gemma (1): Llama's block with Gemma's RMSNorm (1 + w), embeddings times sqrt(D) and the
@@ -81,9 +143,6 @@ def from_hf(model):
               getattr(config, "attn_logit_softcapping", None),
               "final_logit_softcapping": getattr(config, "final_logit_softcapping", None)}
     return params, kwargs
-
-
-# model_type -> converter: a new architecture is one line here.
 
 
 # model_type -> this family's converter (the table in minattn/families/__init__.py reads it).

@@ -8,9 +8,18 @@ both sublayers reading the block's input:
 (use_parallel_residual=False gives GPT-2's sequential block). Its q, k, v are fused head by
 head in query_key_value, split here.
 """
+import functools
+
 import autograd.numpy as np
 
+from ..engine.decoder_checks import _check_decoder_block, check_partial_rope_attention
+from ..engine.variants import implements, show
+from ..kv_cache import self_attention
+from ..language_model import causal_lm
+from ..rope import apply_partial_rope
+from ..transformer_decoder import decoder_block, normalize, position_wise
 from . import hf
+
 
 def from_hf(model):
     # GPT-NeoX (Pythia): LayerNorm, partial RoPE, a GELU feed-forward with biases, q, k, v fused
@@ -34,6 +43,36 @@ def from_hf(model):
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "partial_rotary_factor": partial, "parallel": bool(config.use_parallel_residual)}
     return params, kwargs
+
+
+@implements(decoder_block, "parallel")
+def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm",
+                   activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
+                   memory_mask=None, norm_first=False, **attention_config):
+    """GPT-NeoX's parallel residual (parallel=True; pre-norm, no cross-attention): both
+    sublayers read the block's input, x + attention(norm_1(x)) + feed_forward(norm_2(x)).
+    Keywords as minattn.decoder_block's."""
+    # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
+    params, x, _ = _check_decoder_block(params, x, memory, memory_mask, n_heads,
+                                        attention_config.get("n_kv_heads"), norm, activation, eps,
+                                        parallel, norm_first)
+    h = normalize(x, params["self_attention_norm"], norm, eps)
+    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask, eps=eps,
+                                                   n_heads=n_heads, cache=cache, **attention_config)
+    h = normalize(x, params["feed_forward_norm"], norm, eps)
+    x = x + out + position_wise(params["feed_forward"], h, activation)
+    return x if cache is None else (x, new_cache)
+
+
+@implements(self_attention, "partial_rotary_factor")
+def partial_rope_attention(params, x, mask=None, *, partial_rotary_factor, **config):
+    """self_attention with RoPE on the first int(d_k * partial_rotary_factor) features of each
+    head of q and k only (minattn.rope.apply_partial_rope; GPT-NeoX, Phi, StableLM)."""
+    check_partial_rope_attention(params, x, mask, partial_rotary_factor, config)
+    scaling = getattr(config.pop("rope", None), "keywords", {})  # a schedule's, if one came first
+    rope = functools.partial(apply_partial_rope, partial_rotary_factor=partial_rotary_factor,
+                             **scaling)
+    return self_attention(params, x, mask, rope=rope, **config)
 
 
 def layer_from_hf(layer, n_heads):
@@ -60,6 +99,9 @@ def layer_from_hf(layer, n_heads):
                              "b_2": hf.array(m.dense_4h_to_h.bias)},
             "feed_forward_norm": hf.layer_norm(layer.post_attention_layernorm)[0]}
 
+
+# causal_lm passes these on to its blocks and their self-attention (**block_config)
+show(causal_lm, partial_rotary_factor=None, parallel=False)
 
 # model_type -> this family's converter (the table in minattn/families/__init__.py reads it).
 CONVERTERS = {"gpt_neox": from_hf}

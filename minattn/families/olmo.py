@@ -9,7 +9,13 @@ What the family changes in Llama's block: the norms come after the sublayers onl
 over all the heads of a token at once (gammas [H d_k] and [H_kv d_k]). OLMo 3 adds local
 (sliding window) and global layers with their own RoPE.
 """
+from ..engine import checks
+from ..engine.decoder_checks import _check_decoder_block
+from ..engine.variants import implements
+from ..kv_cache import self_attention
+from ..transformer_decoder import decoder_block, normalize, position_wise
 from . import hf, llama
+
 
 def from_hf(model):
     # OLMo 2 and 3: Llama's block with its norms after the sublayers only,
@@ -17,6 +23,31 @@ def from_hf(model):
     # [H_kv d_k]); OLMo 3 adds local (sliding) and global layers with their own RoPE.
     rope = None if model.config.model_type == "olmo2" else hf.per_layer_rope
     return llama.from_hf(model, layer_from_hf, rope=rope)
+
+
+def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):
+    """Whether a block's params and norm_first are OLMo 2's: norms after the sublayers only."""
+    keys = ("post_self_attention_norm", "post_feed_forward_norm")
+    return norm_first and isinstance(params, checks.DICT_TYPES) and all(k in params for k in keys) \
+        and not any(k in params for k in ("self_attention_norm", "feed_forward_norm"))
+
+
+@implements(decoder_block, when=norms_after_only)
+def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activation="relu",
+          eps=1e-5, cache=None, attention=None, memory=None, memory_mask=None,
+          **attention_config):
+    """OLMo 2's block: the norms after the sublayers only (params "post_self_attention_norm",
+    "post_feed_forward_norm"), x = x + norm(sublayer(x)). Keywords as minattn.decoder_block's."""
+    # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
+    params, x, _ = _check_decoder_block(params, x, memory, memory_mask, n_heads,
+                                        attention_config.get("n_kv_heads"), norm, activation, eps,
+                                        False, norm_first)
+    out, new_cache = (attention or self_attention)(params["self_attention"], x, mask, eps=eps,
+                                                   n_heads=n_heads, cache=cache, **attention_config)
+    x = x + normalize(out, params["post_self_attention_norm"], norm, eps)
+    out = position_wise(params["feed_forward"], x, activation)
+    x = x + normalize(out, params["post_feed_forward_norm"], norm, eps)
+    return x if cache is None else (x, new_cache)
 
 
 def layer_from_hf(layer):

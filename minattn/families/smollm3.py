@@ -7,7 +7,10 @@ What the family changes: Llama's block, with some layers that use no position en
 (NoPE: no_rope_layers[i] == 0): those layers' rope_base is None, and causal_lm rotates nothing
 there.
 """
+from ..engine.variants import implements
+from ..kv_cache import self_attention
 from . import llama
+
 
 def from_hf(model):
     # SmolLM3: Llama with layers that have no RoPE at all (NoPE: no_rope_layers[i] == 0), told
@@ -20,6 +23,16 @@ def from_hf(model):
                          f"{len(params['layers'])} layers")
     kwargs["rope_base"] = [kwargs["rope_base"] if use else None for use in rotated]
     return params, kwargs
+
+
+def _no_rope(params, x, mask=None, *, rope_base=10000.0, **config):
+    return rope_base is None
+
+
+@implements(self_attention, when=_no_rope)
+def nope_attention(params, x, mask=None, *, rope_base, positions=None, **config):
+    """A NoPE layer's self_attention (rope_base=None): no position at all, q and k unrotated."""
+    return self_attention(params, x, mask, **config)
 
 
 # model_type -> this family's converter (the table in minattn/families/__init__.py reads it).

@@ -5,8 +5,11 @@
     induction.py    a two-layer attention-only model that grows an induction head
     pretrained.py   all-MiniLM-L6-v2 as minattn functions (load_sentence_encoder)
     interop.py      from_torch, from_hf, mask_from_torch (needs torch)
-    chat_model.py   SmolLM2 (a Llama-layout LM) from a GGUF file or a save_pretrained folder,
-                    with its tokenizer and chat template (load_language_model; no torch)
+    chat_model.py   SmolLM2 (or Llama, Mistral, Qwen 2/3, Gemma 2/3, Phi-3, SmolLM3, OLMo 2)
+                    from a GGUF file or a save_pretrained folder, with its tokenizer and chat
+                    template (load_language_model; no torch)
+    checkpoints/    one module per family: transformers' tensor names and config.json, and
+                    llama.cpp's GGUF names and keys, to minattn's params and config (no torch)
     llama_layout.py the Llama name map, shared by the GGUF, safetensors and from_hf paths
     extras.py       the optional packages a loader needs, imported when used (require)
     heads_of_a_model.py  previous-token and induction heads of a loaded LM, scored and ablated

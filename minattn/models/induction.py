@@ -10,7 +10,7 @@ A and copies it. There is no feed-forward sublayer, so the circuit is all attent
 
 The block length changes from batch to batch (BLOCK_LENGTHS), so "attend T - 1 positions back"
 is no shortcut: a head must find the earlier occurrence by content (walkthrough.md, "What
-attention learns: an induction head").
+attention learns").
 """
 import autograd.numpy as np
 from autograd import value_and_grad

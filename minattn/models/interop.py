@@ -1,4 +1,5 @@
-"""PyTorch interop: copy weights out of torch.nn modules, and translate torch's mask conventions.
+"""PyTorch interop: copy weights out of torch.nn modules, translate torch's mask conventions, and
+dispatch a Hugging Face model to its family's converter (from_hf: minattn/families/).
 
 Optional, and apart from the core: torch is imported inside the functions that need it, so
 `import minattn.interop` works (and imports nothing heavy) where torch is not installed.

@@ -1,4 +1,4 @@
-"""A correct answer to exercise 10 (Part II, grouped-query attention)."""
+"""A correct answer to exercise 9 (the second reading, grouped-query attention)."""
 import numpy as np
 
 import minattn

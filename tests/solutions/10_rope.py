@@ -1,4 +1,4 @@
-"""A correct answer to exercise 9 (Part II, RoPE)."""
+"""A correct answer to exercise 10 (Part II, RoPE)."""
 import numpy as np
 
 

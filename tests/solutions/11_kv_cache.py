@@ -10,7 +10,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     q = minattn.split_heads(x @ p["w_q"] + p["b_q"], n_heads)
     k = minattn.split_heads(x @ p["w_k"] + p["b_k"], n_kv)
     v = minattn.split_heads(x @ p["w_v"] + p["b_v"], n_kv)
-    if positions is not None:
+    if positions is not None:  # [..., L] -> [..., 1, L]: the same positions for every head
+        positions = np.asarray(positions)[..., None, :]
         q = minattn.apply_rope(q, positions, base=rope_base)
         k = minattn.apply_rope(k, positions, base=rope_base)
     if cache is not None:

@@ -1,4 +1,4 @@
-"""A correct answer to exercise 14 (Part II, attention sinks): exercise 2's answer, with sinks."""
+"""A correct answer to exercise 14 (the second reading, attention sinks): exercise 2's answer, with sinks."""
 import numpy as np
 
 import minattn

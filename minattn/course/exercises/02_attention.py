@@ -17,12 +17,14 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     dropout: a rate p in [0, 1) applied to the weights with the Generator `rng` (inverted
     dropout: each weight is zeroed with probability p, the others divided by 1 - p); the weights
     returned are the dropped ones, and the output is those weights @ v. dropout=0 draws nothing.
-    sinks: attention sinks, exercise 14 (Part II); leave it out (or ignore it) until then: the
-    grader's properties for it wait for --part 2.
+    sinks: attention sinks, exercise 14 of the second reading; leave it out (or ignore it)
+    until then: the grader's properties for it wait for --part 4.
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights
-    and a zero output (no NaN); the same rng seed gives the same dropout; float32 stays float32.
+    and a zero output (no NaN); leading axes (batch, heads) and masks broadcast; dropout zeroes a
+    fraction p of the weights, each weight drawn on its own (no mask shared by two heads or batch
+    entries), and the same rng seed gives the same dropout; float32 stays float32.
 
     Hints: the scores are q @ np.swapaxes(k, -1, -2), one row per query. Use a Python float for
     the scale (d_k ** -0.5): np.sqrt(d_k) is a float64 scalar, which upcasts float32.

@@ -1,4 +1,4 @@
-"""Exercise 3: masks (walkthrough.md, section 5). Grade it: python -m minattn check my_attention/03_masks.py"""
+"""Exercise 3: masks (walkthrough.md, section 4). Grade it: python -m minattn check my_attention/03_masks.py"""
 import numpy as np
 
 

@@ -1,4 +1,4 @@
-"""Exercise 4: splitting into heads and merging back (walkthrough.md, section 7).
+"""Exercise 4: splitting into heads and merging back (walkthrough.md, section 5).
 Grade it: python -m minattn check my_attention/04_heads.py"""
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Exercise 5: multi-head attention (walkthrough.md, section 8).
+"""Exercise 5: multi-head attention (walkthrough.md, section 5).
 Grade it: python -m minattn check my_attention/05_multi_head_attention.py
 With your parts inside: python -m minattn check my_attention/01_softmax.py my_attention/02_attention.py \
     my_attention/04_heads.py my_attention/05_multi_head_attention.py"""
@@ -20,8 +20,8 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
     dropout, rng: passed on to the attention of the heads (the weights returned are dropped).
     average_weights: the weights averaged over the head axis. float32 stays float32.
-    n_kv_heads: grouped-query attention, exercise 9 (Part II); leave it out (or ignore it)
-    until then: the grader's property for it waits for --part 2.
+    n_kv_heads: grouped-query attention, exercise 9 of the second reading; leave it out (or
+    ignore it) until then: the grader's property for it waits for --part 4.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
     the middle (yours while graded if you pass their files too).

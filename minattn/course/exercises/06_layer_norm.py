@@ -1,4 +1,4 @@
-"""Exercise 6: layer normalization (walkthrough.md, section 9).
+"""Exercise 6: layer normalization (walkthrough.md, section 6).
 Grade it: python -m minattn check my_attention/06_layer_norm.py"""
 import numpy as np
 

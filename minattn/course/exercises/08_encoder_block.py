@@ -1,4 +1,4 @@
-"""Exercise 8: the encoder block (walkthrough.md, section 11).
+"""Exercise 8: the encoder block (walkthrough.md, section 6).
 Grade it: python -m minattn check my_attention/08_encoder_block.py"""
 import numpy as np
 
@@ -18,7 +18,9 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     x = x + self_attention(self_attention_norm(x)); x = x + feed_forward(feed_forward_norm(x)).
     activation goes to the feed-forward network, eps to both norms. dropout, rng: passed on to
     multi_head_attention and feed_forward (torch also drops each sublayer's output before the
-    residual add; the grader does not require it). float32 stays float32.
+    residual add; the grader does not require it). The weights returned are those of the
+    attention whose output the block used (under dropout another call would draw other
+    masks). float32 stays float32.
 
     Hints: minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads),
     minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass

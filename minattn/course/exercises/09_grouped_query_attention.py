@@ -1,5 +1,5 @@
-"""Exercise 9: grouped-query attention (walkthrough.md, section 13, Part II).
-Grade it: python -m minattn check my_attention/09_grouped_query_attention.py --part 2"""
+"""Exercise 9: grouped-query attention (walkthrough.md, section 15, Part IV, the second reading).
+Grade it: python -m minattn check my_attention/09_grouped_query_attention.py --part 4"""
 import numpy as np
 
 import minattn

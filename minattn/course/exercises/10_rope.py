@@ -1,4 +1,4 @@
-"""Exercise 10: rotary position embedding (walkthrough.md, section 14, Part II).
+"""Exercise 10: rotary position embedding (walkthrough.md, section 7, Part II).
 Grade it: python -m minattn check my_attention/10_rope.py --part 2"""
 import numpy as np
 
@@ -12,8 +12,9 @@ def apply_rope(x, positions, *, base=10000.0):
         out[i]       = x[i] cos(angle) - x[i + d/2] sin(angle)
         out[i + d/2] = x[i] sin(angle) + x[i + d/2] cos(angle)
 
-    The grader checks the rotation against a slow loop, and that attention with RoPE on q and k
-    depends only on the offset between positions.
+    The grader checks the rotation against a slow loop, for positions [L] and for one row of
+    positions per sequence ([B, L] with x [B, L, d]; [B, 1, L] with x [B, H, L, d]), and that
+    attention with RoPE on q and k depends only on the offset between positions.
 
     Hint: angles = positions[..., None] * base ** (-np.arange(0, d, 2) / d), shape [..., L, d/2].
     """

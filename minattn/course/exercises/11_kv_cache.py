@@ -1,5 +1,5 @@
-"""Exercise 11: self-attention with a KV cache, RoPE and grouped-query heads (walkthrough.md,
-section 15, Part II). Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
+"""Exercise 11: self-attention with a KV cache and RoPE (walkthrough.md, section 9, Part II).
+Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
 import numpy as np
 
 import minattn
@@ -9,17 +9,22 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
                    rope_base=10000.0, cache=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own.
 
-    params: as multi_head_attention's; n_heads query heads and n_kv_heads key/value heads
-    (None: n_heads), w_k, w_v [D, n_kv_heads * d_k], as in exercise 9. float32 stays float32.
-    Returns (output [..., L, D], new cache {"k": [..., H_kv, L_past + L, d_k], "v": same}).
-    positions: None, or int positions broadcasting to [..., L]: rotate q and k (never v) with
-    RoPE, apply_rope(..., base=rope_base), before the keys go into the cache.
+    params: as multi_head_attention's (exercise 5); n_heads heads. float32 stays float32.
+    Returns (output [..., L, D], new cache {"k": [..., H, L_past + L, d_k], "v": same}).
+    n_kv_heads: grouped-query attention, exercise 9 of the second reading; leave it out (or
+    ignore it) until then: the grader's property for it waits for --part 4. (There: n_kv_heads
+    key/value heads, w_k, w_v [D, n_kv_heads * d_k], each shared by n_heads // n_kv_heads
+    consecutive query heads, and the cache holds the n_kv_heads heads.)
+    positions: None, or int positions broadcasting to [..., L] ([L], or [B, L]: one row per
+    sequence): rotate q and k (never v) with RoPE, apply_rope(..., base=rope_base), before the
+    keys go into the cache; q and k [..., H, L, d_k] have a head axis that positions lack.
     cache: None, or the cache a previous call returned: its keys and values come first, the
     new ones are appended along the key axis (-2). mask: None, or bool covering all L_past + L
     keys (for a causal model causal_mask(L, L_past + L, align="bottom_right")).
 
-    The grader checks the output and the cache against a slow loop, and that a prompt followed
-    by one token at a time through the cache gives the outputs of one full causal pass.
+    The grader checks the output and the cache against a slow loop, and that a sequence fed in
+    chunks (one token or several at a time, each with its bottom-right causal mask) through the
+    cache gives the outputs and the cache of one full causal pass.
 
     Hints: minattn.split_heads, minattn.apply_rope, minattn.scaled_dot_product_attention,
     minattn.merge_heads; np.concatenate([cache["k"], k], axis=-2).

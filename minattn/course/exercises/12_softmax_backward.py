@@ -1,4 +1,4 @@
-"""Exercise 12: the softmax's backward pass (walkthrough.md, section 19, Part III).
+"""Exercise 12: the softmax's backward pass (walkthrough.md, section 11, Part III).
 Grade it: python -m minattn check my_attention/12_softmax_backward.py --part 3"""
 import numpy as np
 

@@ -1,4 +1,5 @@
-"""Exercise 13: blockwise attention with an online softmax (walkthrough.md, section 23, Part IV).
+"""Exercise 13: blockwise attention with an online softmax (walkthrough.md, section 22, Part V, the
+second reading).
 Grade it: python -m minattn check my_attention/13_blockwise_attention.py --part 4"""
 import numpy as np
 

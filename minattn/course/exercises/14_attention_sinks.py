@@ -1,5 +1,5 @@
-"""Exercise 14: attention sinks (walkthrough.md, section 25; graded with Part II).
-Grade it: python -m minattn check my_attention/14_attention_sinks.py --part 2"""
+"""Exercise 14: attention sinks (walkthrough.md, section 24, the second reading).
+Grade it: python -m minattn check my_attention/14_attention_sinks.py --part 4"""
 import numpy as np
 
 import minattn

@@ -1,5 +1,5 @@
-"""Exercise 15: the recurrent delta rule (walkthrough.md, "Attention and recurrence"; Part II).
-Grade it: python -m minattn check my_attention/15_delta_rule.py --part 2"""
+"""Exercise 15: the recurrent delta rule (walkthrough.md, "Attention and recurrence", the second
+reading). Grade it: python -m minattn check my_attention/15_delta_rule.py --part 4"""
 import numpy as np
 
 

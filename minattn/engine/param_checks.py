@@ -1,0 +1,136 @@
+"""The param and argument checks the concepts below the decoder share with the checks of the
+blocks built on them: attention's projections (multi_head.py), the feed-forwards
+(position_wise.py), RoPE's positions, partial width and frequency schedules (rope.py,
+rope_scaling.py). Here, in the engine room, so that decoder_checks.py checks a block's sublayers
+exactly as each sublayer checks its own without importing a concept; the concept modules import
+them from here (and keep their names).
+
+ROPE_SCHEDULES is filled by rope_scaling.py, which defines the schedules (a name -> function
+table read here for the keywords each takes).
+"""
+import inspect
+
+import autograd.numpy as np
+import numpy
+
+from . import checks
+
+PROJECTIONS = ("q", "k", "v", "o")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ROPE_SCHEDULES = {}  # rope_type -> schedule function: filled by minattn/rope_scaling.py
+
+
+def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_heads, dtype=None):
+    # d_kv: the width of K and V (n_kv_heads * d_k; d_model without GQA). Biases are optional,
+    # each on its own (GPT-2 has them, Llama has none); so are attention sinks, one per head
+    # (n_heads of them: minattn.sinks).
+    # dtype: the inputs', in which the params are taken (checks.in_dtype).
+    d_kv = d_model if d_kv is None else d_kv
+    d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
+    checks.check_params(params, {}, where)
+    return checks.check_params(
+        params,
+        {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
+         **{f"b_{p}": (d_out[p],) for p in PROJECTIONS if f"b_{p}" in params},
+         **({"sinks": (n_heads,)} if "sinks" in params else {})},
+        where, dtype,
+    )
+
+
+def check_feed_forward_params(params, d_model, where="params", dtype=None):
+    d_ff = _d_ff(params, "w_1", d_model, where)
+    return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
+                                           "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
+                                 dtype)
+
+
+def _d_ff(params, key, d_model, where):
+    # The hidden width: params[key] [D, d_ff] read directly in the common case (a dict holding
+    # a NumPy array with D rows: the full check that follows answers for its dtype), else
+    # through the check, which raises for the others.
+    w = params.get(key) if type(params) is dict else None
+    if type(w) is numpy.ndarray and w.ndim == 2 and w.shape[0] == d_model:
+        return w.shape[1]
+    return checks.check_params(params, {key: (d_model, "d_ff")}, where)[key].shape[1]
+
+
+def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
+    d_ff = _d_ff(params, "w_gate", d_model, where)
+    return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
+                                           "w_down": (d_ff, d_model)}, where, dtype)
+
+
+def check_partial_rotary_factor(partial_rotary_factor, d):
+    """partial_rotary_factor in (0, 1], rotating an even number >= 2 of a head's d features;
+    -> that number, rotary_width(d, partial_rotary_factor)."""
+    factor = checks.check_positive_real("partial_rotary_factor", partial_rotary_factor)
+    d_rope = int(d * factor)  # rope.rotary_width
+    if factor > 1 or d_rope < 2 or d_rope % 2:
+        raise ValueError(f"partial_rotary_factor must be in (0, 1] and rotate an even number "
+                         f">= 2 of the {d} features of a head, got partial_rotary_factor="
+                         f"{partial_rotary_factor!r}: int({d} * {partial_rotary_factor!r}) = "
+                         f"{d_rope}")
+    return d_rope
+
+
+def as_int_array(name, x):
+    """checks.as_array (lists converted, torch tensors refused with the .numpy() hint), then
+    require an integer dtype."""
+    x = checks.as_array(name, x)
+    if np.dtype(x.dtype).kind not in "iu":
+        raise TypeError(f"{name} must be an integer array, got dtype {x.dtype}")
+    return x
+
+
+def check_positions(positions, x):
+    """positions: integers (an array, or a list) that broadcast to x's (..., L); -> an array."""
+    positions = as_int_array("positions", positions)
+    if not checks.broadcasts_to(positions.shape, tuple(x.shape[:-1])):
+        raise ValueError(f"positions of shape {tuple(positions.shape)} must broadcast to "
+                         f"x's (..., L) = {tuple(x.shape[:-1])}")
+    return positions
+
+
+def check_rope_scaling(scaling, name="rope_scaling"):
+    """scaling: None or a dict {"rope_type": one of ROPE_SCHEDULES, its keywords}; anything else is
+    refused naming the type or the keyword (never approximated by default RoPE)."""
+    if scaling is None:
+        return
+    if not isinstance(scaling, dict) or scaling.get("rope_type") not in ROPE_SCHEDULES:
+        got = scaling.get("rope_type") if isinstance(scaling, dict) else type(scaling).__name__
+        raise ValueError(f"{name} must be None or a dict with 'rope_type' one of "
+                         f"{', '.join(map(repr, ROPE_SCHEDULES))}, got {got!r}")
+    signature = inspect.signature(ROPE_SCHEDULES[scaling["rope_type"]])
+    known = list(signature.parameters)[3:]
+    needed = [k for k in known if signature.parameters[k].default is inspect.Parameter.empty]
+    unknown = [k for k in scaling if k != "rope_type" and k not in known]
+    missing = [k for k in needed if k not in scaling]
+    if unknown or missing:
+        raise ValueError(f"{name} of rope_type {scaling['rope_type']!r} takes {known}; "
+                         f"unknown: {unknown}, missing: {missing}")
+    # The values: each schedule divides by factor and by its context length, and llama3 by
+    # high_freq_factor - low_freq_factor; refused by name where that is 0 or has no sign.
+    for key in ("factor", "max_position_embeddings", "original_max_position_embeddings",
+                "beta_fast", "beta_slow"):  # YaRN takes the log of original / beta
+        if key in scaling:
+            checks.check_positive_real(f"{name}[{key!r}]", scaling[key])
+    for key in ("short_factor", "long_factor"):  # longrope divides each frequency by one
+        factors = scaling.get(key, [])
+        if isinstance(factors, (str, bytes)) or np.ndim(factors) != 1:
+            raise TypeError(f"{name}[{key!r}] must be a list of positive floats (one per "
+                            f"rotated feature pair), got {factors!r}")
+        for value in factors:
+            checks.check_positive_real(f"{name}[{key!r}]", value)
+    for key, zero in (("attention_factor", False), ("mscale", True), ("mscale_all_dim", True)):
+        if scaling.get(key) is not None:  # None: the default; m(s) = 0.1 s ln(factor) + 1 >= 1
+            checks.check_positive_real(f"{name}[{key!r}]", scaling[key], allow_zero=zero)
+    if not isinstance(scaling.get("truncate", True), (bool, np.bool_)):
+        raise TypeError(f"{name}['truncate'] must be a bool, got {scaling['truncate']!r}")
+    if scaling["rope_type"] == "llama3" and not (
+            checks.check_positive_real(f"{name}['low_freq_factor']", scaling["low_freq_factor"],
+                                        allow_zero=True)
+            < checks.check_positive_real(f"{name}['high_freq_factor']",
+                                         scaling["high_freq_factor"])):
+        raise ValueError(f"{name}['high_freq_factor'] must be greater than low_freq_factor "
+                         f"(the ramp between them divides by their difference), got "
+                         f"{scaling['high_freq_factor']!r} and {scaling['low_freq_factor']!r}")

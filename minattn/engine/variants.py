@@ -1,0 +1,89 @@
+"""Variants: another form of a concept function, in its own file, chosen by the call.
+
+NumPy's public functions carry their dispatch as one decorator line (@array_function_dispatch):
+the body is the algorithm, and an array of another library reaches that library's own
+implementation. minattn's concept functions on the common path do the same by keyword: the
+function is the canonical formula the course teaches, and a variant (Gemma's scaled, soft-capped
+attention, gpt-oss's sinks, GPT-NeoX's parallel block, ...) lives in its own file, where it
+registers the calls it answers:
+
+    @variants.dispatch                        # the canonical function
+    def self_attention(params, x, mask=None, *, n_heads, ...): ...
+
+    @variants.implements(self_attention, "query_pre_attn_scalar", "attn_logit_softcapping")
+    def scaled_self_attention(params, x, mask=None, *, query_pre_attn_scalar=None, ...): ...
+
+A call that sets one of a variant's keywords (to anything but None or False), or whose arguments
+pass the variant's `when(*args, **kwargs)`, runs the variant. The variant does its part and
+calls the dispatched function again without its keywords, so variants compose (a head_mask on
+Gemma's attention); the canonical function never sees a variant's keyword. A call that leaves
+them None or False runs the canonical function with them left out.
+
+The signature a dispatched function shows (inspect.signature, help(): the grader, the docs) is
+the canonical one with each variant's keywords added (default None) and the keywords it passes
+on to its parts (`shows`: causal_lm's block and attention keywords, which it takes in
+**block_config), less the canonical function's `hooks`: the keywords through which a variant
+plugs its part into the canonical formula (self_attention's core= and rope=), which only
+variants pass.
+"""
+import functools
+import inspect
+
+import numpy
+
+
+def dispatch(function=None, *, hooks=(), shows=None):
+    """Decorator: the canonical `function`, answering also the variants registered for it.
+    hooks: its keywords left out of the signature it shows; shows: {keyword: default} added."""
+    if function is None:
+        return functools.partial(dispatch, hooks=hooks, shows=shows)
+    registered = []  # (keywords, when, variant), in the order they were registered
+
+    @functools.wraps(function)
+    def dispatched(*args, **kwargs):
+        for keywords, when, variant in registered:
+            if any(_set(kwargs.get(k)) for k in keywords) or (when and when(*args, **kwargs)):
+                return variant(*args, **kwargs)
+        for keywords, _, _ in registered:  # every variant's keywords are off: left out
+            for k in keywords:
+                kwargs.pop(k, None)
+        return function(*args, **kwargs)
+
+    dispatched.variants = registered
+    parameters = inspect.signature(function).parameters.values()
+    dispatched.__signature__ = inspect.signature(function).replace(
+        parameters=[p for p in parameters if p.name not in hooks])
+    _show_keywords(dispatched, shows or {})
+    return dispatched
+
+
+def implements(dispatched, *keywords, when=None):
+    """Decorator: register a variant of `dispatched`, run for a call that sets one of
+    `keywords` or for which when(*args, **kwargs) is true."""
+    def register(variant):
+        dispatched.variants.append((keywords, when, variant))
+        _show_keywords(dispatched, dict.fromkeys(keywords))
+        return variant
+    return register
+
+
+def show(dispatched, **defaults):
+    """Add keywords (with their defaults) to the signature `dispatched` shows: a variant's
+    keywords that a function higher up (causal_lm, decoder_block) passes on to it."""
+    _show_keywords(dispatched, defaults)
+
+
+def _show_keywords(dispatched, keywords):
+    # {keyword: default} join the dispatched function's signature, before its **keywords.
+    signature = dispatched.__signature__
+    parameters = list(signature.parameters.values())
+    at = next((i for i, p in enumerate(parameters) if p.kind is p.VAR_KEYWORD), len(parameters))
+    new = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=default)
+           for k, default in keywords.items() if k not in signature.parameters]
+    dispatched.__signature__ = signature.replace(parameters=parameters[:at] + new + parameters[at:])
+
+
+def _set(value):
+    # None and False (a bool, NumPy's too) leave a variant off; anything else, even a wrong
+    # value, selects it, so that the variant's own check refuses it by name.
+    return value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value)

@@ -1,0 +1,60 @@
+"""Switching heads off (an ablation, for analysis): head_mask.
+
+transformers' head_mask multiplies each head's output (its softmax-weighted values) by a number
+before the output projection; 0 removes the head. That product reaches the output through the
+head's rows of w_o only (its bias is added after), so it is the same as scaling head h's rows
+h d_v .. (h + 1) d_v of w_o: scale_heads does that to the params, once, and the model runs
+unchanged. causal_lm(..., head_mask=M) ([n_layers, H]) and self_attention(..., head_mask=m)
+([H]) are the variants that keyword selects (engine/variants.py); an attention variant with
+params of its own (minattn.mla, minattn.differential) takes its row of M itself, or refuses it
+by name.
+"""
+import autograd.numpy as np
+
+from .engine import checks
+from .engine.decoder_checks import check_head_mask
+from .engine.variants import implements, show
+from .kv_cache import self_attention
+from .language_model import causal_lm
+
+
+def scale_heads(params, head_mask):
+    """Attention params with head h's rows of w_o [H d_v, D] times head_mask[h] ([H])."""
+    # [H d_v, D] * [H d_v, 1]: each head's d_v rows by its entry
+    rows = np.repeat(head_mask, params["w_o"].shape[0] // head_mask.shape[0])[:, None]
+    return {**params, "w_o": params["w_o"] * rows}
+
+
+@implements(self_attention, "head_mask")
+def self_attention_with_head_mask(params, x, mask=None, *, n_heads, head_mask, **config):
+    """self_attention with each head's output times head_mask [H] before the output projection
+    (0 ablates the head)."""
+    head_mask = check_head_mask(head_mask, (n_heads,), checks.as_float_array("x", x).dtype)
+    if isinstance(params, checks.DICT_TYPES) and "w_o" in params:  # else refused by the call
+        params = scale_heads(params, head_mask)
+    return self_attention(params, x, mask, n_heads=n_heads, **config)
+
+
+def _model_head_mask(params, tokens, attention_mask=None, *, head_mask=None, **config):
+    return head_mask is not None and not isinstance(head_mask, list)  # a list: one row a layer
+
+
+@implements(causal_lm, when=_model_head_mask)
+def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, **config):
+    """causal_lm with head_mask [n_layers, H]: each head's output times head_mask[layer, head]
+    before the output projection, as transformers' head_mask (0 ablates a head): w_o scaled
+    once, before the model runs; an attention variant (config["attention"]) gets its layer's
+    row as its own head_mask."""
+    layers = params["layers"] if isinstance(params, checks.DICT_TYPES) and "layers" in params \
+        else []  # (refused by the call)
+    embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
+    head_mask = check_head_mask(head_mask, (len(layers), config.get("n_heads")),
+                                checks.as_float_array("params['token_embedding']", embedding).dtype)
+    if config.get("attention", self_attention) is not self_attention:
+        return causal_lm(params, tokens, attention_mask, head_mask=list(head_mask), **config)
+    layers = [{**layer, "self_attention": scale_heads(layer["self_attention"], row)}
+              for layer, row in zip(layers, head_mask)]
+    return causal_lm({**params, "layers": layers}, tokens, attention_mask, **config)
+
+
+show(causal_lm, head_mask=None)
