@@ -222,32 +222,6 @@ def test_gated_attention_refuses_its_arguments_before_computing(monkeypatch, bad
     assert str(info.value) == message and calls == []
 
 
-@pytest.mark.parametrize("given", [
-    {}, {"eps": 0.5, "partial_rotary_factor": 0.5, "rope_base": 100.0,
-         "rope_scaling": {"rope_type": "linear", "factor": 2.0}}])
-def test_gated_attention_passes_its_norm_and_rope_settings_on(monkeypatch, given):
-    import minattn.gated_attention as module
-
-    seen = {"eps": [], "rope": []}
-    rms_norm, apply_partial_rope = module.rms_norm, module.apply_partial_rope
-
-    def spy_norm(x, gamma, eps=1e-6):
-        seen["eps"].append(eps)
-        return rms_norm(x, gamma, eps)
-
-    def spy_rope(x, positions, factor, *, base=10000.0, scaling=None):
-        seen["rope"].append((factor, base, scaling))
-        return apply_partial_rope(x, positions, factor, base=base, scaling=scaling)
-
-    monkeypatch.setattr(module, "rms_norm", spy_norm)
-    monkeypatch.setattr(module, "apply_partial_rope", spy_rope)
-    module.gated_attention(_gated_params(), np.ones((1, 3, 8)), n_heads=2, n_kv_heads=1,
-                           positions=np.arange(3), **given)
-    rope = (given.get("partial_rotary_factor", 1.0), given.get("rope_base", 10000.0),
-            given.get("rope_scaling"))
-    assert seen == {"eps": [given.get("eps", 1e-6)] * 2, "rope": [rope] * 2}  # q, then k
-
-
 def test_causal_conv1d_names_an_integer_x_and_keeps_xs_dtype():
     with pytest.raises(TypeError) as info:
         causal_conv1d(np.ones((4, 5), int), np.ones((3, 5)))
