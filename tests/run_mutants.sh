@@ -29,7 +29,12 @@ ALL=(engine.checks engine.decoder_checks masks heads linear dropout blockwise po
      engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential
      engine.fused_products engine.query_blocks engine.memo causal_linear_attention
      gated_delta_rule gated_deltanet gated_attention engine.recurrence_checks
-     engine.hybrid_checks models.llama_layout models.chat_model models.conversation)
+     engine.hybrid_checks models.llama_layout models.chat_model models.conversation
+     head_mask long_context engine.variants engine.param_checks
+     families.cohere families.deepseek_v3 families.diffllama families.gemma families.gpt2
+     families.granite families.hf families.llama families.neox families.olmo families.phi
+     families.phi3 families.qwen3 families.qwen3_next families.smollm3 families.stablelm models.checkpoints.gemma
+     models.checkpoints.gguf_metadata models.checkpoints.llama models.checkpoints.olmo2 models.checkpoints.phi3 models.checkpoints.qwen models.checkpoints.smollm3)
 
 # mutmut, its whole output kept in mutants/mutmut-run.log. mutmut first runs the tests without a
 # mutant; if one fails (or cannot be collected) there is nothing to measure: mutmut stops ("failed
