@@ -5,9 +5,10 @@ before the output projection; 0 removes the head. That product reaches the outpu
 head's rows of w_o only (its bias is added after), so it is the same as scaling head h's rows
 h d_v .. (h + 1) d_v of w_o: scale_heads does that to the params, once, and the model runs
 unchanged. causal_lm(..., head_mask=M) ([n_layers, H]) and self_attention(..., head_mask=m)
-([H]) are the variants that keyword selects (engine/variants.py); an attention variant with
-params of its own (minattn.mla, minattn.differential) takes its row of M itself, or refuses it
-by name.
+([H]) are the variants that keyword selects (engine/variants.py). MLA (minattn.mla) merges its
+heads into w_o [H d_v, D] the same way, so its w_o is scaled as well; another attention variant
+with params of its own (minattn.differential) gets its row of M as its own head_mask, and takes
+it or refuses it by name.
 """
 import autograd.numpy as np
 
@@ -16,6 +17,11 @@ from .engine.decoder_checks import check_head_mask
 from .engine.variants import implements, show
 from .kv_cache import self_attention
 from .language_model import causal_lm
+from .mla import latent_attention
+
+# The attentions whose heads reach their output through their rows of w_o [H d_v, D] only (the
+# bias added after): for them head_mask is scale_heads. A functools.partial counts as its function.
+THROUGH_W_O = (self_attention, latent_attention)
 
 
 def scale_heads(params, head_mask):
@@ -43,18 +49,29 @@ def _model_head_mask(params, tokens, attention_mask=None, *, head_mask=None, **c
 def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, **config):
     """causal_lm with head_mask [n_layers, H]: each head's output times head_mask[layer, head]
     before the output projection, as transformers' head_mask (0 ablates a head): w_o scaled
-    once, before the model runs; an attention variant (config["attention"]) gets its layer's
-    row as its own head_mask."""
+    once, before the model runs (THROUGH_W_O); another attention variant (config["attention"])
+    gets its layer's row as its own head_mask."""
     layers = params["layers"] if isinstance(params, checks.DICT_TYPES) and "layers" in params \
         else []  # (refused by the call)
     embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
     head_mask = check_head_mask(head_mask, (len(layers), config.get("n_heads")),
                                 checks.as_float_array("params['token_embedding']", embedding).dtype)
-    if config.get("attention", self_attention) is not self_attention:
+    attention = config.get("attention") or self_attention
+    if getattr(attention, "func", attention) not in THROUGH_W_O:
         return causal_lm(params, tokens, attention_mask, head_mask=list(head_mask), **config)
-    layers = [{**layer, "self_attention": scale_heads(layer["self_attention"], row)}
-              for layer, row in zip(layers, head_mask)]
+    layers = [_with_heads_scaled(layer, row) for layer, row in zip(layers, head_mask)]
     return causal_lm({**params, "layers": layers}, tokens, attention_mask, **config)
+
+
+def _with_heads_scaled(layer, row):
+    # The layer with its attention's w_o scaled by row [H]; a layer without a w_o of H d_v rows
+    # is left as it is, for the call to refuse by name.
+    attention = layer.get("self_attention") if isinstance(layer, checks.DICT_TYPES) else None
+    w_o = attention.get("w_o") if isinstance(attention, checks.DICT_TYPES) else None
+    if np.ndim(w_o) != 2 or np.shape(w_o)[0] % row.shape[0]:
+        return layer
+    w_o = checks.as_array("params['w_o']", w_o)  # a nested list as the call takes it
+    return {**layer, "self_attention": scale_heads({**attention, "w_o": w_o}, row)}
 
 
 show(causal_lm, head_mask=None)

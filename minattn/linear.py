@@ -1,5 +1,7 @@
 """The affine map y = x @ w + b (b optional), done as one 2-D matrix product, with its gradient
 by hand; and linears, one input through several weights."""
+import math
+
 import autograd.numpy as np
 
 from .engine.autograd_rules import gradient_by_hand
@@ -8,7 +10,8 @@ from .engine.fused_products import in_one_product
 
 def linear_vjp(wrt, g, y, x, w, b):
     # dx = g wᵀ, dw = xᵀ g, db = Σ g over all tokens: three products on the flattened tokens.
-    tokens, g_tokens = np.reshape(x, (-1, w.shape[0])), np.reshape(g, (-1, w.shape[1]))
+    n = math.prod(np.shape(x)[:-1])  # the tokens, counted (-1 is ambiguous for an empty x)
+    tokens, g_tokens = np.reshape(x, (n, w.shape[0])), np.reshape(g, (n, w.shape[1]))
     grads = {"x": lambda: np.reshape(g_tokens @ np.swapaxes(w, 0, 1), np.shape(x)),
              "w": lambda: np.swapaxes(tokens, 0, 1) @ g_tokens,
              "b": lambda: np.sum(g_tokens, axis=0)}
@@ -20,7 +23,7 @@ def linear(x, w, b=None):
     # [..., d_in], [d_in, d_out], [d_out] or None (no bias) -> [..., d_out]. Flattening the
     # leading dims first makes one big matrix product instead of a batch of small ones.
     *lead, d_in = x.shape
-    y = x.reshape((-1, d_in)) @ w  # [N, d_out]
+    y = x.reshape((math.prod(lead), d_in)) @ w  # [N, d_out] (N counted: x may hold no token)
     if b is not None:
         y = y + b
     return y.reshape((*lead, w.shape[1]))

@@ -24,7 +24,6 @@ import autograd.numpy as np
 
 from .attention import scaled_dot_product_attention
 from .engine import checks
-from .engine.decoder_checks import check_head_mask
 from .heads import merge_heads, split_heads
 from .kv_cache import _append
 from .linear import linear
@@ -32,39 +31,53 @@ from .normalization import rms_norm
 from .rope import apply_rope, check_positions
 from .rope_scaling import check_rope_scaling
 
+# A decoder block's keywords latent_attention accepts through **others: RoPE's two (read), and
+# the block's eps (ignored: the latents' norms take latent_eps). Any other must be None.
+_BLOCK_KEYWORDS = ("rope_base", "rope_scaling", "eps")
+
 
 def latent_attention(params, x, mask=None, *, n_heads, qk_nope_head_dim, qk_rope_head_dim,
-                     v_head_dim, positions, rope_base=10000.0, rope_scaling=None, latent_eps=1e-6,
-                     cache=None, absorb=False, eps=None, head_mask=None, **others):
+                     v_head_dim, positions, latent_eps=1e-6, cache=None, absorb=False, **others):
     """Multi-head latent attention of x [..., L, D] over its cached latents and its own:
     -> (output [..., L, D], new cache {"c_kv": [..., L_past + L, r], "k_rope": [..., L_past + L,
     d_rope]}). positions: int RoPE positions broadcasting to [..., L]; mask covers all
-    L_past + L keys. rope_scaling: a schedule of minattn.rope_scaling for the RoPE part
-    (DeepSeek-V3's YaRN). absorb=True computes the absorbed form. Scores are scaled by
-    1/sqrt(d_nope + d_rope). eps (a decoder block's, for its own norms) is not used: the latents'
-    norms take latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, window,
-    ...) must be None: MLA has none of them. head_mask [H]: each head's output times its
-    entry before w_o (0 ablates the head)."""
+    L_past + L keys. absorb=True computes the absorbed form. Scores are scaled by
+    1/sqrt(d_nope + d_rope). The RoPE part takes rope_base (default 10000.0) and rope_scaling
+    (default None: a schedule of minattn.rope_scaling, DeepSeek-V3's YaRN), as apply_rope's base
+    and scaling. eps (a decoder block's, for its own norms) is not used: the latents' norms take
+    latent_eps. Other keywords a decoder block passes (n_kv_heads, d_k, window, head_mask, ...)
+    must be None: MLA has none of them (causal_lm's head_mask scales w_o's rows instead:
+    minattn.head_mask)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its token axis.
-    params, x, mask, positions, head_mask = _check_latent_attention(
+    params, x, mask, positions, rope = _check_latent_attention(
         params, x, mask, n_heads, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, positions,
-        rope_base, rope_scaling, latent_eps, cache, others, head_mask)
+        latent_eps, cache, others)
     d_nope, r = qk_nope_head_dim, params["gamma_kv_a"].shape[0]
-    head_positions = positions[..., None, :] if positions.ndim > 1 else positions  # [..., 1, L]
     q = split_heads(_queries(params, x, latent_eps), n_heads)  # [..., H, L, d_nope + d_rope]
-    rope = lambda t, p: apply_rope(t, p, base=rope_base, scaling=rope_scaling)
-    q_nope, q_rope = q[..., :d_nope], rope(q[..., d_nope:], head_positions)
+    q_nope, q_rope = q[..., :d_nope], apply_rope(q[..., d_nope:], _per_head(positions), **rope)
     latent = _linear(params, x, "kv_a")  # [..., L, r + d_rope]
     c_kv = rms_norm(latent[..., :r], params["gamma_kv_a"], latent_eps)  # [..., L, r]
-    k_rope = rope(latent[..., r:], positions)  # [..., L, d_rope], one head
+    k_rope = apply_rope(latent[..., r:], positions, **rope)  # [..., L, d_rope], one head
     if cache is not None:  # the past's latents: r + d_rope numbers per token
         c_kv, k_rope = _append(cache.get("c_kv"), c_kv), _append(cache.get("k_rope"), k_rope)
-    w_kv_b = np.reshape(params["w_kv_b"], (r, n_heads, d_nope + v_head_dim))
-    w_uk = np.swapaxes(w_kv_b[..., :d_nope], 0, 1)  # [H, r, d_nope]
-    w_uv = np.swapaxes(w_kv_b[..., d_nope:], 0, 1)  # [H, r, d_v]
+    w_uk, w_uv = _up_projections(params["w_kv_b"], n_heads, d_nope)  # [H, r, d_nope], [H, r, d_v]
     attend = _absorbed if absorb else _naive
     heads = attend(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mask)  # [..., H, L, d_v]
-    return _linear(params, _merge(heads, head_mask), "o"), {"c_kv": c_kv, "k_rope": k_rope}
+    return _linear(params, merge_heads(heads), "o"), {"c_kv": c_kv, "k_rope": k_rope}
+
+
+def _per_head(positions):
+    # [..., L] -> [..., 1, L]: the queries' RoPE positions against their head axis ([L]
+    # broadcasts as it is).
+    return positions[..., None, :] if positions.ndim > 1 else positions
+
+
+def _up_projections(w_kv_b, n_heads, d_nope):
+    # W_kv_b [r, H (d_nope + d_v)] -> W_UK [H, r, d_nope], W_UV [H, r, d_v]: each head's columns
+    # are its key part, then its value part.
+    r, width = w_kv_b.shape[0], w_kv_b.shape[1] // n_heads  # width: d_nope + d_v
+    w_kv_b = np.reshape(w_kv_b, (r, n_heads, width))  # [r, H, d_nope + d_v]
+    return np.swapaxes(w_kv_b[..., :d_nope], 0, 1), np.swapaxes(w_kv_b[..., d_nope:], 0, 1)
 
 
 def _naive(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mask):
@@ -130,9 +143,12 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
             "k_rope": np.zeros_like(x, shape=lead + (0, qk_rope_head_dim))}
 
 
-def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, rope_base,
-                            rope_scaling, eps, cache, others, head_mask=None):
-    checks.check_unused_keywords("latent_attention", others)
+def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, eps, cache,
+                            others):
+    # -> params, x, mask, positions and the RoPE keywords {"base", "scaling"} for apply_rope.
+    rope_base, rope_scaling = others.get("rope_base", 10000.0), others.get("rope_scaling")
+    checks.check_unused_keywords("latent_attention", {
+        key: value for key, value in others.items() if key not in _BLOCK_KEYWORDS})
     if isinstance(params, checks.DICT_TYPES) and "sinks" in params:  # never silently ignored
         raise ValueError("latent_attention does not support attention sinks (params['sinks'])")
     x = checks.as_float_array("x", x)
@@ -182,10 +198,4 @@ def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, posit
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    return params, x, mask, positions, check_head_mask(head_mask, (n_heads,), x.dtype)
-
-
-def _merge(heads, head_mask=None):
-    # [..., H, L, d_v] -> [..., L, H d_v]; with a head_mask [H], each head's output times its
-    # entry first (transformers' head_mask; 0 removes the head: an ablation). None: untouched.
-    return merge_heads(heads if head_mask is None else heads * head_mask[:, None, None])
+    return params, x, mask, positions, {"base": rope_base, "scaling": rope_scaling}

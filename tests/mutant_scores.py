@@ -52,6 +52,9 @@ def main(paths=None):
         row["other"] = sum(statuses.values()) - sum(row.values())  # segfault, suspicious, ...
         rows.append((meta[len("mutants/"):-len(".meta")], row))
         total += row
+    if not sum(total[c] for c in COLUMNS[:-1]):  # no result at all: no score to give
+        print("no mutant has a result (mutants/minattn/**/*.meta): nothing to score", file=sys.stderr)
+        return 1
     print(f"{'module':32}" + "".join(f"{c:>12}" for c in COLUMNS) + f"{'score':>9}")
     for name, row in rows + [("all", total)]:
         ran = sum(row[c] for c in COLUMNS[:-1])
@@ -104,4 +107,4 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--survivors"]:
         names(sys.argv[2], 0)  # exit code 0: the tests passed
     else:
-        main(sys.argv[1:])
+        sys.exit(main(sys.argv[1:]))

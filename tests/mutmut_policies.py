@@ -38,7 +38,11 @@ import mutmut
 from mutmut.mutation import file_mutation
 
 POLICIES = {"float16_in_float32", "gradient_by_hand", "one_blas_thread", "primitive",
-            "contextmanager"}
+            "contextmanager",
+            # functools.wraps, on the wrapper a policy's factory returns (the decision it makes at
+            # every call): mutated as part of the factory, so its mutants are active only where a
+            # test applies the policy inside the test (tests/MUTANTS.md)
+            "wraps"}
 
 
 def _name(decorator):

@@ -26,7 +26,36 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 ALL=(engine.checks engine.decoder_checks masks heads linear dropout blockwise position_wise
      normalization transformer_encoder attention multi_head positional rope rope_scaling softcap
      kv_cache transformer_decoder language_model generation loss engine.threads
-     engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential)
+     engine.autograd_rules engine.dtypes engine.signatures engine.devices mla sinks differential
+     engine.fused_products engine.query_blocks engine.memo causal_linear_attention
+     gated_delta_rule gated_deltanet gated_attention engine.recurrence_checks
+     engine.hybrid_checks models.llama_layout models.chat_model models.conversation
+     head_mask long_context engine.variants engine.param_checks
+     families.cohere families.deepseek_v3 families.diffllama families.gemma families.gpt2
+     families.granite families.hf families.llama families.neox families.olmo families.phi
+     families.phi3 families.qwen3 families.qwen3_next families.smollm3 families.stablelm models.checkpoints.gemma
+     models.checkpoints.gguf_metadata models.checkpoints.llama models.checkpoints.olmo2 models.checkpoints.phi3 models.checkpoints.qwen models.checkpoints.smollm3)
+
+# mutmut, its whole output kept in mutants/mutmut-run.log. mutmut first runs the tests without a
+# mutant; if one fails (or cannot be collected) there is nothing to measure: mutmut stops ("failed
+# to collect stats", "Failed to run clean test"), and so does this script, loudly, naming the
+# failing tests, with a non-zero exit and no score.
+mutmut_run() {
+    mkdir -p mutants
+    local log=mutants/mutmut-run.log status=0
+    python tests/mutmut_policies.py run --max-children "${JOBS:-1}" "$@" >"$log" 2>&1 || status=$?
+    if [ $status -ne 0 ] || grep -qE "failed to collect stats|Failed to run clean test|Failed to collect list of tests|Unable to force test failures" "$log"; then
+        {
+            echo "== MUTATION RUN STOPPED: the tests do not pass without a mutant (mutmut exit $status);"
+            echo "== no mutant was judged and no score is given. Failing or uncollectable tests:"
+            grep -E "^(FAILED|ERROR) " "$log" | sort -u | sed 's/^/   /' || echo "   (none named: see $log)"
+            echo "== mutmut's last lines ($log):"
+            tail -n 5 "$log" | tr '\r' '\n' | grep -v '^[[:space:]]*$' | tail -n 5 | sed 's/^/   /'
+        } >&2
+        exit $((status ? status : 3))
+    fi
+    tr '\r' '\n' <"$log" | grep -v '^[[:space:]]*$' | tail -n 3
+}
 [ -z "${SURVIVORS:-}" ] || rm -f mutants/mutmut-stats.json
 if [ "${1:-}" = "--all" ]; then
     start=$SECONDS
@@ -37,7 +66,7 @@ if [ "${1:-}" = "--all" ]; then
         done
         echo "== all modules: ${#names[@]} survivors to run again"
     fi
-    python tests/mutmut_policies.py run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+    mutmut_run "${names[@]}"
     echo "== all modules: $((SECONDS - start)) s"
 elif [ "${1:-}" != "--score" ]; then
     modules=("$@")
@@ -56,7 +85,7 @@ elif [ "${1:-}" != "--score" ]; then
         echo "== minattn.$module: ${#names[@]} to run"
         [ ${#names[@]} -gt 0 ] || continue
         start=$SECONDS
-        python tests/mutmut_policies.py run --max-children "${JOBS:-1}" "${names[@]}" | tail -n 3
+        mutmut_run "${names[@]}"
         echo "== minattn.$module: $((SECONDS - start)) s"
     done
 fi

@@ -364,3 +364,17 @@ def test_a_sentencepiece_gguf_of_another_architecture_is_refused(tmp_path):  # i
     with pytest.raises(ValueError, match="q.gguf: tokenizer.ggml.model 'llama' is not supported "
                                          "for qwen2"):
         load_language_model(path)
+
+
+@pytest.mark.parametrize("n_kv", [0, 3, True])
+def test_a_head_count_kv_that_cannot_group_the_heads_is_refused_by_name(n_kv):
+    # head_count 4: a kv head count must be a positive int dividing it (0 divided by zero)
+    from minattn.models.checkpoints.gguf_metadata import Metadata
+    from minattn.models.checkpoints.llama import gguf_config
+
+    fields = {"llama.attention.head_count": 4, "llama.attention.head_count_kv": n_kv,
+              "llama.embedding_length": 32}
+    meta = Metadata(fields, "llama", "m.gguf", {"token_embd.weight": (10, 32)}, None)
+    with pytest.raises(ValueError, match=r"m.gguf: llama.attention.head_count_kv must be a "
+                                         r"positive int dividing head_count=4"):
+        gguf_config(meta)

@@ -123,6 +123,24 @@ def test_a_bad_head_mask_is_refused_by_name(head_mask, error, match):
         ma.causal_lm(params, np.zeros((1, 3), dtype=int), head_mask=head_mask, **config)
 
 
+@pytest.mark.parametrize("name", ["llama gqa", "latent attention (MLA)"])
+@pytest.mark.parametrize("change, error, match", [
+    (lambda a: {k: v for k, v in a.items() if k != "w_o"}, ValueError,
+     "params is missing key 'w_o'"),
+    (lambda a: {**a, "w_o": a["w_o"][:-1]}, ValueError,  # a row short: not H d_v rows
+     r"params\['w_o'\] has shape \(\d+, 24\), expected"),
+    (lambda a: {**a, "w_o": a["w_o"][:, 0]}, ValueError,  # one axis: no rows to scale
+     r"params\['w_o'\] has shape \(\d+,\), expected"),
+])
+def test_a_bad_w_o_under_a_head_mask_is_refused_by_the_attention(name, change, error, match):
+    # the head_mask variant scales only a w_o of H d_v rows and leaves any other to the call
+    params, config = MODELS[name](10)
+    params = _with(params, lambda rng, i: change(params["layers"][i]["self_attention"]))
+    with pytest.raises(error, match=match):
+        ma.causal_lm(params, np.zeros((1, 3), dtype=int), head_mask=np.ones((LAYERS, H)),
+                     **config)
+
+
 def test_self_attention_checks_its_own_head_mask():
     params, _ = _llama(7)
     x = np.random.default_rng(8).normal(size=(2, 5, D))

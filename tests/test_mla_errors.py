@@ -56,6 +56,9 @@ CASES = [
     # keywords of other attention variants (a decoder block passes them all)
     (lambda: call(n_kv_heads=2, d_k=3), ValueError,
      "latent_attention does not support d_k, n_kv_heads (got d_k=3, n_kv_heads=2)"),
+    # head_mask is causal_lm's (minattn.head_mask scales w_o's rows), not a per-call keyword
+    (lambda: call(head_mask=np.zeros(2)), ValueError,
+     "latent_attention does not support head_mask (got head_mask=array([0., 0.]))"),
     # params
     (lambda: call(params=[P]), TypeError, "params must be a dict of arrays, got list"),
     (lambda: call(params=without(P, "gamma_kv_a")), ValueError,

