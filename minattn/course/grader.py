@@ -704,11 +704,11 @@ def copy_exercises(folder, out=None):
     return 0
 
 
-# --- the command line: `python -m minattn check` and `exercises` (minattn/cli.py adds them) ---
+# --- the command line: `python -m minattn check` and `exercises` (minattn/cli/ adds them) ---
 
 def add_commands(commands):
-    """Add the `exercises` and `check` subcommands to cli.py's subparsers. What they refuse
-    (argparse types, and args.refuse: the parser's error) speaks with cli.py's one voice."""
+    """Add the `exercises` and `check` subcommands to minattn.cli's subparsers. What they refuse
+    (argparse types, and args.refuse: the parser's error) speaks with minattn.cli's one voice."""
     ex = commands.add_parser("exercises", help="copy the exercise stubs into a folder",
                              formatter_class=argparse.RawDescriptionHelpFormatter,
                              epilog="examples:\n  python -m minattn exercises my_attention")
