@@ -10,11 +10,7 @@ from . import hf
 
 def from_hf(model):
     config = model.config
-    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu",
-                   "gelu": "gelu"}
-    if config.activation_function not in activations:
-        raise ValueError(f"activation_function={config.activation_function!r} is not supported "
-                         f"(minattn has {', '.join(map(repr, activations))})")
+    activation = hf.activation(config, "activation_function")
     if getattr(config, "scale_attn_by_inverse_layer_idx", False) or \
             getattr(config, "reorder_and_upcast_attn", False) or not config.scale_attn_weights:
         raise ValueError("GPT-2 attention variants (scale_attn_by_inverse_layer_idx, "
@@ -42,7 +38,7 @@ def from_hf(model):
               "final_norm": hf.layer_norm(inner.ln_f)[0],
               **hf.unembedding(model, inner.wte.weight)}
     kwargs = {"n_heads": config.n_head, "norm": "layer_norm",
-              "activation": activations[config.activation_function],
+              "activation": activation,
               "eps": config.layer_norm_epsilon, "position": "learned"}
     return params, kwargs
 

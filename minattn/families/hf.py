@@ -101,6 +101,20 @@ def _nested_rope(rope, layer_type):
     return {**layer, "truncate": read} if layer.get("rope_type") == "yarn" else layer
 
 
+# transformers' names of the non-gated activations -> minattn's feed_forward activations.
+ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "relu": "relu"}
+
+
+def activation(config, key="hidden_act"):
+    """config.<key> as minattn's activation name; any other is refused by name."""
+    name = getattr(config, key)
+    if name not in ACTIVATIONS:
+        raise ValueError(f"{key}={name!r} is not supported (minattn has "
+                         f"{', '.join(map(repr, ACTIVATIONS))})")
+    return ACTIVATIONS[name]
+
+
 def check_silu(config):
     """SwiGLU's gate is SiLU: any other hidden_act is refused by name (every SwiGLU family)."""
     if config.hidden_act != "silu":

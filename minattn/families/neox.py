@@ -26,11 +26,7 @@ def from_hf(model):
     # head by head, and the parallel residual x + attention(ln_1(x)) + mlp(ln_2(x)) (or GPT-2's
     # sequential one: use_parallel_residual=False).
     config, inner = model.config, model.gpt_neox
-    activations = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                   "relu": "relu"}
-    if config.hidden_act not in activations:
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
-                         f"{', '.join(map(repr, activations))})")
+    activation = hf.activation(config)
     partial = hf.partial_rotary_factor(config)
     rope_base, rope_scaling = hf.rope_settings(config, partial_rotary_factor=partial)
     n_heads = config.num_attention_heads
@@ -39,7 +35,7 @@ def from_hf(model):
               "final_norm": hf.layer_norm(inner.final_layer_norm)[0],
               **hf.unembedding(model, inner.embed_in.weight)}
     kwargs = {"n_heads": n_heads, "norm": "layer_norm",
-              "activation": activations[config.hidden_act], "eps": config.layer_norm_eps,
+              "activation": activation, "eps": config.layer_norm_eps,
               "position": "rope", "rope_base": rope_base, "rope_scaling": rope_scaling,
               "partial_rotary_factor": partial, "parallel": bool(config.use_parallel_residual)}
     return params, kwargs

@@ -15,11 +15,7 @@ def from_hf(model):
     if config.qk_layernorm:
         raise ValueError("qk_layernorm=True is not supported: Phi's QK-norm is a LayerNorm; "
                          "minattn's QK-norm is an RMSNorm")
-    activations = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
-                   "relu": "relu"}
-    if config.hidden_act not in activations:
-        raise ValueError(f"hidden_act={config.hidden_act!r} is not supported (minattn has "
-                         f"{', '.join(map(repr, activations))})")
+    activation = hf.activation(config)
     partial = hf.partial_rotary_factor(config)
     rope_base, rope_scaling = hf.rope_settings(config, partial_rotary_factor=partial)
     layers = []
@@ -38,7 +34,7 @@ def from_hf(model):
               **hf.unembedding(model, inner.embed_tokens.weight),
               "lm_head_bias": hf.array(model.lm_head.bias)}
     kwargs = {"n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
-              "norm": "layer_norm", "activation": activations[config.hidden_act],
+              "norm": "layer_norm", "activation": activation,
               "eps": config.layer_norm_eps, "position": "rope", "rope_base": rope_base,
               "rope_scaling": rope_scaling, "partial_rotary_factor": partial, "parallel": True}
     return params, kwargs
