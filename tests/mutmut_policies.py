@@ -3,8 +3,10 @@
 mutmut 3 never mutates a decorated function (a decorator may have side effects when the
 function is copied, or may not be a plain wrapper). In minattn the decorators are the engine
 room's policies (`@float16_in_float32`, `@gradient_by_hand`, `@one_blas_thread`, autograd's
-`@primitive`, `@contextlib.contextmanager`), and they sit on the functions the reader comes for:
-`softmax`, `scaled_dot_product_attention`, `layer_norm`, `rms_norm`, `linear`, `relu`, `gelu`.
+`@primitive`, `@contextlib.contextmanager`, engine/variants.py's `@dispatch` and `@implements`,
+`@in_query_blocks`, `@in_one_product`), and they sit on the functions the reader comes for:
+`softmax`, `scaled_dot_product_attention`, `layer_norm`, `rms_norm`, `linear`, `relu`, `gelu`,
+and the variants (a family's block, long-context RoPE, head_mask).
 Left alone, mutmut would test everything except the formulas.
 
 These policies are pure wrappers, so they can wrap mutmut's trampoline instead of the function:
@@ -39,6 +41,14 @@ from mutmut.mutation import file_mutation
 
 POLICIES = {"float16_in_float32", "gradient_by_hand", "one_blas_thread", "primitive",
             "contextmanager",
+            # engine/variants.py: @dispatch wraps the canonical function (it calls it, or a
+            # variant), @implements only registers the variant and returns it as it is; and the
+            # engine's @in_query_blocks (attention in blocks of queries) and @in_one_product (one
+            # product for several weights) call the function they wrap: each wraps (or
+            # registers) the trampoline, which runs the original or the active mutant. Not
+            # @by_value (engine/memo.py): its memo would keep the original's results, computed in
+            # mutmut's parent process before the fork, and hand them to a mutant
+            "dispatch", "implements", "in_query_blocks", "in_one_product",
             # functools.wraps, on the wrapper a policy's factory returns (the decision it makes at
             # every call): mutated as part of the factory, so its mutants are active only where a
             # test applies the policy inside the test (tests/MUTANTS.md)
