@@ -27,7 +27,7 @@ def config(hf):
     from ...families.gemma import _check_tanh_gelu
     from ...families.hf import per_layer_rope, windows
 
-    c = Config(hf, DEFAULTS)
+    c = Config({**hf, "layer_types": hf.get("layer_types") or layer_types(hf)}, DEFAULTS)
     _check_tanh_gelu("hidden_activation", c.hidden_activation)
     n_layers = c.num_hidden_layers
     rope_base, rope_scaling = per_layer_rope(c, n_layers)
@@ -41,6 +41,15 @@ def config(hf):
             "attn_logit_softcapping": None if c.model_type == "gemma3_text" else
             c.attn_logit_softcapping,
             "final_logit_softcapping": c.final_logit_softcapping}
+
+
+def layer_types(hf):
+    # transformers' default where config.json has none (those written by older transformers
+    # releases): Gemma 2 alternates local and global layers, Gemma 3 has
+    # sliding_window_pattern - 1 local layers (default 5) before each global one
+    pattern = 2 if hf["model_type"] == "gemma2" else hf.get("sliding_window_pattern", 6)
+    return ["sliding_attention" if (i + 1) % pattern else "full_attention"
+            for i in range(hf["num_hidden_layers"])]
 
 
 def tensor_shapes(hf):

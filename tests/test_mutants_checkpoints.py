@@ -1,0 +1,188 @@
+"""What the mutation run of minattn/models/checkpoints/ showed untested (tests/MUTANTS.md): the
+config.json a GGUF file's metadata stands for, key by key against the transformers model the file
+was written from; tied embeddings in the families that untie by default (Phi-3, OLMo 2); a
+config.json without tie_word_embeddings read with transformers' default; Phi-3's LongRoPE settings
+and OLMo 2's refusal of local layers as llama.cpp's keys give them; Gemma's local layers where
+config.json does not list them (found by a mutant: the reader made every layer global there)."""
+import json
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf", reason="gguf is not installed: pip install '.[chat]'")
+torch = pytest.importorskip("torch", reason="the reference is a transformers model")
+transformers = pytest.importorskip("transformers", reason="the reference needs transformers")
+for _module in ("tokenizers", "jinja2", "safetensors"):
+    pytest.importorskip(_module, reason=f"{_module} is not installed: pip install '.[chat]'")
+
+from minattn.interop import from_hf  # noqa: E402
+from minattn.models import checkpoints  # noqa: E402
+from minattn.models.checkpoints.gguf_metadata import Metadata  # noqa: E402
+from minattn.pretrained import load_language_model  # noqa: E402
+
+from . import gguf_writer  # noqa: E402
+from .test_checkpoints import assert_same_tree, save  # noqa: E402
+from .test_gguf_families import CASES, build  # noqa: E402
+from .test_hf_families import _build, float64_islands  # noqa: E402,F401
+
+V = len(gguf_writer.TOKENS)
+
+
+def read_metadata(path):
+    """A GGUF file's metadata as the loader hands it to a family (gguf's own reader)."""
+    reader = gguf.GGUFReader(path)
+    fields = {name: field.contents() for name, field in reader.fields.items()
+              if not name.startswith("tokenizer.ggml.")}
+    tensors = {t.name: t for t in reader.tensors}
+    shapes = {name: tuple(int(n) for n in reversed(t.shape.tolist()))
+              for name, t in tensors.items()}
+    return Metadata(fields, fields["general.architecture"], path, shapes,
+                    lambda name: gguf.quants.dequantize(tensors[name].data,
+                                                        tensors[name].tensor_type))
+
+
+def metadata(arch, keys, tensors=()):
+    """Metadata of a small file of architecture arch: llama.cpp's required keys, then keys
+    ({key without the "arch." prefix: value}); tensors: {name: values} besides token_embd."""
+    fields = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in {
+        "block_count": 2, "context_length": 64, "embedding_length": 16,
+        "feed_forward_length": 24, "attention.head_count": 4, "attention.head_count_kv": 2,
+        "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 10000.0, **keys}.items()}}
+    tensors = dict(tensors)
+    shapes = {"token_embd.weight": (V, 16), **{n: np.shape(v) for n, v in tensors.items()}}
+    return Metadata(fields, arch, "x.gguf", shapes, lambda name: tensors[name])
+
+
+# The keys of config.json that llama.cpp's format carries (tests/test_gguf_families.py's CASES
+# hold only what it can say), each equal in the config gguf_config rebuilds.
+KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+        "max_position_embeddings", "tie_word_embeddings", "attention_bias", "hidden_act",
+        "hidden_activation", "use_sliding_window", "sliding_window", "layer_types",
+        "no_rope_layers", "query_pre_attn_scalar", "attn_logit_softcapping",
+        "final_logit_softcapping", "original_max_position_embeddings")
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_a_ggufs_metadata_gives_the_config_json_it_was_written_from(name, tmp_path):
+    model = build(name)
+    path = gguf_writer.write(tmp_path / f"{name}.gguf", model)
+    meta = read_metadata(path)
+    hf = checkpoints.BY_GGUF_ARCHITECTURE[meta.arch].gguf_config(meta)
+    config = model.config.to_dict()
+    if name == "mistral":  # llama.cpp writes a Mistral as llama (and says so: test_gguf_checks)
+        config["model_type"] = "llama"
+    compared = [key for key in KEYS if key in hf and key in config]
+    assert {"model_type", "hidden_size", "num_key_value_heads", "tie_word_embeddings"} <= set(
+        compared)
+    assert {key: hf[key] for key in compared} == {key: config[key] for key in compared}
+    assert float(hf["rms_norm_eps"]) == pytest.approx(config["rms_norm_eps"], rel=1e-6)
+
+
+@pytest.mark.parametrize("family", ["phi3", "olmo2"])
+def test_tied_embeddings_of_a_family_that_unties_by_default_load_without_lm_head(family,
+                                                                                tmp_path):
+    model = _build(family, torch.float64, tie_word_embeddings=True)
+    params, config = from_hf(model)
+    assert "lm_head" not in params  # the reference: transformers' own tied model
+    hf = json.loads((save(model, tmp_path) / "config.json").read_text())
+    reader = checkpoints.BY_MODEL_TYPE[hf["model_type"]]
+    assert "lm_head.weight" not in reader.tensor_shapes(hf)
+    tensors = {k: v.numpy() for k, v in model.state_dict().items()}
+    assert_same_tree(reader.params(tensors.get, hf), params)
+    loaded = load_language_model(tmp_path, dtype=np.float64)
+    assert_same_tree(loaded.params, params)
+
+
+@pytest.mark.parametrize("family", ["phi3", "olmo2"])
+def test_a_config_json_without_tie_word_embeddings_is_untied_as_transformers_reads_it(family,
+                                                                                    tmp_path):
+    model = _build(family, torch.float64)
+    hf = json.loads((save(model, tmp_path) / "config.json").read_text())
+    hf.pop("tie_word_embeddings", None)
+    config_class = {"phi3": transformers.Phi3Config, "olmo2": transformers.Olmo2Config}[family]
+    assert config_class(**hf).tie_word_embeddings is False  # transformers' default
+    reader = checkpoints.BY_MODEL_TYPE[family]
+    assert "lm_head.weight" in reader.tensor_shapes(hf)
+    tensors = {k: v.numpy() for k, v in model.state_dict().items()}
+    np.testing.assert_array_equal(reader.params(tensors.get, hf)["lm_head"],
+                                  tensors["lm_head.weight"].T)
+
+
+def test_a_phi3_gguf_without_attn_factor_computes_transformers_default(tmp_path, float64_islands):
+    from .test_gguf_families import tokens
+    from .test_hf_families import _hf_logits
+    import minattn as ma
+
+    model = build("phi3_longrope")
+    path = gguf_writer.write(tmp_path / "phi3.gguf", model, skip=("rope.scaling.attn_factor",))
+    rope = checkpoints.phi3.gguf_config(read_metadata(path))["rope_parameters"]
+    c = model.config
+    assert rope["factor"] == c.max_position_embeddings / c.original_max_position_embeddings
+    assert "attention_factor" not in rope
+    loaded = load_language_model(path, dtype=np.float64)
+    np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens(), **loaded.config),
+                               _hf_logits(model, tokens()), rtol=0, atol=1e-6)
+
+
+def test_a_phi3_ggufs_attn_factor_is_longropes_attention_factor():
+    factors = np.linspace(1.0, 2.0, 2, dtype=np.float32)
+    meta = metadata("phi3", {"rope.scaling.type": "longrope", "rope.scaling.attn_factor": 0.75,
+                             "rope.scaling.original_context_length": 16},
+                    {"rope_factors_short.weight": factors, "rope_factors_long.weight": factors})
+    hf = checkpoints.phi3.gguf_config(meta)
+    assert hf["rope_parameters"]["attention_factor"] == 0.75
+    assert hf["rope_parameters"]["factor"] == 64 / 16
+    assert hf["original_max_position_embeddings"] == 16
+
+
+@pytest.mark.parametrize("present, missing", [("rope_factors_short.weight",
+                                               "rope_factors_long.weight"),
+                                              ("rope_factors_long.weight",
+                                               "rope_factors_short.weight")])
+def test_a_phi3_gguf_with_one_longrope_factor_list_names_both(present, missing):
+    # (without rope.scaling.type: with "longrope" and no long factors, the Llama reader before
+    # it refuses the type, naming it)
+    meta = metadata("phi3", {"rope.scaling.original_context_length": 16},
+                    {present: np.ones(2, np.float32)})
+    with pytest.raises(ValueError, match=rf"^x\.gguf: has {present} without {missing} "
+                                         r"\(LongRoPE needs both\)$"):
+        checkpoints.phi3.gguf_config(meta)
+
+
+def test_an_olmo2_gguf_with_local_layers_is_refused_by_name():
+    meta = metadata("olmo2", {"attention.sliding_window": 4})
+    with pytest.raises(ValueError, match=r"^x\.gguf: olmo2\.attention\.sliding_window is set: "
+                                         r"local layers \(OLMo 3\) are not supported in GGUF$"):
+        checkpoints.olmo2.gguf_config(meta)
+    assert checkpoints.olmo2.gguf_config(metadata("olmo2", {"attention.sliding_window": 0}))[
+        "model_type"] == "olmo2"
+
+
+def test_smollm3s_no_rope_layers_shorter_than_the_layers_is_refused_by_count():
+    hf = {"model_type": "smollm3", "hidden_size": 16, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 24,
+          "vocab_size": V, "no_rope_layers": [1, 1, 0], "rope_parameters": {
+              "rope_type": "default", "rope_theta": 10000.0}}
+    with pytest.raises(ValueError, match=r"^no_rope_layers has 3 entries for 4 layers$"):
+        checkpoints.smollm3.config(hf)
+
+
+@pytest.mark.parametrize("name", ["gemma2", "gemma3", "gemma3_capped"])
+def test_a_gemma_config_json_without_layer_types_has_transformers_default_local_layers(
+        name, tmp_path, float64_islands):
+    from .test_checkpoints import build as build_hf
+    from .test_hf_families import _hf_logits
+    import minattn as ma
+
+    folder = save(build_hf(name), tmp_path)
+    hf = json.loads((folder / "config.json").read_text())
+    del hf["layer_types"]  # as older transformers releases wrote it
+    (folder / "config.json").write_text(json.dumps(hf))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
+    assert "sliding_attention" in theirs.config.layer_types  # transformers' default pattern
+    loaded = load_language_model(folder, dtype=np.float64)
+    tokens = np.random.default_rng(0).integers(0, hf["vocab_size"], size=(2, 3 * hf[
+        "sliding_window"]))  # longer than the window: a local layer differs from a global one
+    np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens, **loaded.config),
+                               _hf_logits(theirs, tokens), rtol=0, atol=1e-10)
