@@ -47,7 +47,8 @@ def metadata(arch, keys, tensors=()):
     fields = {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in {
         "block_count": 2, "context_length": 64, "embedding_length": 16,
         "feed_forward_length": 24, "attention.head_count": 4, "attention.head_count_kv": 2,
-        "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 10000.0, **keys}.items()}}
+        "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 10000.0, **keys}.items()
+        if v is not None}}  # (a key given as None: left out)
     tensors = dict(tensors)
     shapes = {"token_embd.weight": (V, 16), **{n: np.shape(v) for n, v in tensors.items()}}
     return Metadata(fields, arch, "x.gguf", shapes, lambda name: tensors[name])
@@ -186,3 +187,103 @@ def test_a_gemma_config_json_without_layer_types_has_transformers_default_local_
         "sliding_window"]))  # longer than the window: a local layer differs from a global one
     np.testing.assert_allclose(ma.causal_lm(loaded.params, tokens, **loaded.config),
                                _hf_logits(theirs, tokens), rtol=0, atol=1e-10)
+
+
+def local_layers(hf):
+    return [t == "sliding_attention" for t in hf["layer_types"]]
+
+
+def test_a_gemma3_ggufs_sliding_window_pattern_sets_its_local_layers_as_transformers_does():
+    hf = checkpoints.gemma.gguf_config(metadata("gemma3", {
+        "block_count": 6, "attention.sliding_window": 4, "attention.sliding_window_pattern": 3}))
+    theirs = transformers.Gemma3TextConfig(num_hidden_layers=6, sliding_window_pattern=3)
+    assert hf["layer_types"] == theirs.layer_types
+    assert local_layers(hf) == [True, True, False, True, True, False]
+    assert hf["sliding_window"] == 4
+
+
+def test_a_ggufs_sliding_window_pattern_given_per_layer_is_read_per_layer():
+    hf = checkpoints.gemma.gguf_config(metadata("gemma3", {
+        "block_count": 3, "attention.sliding_window": 4,
+        "attention.sliding_window_pattern": [False, True, True]}))
+    assert local_layers(hf) == [False, True, True]
+
+
+@pytest.mark.parametrize("keys", [{}, {"attention.sliding_window": 0}])
+def test_a_gemma_gguf_without_a_window_has_only_global_layers(keys):
+    hf = checkpoints.gemma.gguf_config(metadata("gemma2", keys))
+    assert hf["layer_types"] == ["full_attention"] * 2 and hf["sliding_window"] is None
+
+
+@pytest.mark.parametrize("arch, n_layers", [("gemma2", 46), ("gemma3", 62)])
+def test_a_27b_gemma_gguf_scales_queries_by_d_over_n_heads_as_llama_cpp_does(arch, n_layers,
+                                                                              capsys):
+    # llama.cpp: query_pre_attn_scalar = n_embd / n_head for the 27B models, else the head size
+    keys = {"attention.key_length": 8, "attention.value_length": 8}
+    hf = checkpoints.gemma.gguf_config(metadata(arch, {**keys, "block_count": n_layers}))
+    assert hf["query_pre_attn_scalar"] == 16 // 4 and type(hf["query_pre_attn_scalar"]) is int
+    assert capsys.readouterr().err == (
+        "minattn: x.gguf does not record query_pre_attn_scalar: using 4, as llama.cpp does "
+        f"(D / n_heads for a 27B model)\n{GEMMA3_LOCAL_BASE if arch == 'gemma3' else ''}")
+    hf = checkpoints.gemma.gguf_config(metadata(arch, {**keys, "block_count": n_layers - 1}))
+    assert hf["query_pre_attn_scalar"] == 8
+    assert capsys.readouterr().err.startswith(
+        "minattn: x.gguf does not record query_pre_attn_scalar: using 8, as llama.cpp does "
+        "(the head size)\n")
+
+
+GEMMA3_LOCAL_BASE = ("minattn: x.gguf has no gemma3.rope.freq_base_swa: using 10000.0 (Gemma 3's "
+                     "base for its local layers)\n")
+
+
+@pytest.mark.parametrize("keys, base", [({"rope.freq_base_swa": 500.0}, 500.0), ({}, 10000.0)])
+def test_gemma3s_local_layers_rotate_with_rope_freq_base_swa_or_its_default(keys, base, capsys):
+    hf = checkpoints.gemma.gguf_config(metadata("gemma3", {"rope.freq_base": 1e6, **keys}))
+    assert hf["rope_parameters"] == {
+        "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": base}}
+    assert capsys.readouterr().err.endswith("" if keys else GEMMA3_LOCAL_BASE)
+    assert type(hf["rope_parameters"]["sliding_attention"]["rope_theta"]) is float
+
+
+def test_a_gemma_config_with_another_activation_is_refused_naming_the_key():
+    hf = checkpoints.gemma.gguf_config(metadata("gemma2", {}))
+    checkpoints.gemma.config(hf)  # (as read)
+    with pytest.raises(ValueError, match=r"^hidden_activation='gelu' is not supported"):
+        checkpoints.gemma.config({**hf, "hidden_activation": "gelu"})
+
+
+@pytest.mark.parametrize("name", ["gemma2", "llama_biases", "phi3_window_partial", "olmo2"])
+def test_a_gguf_loaded_in_float32_has_every_weight_in_float32(name, tmp_path):
+    path = gguf_writer.write(tmp_path / f"{name}.gguf", build(name))
+    loaded = load_language_model(path, dtype=np.float32)
+
+    def dtypes(tree):
+        if isinstance(tree, dict):
+            return set().union(*map(dtypes, tree.values()))
+        if isinstance(tree, list):
+            return set().union(*map(dtypes, tree))
+        return {tree.dtype}
+
+    assert dtypes(loaded.params) == {np.dtype(np.float32)}
+
+
+def test_a_gguf_without_rope_freq_base_uses_the_formats_default_and_says_why(capsys):
+    hf = checkpoints.llama.gguf_config(metadata("llama", {"rope.freq_base": None}))
+    assert hf["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0}
+    assert capsys.readouterr().err == (
+        "minattn: x.gguf has no llama.rope.freq_base: using 10000.0 (the GGUF default; a model "
+        "trained with another base computes wrong logits)\n")
+
+
+@pytest.mark.parametrize("scaling, shape", [(None, (3,)), ("linear", (2,)), ("yarn", (2,))])
+def test_llama3s_rope_freqs_of_another_length_or_beside_another_scaling_is_refused(scaling, shape):
+    # head size 16 / 4 = 4: two rotated pairs, so rope_freqs.weight holds two divisors; no
+    # rope.scaling.type is named as the format's default, 'none'
+    meta = metadata("llama", {"rope.scaling.type": scaling, "rope.scaling.factor": 2.0},
+                    {"rope_freqs.weight": np.ones(shape, np.float32)})
+    with pytest.raises(ValueError, match=(
+            rf"^x\.gguf: rope_freqs\.weight of shape \({shape[0]},\) with rope\.scaling\.type "
+            rf"{scaling or 'none'!r}: expected \(2,\) \(one divisor per rotated pair\) and no other "
+            r"scaling$")):
+        checkpoints.llama.gguf_config(meta)
