@@ -287,3 +287,37 @@ def test_llama3s_rope_freqs_of_another_length_or_beside_another_scaling_is_refus
             rf"{scaling or 'none'!r}: expected \(2,\) \(one divisor per rotated pair\) and no other "
             r"scaling$")):
         checkpoints.llama.gguf_config(meta)
+
+
+def test_a_linear_scaling_is_read_as_linear_even_beside_longrope_factors():
+    meta = metadata("llama", {"rope.scaling.type": "linear", "rope.scaling.factor": 2.0},
+                    {"rope_factors_long.weight": np.ones(2, np.float32)})
+    assert checkpoints.llama.gguf_rope(meta, 4) == {"rope_type": "linear", "rope_theta": 10000.0,
+                                                    "factor": 2.0}
+
+
+@pytest.mark.parametrize("scaling", ["linear", "yarn"])
+def test_a_rope_scaling_factor_that_is_not_a_number_is_refused_by_name(scaling):
+    meta = metadata("llama", {"rope.scaling.type": scaling, "rope.scaling.factor": "2",
+                              "rope.scaling.original_context_length": 16})
+    with pytest.raises(ValueError, match=r"^x\.gguf: llama\.rope\.scaling\.factor must be a "
+                                         r"number, got '2'$"):
+        checkpoints.llama.gguf_config(meta)
+
+
+def test_yarns_gguf_keys_are_transformers_yarn_settings():
+    meta = metadata("llama", {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                              "rope.scaling.original_context_length": 16,
+                              "rope.scaling.attn_factor": 0.5, "rope.scaling.yarn_beta_fast": 16.0,
+                              "rope.scaling.yarn_beta_slow": 2.0})
+    assert checkpoints.llama.gguf_config(meta)["rope_parameters"] == {
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 16, "attention_factor": 0.5, "beta_fast": 16.0,
+        "beta_slow": 2.0}
+
+
+def test_another_rope_scaling_type_is_refused_naming_what_is_read():
+    with pytest.raises(ValueError, match=(
+            r"^x\.gguf: llama\.rope\.scaling\.type 'dynamic' is not supported \(minattn reads "
+            r"'none', 'linear', 'yarn' and Llama 3's rope_freqs\.weight\)$")):
+        checkpoints.llama.gguf_config(metadata("llama", {"rope.scaling.type": "dynamic"}))
