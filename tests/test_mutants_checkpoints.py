@@ -76,6 +76,8 @@ def test_a_ggufs_metadata_gives_the_config_json_it_was_written_from(name, tmp_pa
     compared = [key for key in KEYS if key in hf and key in config]
     assert {"model_type", "hidden_size", "num_key_value_heads", "tie_word_embeddings"} <= set(
         compared)
+    if meta.arch.startswith("gemma"):
+        assert {"hidden_activation", "query_pre_attn_scalar", "layer_types"} <= set(compared)
     assert {key: hf[key] for key in compared} == {key: config[key] for key in compared}
     assert float(hf["rms_norm_eps"]) == pytest.approx(config["rms_norm_eps"], rel=1e-6)
 
@@ -95,13 +97,14 @@ def test_tied_embeddings_of_a_family_that_unties_by_default_load_without_lm_head
     assert_same_tree(loaded.params, params)
 
 
-@pytest.mark.parametrize("family", ["phi3", "olmo2"])
+@pytest.mark.parametrize("family", ["phi3", "olmo2", "llama"])
 def test_a_config_json_without_tie_word_embeddings_is_untied_as_transformers_reads_it(family,
                                                                                     tmp_path):
     model = _build(family, torch.float64)
     hf = json.loads((save(model, tmp_path) / "config.json").read_text())
     hf.pop("tie_word_embeddings", None)
-    config_class = {"phi3": transformers.Phi3Config, "olmo2": transformers.Olmo2Config}[family]
+    config_class = {"phi3": transformers.Phi3Config, "olmo2": transformers.Olmo2Config,
+                    "llama": transformers.LlamaConfig}[family]
     assert config_class(**hf).tie_word_embeddings is False  # transformers' default
     reader = checkpoints.BY_MODEL_TYPE[family]
     assert "lm_head.weight" in reader.tensor_shapes(hf)
@@ -321,3 +324,32 @@ def test_another_rope_scaling_type_is_refused_naming_what_is_read():
             r"^x\.gguf: llama\.rope\.scaling\.type 'dynamic' is not supported \(minattn reads "
             r"'none', 'linear', 'yarn' and Llama 3's rope_freqs\.weight\)$")):
         checkpoints.llama.gguf_config(metadata("llama", {"rope.scaling.type": "dynamic"}))
+
+
+@pytest.mark.parametrize("value", [2.5, True, "2", 0])
+def test_a_count_that_is_not_a_positive_int_is_refused_by_name(value):
+    with pytest.raises(ValueError) as error:
+        checkpoints.llama.gguf_config(metadata("llama", {"block_count": value}))
+    assert str(error.value) == f"x.gguf: llama.block_count must be a positive int, got {value!r}"
+
+
+def test_a_llama_config_json_without_num_key_value_heads_has_one_per_head(tmp_path):
+    model = _build("llama", torch.float64, num_key_value_heads=None)
+    assert model.config.num_key_value_heads == model.config.num_attention_heads  # transformers
+    hf = json.loads((save(model, tmp_path) / "config.json").read_text())
+    hf.pop("num_key_value_heads", None)
+    assert checkpoints.llama.config(hf) == from_hf(model)[1]
+
+
+def test_a_llamas_head_size_is_rope_dimension_count_where_key_length_is_absent():
+    # transformers' GGUF reader (and llama.cpp) take a llama's head_dim from rope.dimension_count
+    hf = checkpoints.llama.gguf_config(metadata("llama", {"rope.dimension_count": 8}))
+    assert hf["head_dim"] == 8 and "partial_rotary_factor" not in hf["rope_parameters"]
+
+
+def test_a_llama_gguf_rotating_part_of_each_head_is_refused_by_name():
+    meta = metadata("llama", {"attention.key_length": 8, "rope.dimension_count": 4})
+    with pytest.raises(ValueError, match=(
+            r"^x\.gguf: llama\.rope\.dimension_count is 4, not the head size 8: RoPE on part of "
+            r"each head is not supported for llama$")):
+        checkpoints.llama.gguf_config(meta)
