@@ -1,0 +1,173 @@
+"""What the mutation run of minattn/families/ showed untested (tests/MUTANTS.md): each family's
+refusals in full (what they name is what a user reads), the RoPE of a config without
+rope_parameters, DeepSeek-V3's YaRN softmax scale against transformers' own function, the
+parameters of a float32 DiffLlama in float32, and OLMo 2's block as decoder_block's variant:
+its defaults and its refusals of what it has no params for."""
+import inspect
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the families convert transformers models")
+transformers = pytest.importorskip("transformers", reason="the families convert transformers models")
+
+import minattn as ma  # noqa: E402
+from minattn.families import hf  # noqa: E402
+from minattn.interop import from_hf  # noqa: E402
+
+from .test_hf_families import FAMILIES, _build  # noqa: E402
+from .test_hf_parity import _gpt2  # noqa: E402
+from .test_variants_hf import _diffllama  # noqa: E402
+
+
+def refusal(model):
+    with pytest.raises(ValueError) as error:
+        from_hf(model)
+    return str(error.value)
+
+
+@pytest.mark.parametrize("family, key, name", [("cohere", "use_qk_norm", "Cohere"),
+                                               ("stablelm", "qk_layernorm", "StableLM")])
+def test_a_per_head_layer_norm_is_refused_naming_the_key_and_the_family(family, key, name):
+    model = _build(family, torch.float64, **{key: True})
+    assert refusal(model) == (
+        f"{key}=True is not supported: {name}'s QK-norm is a LayerNorm with its own weights per "
+        "head; minattn's QK-norm is one RMSNorm shared by the heads")
+
+
+def test_phis_qk_layernorm_is_refused_by_name():
+    assert refusal(_build("phi", torch.float64, qk_layernorm=True)) == (
+        "qk_layernorm=True is not supported: Phi's QK-norm is a LayerNorm; minattn's QK-norm is "
+        "an RMSNorm")
+
+
+@pytest.mark.parametrize("key, value", [("scale_attn_by_inverse_layer_idx", True),
+                                        ("reorder_and_upcast_attn", True),
+                                        ("scale_attn_weights", False)])
+def test_gpt2s_attention_variants_are_refused_by_name(key, value):
+    model = _gpt2(torch.float64)
+    setattr(model.config, key, value)
+    assert refusal(model) == (
+        "GPT-2 attention variants (scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, "
+        "scale_attn_weights=False) are not supported")
+
+
+@pytest.mark.parametrize("key", ["embedding_multiplier", "attention_multiplier",
+                                 "residual_multiplier", "logits_scaling"])
+def test_a_granite_multiplier_that_is_not_positive_is_refused_by_name(key):
+    model = _build("granite", torch.float64, **FAMILIES["granite"][1])
+    setattr(model.config, key, -0.5)
+    assert refusal(model) == f"{key}=-0.5 is not supported (a positive scale)"
+
+
+def test_gemma1s_activation_other_than_tanh_gelu_is_refused_naming_hidden_act():
+    model = _build("gemma", torch.float64)
+    model.config.hidden_act = "gelu"
+    assert refusal(model) == ("hidden_act='gelu' is not supported (minattn's GEGLU uses the tanh "
+                              "GELU)")
+
+
+def test_smollm3s_no_rope_layers_shorter_than_its_layers_is_refused_by_count():
+    model = _build("smollm3", torch.float64, **FAMILIES["smollm3"][1])
+    n_layers = model.config.num_hidden_layers
+    model.config.no_rope_layers = [1] * (n_layers - 1)
+    assert refusal(model) == f"no_rope_layers has {n_layers - 1} entries for {n_layers} layers"
+
+
+def test_a_diffllama_whose_head_dim_is_not_d_over_h_is_refused_by_name():
+    model = _diffllama(torch.float64)
+    d = model.config.hidden_size // model.config.num_attention_heads
+    model.config.head_dim = d + 2
+    assert refusal(model) == (f"head_dim={d + 2} != hidden_size / num_attention_heads = {d} is "
+                              "not supported")
+
+
+def test_a_diffllama_whose_head_norm_has_another_eps_is_refused_naming_both():
+    model = _diffllama(torch.float64)
+    model.model.layers[1].self_attn.groupnorm.eps = 1e-3
+    eps = model.config.rms_norm_eps
+    assert refusal(model) == (f"the per-head norm's eps=0.001 differs from rms_norm_eps={eps}: "
+                              "minattn's block takes one eps")
+
+
+def test_a_float32_diffllama_has_every_parameter_in_float32():
+    params, _ = from_hf(_diffllama(torch.float32))
+    for layer in params["layers"]:
+        assert {np.asarray(v).dtype for v in layer["self_attention"].values()} == {
+            np.dtype(np.float32)}
+
+
+# hf.default_rope_base: the families with default RoPE only (DiffLlama): transformers 5's
+# rope_parameters, or 4.x's rope_theta (a config without rope_parameters)
+@pytest.mark.parametrize("config, base", [
+    (SimpleNamespace(rope_theta=500), 500.0),
+    (SimpleNamespace(rope_parameters={"rope_theta": 300.0}), 300.0),  # no rope_type: default
+    (SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 200.0}), 200.0)])
+def test_the_default_rope_base_is_read_from_either_transformers_form(config, base):
+    assert hf.default_rope_base(config) == base and type(hf.default_rope_base(config)) is float
+
+
+def test_a_scaled_rope_is_refused_where_only_default_rope_is_read():
+    config = SimpleNamespace(rope_parameters={"rope_type": "linear", "rope_theta": 1.0,
+                                              "factor": 2.0})
+    with pytest.raises(ValueError) as error:
+        hf.default_rope_base(config)
+    assert str(error.value) == "RoPE scaling 'linear' is not supported (default RoPE only)"
+
+
+@pytest.mark.parametrize("mscale_all_dim", [None, 0, 0.5, 1.0])
+@pytest.mark.parametrize("factor", [1.0, 1.5, 4.0, 40.0])
+def test_deepseek_v3s_yarn_softmax_scale_is_transformers_mscale_squared(mscale_all_dim, factor):
+    from minattn.families.deepseek_v3 import _yarn_softmax_mscale
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
+
+    # transformers' DeepseekV3Attention: scaling * mscale^2 where mscale_all_dim is truthy
+    rope = {"rope_type": "yarn", "factor": factor, "mscale_all_dim": mscale_all_dim}
+    expected = yarn_get_mscale(factor, mscale_all_dim) ** 2 if mscale_all_dim else 1.0
+    assert _yarn_softmax_mscale(rope) == pytest.approx(expected, rel=1e-15)
+
+
+# OLMo 2's block, decoder_block's variant for its params (norms after the sublayers only)
+
+@pytest.fixture(scope="module")
+def olmo2_block():
+    params, config = from_hf(_build("olmo2", torch.float64, **FAMILIES["olmo2"][1]))
+    keywords = {k: config[k] for k in ("n_heads", "n_kv_heads", "d_k", "norm", "activation",
+                                       "eps", "rope_base")}
+    x = np.random.default_rng(0).standard_normal((2, 5, params["token_embedding"].shape[1]))
+    return params["layers"][0], keywords, x
+
+
+def test_olmo2s_block_defaults_are_decoder_blocks(olmo2_block):
+    layer, keywords, x = olmo2_block
+    defaults = {k: p.default for k, p in inspect.signature(ma.decoder_block).parameters.items()
+                if k in ("eps", "norm", "activation")}
+    given = {k: v for k, v in keywords.items() if k not in defaults}
+    assert defaults == {"eps": 1e-5, "norm": "layer_norm", "activation": "relu"}
+    gated = {"activation": keywords["activation"]}  # the params are SwiGLU's
+    np.testing.assert_array_equal(
+        ma.decoder_block(layer, x, norm_first=True, norm="rms_norm", **gated, **given),
+        ma.decoder_block(layer, x, norm_first=True, norm="rms_norm", eps=defaults["eps"],
+                         **gated, **given))
+
+
+def test_olmo2s_block_refuses_memory_it_has_no_cross_attention_for(olmo2_block):
+    layer, keywords, x = olmo2_block
+    with pytest.raises(ValueError, match=r"^params is missing key 'cross_attention'"):
+        ma.decoder_block(layer, x, norm_first=True, memory=x, **keywords)
+    with pytest.raises(ValueError, match=r"^memory_mask is given without memory"):
+        ma.decoder_block(layer, x, norm_first=True, memory_mask=np.ones((5, 5), bool), **keywords)
+
+
+def test_olmo2s_block_checks_n_kv_heads_against_n_heads(olmo2_block):
+    layer, keywords, x = olmo2_block
+    plain = dict(layer, self_attention_norm={"gamma": np.ones(x.shape[-1])},
+                 feed_forward_norm={"gamma": np.ones(x.shape[-1])})
+    plain = {k: v for k, v in plain.items() if not k.startswith("post_")}
+    bad = {**keywords, "n_kv_heads": 3}  # does not divide n_heads = 4
+    with pytest.raises(ValueError) as canonical:  # Llama's block: the same check
+        ma.decoder_block(plain, x, norm_first=True, **bad)
+    with pytest.raises(ValueError) as olmo:
+        ma.decoder_block(layer, x, norm_first=True, **bad)
+    assert str(olmo.value) == str(canonical.value)
