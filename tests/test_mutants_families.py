@@ -18,7 +18,7 @@ from minattn.interop import from_hf  # noqa: E402
 
 from .test_hf_families import FAMILIES, _build  # noqa: E402
 from .test_hf_parity import _gpt2  # noqa: E402
-from .test_variants_hf import _diffllama  # noqa: E402
+from .test_variants_hf import _deepseek, _diffllama  # noqa: E402
 
 
 def refusal(model):
@@ -96,6 +96,21 @@ def test_a_float32_diffllama_has_every_parameter_in_float32():
     for layer in params["layers"]:
         assert {np.asarray(v).dtype for v in layer["self_attention"].values()} == {
             np.dtype(np.float32)}
+
+
+def test_a_deepseek_v3_with_experts_is_refused_in_full():
+    assert refusal(_deepseek(torch.float64, dense=False)) == (
+        "mixture of experts layers (first_k_dense_replace=1 < num_hidden_layers=2) are not "
+        "supported: minattn converts DeepSeek-V3 models whose layers are all dense")
+
+
+def test_a_deepseek_v3_with_fewer_kv_heads_is_refused_in_full():
+    model = _deepseek(torch.float64)
+    model.config.num_key_value_heads = 2
+    assert refusal(model) == (
+        "num_key_value_heads=2 != num_attention_heads=4 is not supported: transformers' "
+        "DeepSeek-V3 then repeats the latent's per-head keys (and fails); minattn's latent "
+        "attention has one key per head")
 
 
 # hf.default_rope_base: the families with default RoPE only (DiffLlama): transformers 5's
