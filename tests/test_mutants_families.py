@@ -186,3 +186,76 @@ def test_olmo2s_block_checks_n_kv_heads_against_n_heads(olmo2_block):
     with pytest.raises(ValueError) as olmo:
         ma.decoder_block(layer, x, norm_first=True, **bad)
     assert str(olmo.value) == str(canonical.value)
+
+
+def test_gemmas_activation_other_than_tanh_gelu_is_refused_naming_hidden_activation():
+    model = _build("gemma2", torch.float64, **FAMILIES["gemma2"][1])
+    model.config.hidden_activation = "gelu"
+    assert refusal(model) == ("hidden_activation='gelu' is not supported (minattn's GEGLU uses "
+                              "the tanh GELU)")
+
+
+@pytest.mark.parametrize("family", ["gemma2", "gemma3"])
+def test_gemmas_embedding_scale_is_the_models_own_buffer_rounded_to_float32(family):
+    # transformers builds embed_scale = sqrt(D) as a float32 buffer: the value its forward uses
+    model = _build(family, torch.float64, **FAMILIES[family][1])
+    own = float(model.model.embed_tokens.embed_scale)
+    assert own == float(np.float32(model.config.hidden_size ** 0.5))
+    assert own != model.config.hidden_size ** 0.5  # (so that sqrt(D) in float64 would differ)
+    assert from_hf(model)[1]["embedding_scale"] == own
+
+
+# GPT-NeoX's parallel block, decoder_block's variant for parallel=True
+
+@pytest.fixture(scope="module")
+def parallel_block():
+    rng = np.random.default_rng(1)
+    params = ma.init_decoder_block(rng, 16, 4, 24, n_kv_heads=2, norm="rms_norm",
+                                   activation="swiglu", qk_norm=True)
+    for sublayer in ("self_attention_norm", "feed_forward_norm"):
+        params[sublayer] = {"gamma": rng.uniform(0.5, 1.5, 16)}
+    for key in ("q_norm", "k_norm"):
+        params["self_attention"][key] = {"gamma": rng.uniform(0.5, 1.5, 4)}
+    keywords = {"n_heads": 4, "n_kv_heads": 2, "norm": "rms_norm", "activation": "swiglu"}
+    return params, keywords, rng.standard_normal((2, 5, 16))
+
+
+def test_the_parallel_block_is_both_sublayers_on_the_normalised_input(parallel_block):
+    from minattn.transformer_decoder import position_wise
+
+    params, keywords, x = parallel_block
+    eps = 0.25  # large enough to show in the norms and in the QK-norm inside the attention
+    attended, _ = ma.self_attention(params["self_attention"],
+                                    ma.rms_norm(x, params["self_attention_norm"]["gamma"], eps),
+                                    n_heads=4, n_kv_heads=2, eps=eps)
+    fed = position_wise(params["feed_forward"],
+                        ma.rms_norm(x, params["feed_forward_norm"]["gamma"], eps), "swiglu")
+    np.testing.assert_allclose(
+        ma.decoder_block(params, x, parallel=True, norm_first=True, eps=eps, **keywords),
+        x + attended + fed, rtol=0, atol=1e-12)
+
+
+def test_the_parallel_block_is_refused_without_norm_first_as_decoder_blocks_default(
+        parallel_block):
+    params, keywords, x = parallel_block
+    assert inspect.signature(ma.decoder_block).parameters["norm_first"].default is False
+    with pytest.raises(ValueError, match=r"^parallel=True \(both sublayers read the block's "
+                                         r"input\) needs norm_first=True .* got norm_first=False"):
+        ma.decoder_block(params, x, parallel=True, **keywords)
+
+
+def test_the_parallel_block_refuses_a_memory_mask_without_memory(parallel_block):
+    params, keywords, x = parallel_block
+    with pytest.raises(ValueError, match=r"^memory_mask is given without memory"):
+        ma.decoder_block(params, x, parallel=True, norm_first=True,
+                         memory_mask=np.ones((5, 5), bool), **keywords)
+
+
+def test_the_parallel_block_checks_n_kv_heads_as_decoder_block_does(parallel_block):
+    params, keywords, x = parallel_block
+    bad = {**keywords, "n_kv_heads": 3}  # does not divide n_heads = 4
+    with pytest.raises(ValueError) as canonical:
+        ma.decoder_block(params, x, norm_first=True, **bad)
+    with pytest.raises(ValueError) as parallel:
+        ma.decoder_block(params, x, parallel=True, norm_first=True, **bad)
+    assert str(parallel.value) == str(canonical.value)
