@@ -175,18 +175,6 @@ def test_olmo2s_block_refuses_memory_it_has_no_cross_attention_for(olmo2_block):
         ma.decoder_block(layer, x, norm_first=True, memory_mask=np.ones((5, 5), bool), **keywords)
 
 
-def test_olmo2s_block_checks_n_kv_heads_against_n_heads(olmo2_block):
-    layer, keywords, x = olmo2_block
-    plain = dict(layer, self_attention_norm={"gamma": np.ones(x.shape[-1])},
-                 feed_forward_norm={"gamma": np.ones(x.shape[-1])})
-    plain = {k: v for k, v in plain.items() if not k.startswith("post_")}
-    bad = {**keywords, "n_kv_heads": 3}  # does not divide n_heads = 4
-    with pytest.raises(ValueError) as canonical:  # Llama's block: the same check
-        ma.decoder_block(plain, x, norm_first=True, **bad)
-    with pytest.raises(ValueError) as olmo:
-        ma.decoder_block(layer, x, norm_first=True, **bad)
-    assert str(olmo.value) == str(canonical.value)
-
 
 def test_gemmas_activation_other_than_tanh_gelu_is_refused_naming_hidden_activation():
     model = _build("gemma2", torch.float64, **FAMILIES["gemma2"][1])
@@ -249,13 +237,3 @@ def test_the_parallel_block_refuses_a_memory_mask_without_memory(parallel_block)
     with pytest.raises(ValueError, match=r"^memory_mask is given without memory"):
         ma.decoder_block(params, x, parallel=True, norm_first=True,
                          memory_mask=np.ones((5, 5), bool), **keywords)
-
-
-def test_the_parallel_block_checks_n_kv_heads_as_decoder_block_does(parallel_block):
-    params, keywords, x = parallel_block
-    bad = {**keywords, "n_kv_heads": 3}  # does not divide n_heads = 4
-    with pytest.raises(ValueError) as canonical:
-        ma.decoder_block(params, x, norm_first=True, **bad)
-    with pytest.raises(ValueError) as parallel:
-        ma.decoder_block(params, x, parallel=True, norm_first=True, **bad)
-    assert str(parallel.value) == str(canonical.value)
