@@ -237,3 +237,10 @@ def test_the_parallel_block_refuses_a_memory_mask_without_memory(parallel_block)
     with pytest.raises(ValueError, match=r"^memory_mask is given without memory"):
         ma.decoder_block(params, x, parallel=True, norm_first=True,
                          memory_mask=np.ones((5, 5), bool), **keywords)
+
+
+def test_an_activation_without_a_minattn_name_is_refused_listing_those_read():
+    model = _gpt2(torch.float64)
+    model.config.activation_function = "tanh"
+    assert refusal(model) == ("activation_function='tanh' is not supported (minattn has 'gelu', "
+                              "'gelu_new', 'gelu_pytorch_tanh', 'relu')")
