@@ -244,3 +244,68 @@ def test_an_activation_without_a_minattn_name_is_refused_listing_those_read():
     model.config.activation_function = "tanh"
     assert refusal(model) == ("activation_function='tanh' is not supported (minattn has 'gelu', "
                               "'gelu_new', 'gelu_pytorch_tanh', 'relu')")
+
+
+# Gemma 2 and 3's sandwich block, decoder_block's variant for params with post-norms
+
+@pytest.fixture(scope="module")
+def sandwich():
+    rng = np.random.default_rng(2)
+    params = ma.init_decoder_block(rng, 16, 4, 24, norm="rms_norm", activation="swiglu")
+    for name in ("self_attention_norm", "feed_forward_norm", "post_self_attention_norm",
+                 "post_feed_forward_norm"):
+        params[name] = {"gamma": rng.uniform(0.5, 1.5, 16)}
+    keywords = {"n_heads": 4, "norm": "rms_norm", "activation": "swiglu"}
+    return params, keywords, rng.standard_normal((2, 5, 16))
+
+
+def sandwich_reference(params, x, eps):
+    # x + post_norm(sublayer(norm(x))) for each sublayer, a norm the params lack left out
+    from minattn.transformer_decoder import position_wise
+
+    norm = lambda h, name: ma.rms_norm(h, params[name]["gamma"], eps) if name in params else h  # noqa: E731
+    out, _ = ma.self_attention(params["self_attention"], norm(x, "self_attention_norm"),
+                               n_heads=4, eps=eps)
+    x = x + norm(out, "post_self_attention_norm")
+    out = position_wise(params["feed_forward"], norm(x, "feed_forward_norm"), "swiglu")
+    return x + norm(out, "post_feed_forward_norm")
+
+
+@pytest.mark.parametrize("without", [None, "self_attention_norm", "feed_forward_norm"])
+def test_the_sandwich_block_normalises_each_sublayers_output_and_leaves_out_a_missing_norm(
+        sandwich, without):
+    params, keywords, x = sandwich
+    params = {k: v for k, v in params.items() if k != without}
+    np.testing.assert_allclose(ma.decoder_block(params, x, norm_first=True, eps=0.25, **keywords),
+                               sandwich_reference(params, x, 0.25), rtol=0, atol=1e-12)
+
+
+def test_the_sandwich_blocks_default_eps_is_decoder_blocks(sandwich):
+    params, keywords, x = sandwich
+    eps = inspect.signature(ma.decoder_block).parameters["eps"].default
+    np.testing.assert_allclose(ma.decoder_block(params, x, norm_first=True, **keywords),
+                               sandwich_reference(params, x, eps), rtol=0, atol=1e-12)
+
+
+def test_the_sandwich_block_refuses_memory_without_cross_attention_and_a_lone_memory_mask(
+        sandwich):
+    params, keywords, x = sandwich
+    with pytest.raises(ValueError, match=r"^params is missing key 'cross_attention'"):
+        ma.decoder_block(params, x, norm_first=True, memory=x, **keywords)
+    with pytest.raises(ValueError, match=r"^memory_mask is given without memory"):
+        ma.decoder_block(params, x, norm_first=True, memory_mask=np.ones((5, 5), bool),
+                         **keywords)
+
+
+def test_partial_rope_follows_a_linear_schedule_given_with_it(parallel_block):
+    # linear scaling by 2 rotates position 2p as default RoPE rotates p
+    params, _, x = parallel_block
+    attention = params["self_attention"]
+    config = {"n_heads": 4, "n_kv_heads": 2, "partial_rotary_factor": 0.5}
+    positions = np.arange(x.shape[-2])
+    scaled, _ = ma.self_attention(attention, x, positions=2 * positions,
+                                  rope_scaling={"rope_type": "linear", "factor": 2.0}, **config)
+    plain, _ = ma.self_attention(attention, x, positions=positions, **config)
+    unscaled, _ = ma.self_attention(attention, x, positions=2 * positions, **config)
+    np.testing.assert_allclose(scaled, plain, rtol=0, atol=1e-12)
+    assert not np.allclose(scaled, unscaled)
