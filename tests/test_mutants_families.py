@@ -309,3 +309,80 @@ def test_partial_rope_follows_a_linear_schedule_given_with_it(parallel_block):
     unscaled, _ = ma.self_attention(attention, x, positions=2 * positions, **config)
     np.testing.assert_allclose(scaled, plain, rtol=0, atol=1e-12)
     assert not np.allclose(scaled, unscaled)
+
+
+def test_a_layer_norm_over_more_than_the_last_dim_is_refused_by_shape():
+    with pytest.raises(ValueError) as error:
+        hf.layer_norm(torch.nn.LayerNorm((3, 4)))
+    assert str(error.value) == ("LayerNorm over normalized_shape=(3, 4) is not supported: "
+                                "minattn normalizes the last dim only")
+
+
+def test_a_layer_norm_without_parameters_is_refused_saying_why():
+    with pytest.raises(ValueError) as error:
+        hf.layer_norm(torch.nn.LayerNorm(4, elementwise_affine=False))
+    assert str(error.value) == ("LayerNorm with elementwise_affine=False is not supported (it "
+                                "has no parameters to copy, so no dtype to give gamma and beta)")
+
+
+def test_a_layer_norm_without_bias_has_a_zero_beta_of_gammas_shape_and_dtype():
+    norm = torch.nn.LayerNorm(4, bias=False, eps=1e-3).to(torch.float32)
+    params, config = hf.layer_norm(norm)
+    np.testing.assert_array_equal(params["gamma"], np.ones(4, np.float32))
+    assert params["beta"].shape == (4,) and params["beta"].dtype == np.float32
+    assert not params["beta"].any() and config == {"eps": 1e-3}
+
+
+def test_a_feed_forward_with_biases_is_refused_by_name_where_no_layout_check_comes_first():
+    # (a Llama is refused by llama_layout's check of every tensor, naming them; Gemma's
+    # converter reads its sublayers directly)
+    model = _build("gemma2", torch.float64, **FAMILIES["gemma2"][1])
+    gate = model.model.layers[0].mlp.gate_proj
+    gate.bias = torch.nn.Parameter(torch.zeros(gate.out_features, dtype=torch.float64))
+    assert refusal(model) == "mlp_bias=True is not supported: minattn's SwiGLU has no biases"
+
+
+def qwen3_next_config(**changes):
+    # what _check_supported reads of a Qwen3NextConfig: a dense, default-RoPE model
+    return SimpleNamespace(**{
+        "num_hidden_layers": 4, "mlp_only_layers": [], "num_experts": 0,
+        "decoder_sparse_step": 1, "hidden_act": "silu", "attention_bias": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e4,
+                            "partial_rotary_factor": 0.25},
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                        "full_attention"], **changes})
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"num_experts": 1, "decoder_sparse_step": 2},  # transformers: experts where num_experts > 0
+     "Qwen3-Next with mixture of experts layers ([1, 3] of 4; num_experts=1, "
+     "decoder_sparse_step=2, mlp_only_layers=[]) is not supported: minattn has no experts layer "
+     "(num_experts=0 or every layer in mlp_only_layers is)"),
+    ({"num_experts": 2, "mlp_only_layers": [0, 2]},
+     "Qwen3-Next with mixture of experts layers ([1, 3] of 4; num_experts=2, "
+     "decoder_sparse_step=1, mlp_only_layers=[0, 2]) is not supported: minattn has no experts "
+     "layer (num_experts=0 or every layer in mlp_only_layers is)"),
+    ({"hidden_act": "gelu"}, "hidden_act='gelu' is not supported (SwiGLU and the convolution's "
+                             "activation use 'silu')"),
+    ({"attention_bias": True}, "attention_bias=True is not supported for Qwen3-Next"),
+    ({"rope_parameters": {"rope_type": "linear", "rope_theta": 1e4, "factor": 2.0}},
+     "rope_parameters with rope_type 'linear' are not supported for Qwen3-Next (default RoPE "
+     "only, partial or not)"),
+    ({"layer_types": ["linear_attention", "sliding_attention", "linear_attention",
+                      "full_attention"]},
+     "layer_types ['sliding_attention'] are not supported (Qwen3-Next has 'linear_attention' and "
+     "'full_attention')")])
+def test_qwen3_nexts_unsupported_settings_are_refused_in_full(changes, message):
+    from minattn.families.qwen3_next import _check_supported
+
+    with pytest.raises(ValueError) as error:
+        _check_supported(qwen3_next_config(**changes))
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("changes", [{}, {"num_experts": 2, "mlp_only_layers": [0, 1, 2, 3]},
+                                     {"rope_parameters": {"rope_theta": 1e4}}])
+def test_qwen3_next_dense_with_default_rope_is_read(changes):
+    from minattn.families.qwen3_next import _check_supported
+
+    assert _check_supported(qwen3_next_config(**changes)) is None
