@@ -386,3 +386,51 @@ def test_qwen3_next_dense_with_default_rope_is_read(changes):
     from minattn.families.qwen3_next import _check_supported
 
     assert _check_supported(qwen3_next_config(**changes)) is None
+
+
+# hf's readers of a config's RoPE, on configs in transformers 5's form and 4.x's
+
+YARN = {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0,
+        "original_max_position_embeddings": 16}
+
+
+@pytest.mark.parametrize("truncate", [False, True, None])
+def test_a_yarn_layer_type_reads_truncate_from_the_top_of_rope_parameters(truncate):
+    # transformers' YaRN reads config.rope_parameters.get("truncate", True), never a layer's
+    rope = {"full_attention": dict(YARN), "sliding_attention": {"rope_type": "default",
+                                                                 "rope_theta": 10.0}}
+    if truncate is not None:
+        rope["truncate"] = truncate
+    config = SimpleNamespace(rope_parameters=rope, max_position_embeddings=64)
+    base, scaling = hf.rope_settings(config, "full_attention")
+    assert base == 1e4 and scaling["truncate"] is (truncate is not False)
+    assert hf.rope_settings(config, "sliding_attention") == (10.0, None)
+
+
+@pytest.mark.parametrize("config, factor", [
+    (SimpleNamespace(partial_rotary_factor=0.5), 0.5),  # transformers 4.x
+    (SimpleNamespace(rope_parameters={"rope_theta": 1.0}, partial_rotary_factor=0.25), 0.25),
+    (SimpleNamespace(rope_parameters={"rope_theta": 1.0, "partial_rotary_factor": 0.5},
+                     partial_rotary_factor=0.25), 0.5),  # transformers 5's wins
+    (SimpleNamespace(), 1.0)])
+def test_the_partial_rotary_factor_is_read_from_either_transformers_form(config, factor):
+    assert hf.partial_rotary_factor(config) == factor
+
+
+def test_a_config_without_layer_types_has_every_layer_full_attention_and_one_rope():
+    nested = SimpleNamespace(max_position_embeddings=64, rope_parameters={
+        "full_attention": dict(YARN), "sliding_attention": {"rope_type": "default",
+                                                            "rope_theta": 10.0}})
+    base, scaling = hf.per_layer_rope(nested, 3)
+    assert base == 1e4 and scaling["rope_type"] == "yarn" and scaling["factor"] == 4.0
+    flat = SimpleNamespace(rope_parameters={"rope_type": "default", "rope_theta": 500.0})
+    assert hf.per_layer_rope(flat, 3) == (500.0, None)  # one value, not a list of three
+
+
+def test_layer_types_with_their_own_rope_give_one_entry_per_layer():
+    config = SimpleNamespace(max_position_embeddings=64,
+                             layer_types=["sliding_attention", "full_attention"],
+                             rope_parameters={"full_attention": dict(YARN), "sliding_attention": {
+                                 "rope_type": "default", "rope_theta": 10.0}})
+    bases, scalings = hf.per_layer_rope(config, 2)
+    assert bases == [10.0, 1e4] and scalings[0] is None and scalings[1]["rope_type"] == "yarn"
