@@ -30,15 +30,35 @@ holding the cores the workers need: with OPENBLAS_THREAD_TIMEOUT=4, which sends 
 once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arrays are split: a
 GPU runs each piece in parallel already.
 
+A decode step's thread count is chosen by timing (`threads_chosen_by_timing`, on causal_lm).
+A step of generation reads every weight once in many small products; on quiet cores two BLAS
+threads read them fastest, but beside one other busy process each product waits for its second
+thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with one (a 2-core AVX2
+VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
+minattn cannot know in advance (the load average lags by a minute and counts minattn's own
+threads). So it measures: decode steps run with the threads in force, and now and then one runs
+on one BLAS thread; if that step beats the median of the last three, one thread is kept, and the
+other count is tried in turn. A try that loses waits twice as long before the next (8 steps, then
+16, ... up to 256), so on quiet cores almost every step runs with every thread. On every thread, a step twice as
+slow as the last three brings the next try forward to the next step: load that arrives costs
+those threads ten times the step, while load that leaves costs one thread about a third more,
+until its next try. The state is
+kept per model (its params) and per thread count in force; `TIMED_DECODE = False` turns it off
+(every step with the threads in force), and with one BLAS thread in force there is nothing to
+choose. Measured in docs/benchmarks.md ("Decode beside other work").
+
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
 The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
 the number of workers is read before it (`n_workers` follows the BLAS limit in force: with
 OPENBLAS_NUM_THREADS=1 or inside threadpoolctl's `threadpool_limits(1)`, minattn runs on one
 thread too).
 """
+import collections
 import contextlib
 import functools
 import os
+import statistics
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy
@@ -87,6 +107,14 @@ def decoding(q, *args, **kwargs):
     one_blas_thread: see the module docstring)."""
     shape = getattr(q, "shape", ())
     return len(shape) >= 2 and shape[-2] <= FEW_QUERIES
+
+
+def decode_step(params, tokens, *args, cache=None, **kwargs):
+    """True for a model's call on at most FEW_QUERIES new tokens per sequence with a cache,
+    NumPy weights (a `when` of threads_chosen_by_timing)."""
+    shape = getattr(tokens, "shape", ())
+    return cache is not None and len(shape) >= 1 and shape[-1] <= FEW_QUERIES and \
+        isinstance(params, dict) and isinstance(params.get("token_embedding"), numpy.ndarray)
 
 
 class _OneBlasThread(contextlib.ContextDecorator):
@@ -155,3 +183,86 @@ def in_threads(f, items, n_threads):
         return [f(item) for item in items]
     with ThreadPoolExecutor(min(n_threads, len(items))) as pool:
         return list(pool.map(f, items))
+
+
+TIMED_DECODE = True  # False: decode steps keep the threads in force (threads_chosen_by_timing)
+
+
+def threads_chosen_by_timing(when):
+    """Decorator: a call for which when(*args, **kwargs) is true (a decode step) runs on the
+    BLAS thread count that recent calls found faster: the count in force or one (see the
+    module docstring). Other calls run as they are."""
+    def decorator(f):
+        @functools.wraps(f)
+        def timed(*args, **kwargs):
+            libraries = _blas_libraries() if TIMED_DECODE and when(*args, **kwargs) else ()
+            n_all = min((library.num_threads for library in libraries), default=1)
+            if n_all == 1:
+                return f(*args, **kwargs)
+            choice = _choice(id(args[0]), n_all)
+            n = choice.next()
+            start = time.perf_counter()
+            with _BlasThreads(libraries, n):
+                out = f(*args, **kwargs)
+            choice.record(n, time.perf_counter() - start)
+            return out
+
+        return timed
+
+    return decorator
+
+
+_choices = {}  # (id of the params, threads in force) -> _Choice
+
+
+def _choice(model, n_all):
+    if (model, n_all) not in _choices and len(_choices) >= 16:
+        _choices.clear()  # models long gone: start afresh
+    return _choices.setdefault((model, n_all), _Choice(n_all))
+
+
+class _Choice:
+    # The thread count of the steps, and when to try the other: after `interval` steps, doubled
+    # (up to LONGEST) each time the other loses, back to FIRST when it wins.
+    FIRST, LONGEST = 8, 256
+
+    def __init__(self, n_all):
+        self.current, self.other = n_all, 1
+        self.recent = collections.deque(maxlen=3)  # the current count's last step times
+        self.interval = self.steps = self.FIRST
+
+    def next(self):
+        self.steps -= 1
+        return self.other if self.steps <= 0 and self.recent else self.current
+
+    def record(self, n, seconds):
+        if n == self.current:
+            if self.current > 1 and len(self.recent) == 3 and \
+                    seconds > 2 * statistics.median(self.recent):
+                self.steps, self.interval = 1, self.FIRST // 2  # try the other now, then 8, ...
+            self.recent.append(seconds)
+            return
+        won = seconds < statistics.median(self.recent)
+        if won:
+            self.current, self.other = self.other, self.current
+            self.recent = collections.deque([seconds], maxlen=3)
+        self.interval = self.FIRST if won else min(2 * self.interval, self.LONGEST)
+        self.steps = self.interval
+
+
+class _BlasThreads:
+    # BLAS on n threads inside the block (nothing switched when it is the count in force).
+    def __init__(self, libraries, n):
+        self.libraries, self.n = libraries, n
+
+    def __enter__(self):
+        self.before = [library.num_threads for library in self.libraries]
+        for library, n in zip(self.libraries, self.before):
+            if n != self.n:
+                library.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        for library, n in zip(self.libraries, self.before):
+            if n != self.n:
+                library.set_num_threads(n)
+        return False
