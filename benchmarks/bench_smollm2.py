@@ -20,6 +20,9 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   generate calls it: causal_lm returning its cache with logits_to_keep=1, and transformers'
   forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
   position (what generate computed before it asked for the last one only);
+  minattn's step runs on the BLAS threads its timing chose (engine/threads.py:
+  threads_chosen_by_timing); again with every step on the --threads threads (TIMED_DECODE =
+  False) and on one thread;
 - bare: the same decode step written out in plain NumPy in this script (_bare_step: batch 1,
   no checks, no policies, the same products), checked against causal_lm's logits: what any
   NumPy step costs beyond its products;
@@ -75,6 +78,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from _harness import busy
+    from minattn.engine import threads as threads_policy
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import default_model_path, load_language_model
 
@@ -101,6 +105,17 @@ def main(argv=None):
             token = np.argmax(logits[:, -1], axis=-1)[:, None]
             times.append(time.perf_counter() - start)
         return float(np.median(times))
+
+    def minattn_decode_threads_in_force():  # the thread count not chosen by timing
+        threads_policy.TIMED_DECODE = False
+        try:
+            return minattn_decode()
+        finally:
+            threads_policy.TIMED_DECODE = True
+
+    def minattn_decode_one_thread():
+        with threadpool_limits(1, user_api="blas"):
+            return minattn_decode()
 
     def transformers_decode():
         with torch.no_grad():
@@ -140,6 +155,8 @@ def main(argv=None):
           f"{args.rounds} rounds")
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
+                                       "in_force": minattn_decode_threads_in_force,
+                                       "one_thread": minattn_decode_one_thread,
                                        "transformers": transformers_decode,
                                        **timed}, args.rounds)
         rest = interleaved({"minattn_prefill": minattn_prefill,
@@ -151,6 +168,10 @@ def main(argv=None):
     print(f"| decode, per token | {describe(decode['minattn'])} | "
           f"{describe(decode['transformers'])} | "
           f"{ratio(decode['minattn'], decode['transformers'])} |")
+    print(f"| decode, every step on the {args.threads} threads (TIMED_DECODE = False) | "
+          f"{describe(decode['in_force'])} | | {ratio(decode['in_force'], decode['transformers'])} |")
+    print(f"| decode, every step on one thread | {describe(decode['one_thread'])} | | "
+          f"{ratio(decode['one_thread'], decode['transformers'])} |")
     print(f"| prefill, {args.prompt} tokens | {describe(rest['minattn_prefill'])} | "
           f"{describe(rest['transformers_prefill'])} | "
           f"{ratio(rest['minattn_prefill'], rest['transformers_prefill'])} |")
@@ -165,6 +186,9 @@ def main(argv=None):
           f"{describe(decode['per_weight'])} | | |")
     print(f"| the same, separate row-major weights | {describe(decode['separate'])} | | |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
+    print(f"decode / bare NumPy step (per round): minattn {ratio(decode['minattn'], decode['bare'])}"
+          f", on the {args.threads} threads {ratio(decode['in_force'], decode['bare'])}, on one "
+          f"thread {ratio(decode['one_thread'], decode['bare'])}")
     print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
           f"transformers {ratio(decode['transformers'], decode['floor'])}, bare NumPy step "
           f"{ratio(decode['bare'], decode['floor'])}; products / floor "
