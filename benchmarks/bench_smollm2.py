@@ -21,7 +21,7 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
   position (what generate computed before it asked for the last one only);
   minattn's step runs on the BLAS threads its timing chose (engine/threads.py:
-  threads_chosen_by_timing); again with every step on the --threads threads (TIMED_DECODE =
+  threads_chosen_by_timing); again with every step on the --threads threads (TIMED_THREADS =
   False) and on one thread;
 - bare: the same decode step written out in plain NumPy in this script (_bare_step: batch 1,
   no checks, no policies, the same products), checked against causal_lm's logits: what any
@@ -107,11 +107,11 @@ def main(argv=None):
         return float(np.median(times))
 
     def minattn_decode_threads_in_force():  # the thread count not chosen by timing
-        threads_policy.TIMED_DECODE = False
+        threads_policy.TIMED_THREADS = False
         try:
             return minattn_decode()
         finally:
-            threads_policy.TIMED_DECODE = True
+            threads_policy.TIMED_THREADS = True
 
     def minattn_decode_one_thread():
         with threadpool_limits(1, user_api="blas"):
@@ -168,7 +168,7 @@ def main(argv=None):
     print(f"| decode, per token | {describe(decode['minattn'])} | "
           f"{describe(decode['transformers'])} | "
           f"{ratio(decode['minattn'], decode['transformers'])} |")
-    print(f"| decode, every step on the {args.threads} threads (TIMED_DECODE = False) | "
+    print(f"| decode, every step on the {args.threads} threads (TIMED_THREADS = False) | "
           f"{describe(decode['in_force'])} | | {ratio(decode['in_force'], decode['transformers'])} |")
     print(f"| decode, every step on one thread | {describe(decode['one_thread'])} | | "
           f"{ratio(decode['one_thread'], decode['transformers'])} |")

@@ -114,7 +114,7 @@ def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch)
         for _ in range(20):
             step({})
     assert seen == [1] * 20
-    monkeypatch.setattr(threads, "TIMED_DECODE", False)
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
     seen.clear()
     step = _step(seen)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
@@ -153,7 +153,7 @@ def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
         _, cache = causal_lm(params, prompt, return_cache=True, **config)
         steps = [causal_lm(params, timed[:, 5 + i:6 + i], cache=cache, return_cache=True,
                            **config)[0] for i in range(6)]
-    monkeypatch.setattr(threads, "TIMED_DECODE", False)
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
     plain = generate(params, prompt, 12, **config)
     np.testing.assert_array_equal(timed, plain)
     _, cache = causal_lm(params, prompt, return_cache=True, **config)
@@ -169,3 +169,36 @@ def test_on_one_thread_a_slow_step_brings_nothing_forward():
     used = _choices(lambda n, step: (5.0 if step == 600 else 1.0) if n == 1 else 10.0, 1000)
     tries = [i for i, n in enumerate(used) if n == 2 and i > 7]
     assert [t for t in tries if 500 < t < 700] == [511]
+
+
+def test_a_prompts_blocks_are_timed_against_each_other_and_answer_as_with_the_threads_in_force(
+        monkeypatch):
+    # A prompt (more than FEW_QUERIES tokens) is one call of causal_lm, not timed; its blocks
+    # are, keyed by their input's shape, and a forced try of one thread at every other block
+    # changes no logit beyond float64 rounding.
+    from minattn.language_model import causal_lm, init_causal_lm
+
+    rng = np.random.default_rng(1)
+    params, config = init_causal_lm(rng, 50, 6, 32, 4, 64, position="rope", norm="rms_norm",
+                                    activation="swiglu", bias=False, tied=False)
+    prompt = rng.integers(0, 50, size=(2, 9))
+    monkeypatch.setattr(threads._Choice, "FIRST", 1)
+    monkeypatch.setattr(threads._Choice, "LONGEST", 1)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if _blas_threads() != 2:
+            pytest.skip("this BLAS does not take two threads")
+        timed = causal_lm(params, prompt, **config)
+    assert list(threads._choices) == [(("block", (2, 9, 32), "<f8"), 2)]
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
+    np.testing.assert_allclose(timed, causal_lm(params, prompt, **config), rtol=1e-12, atol=1e-12)
+
+
+def test_block_of_a_prompt_is_more_than_a_few_tokens_of_numpy():
+    few, many = threads.FEW_QUERIES, threads.FEW_QUERIES + 1
+    assert threads.block_of_a_prompt({}, np.zeros((1, many, 8)))
+    assert threads.block_of_a_prompt({}, np.zeros((many, 8)))
+    assert not threads.block_of_a_prompt({}, np.zeros((1, few, 8)))  # a decode step's block
+    assert not threads.block_of_a_prompt({}, np.zeros(8))
+    assert not threads.block_of_a_prompt({}, [[0.0] * 8] * many)  # not NumPy: left alone
+    assert threads.same_input_shape({}, np.zeros((1, many, 8), np.float32)) == \
+        ("block", (1, many, 8), "<f4")

@@ -42,8 +42,8 @@ def add_command(commands):
                       help="seed of the sampling (default 0)")
     talk.add_argument("--threads", type=thread_count,
                       help="BLAS threads for the run (default: as BLAS starts, usually one per "
-                           "core); each decode step runs on these or on one, whichever recent "
-                           "steps found faster")
+                           "core); each decode step and each layer of a prompt runs on these or "
+                           "on one, whichever recent ones found faster")
     talk.set_defaults(run=run)
 
 

@@ -38,14 +38,19 @@ VM, issue 43). Which is faster depends on what else the machine runs at that mom
 minattn cannot know in advance (the load average lags by a minute and counts minattn's own
 threads). So it measures: decode steps run with the threads in force, and now and then one runs
 on one BLAS thread; if that step beats the median of the last three, one thread is kept, and the
-other count is tried in turn. A try that loses waits twice as long before the next (8 steps, then
-16, ... up to 256), so on quiet cores almost every step runs with every thread. On every thread, a step twice as
-slow as the last three brings the next try forward to the next step: load that arrives costs
-those threads ten times the step, while load that leaves costs one thread about a third more,
-until its next try. The state is
-kept per model (its params) and per thread count in force; `TIMED_DECODE = False` turns it off
-(every step with the threads in force), and with one BLAS thread in force there is nothing to
-choose. Measured in docs/benchmarks.md ("Decode beside other work").
+other count is tried in turn. A try that loses waits twice as long before the next (8 steps,
+then 16, ... up to 256), so on quiet cores almost every step runs with every thread. On every
+thread, a step twice as slow as the last three brings the next try forward to the next step:
+load that arrives costs those threads ten times the step, while load that leaves costs one
+thread about a third more, until its next try. Decode steps are timed against the steps of the
+same model (its params) under the same thread count in force.
+
+A prompt is one call, too few to learn from, so there the blocks are timed the same way
+(decoder_block, its variants included, for more than FEW_QUERIES tokens): a prompt's layers
+against each other and against the layers of earlier prompts of its length. Inside a decode
+step the blocks are not timed again. `TIMED_THREADS = False` turns both off (every call on the
+threads in force); with one BLAS thread in force there is nothing to choose. Measured in
+docs/benchmarks.md ("Threads beside other work").
 
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
 The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
@@ -117,6 +122,17 @@ def decode_step(params, tokens, *args, cache=None, **kwargs):
         isinstance(params, dict) and isinstance(params.get("token_embedding"), numpy.ndarray)
 
 
+def block_of_a_prompt(params, x, *args, **kwargs):
+    """True for a block's x [..., L, D] of more than FEW_QUERIES tokens, a NumPy array (a `when`
+    of threads_chosen_by_timing: a prompt's layers, timed against each other)."""
+    return isinstance(x, numpy.ndarray) and x.ndim >= 2 and x.shape[-2] > FEW_QUERIES
+
+
+def same_input_shape(params, x, *args, **kwargs):
+    # The blocks of one prompt (and of prompts of its length) are timed against each other.
+    return ("block", x.shape, x.dtype.str)
+
+
 class _OneBlasThread(contextlib.ContextDecorator):
     # threadpoolctl's limit(), without its bookkeeping: it runs around every attention core (30
     # times a token in a 30-layer model), where limit() cost 4.8 us and this 2.2 us (timeit,
@@ -185,21 +201,22 @@ def in_threads(f, items, n_threads):
         return list(pool.map(f, items))
 
 
-TIMED_DECODE = True  # False: decode steps keep the threads in force (threads_chosen_by_timing)
+TIMED_THREADS = True  # False: every call on the threads in force (threads_chosen_by_timing)
 
 
-def threads_chosen_by_timing(when):
+def threads_chosen_by_timing(when, alike=None):
     """Decorator: a call for which when(*args, **kwargs) is true (a decode step) runs on the
     BLAS thread count that recent calls found faster: the count in force or one (see the
-    module docstring). Other calls run as they are."""
+    module docstring). Other calls run as they are. Calls timed against each other: those
+    with the same alike(*args, **kwargs) (default: the same params, args[0])."""
     def decorator(f):
         @functools.wraps(f)
         def timed(*args, **kwargs):
-            libraries = _blas_libraries() if TIMED_DECODE and when(*args, **kwargs) else ()
+            libraries = _blas_libraries() if TIMED_THREADS and when(*args, **kwargs) else ()
             n_all = min((library.num_threads for library in libraries), default=1)
             if n_all == 1:
                 return f(*args, **kwargs)
-            choice = _choice(id(args[0]), n_all)
+            choice = _choice(alike(*args, **kwargs) if alike else id(args[0]), n_all)
             n = choice.next()
             start = time.perf_counter()
             with _BlasThreads(libraries, n):
