@@ -144,8 +144,14 @@ def main(argv=None):
     weights = [w for layer in model.params["layers"] for sublayer in layer.values()
                for w in sublayer.values() if w.ndim == 2]
     separate = [np.ascontiguousarray(w) for w in weights]  # row-major, one allocation each
+    bare = _bare_step(model, short)
+
+    def bare_one_thread():
+        with threadpool_limits(1, user_api="blas"):
+            bare()
+
     timed = {name: _timed(f, args.steps) for name, f in (
-        ("bare", _bare_step(model, short)), ("floor", floor_product),
+        ("bare", bare), ("bare_one_thread", bare_one_thread), ("floor", floor_product),
         ("products", _products(model, _fused_weights(model))),
         ("per_weight", _products(model, weights)), ("separate", _products(model, separate)))}
 
@@ -180,6 +186,7 @@ def main(argv=None):
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
     print(f"| a bare NumPy decode step (no checks, no policies) | {describe(decode['bare'])} | "
           f"| |")
+    print(f"| the same on one thread | {describe(decode['bare_one_thread'])} | | |")
     print(f"| the model's {len(_fused_weights(model)) + 1} products alone (q, k, v in one; gate, up in one) | "
           f"{describe(decode['products'])} | | |")
     print(f"| the same, one product per weight ({len(weights) + 1}) | "
@@ -188,7 +195,8 @@ def main(argv=None):
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
     print(f"decode / bare NumPy step (per round): minattn {ratio(decode['minattn'], decode['bare'])}"
           f", on the {args.threads} threads {ratio(decode['in_force'], decode['bare'])}, on one "
-          f"thread {ratio(decode['one_thread'], decode['bare'])}")
+          f"thread {ratio(decode['one_thread'], decode['bare'])}; minattn / the bare step on one thread "
+          f"{ratio(decode['minattn'], decode['bare_one_thread'])}")
     print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
           f"transformers {ratio(decode['transformers'], decode['floor'])}, bare NumPy step "
           f"{ratio(decode['bare'], decode['floor'])}; products / floor "

@@ -37,9 +37,10 @@ thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with on
 VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
 minattn cannot know in advance (the load average lags by a minute and counts minattn's own
 threads). So it measures: decode steps run with the threads in force, and now and then one runs
-on one BLAS thread; if that step beats the median of the last three, one thread is kept, and the
-other count is tried in turn. A try that loses waits twice as long before the next (8 steps,
-then 16, ... up to 256), so on quiet cores almost every step runs with every thread. On every
+on one BLAS thread (first at the second step); if that step beats the median of the last three,
+one thread is kept, and the other count is tried in turn. A try that loses waits twice as long
+before the next (8 steps, then 16, ... up to 256), so on quiet cores almost every step runs with
+every thread. On every
 thread, a step twice as slow as the last three brings the next try forward to the next step:
 load that arrives costs those threads ten times the step, while load that leaves costs one
 thread about a third more, until its next try. Decode steps are timed against the steps of the
@@ -239,14 +240,14 @@ def _choice(model, n_all):
 
 
 class _Choice:
-    # The thread count of the steps, and when to try the other: after `interval` steps, doubled
-    # (up to LONGEST) each time the other loses, back to FIRST when it wins.
+    # The thread count of the steps, and when to try the other: at the second step, then after
+    # `interval` steps, doubled (up to LONGEST) each time the other loses, FIRST when it wins.
     FIRST, LONGEST = 8, 256
 
     def __init__(self, n_all):
         self.current, self.other = n_all, 1
         self.recent = collections.deque(maxlen=3)  # the current count's last step times
-        self.interval = self.steps = self.FIRST
+        self.steps, self.interval = 2, self.FIRST // 2  # the first try at the second step
 
     def next(self):
         self.steps -= 1
