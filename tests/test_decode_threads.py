@@ -203,3 +203,19 @@ def test_block_of_a_prompt_is_more_than_a_few_tokens_of_numpy():
     assert not threads.block_of_a_prompt({}, [[0.0] * 8] * many)  # not NumPy: left alone
     assert threads.same_input_shape({}, np.zeros((1, many, 8), np.float32)) == \
         ("block", (1, many, 8), "<f4")
+
+
+def test_only_the_main_threads_calls_are_timed():
+    # The BLAS thread count is the process's: a call from another thread runs on the threads in
+    # force, never switching them under the main thread's feet, and leaves no timing behind.
+    import threading
+
+    seen = []
+    step = _step(seen)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if _blas_threads() != 2:
+            pytest.skip("this BLAS does not take two threads")
+        worker = threading.Thread(target=lambda: [step({}) for _ in range(10)])
+        worker.start()
+        worker.join()
+    assert seen == [2] * 10 and threads._choices == {}

@@ -50,7 +50,8 @@ A prompt is one call, too few to learn from, so there the blocks are timed the s
 (decoder_block, its variants included, for more than FEW_QUERIES tokens): a prompt's layers
 against each other and against the layers of earlier prompts of its length. Inside a decode
 step the blocks are not timed again. `TIMED_THREADS = False` turns both off (every call on the
-threads in force); with one BLAS thread in force there is nothing to choose. Measured in
+threads in force); with one BLAS thread in force there is nothing to choose. The BLAS thread
+count is the whole process's, so only the main thread's calls are timed and switch it. Measured in
 docs/benchmarks.md ("Threads beside other work").
 
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
@@ -64,6 +65,7 @@ import contextlib
 import functools
 import os
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -213,7 +215,8 @@ def threads_chosen_by_timing(when, alike=None):
     def decorator(f):
         @functools.wraps(f)
         def timed(*args, **kwargs):
-            libraries = _blas_libraries() if TIMED_THREADS and when(*args, **kwargs) else ()
+            libraries = _blas_libraries() if TIMED_THREADS and when(*args, **kwargs) and \
+                threading.current_thread() is threading.main_thread() else ()
             n_all = min((library.num_threads for library in libraries), default=1)
             if n_all == 1:
                 return f(*args, **kwargs)
