@@ -76,6 +76,7 @@ def test_a_step_twice_as_slow_as_the_last_three_brings_the_try_forward():
 @pytest.fixture(autouse=True)
 def _fresh_choices(monkeypatch):
     monkeypatch.setattr(threads, "_choices", {})
+    monkeypatch.setattr(threads, "TIMED_THREADS", True)  # off for the rest of the suite (conftest)
 
 
 def _step(threads_seen):
