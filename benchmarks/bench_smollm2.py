@@ -25,7 +25,7 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   False) and on one thread;
 - bare: the same decode step written out in plain NumPy in this script (_bare_step: batch 1,
   no checks, no policies, the same products), checked against causal_lm's logits: what any
-  NumPy step costs beyond its products;
+  NumPy step costs beyond its products; again on one BLAS thread;
 - floor: the least a decode step can cost here, reading every float32 weight once: one
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
   weights, 540 MB), the tied embedding counted once; timed --steps times a round, in the decode
