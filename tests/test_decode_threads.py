@@ -79,52 +79,137 @@ def _fresh_choices(monkeypatch):
     monkeypatch.setattr(threads, "TIMED_THREADS", True)  # off for the rest of the suite (conftest)
 
 
-def _step(threads_seen):
-    # A stand-in decode step: records the BLAS thread count it ran with; two threads "slow".
-    @threads.threads_chosen_by_timing(when=lambda *a, **k: True)
+class _Clock:
+    # A stand-in for time.perf_counter: the steps below advance it, so no test hangs on how
+    # busy the machine is.
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = _Clock()
+    monkeypatch.setattr(threads, "time", fake)
+    return fake
+
+
+def _in_force():
+    return min(library.num_threads for library in threads._blas_libraries())
+
+
+def _step(threads_seen, clock, fail=False):
+    # A stand-in decode step: records the BLAS thread count it ran with; on two threads it
+    # "takes" 20 time units, on one 1 (the clock above).
+    @threads.threads_chosen_by_timing(lambda *a, **k: True, lambda *a, **k: ("toy", 1))
     def step(params):
-        n = _blas_threads()
+        n = _in_force()
         threads_seen.append(n)
-        np.dot(np.ones(4), np.ones(4))
-        if n > 1:
-            import time
-            time.sleep(0.02)
+        clock.now += 20.0 if n > 1 else 1.0
+        if fail:
+            raise RuntimeError("a step that fails")
         return n
 
     return step
 
 
-def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force():
+def _two_threads():
+    limits = threadpoolctl.threadpool_limits(2, user_api="blas")
+    if _blas_threads() != 2:
+        limits.restore_original_limits()
+        pytest.skip("this BLAS does not take two threads")
+    return limits
+
+
+def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force(clock):
     seen = []
-    step = _step(seen)
-    params = {}
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _blas_threads() != 2:
-            pytest.skip("this BLAS does not take two threads")
+    step = _step(seen, clock)
+    limits = _two_threads()
+    try:
         for _ in range(30):
-            step(params)
-            assert _blas_threads() == 2  # restored after each call
-    first = seen.index(1)  # the second step
-    assert seen[:first] == [2] * first and first == 1
-    assert seen[first + 1:first + 8] == [1] * 7  # one thread was faster: kept
+            step({})
+            assert _in_force() == 2  # restored after each call
+    finally:
+        limits.restore_original_limits()
+    assert seen[:2] == [2, 1]  # the first try, at the second step, wins
+    assert seen[2:9] == [1] * 7 and seen[9] == 2  # one thread kept; two tried after 8 steps
 
 
-def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch):
+def test_a_failing_call_restores_the_threads_and_times_the_next_call(clock):
     seen = []
-    step = _step(seen)
+    step = _step(seen, clock, fail=True)
+    limits = _two_threads()
+    try:
+        for _ in range(3):
+            with pytest.raises(RuntimeError, match="a step that fails"):
+                step({})
+            assert _in_force() == 2 and threads._timing is False
+    finally:
+        limits.restore_original_limits()
+    assert seen == [2, 2, 2]  # nothing recorded, so nothing to try against
+
+
+def test_a_timed_call_inside_another_runs_as_it_is(clock):
+    seen, inner_seen = [], []
+    inner = _step(inner_seen, clock)
+
+    @threads.threads_chosen_by_timing(lambda *a, **k: True, lambda *a, **k: ("outer", 1))
+    def outer(params):
+        seen.append(_in_force())
+        inner(params)
+
+    limits = _two_threads()
+    try:
+        for _ in range(12):
+            outer({})
+    finally:
+        limits.restore_original_limits()
+    assert inner_seen == seen and 1 in seen  # the inner call ran on the outer's count
+    assert [key for key, _ in threads._choices] == ["outer"]
+
+
+def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch, clock):
+    seen = []
+    step = _step(seen, clock)
     with threadpoolctl.threadpool_limits(1, user_api="blas"):
         for _ in range(20):
             step({})
     assert seen == [1] * 20
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     seen.clear()
-    step = _step(seen)
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _blas_threads() != 2:
-            pytest.skip("this BLAS does not take two threads")
+    limits = _two_threads()
+    try:
         for _ in range(20):
             step({})
+    finally:
+        limits.restore_original_limits()
     assert seen == [2] * 20
+
+
+def test_the_environment_turns_the_timing_off():
+    import os
+    import subprocess
+    import sys
+
+    code = "from minattn.engine import threads; print(threads.TIMED_THREADS)"
+    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
+        env = {k: v for k, v in os.environ.items() if k != "MINATTN_TIMED_THREADS"}
+        if value is not None:
+            env["MINATTN_TIMED_THREADS"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        assert out == expected, (value, out)
+
+
+def test_the_32_most_recently_used_timings_are_kept():
+    for key in range(40):
+        threads._choice(key, 2)
+    threads._choice(10, 2)  # used again: kept
+    threads._choice("new", 2)
+    kept = [key for key, _ in threads._choices]
+    assert len(kept) == 32 and kept[-2:] == [10, "new"] and 8 not in kept and 11 in kept
 
 
 def test_decode_step_is_a_few_new_tokens_with_a_cache_and_numpy_weights():
@@ -138,9 +223,22 @@ def test_decode_step_is_a_few_new_tokens_with_a_cache_and_numpy_weights():
     assert not threads.decode_step({"token_embedding": [[0.0]]}, one, cache=({},))  # not NumPy
 
 
+def _spy_counts(monkeypatch):
+    # The thread counts the timed calls ran with.
+    counts, enter = [], threads._BlasThreads.__enter__
+
+    def spy(self):
+        counts.append(self.n)
+        return enter(self)
+
+    monkeypatch.setattr(threads._BlasThreads, "__enter__", spy)
+    return counts
+
+
 def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
-    # generate under the timed choice (forced to try one thread often) gives the tokens and
-    # logits of generate with timing off, the steps run on both counts.
+    # generate under the timed choice (forced to try the other count at every other step) gives
+    # the tokens and logits of generate with timing off; its steps ran on both counts; a call
+    # with params and tokens by keyword is timed alike.
     from minattn.generation import generate
     from minattn.language_model import causal_lm, init_causal_lm
 
@@ -149,12 +247,18 @@ def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
                                     activation="swiglu", bias=False, tied=False, n_kv_heads=2)
     prompt = rng.integers(0, 50, size=(1, 5))
     monkeypatch.setattr(threads._Choice, "FIRST", 1)
-    monkeypatch.setattr(threads._Choice, "LONGEST", 2)
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+    monkeypatch.setattr(threads._Choice, "LONGEST", 1)
+    counts = _spy_counts(monkeypatch)
+    limits = _two_threads()
+    try:
         timed = generate(params, prompt, 12, **config)
         _, cache = causal_lm(params, prompt, return_cache=True, **config)
-        steps = [causal_lm(params, timed[:, 5 + i:6 + i], cache=cache, return_cache=True,
-                           **config)[0] for i in range(6)]
+        steps = [causal_lm(params=params, tokens=timed[:, 5 + i:6 + i], cache=cache,
+                           return_cache=True, **config)[0] for i in range(6)]
+    finally:
+        limits.restore_original_limits()
+    assert {1, 2} <= set(counts)
+    assert ("decode", id(params["token_embedding"])) in [key for key, _ in threads._choices]
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     plain = generate(params, prompt, 12, **config)
     np.testing.assert_array_equal(timed, plain)
@@ -163,6 +267,21 @@ def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
         want = causal_lm(params, timed[:, 5 + i:6 + i], cache=cache, return_cache=True,
                          **config)[0]
         np.testing.assert_allclose(steps[i], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["causal_lm", "decoder_block"])
+def test_a_call_missing_its_arguments_gets_the_functions_own_error(name):
+    # The timed functions' `when` and their variants' see the call first; a call missing an
+    # argument must still get the function's own TypeError, naming it.
+    import minattn
+
+    limits = _two_threads()
+    try:
+        for call in ((), ({"token_embedding": np.zeros((3, 2))},)):
+            with pytest.raises(TypeError, match=rf"^{name}\(\) missing"):
+                getattr(minattn, name)(*call)
+    finally:
+        limits.restore_original_limits()
 
 
 def test_on_one_thread_a_slow_step_brings_nothing_forward():
@@ -186,11 +305,14 @@ def test_a_prompts_blocks_are_timed_against_each_other_and_answer_as_with_the_th
     prompt = rng.integers(0, 50, size=(2, 9))
     monkeypatch.setattr(threads._Choice, "FIRST", 1)
     monkeypatch.setattr(threads._Choice, "LONGEST", 1)
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _blas_threads() != 2:
-            pytest.skip("this BLAS does not take two threads")
+    counts = _spy_counts(monkeypatch)
+    limits = _two_threads()
+    try:
         timed = causal_lm(params, prompt, **config)
-    assert list(threads._choices) == [(("block", (2, 9, 32), "<f8"), 2)]
+    finally:
+        limits.restore_original_limits()
+    assert list(threads._choices) == [(("block", 32, "<f8", 5), 2)]  # 18 tokens: 2**4 to 2**5
+    assert len(counts) == 6 and {1, 2} <= set(counts)
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     np.testing.assert_allclose(timed, causal_lm(params, prompt, **config), rtol=1e-12, atol=1e-12)
 
@@ -202,21 +324,24 @@ def test_block_of_a_prompt_is_more_than_a_few_tokens_of_numpy():
     assert not threads.block_of_a_prompt({}, np.zeros((1, few, 8)))  # a decode step's block
     assert not threads.block_of_a_prompt({}, np.zeros(8))
     assert not threads.block_of_a_prompt({}, [[0.0] * 8] * many)  # not NumPy: left alone
-    assert threads.same_input_shape({}, np.zeros((1, many, 8), np.float32)) == \
-        ("block", (1, many, 8), "<f4")
+    assert threads.blocks_of_a_width({}, np.zeros((2, 3, 8), np.float32)) == \
+        (("block", 8, "<f4", 3), 6)  # 6 tokens, 2**2 <= 6 < 2**3
+    assert threads.blocks_of_a_width({}, np.zeros((7, 8)))[0] == ("block", 8, "<f8", 3)
+    assert threads.blocks_of_a_width({}, np.zeros((8, 8)))[0] == ("block", 8, "<f8", 4)
 
 
-def test_only_the_main_threads_calls_are_timed():
+def test_only_the_main_threads_calls_are_timed(clock):
     # The BLAS thread count is the process's: a call from another thread runs on the threads in
     # force, never switching them under the main thread's feet, and leaves no timing behind.
     import threading
 
     seen = []
-    step = _step(seen)
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _blas_threads() != 2:
-            pytest.skip("this BLAS does not take two threads")
+    step = _step(seen, clock)
+    limits = _two_threads()
+    try:
         worker = threading.Thread(target=lambda: [step({}) for _ in range(10)])
         worker.start()
         worker.join()
+    finally:
+        limits.restore_original_limits()
     assert seen == [2] * 10 and threads._choices == {}

@@ -37,22 +37,28 @@ thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with on
 VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
 minattn cannot know in advance (the load average lags by a minute and counts minattn's own
 threads). So it measures: decode steps run with the threads in force, and now and then one runs
-on one BLAS thread (first at the second step); if that step beats the median of the last three,
-one thread is kept, and the other count is tried in turn. A try that loses waits twice as long
-before the next (8 steps, then 16, ... up to 256), so on quiet cores almost every step runs with
-every thread. On every
-thread, a step twice as slow as the last three brings the next try forward to the next step:
-load that arrives costs those threads ten times the step, while load that leaves costs one
-thread about a third more, until its next try. Decode steps are timed against the steps of the
-same model (its params) under the same thread count in force.
+on one BLAS thread: first at the second step, against the first; then against the median of the
+last three steps. If the try is faster, one thread is kept, and the other count is tried in
+turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
+so on quiet cores almost every step runs with every thread. On every thread, a step twice as
+slow as the last three brings the next try forward to the next step: load that arrives costs
+those threads ten times the step, while load that leaves costs one thread about a third more,
+until its next try. A model's decode steps (its token embedding) are timed against each other.
 
 A prompt is one call, too few to learn from, so there the blocks are timed the same way
-(decoder_block, its variants included, for more than FEW_QUERIES tokens): a prompt's layers
-against each other and against the layers of earlier prompts of its length. Inside a decode
-step the blocks are not timed again. `TIMED_THREADS = False` turns both off (every call on the
-threads in force); with one BLAS thread in force there is nothing to choose. The BLAS thread
-count is the whole process's, so only the main thread's calls are timed and switch it. Measured in
-docs/benchmarks.md ("Threads beside other work").
+(decoder_block, its variants included, for more than FEW_QUERIES tokens), per token: a
+prompt's layers against each other and against those of earlier prompts of the same width and
+dtype and of about its length (within a factor of two). Layers of unlike cost (a model's local
+and global ones) are timed together; a try on a costlier one can lose where one thread would
+have won. A timed call inside another runs as it is. The 32 most recent such timings are kept.
+
+`TIMED_THREADS = False` (or MINATTN_TIMED_THREADS=0 in the environment) runs every call on the
+threads in force; with one BLAS thread in force there is nothing to choose. The thread count can
+change the last bits of a product (BLAS may group a sum differently), so a run that must repeat
+bit for bit turns the timing off, as the test suite does. The BLAS thread count is the whole
+process's: only the main thread's calls are timed and switch it, and while one runs on one
+thread, so do other threads' products. Measured in docs/benchmarks.md ("Threads beside other
+work").
 
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
 The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
@@ -117,23 +123,32 @@ def decoding(q, *args, **kwargs):
     return len(shape) >= 2 and shape[-2] <= FEW_QUERIES
 
 
-def decode_step(params, tokens, *args, cache=None, **kwargs):
+def decode_step(params=None, tokens=None, *args, cache=None, **kwargs):
     """True for a model's call on at most FEW_QUERIES new tokens per sequence with a cache,
-    NumPy weights (a `when` of threads_chosen_by_timing)."""
+    NumPy weights (a `when` of threads_chosen_by_timing; a call missing its arguments is left
+    to the function's own errors)."""
     shape = getattr(tokens, "shape", ())
     return cache is not None and len(shape) >= 1 and shape[-1] <= FEW_QUERIES and \
         isinstance(params, dict) and isinstance(params.get("token_embedding"), numpy.ndarray)
 
 
-def block_of_a_prompt(params, x, *args, **kwargs):
+def block_of_a_prompt(params=None, x=None, *args, **kwargs):
     """True for a block's x [..., L, D] of more than FEW_QUERIES tokens, a NumPy array (a `when`
     of threads_chosen_by_timing: a prompt's layers, timed against each other)."""
     return isinstance(x, numpy.ndarray) and x.ndim >= 2 and x.shape[-2] > FEW_QUERIES
 
 
-def same_input_shape(params, x, *args, **kwargs):
-    # The blocks of one prompt (and of prompts of its length) are timed against each other.
-    return ("block", x.shape, x.dtype.str)
+def same_model(params, tokens, *args, **kwargs):
+    """A model's decode steps are timed against each other (an `alike` of
+    threads_chosen_by_timing): (its token embedding, per step)."""
+    return ("decode", id(params["token_embedding"])), 1
+
+
+def blocks_of_a_width(params, x, *args, **kwargs):
+    """Blocks of one width and dtype, of about as many tokens (within a factor of two), are timed
+    against each other per token (an `alike` of threads_chosen_by_timing)."""
+    tokens = x.size // x.shape[-1]
+    return ("block", x.shape[-1], x.dtype.str, tokens.bit_length()), tokens
 
 
 class _OneBlasThread(contextlib.ContextDecorator):
@@ -204,28 +219,35 @@ def in_threads(f, items, n_threads):
         return list(pool.map(f, items))
 
 
-TIMED_THREADS = True  # False: every call on the threads in force (threads_chosen_by_timing)
+TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force
+_timing = False  # a timed call is running (one inside it runs as it is)
 
 
-def threads_chosen_by_timing(when, alike=None):
-    """Decorator: a call for which when(*args, **kwargs) is true (a decode step) runs on the
-    BLAS thread count that recent calls found faster: the count in force or one (see the
-    module docstring). Other calls run as they are. Calls timed against each other: those
-    with the same alike(*args, **kwargs) (default: the same params, args[0])."""
+def threads_chosen_by_timing(when, alike):
+    """Decorator: a call for which when(*args, **kwargs) is true runs on the BLAS thread count
+    that recent alike calls found faster: the count in force or one (see the module docstring).
+    Other calls run as they are. alike(*args, **kwargs) -> (key, size): calls with the same key
+    are timed against each other, per unit of size."""
     def decorator(f):
         @functools.wraps(f)
         def timed(*args, **kwargs):
-            libraries = _blas_libraries() if TIMED_THREADS and when(*args, **kwargs) and \
-                threading.current_thread() is threading.main_thread() else ()
+            global _timing
+            libraries = _blas_libraries() if TIMED_THREADS and not _timing and \
+                threading.current_thread() is threading.main_thread() and \
+                when(*args, **kwargs) else ()
             n_all = min((library.num_threads for library in libraries), default=1)
             if n_all == 1:
                 return f(*args, **kwargs)
-            choice = _choice(alike(*args, **kwargs) if alike else id(args[0]), n_all)
+            key, size = alike(*args, **kwargs)
+            choice = _choice(key, n_all)
             n = choice.next()
-            start = time.perf_counter()
-            with _BlasThreads(libraries, n):
-                out = f(*args, **kwargs)
-            choice.record(n, time.perf_counter() - start)
+            start, _timing = time.perf_counter(), True
+            try:
+                with _BlasThreads(libraries, n):
+                    out = f(*args, **kwargs)
+            finally:
+                _timing = False
+            choice.record(n, (time.perf_counter() - start) / size)
             return out
 
         return timed
@@ -233,13 +255,15 @@ def threads_chosen_by_timing(when, alike=None):
     return decorator
 
 
-_choices = {}  # (id of the params, threads in force) -> _Choice
+_choices = {}  # (key, threads in force) -> _Choice, the most recently used last
 
 
-def _choice(model, n_all):
-    if (model, n_all) not in _choices and len(_choices) >= 16:
-        _choices.clear()  # models long gone: start afresh
-    return _choices.setdefault((model, n_all), _Choice(n_all))
+def _choice(key, n_all):
+    choice = _choices.pop((key, n_all), None) or _Choice(n_all)
+    _choices[key, n_all] = choice
+    if len(_choices) > 32:
+        del _choices[next(iter(_choices))]  # the least recently used
+    return choice
 
 
 class _Choice:

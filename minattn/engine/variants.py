@@ -45,7 +45,8 @@ def dispatch(function=None, *, hooks=(), shows=None):
         named = selecting.intersection(kwargs)  # the variants' keywords this call names
         on = {k for k in named if _set(kwargs[k])} if named else named  # ... and sets
         for keywords, when, variant in registered:
-            if (on and not on.isdisjoint(keywords)) or (when is not None and when(*args, **kwargs)):
+            if (on and not on.isdisjoint(keywords)) or \
+                    (when is not None and _holds(when, args, kwargs)):
                 return variant(*args, **kwargs)
         for k in named:  # every variant's keywords are off: left out
             del kwargs[k]
@@ -91,3 +92,11 @@ def _set(value):
     # None and False (a bool, NumPy's too) leave a variant off; anything else, even a wrong
     # value, selects it, so that the variant's own check refuses it by name.
     return value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value)
+
+
+def _holds(when, args, kwargs):
+    # A call missing an argument is no variant's: the canonical function raises its own error.
+    try:
+        return when(*args, **kwargs)
+    except TypeError:
+        return False
