@@ -20,9 +20,12 @@ attention). Batch 1, greedy. Timed, interleaved round by round (benchmarks/_harn
   generate calls it: causal_lm returning its cache with logits_to_keep=1, and transformers'
   forward with use_cache=True and logits_to_keep=1; and minattn with the logits of every
   position (what generate computed before it asked for the last one only);
+  minattn's step runs on the BLAS threads its timing chose (engine/threads.py:
+  threads_chosen_by_timing); again with every step on the --threads threads (TIMED_THREADS =
+  False) and on one thread;
 - bare: the same decode step written out in plain NumPy in this script (_bare_step: batch 1,
   no checks, no policies, the same products), checked against causal_lm's logits: what any
-  NumPy step costs beyond its products;
+  NumPy step costs beyond its products; again on one BLAS thread;
 - floor: the least a decode step can cost here, reading every float32 weight once: one
   matrix-vector product x @ W over a float32 W of the model's parameter count (its 135 M
   weights, 540 MB), the tied embedding counted once; timed --steps times a round, in the decode
@@ -75,6 +78,7 @@ def main(argv=None):
     from threadpoolctl import threadpool_limits
 
     from _harness import busy
+    from minattn.engine import threads as threads_policy
     from minattn.language_model import causal_lm
     from minattn.models.chat_model import default_model_path, load_language_model
 
@@ -101,6 +105,17 @@ def main(argv=None):
             token = np.argmax(logits[:, -1], axis=-1)[:, None]
             times.append(time.perf_counter() - start)
         return float(np.median(times))
+
+    def minattn_decode_threads_in_force():  # the thread count not chosen by timing
+        threads_policy.TIMED_THREADS = False
+        try:
+            return minattn_decode()
+        finally:
+            threads_policy.TIMED_THREADS = True
+
+    def minattn_decode_one_thread():
+        with threadpool_limits(1, user_api="blas"):
+            return minattn_decode()
 
     def transformers_decode():
         with torch.no_grad():
@@ -129,8 +144,14 @@ def main(argv=None):
     weights = [w for layer in model.params["layers"] for sublayer in layer.values()
                for w in sublayer.values() if w.ndim == 2]
     separate = [np.ascontiguousarray(w) for w in weights]  # row-major, one allocation each
+    bare = _bare_step(model, short)
+
+    def bare_one_thread():
+        with threadpool_limits(1, user_api="blas"):
+            bare()
+
     timed = {name: _timed(f, args.steps) for name, f in (
-        ("bare", _bare_step(model, short)), ("floor", floor_product),
+        ("bare", bare), ("bare_one_thread", bare_one_thread), ("floor", floor_product),
         ("products", _products(model, _fused_weights(model))),
         ("per_weight", _products(model, weights)), ("separate", _products(model, separate)))}
 
@@ -140,6 +161,8 @@ def main(argv=None):
           f"{args.rounds} rounds")
     with busy(args.busy):
         decode = _interleaved_results({"minattn": minattn_decode,
+                                       "in_force": minattn_decode_threads_in_force,
+                                       "one_thread": minattn_decode_one_thread,
                                        "transformers": transformers_decode,
                                        **timed}, args.rounds)
         rest = interleaved({"minattn_prefill": minattn_prefill,
@@ -151,6 +174,10 @@ def main(argv=None):
     print(f"| decode, per token | {describe(decode['minattn'])} | "
           f"{describe(decode['transformers'])} | "
           f"{ratio(decode['minattn'], decode['transformers'])} |")
+    print(f"| decode, every step on the {args.threads} threads (TIMED_THREADS = False) | "
+          f"{describe(decode['in_force'])} | | {ratio(decode['in_force'], decode['transformers'])} |")
+    print(f"| decode, every step on one thread | {describe(decode['one_thread'])} | | "
+          f"{ratio(decode['one_thread'], decode['transformers'])} |")
     print(f"| prefill, {args.prompt} tokens | {describe(rest['minattn_prefill'])} | "
           f"{describe(rest['transformers_prefill'])} | "
           f"{ratio(rest['minattn_prefill'], rest['transformers_prefill'])} |")
@@ -159,12 +186,17 @@ def main(argv=None):
           f"{ratio(rest['minattn_prefill_all_logits'], rest['transformers_prefill'])} |")
     print(f"| a bare NumPy decode step (no checks, no policies) | {describe(decode['bare'])} | "
           f"| |")
+    print(f"| the same on one thread | {describe(decode['bare_one_thread'])} | | |")
     print(f"| the model's {len(_fused_weights(model)) + 1} products alone (q, k, v in one; gate, up in one) | "
           f"{describe(decode['products'])} | | |")
     print(f"| the same, one product per weight ({len(weights) + 1}) | "
           f"{describe(decode['per_weight'])} | | |")
     print(f"| the same, separate row-major weights | {describe(decode['separate'])} | | |")
     print(f"| floor: x @ W over {4 * n_weights / 1e6:.0f} MB | {describe(decode['floor'])} | | |")
+    print(f"decode / bare NumPy step (per round): minattn {ratio(decode['minattn'], decode['bare'])}"
+          f", on the {args.threads} threads {ratio(decode['in_force'], decode['bare'])}, on one "
+          f"thread {ratio(decode['one_thread'], decode['bare'])}; minattn / the bare step on one thread "
+          f"{ratio(decode['minattn'], decode['bare_one_thread'])}")
     print(f"decode / floor (per round): minattn {ratio(decode['minattn'], decode['floor'])}, "
           f"transformers {ratio(decode['transformers'], decode['floor'])}, bare NumPy step "
           f"{ratio(decode['bare'], decode['floor'])}; products / floor "

@@ -51,7 +51,7 @@ the family files whose blocks answer calls of the shared functions):
                       variants' dispatch (variants.py) and the policies a concept function
                       carries as labels:
                       float16_in_float32 (dtypes.py), gradient_by_hand (autograd_rules.py),
-                      one_blas_thread (threads.py), attention by query blocks
+                      one_blas_thread and threads_chosen_by_timing (threads.py), attention by query blocks
                       (query_blocks.py), tables built once per value (memo.py),
                       arrays on another array's device (devices.py), autograd on CuPy
     course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,

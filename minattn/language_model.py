@@ -6,6 +6,7 @@ registered for the calls that select it (engine/variants.py)."""
 import autograd.numpy as np
 
 from .engine import checks, variants
+from .engine.threads import decode_step, same_model, threads_chosen_by_timing
 from .engine.decoder_checks import POSITIONS, check_causal_lm
 from .masks import causal_mask
 from .transformer_decoder import decoder, init_decoder
@@ -43,6 +44,7 @@ PASSED_ON = {"norm": "layer_norm", "eps": 1e-5, "n_kv_heads": None, "d_k": None,
              "rope_base": 10000.0, "rope_scaling": None, "attention": None}
 
 
+@threads_chosen_by_timing(decode_step, same_model)
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_tanh",
               position="learned", window=None, cache=None, return_cache=False,
               logits_to_keep=None, embed=None, **block_config):

@@ -12,6 +12,7 @@ block in its own file, minattn/families/, registered for the calls that select i
 import autograd.numpy as np
 
 from .engine import checks, variants
+from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen_by_timing
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
@@ -116,9 +117,11 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     return x if cache is None else (x, new_cache)
 
 
-# Its variants, each in its own file, answer the calls that select them (engine/variants.py).
+# Its variants, each in its own file, answer the calls that select them (engine/variants.py);
+# a prompt's blocks, the variants' too, run on the BLAS threads timing found faster (threads.py).
 decoder_block = variants.dispatch(decoder_block, shows={  # the attention's keywords it passes on
     "n_kv_heads": None, "d_k": None, "positions": None, "rope_base": 10000.0, "rope_scaling": None})
+decoder_block = threads_chosen_by_timing(block_of_a_prompt, blocks_of_a_width)(decoder_block)
 
 
 def _residual(x, sublayer, norm_params, norm, eps, norm_first):

@@ -75,3 +75,18 @@ def test_a_shared_function_with_a_variants_keyword_equals_the_variant_called_dir
     np.testing.assert_array_equal(via_dispatch, direct)
     plain, _ = ma.self_attention(params, x, n_heads=2)
     assert not np.allclose(plain, via_dispatch)  # the cap at 1.5 changes the scores
+
+
+def test_a_call_missing_its_arguments_gets_the_canonical_functions_own_error():
+    # The variants' `when` predicates see a call before the function does; one that cannot
+    # bind the call selects nothing, and the canonical function raises its own TypeError.
+    import minattn
+
+    dispatched = {name: f for name, f in vars(minattn).items()
+                  if callable(f) and isinstance(getattr(f, "variants", None), list)}
+    assert {"causal_lm", "decoder_block", "self_attention", "multi_head_attention"} <= \
+        set(dispatched)
+    for name, f in dispatched.items():
+        if any(when for _, when, _ in f.variants):
+            with pytest.raises(TypeError, match=rf"^{name}\(\) missing"):
+                f()

@@ -42,7 +42,8 @@ def add_command(commands):
                       help="seed of the sampling (default 0)")
     talk.add_argument("--threads", type=thread_count,
                       help="BLAS threads for the run (default: as BLAS starts, usually one per "
-                           "core)")
+                           "core); each decode step and each layer of a prompt runs on these or "
+                           "on one, whichever recent ones found faster")
     talk.set_defaults(run=run)
 
 
@@ -61,7 +62,7 @@ def run(args):
 def blas_threads(n):
     # --threads: BLAS (OpenBLAS, MKL, ...) on n threads for the whole run, as threadpoolctl sets
     # them (minattn/engine/threads.py then switches to one thread inside attention's core, and
-    # back to n).
+    # back to n; a decode step runs on n or on one, chosen by timing).
     if n is None:
         yield
         return

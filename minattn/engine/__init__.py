@@ -5,7 +5,8 @@
                        gated_deltanet); hybrid_checks.py: gated_attention's
     decoder_checks.py  the decoder side's checks: self_attention, decoder_block, decoder,
                        causal_lm, generate (each function's one `_check_<name>` line)
-    threads.py         BLAS thread limits and worker threads (one_blas_thread, in_threads)
+    threads.py         BLAS thread limits, a decode step's thread count chosen by timing,
+                       worker threads (one_blas_thread, threads_chosen_by_timing, in_threads)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
     fused_products.py  several weights of one input in one product, where they lie side by side

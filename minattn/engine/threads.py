@@ -30,15 +30,49 @@ holding the cores the workers need: with OPENBLAS_THREAD_TIMEOUT=4, which sends 
 once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arrays are split: a
 GPU runs each piece in parallel already.
 
+A decode step's thread count is chosen by timing (`threads_chosen_by_timing`, on causal_lm).
+A step of generation reads every weight once in many small products; on quiet cores two BLAS
+threads read them fastest, but beside one other busy process each product waits for its second
+thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with one (a 2-core AVX2
+VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
+minattn cannot know in advance (the load average lags by a minute and counts minattn's own
+threads). So it measures: decode steps run with the threads in force, and now and then one runs
+on one BLAS thread: first at the second step, against the first; then against the median of the
+last three steps. If the try is faster, one thread is kept, and the other count is tried in
+turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
+so on quiet cores almost every step runs with every thread. On every thread, a step twice as
+slow as the last three brings the next try forward to the next step: load that arrives costs
+those threads ten times the step, while load that leaves costs one thread about a third more,
+until its next try. A model's decode steps (its token embedding) are timed against each other.
+
+A prompt is one call, too few to learn from, so there the blocks are timed the same way
+(decoder_block, its variants included, for more than FEW_QUERIES tokens), per token: a
+prompt's layers against each other and against those of earlier prompts of the same width and
+dtype and of about its length (within a factor of two). Layers of unlike cost (a model's local
+and global ones) are timed together; a try on a costlier one can lose where one thread would
+have won. A timed call inside another runs as it is. The 32 most recent such timings are kept.
+
+`TIMED_THREADS = False` (or MINATTN_TIMED_THREADS=0 in the environment) runs every call on the
+threads in force; with one BLAS thread in force there is nothing to choose. The thread count can
+change the last bits of a product (BLAS may group a sum differently), so a run that must repeat
+bit for bit turns the timing off, as the test suite does. The BLAS thread count is the whole
+process's: only the main thread's calls are timed and switch it, and while one runs on one
+thread, so do other threads' products. Measured in docs/benchmarks.md ("Threads beside other
+work").
+
 Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
 The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
 the number of workers is read before it (`n_workers` follows the BLAS limit in force: with
 OPENBLAS_NUM_THREADS=1 or inside threadpoolctl's `threadpool_limits(1)`, minattn runs on one
 thread too).
 """
+import collections
 import contextlib
 import functools
 import os
+import statistics
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy
@@ -87,6 +121,34 @@ def decoding(q, *args, **kwargs):
     one_blas_thread: see the module docstring)."""
     shape = getattr(q, "shape", ())
     return len(shape) >= 2 and shape[-2] <= FEW_QUERIES
+
+
+def decode_step(params=None, tokens=None, *args, cache=None, **kwargs):
+    """True for a model's call on at most FEW_QUERIES new tokens per sequence with a cache,
+    NumPy weights (a `when` of threads_chosen_by_timing; a call missing its arguments is left
+    to the function's own errors)."""
+    shape = getattr(tokens, "shape", ())
+    return cache is not None and len(shape) >= 1 and shape[-1] <= FEW_QUERIES and \
+        isinstance(params, dict) and isinstance(params.get("token_embedding"), numpy.ndarray)
+
+
+def block_of_a_prompt(params=None, x=None, *args, **kwargs):
+    """True for a block's x [..., L, D] of more than FEW_QUERIES tokens, a NumPy array (a `when`
+    of threads_chosen_by_timing: a prompt's layers, timed against each other)."""
+    return isinstance(x, numpy.ndarray) and x.ndim >= 2 and x.shape[-2] > FEW_QUERIES
+
+
+def same_model(params, tokens, *args, **kwargs):
+    """A model's decode steps are timed against each other (an `alike` of
+    threads_chosen_by_timing): (its token embedding, per step)."""
+    return ("decode", id(params["token_embedding"])), 1
+
+
+def blocks_of_a_width(params, x, *args, **kwargs):
+    """Blocks of one width and dtype, of about as many tokens (within a factor of two), are timed
+    against each other per token (an `alike` of threads_chosen_by_timing)."""
+    tokens = x.size // x.shape[-1]
+    return ("block", x.shape[-1], x.dtype.str, tokens.bit_length()), tokens
 
 
 class _OneBlasThread(contextlib.ContextDecorator):
@@ -155,3 +217,97 @@ def in_threads(f, items, n_threads):
         return [f(item) for item in items]
     with ThreadPoolExecutor(min(n_threads, len(items))) as pool:
         return list(pool.map(f, items))
+
+
+TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force
+_timing = False  # a timed call is running (one inside it runs as it is)
+
+
+def threads_chosen_by_timing(when, alike):
+    """Decorator: a call for which when(*args, **kwargs) is true runs on the BLAS thread count
+    that recent alike calls found faster: the count in force or one (see the module docstring).
+    Other calls run as they are. alike(*args, **kwargs) -> (key, size): calls with the same key
+    are timed against each other, per unit of size."""
+    def decorator(f):
+        @functools.wraps(f)
+        def timed(*args, **kwargs):
+            global _timing
+            libraries = _blas_libraries() if TIMED_THREADS and not _timing and \
+                threading.current_thread() is threading.main_thread() and \
+                when(*args, **kwargs) else ()
+            n_all = min((library.num_threads for library in libraries), default=1)
+            if n_all == 1:
+                return f(*args, **kwargs)
+            key, size = alike(*args, **kwargs)
+            choice = _choice(key, n_all)
+            n = choice.next()
+            start, _timing = time.perf_counter(), True
+            try:
+                with _BlasThreads(libraries, n):
+                    out = f(*args, **kwargs)
+            finally:
+                _timing = False
+            choice.record(n, (time.perf_counter() - start) / size)
+            return out
+
+        return timed
+
+    return decorator
+
+
+_choices = {}  # (key, threads in force) -> _Choice, the most recently used last
+
+
+def _choice(key, n_all):
+    choice = _choices.pop((key, n_all), None) or _Choice(n_all)
+    _choices[key, n_all] = choice
+    if len(_choices) > 32:
+        del _choices[next(iter(_choices))]  # the least recently used
+    return choice
+
+
+class _Choice:
+    # The thread count of the steps, and when to try the other: at the second step, then after
+    # `interval` steps, doubled (up to LONGEST) each time the other loses, FIRST when it wins.
+    FIRST, LONGEST = 8, 256
+
+    def __init__(self, n_all):
+        self.current, self.other = n_all, 1
+        self.recent = collections.deque(maxlen=3)  # the current count's last step times
+        self.steps, self.interval = 2, self.FIRST // 2  # the first try at the second step
+
+    def next(self):
+        self.steps -= 1
+        return self.other if self.steps <= 0 and self.recent else self.current
+
+    def record(self, n, seconds):
+        if n == self.current:
+            if self.current > 1 and len(self.recent) == 3 and \
+                    seconds > 2 * statistics.median(self.recent):
+                self.steps, self.interval = 1, self.FIRST // 2  # try the other now, then 8, ...
+            self.recent.append(seconds)
+            return
+        won = seconds < statistics.median(self.recent)
+        if won:
+            self.current, self.other = self.other, self.current
+            self.recent = collections.deque([seconds], maxlen=3)
+        self.interval = self.FIRST if won else min(2 * self.interval, self.LONGEST)
+        self.steps = self.interval
+
+
+class _BlasThreads:
+    # BLAS on n threads inside the block (nothing switched when it is the count in force).
+    def __init__(self, libraries, n):
+        self.libraries, self.n = libraries, n
+
+    def __enter__(self):
+        self.before = [library.num_threads for library in self.libraries]
+        for library, n in zip(self.libraries, self.before):
+            if n != self.n:
+                library.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        for library, n in zip(self.libraries, self.before):
+            if n != self.n:
+                library.set_num_threads(n)
+        return False

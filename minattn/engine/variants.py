@@ -38,18 +38,22 @@ def dispatch(function=None, *, hooks=(), shows=None):
     if function is None:
         return functools.partial(dispatch, hooks=hooks, shows=shows)
     registered = []  # (keywords, when, variant), in the order they were registered
+    selecting = set()  # every variant's keywords
 
     @functools.wraps(function)
     def dispatched(*args, **kwargs):
+        named = selecting.intersection(kwargs)  # the variants' keywords this call names
+        on = {k for k in named if _set(kwargs[k])} if named else named  # ... and sets
         for keywords, when, variant in registered:
-            if any(_set(kwargs.get(k)) for k in keywords) or (when and when(*args, **kwargs)):
+            if (on and not on.isdisjoint(keywords)) or \
+                    (when is not None and _holds(when, args, kwargs)):
                 return variant(*args, **kwargs)
-        for keywords, _, _ in registered:  # every variant's keywords are off: left out
-            for k in keywords:
-                kwargs.pop(k, None)
+        for k in named:  # every variant's keywords are off: left out
+            del kwargs[k]
         return function(*args, **kwargs)
 
     dispatched.variants = registered
+    dispatched.selecting = selecting
     parameters = inspect.signature(function).parameters.values()
     dispatched.__signature__ = inspect.signature(function).replace(
         parameters=[p for p in parameters if p.name not in hooks])
@@ -61,7 +65,8 @@ def implements(dispatched, *keywords, when=None):
     """Decorator: register a variant of `dispatched`, run for a call that sets one of
     `keywords` or for which when(*args, **kwargs) is true."""
     def register(variant):
-        dispatched.variants.append((keywords, when, variant))
+        dispatched.variants.append((frozenset(keywords), when, variant))
+        dispatched.selecting.update(keywords)
         _show_keywords(dispatched, dict.fromkeys(keywords))
         return variant
     return register
@@ -87,3 +92,11 @@ def _set(value):
     # None and False (a bool, NumPy's too) leave a variant off; anything else, even a wrong
     # value, selects it, so that the variant's own check refuses it by name.
     return value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value)
+
+
+def _holds(when, args, kwargs):
+    # A call missing an argument is no variant's: the canonical function raises its own error.
+    try:
+        return when(*args, **kwargs)
+    except TypeError:
+        return False

@@ -33,9 +33,9 @@ from . import hf, llama, olmo
 
 
 def _sandwich(params, x, mask=None, *, norm_first=False, **config):
-    posts = ("post_self_attention_norm", "post_feed_forward_norm")
     return norm_first and isinstance(params, checks.DICT_TYPES) and \
-        any(k in params for k in posts) and not olmo.norms_after_only(params, norm_first=True)
+        ("post_self_attention_norm" in params or "post_feed_forward_norm" in params) and \
+        not olmo.norms_after_only(params, norm_first=True)
 
 
 @implements(decoder_block, when=_sandwich)

@@ -27,9 +27,9 @@ def from_hf(model):
 
 def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):
     """Whether a block's params and norm_first are OLMo 2's: norms after the sublayers only."""
-    keys = ("post_self_attention_norm", "post_feed_forward_norm")
-    return norm_first and isinstance(params, checks.DICT_TYPES) and all(k in params for k in keys) \
-        and not any(k in params for k in ("self_attention_norm", "feed_forward_norm"))
+    return norm_first and isinstance(params, checks.DICT_TYPES) and \
+        "post_self_attention_norm" in params and "post_feed_forward_norm" in params and \
+        "self_attention_norm" not in params and "feed_forward_norm" not in params
 
 
 @implements(decoder_block, when=norms_after_only)

@@ -1,0 +1,347 @@
+"""A decode step's BLAS thread count, chosen by timing (engine/threads.py,
+threads_chosen_by_timing on causal_lm). What it promises: a decode step runs with the threads in
+force until a step on one thread is timed faster, then on one thread until the other count is
+timed faster again; the first try at the second step, then a losing try waits twice as long
+before the next (8, 16, ... 256 steps); the
+threads in force are restored after each call; other calls (a prompt, no cache, CuPy weights)
+are not touched; and the model's answers are those of the threads in force."""
+import numpy as np
+import pytest
+
+from minattn.engine import threads
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+def _blas_threads():
+    return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+
+
+def _choices(seconds_of, steps):
+    # Drive a _Choice for `steps` steps, each step's time given by seconds_of(threads, step):
+    # the thread count of every step.
+    choice, used = threads._Choice(2), []
+    for step in range(steps):
+        n = choice.next()
+        used.append(n)
+        choice.record(n, seconds_of(n, step))
+    return used
+
+
+def test_on_quiet_cores_the_tries_of_one_thread_back_off_8_16_32_up_to_256_steps():
+    # One thread is always slower: steps run on 2, with a try of 1 at the second step, then
+    # after 8 steps, 16, 32, ..., and at most every 256 steps.
+    used = _choices(lambda n, step: 1.0 if n == 2 else 1.5, 2000)
+    tries = [i for i, n in enumerate(used) if n == 1]
+    gaps = np.diff([-1] + tries)
+    assert list(gaps[:7]) == [2, 8, 16, 32, 64, 128, 256]
+    assert set(gaps[7:]) == {256}
+    assert used.count(2) > 0.99 * 2000 - 13
+
+
+def test_beside_a_busy_process_one_thread_wins_at_the_first_try_and_keeps_winning():
+    # One thread is ten times faster: the first try (the second step) switches to it; from then
+    # on the steps run on one thread, with tries of two threads backing off as above.
+    used = _choices(lambda n, step: 1.0 if n == 1 else 10.0, 600)
+    assert used[:3] == [2, 1, 1]
+    tries = [i for i, n in enumerate(used) if n == 2 and i > 1]
+    assert list(np.diff([1] + tries)) == [8, 16, 32, 64, 128, 256][:len(tries)]
+    assert len(tries) >= 5
+
+
+def test_when_the_load_comes_and_goes_the_choice_follows_it():
+    # Busy from step 300 to 900: one thread wins there; quiet again: two threads win back.
+    # On one thread a slow step brings nothing forward (trying two threads under load costs
+    # ten steps): the return of two threads waits for the next try.
+    def seconds(n, step):
+        busy = 300 <= step < 900
+        return (1.0 if n == 1 else 10.0) if busy else (1.5 if n == 1 else 1.0)
+
+    used = _choices(seconds, 1500)
+    assert used[290:300] == [2] * 10
+    assert used[301] == 1 and used[302:900].count(1) >= 590  # a step ten times slower: try now
+    assert used[1400:1500].count(2) >= 95  # and back after it
+
+
+def test_a_step_twice_as_slow_as_the_last_three_brings_the_try_forward():
+    # Quiet, two threads winning, the tries backed off to 256 steps; then one slow step
+    # (a hiccup): the next step tries one thread, loses, and the tries back off from 8 again.
+    used = _choices(lambda n, step: (2.5 if step == 600 else 1.0) if n == 2 else 1.5, 1000)
+    tries = [i for i, n in enumerate(used) if n == 1]
+    assert [t for t in tries if 505 < t < 700] == [601, 609, 625, 657]
+    slower = _choices(lambda n, step: (1.9 if step == 600 else 1.0) if n == 2 else 1.5, 1000)
+    assert [i for i, n in enumerate(slower) if n == 1 and 505 < i < 700] == []  # under 2x: none
+
+
+@pytest.fixture(autouse=True)
+def _fresh_choices(monkeypatch):
+    monkeypatch.setattr(threads, "_choices", {})
+    monkeypatch.setattr(threads, "TIMED_THREADS", True)  # off for the rest of the suite (conftest)
+
+
+class _Clock:
+    # A stand-in for time.perf_counter: the steps below advance it, so no test hangs on how
+    # busy the machine is.
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = _Clock()
+    monkeypatch.setattr(threads, "time", fake)
+    return fake
+
+
+def _in_force():
+    return min(library.num_threads for library in threads._blas_libraries())
+
+
+def _step(threads_seen, clock, fail=False):
+    # A stand-in decode step: records the BLAS thread count it ran with; on two threads it
+    # "takes" 20 time units, on one 1 (the clock above).
+    @threads.threads_chosen_by_timing(lambda *a, **k: True, lambda *a, **k: ("toy", 1))
+    def step(params):
+        n = _in_force()
+        threads_seen.append(n)
+        clock.now += 20.0 if n > 1 else 1.0
+        if fail:
+            raise RuntimeError("a step that fails")
+        return n
+
+    return step
+
+
+def _two_threads():
+    limits = threadpoolctl.threadpool_limits(2, user_api="blas")
+    if _blas_threads() != 2:
+        limits.restore_original_limits()
+        pytest.skip("this BLAS does not take two threads")
+    return limits
+
+
+def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force(clock):
+    seen = []
+    step = _step(seen, clock)
+    limits = _two_threads()
+    try:
+        for _ in range(30):
+            step({})
+            assert _in_force() == 2  # restored after each call
+    finally:
+        limits.restore_original_limits()
+    assert seen[:2] == [2, 1]  # the first try, at the second step, wins
+    assert seen[2:9] == [1] * 7 and seen[9] == 2  # one thread kept; two tried after 8 steps
+
+
+def test_a_failing_call_restores_the_threads_and_times_the_next_call(clock):
+    seen = []
+    step = _step(seen, clock, fail=True)
+    limits = _two_threads()
+    try:
+        for _ in range(3):
+            with pytest.raises(RuntimeError, match="a step that fails"):
+                step({})
+            assert _in_force() == 2 and threads._timing is False
+    finally:
+        limits.restore_original_limits()
+    assert seen == [2, 2, 2]  # nothing recorded, so nothing to try against
+
+
+def test_a_timed_call_inside_another_runs_as_it_is(clock):
+    seen, inner_seen = [], []
+    inner = _step(inner_seen, clock)
+
+    @threads.threads_chosen_by_timing(lambda *a, **k: True, lambda *a, **k: ("outer", 1))
+    def outer(params):
+        seen.append(_in_force())
+        inner(params)
+
+    limits = _two_threads()
+    try:
+        for _ in range(12):
+            outer({})
+    finally:
+        limits.restore_original_limits()
+    assert inner_seen == seen and 1 in seen  # the inner call ran on the outer's count
+    assert [key for key, _ in threads._choices] == ["outer"]
+
+
+def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch, clock):
+    seen = []
+    step = _step(seen, clock)
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        for _ in range(20):
+            step({})
+    assert seen == [1] * 20
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
+    seen.clear()
+    limits = _two_threads()
+    try:
+        for _ in range(20):
+            step({})
+    finally:
+        limits.restore_original_limits()
+    assert seen == [2] * 20
+
+
+def test_the_environment_turns_the_timing_off():
+    import os
+    import subprocess
+    import sys
+
+    code = "from minattn.engine import threads; print(threads.TIMED_THREADS)"
+    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
+        env = {k: v for k, v in os.environ.items() if k != "MINATTN_TIMED_THREADS"}
+        if value is not None:
+            env["MINATTN_TIMED_THREADS"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        assert out == expected, (value, out)
+
+
+def test_the_32_most_recently_used_timings_are_kept():
+    for key in range(40):
+        threads._choice(key, 2)
+    threads._choice(10, 2)  # used again: kept
+    threads._choice("new", 2)
+    kept = [key for key, _ in threads._choices]
+    assert len(kept) == 32 and kept[-2:] == [10, "new"] and 8 not in kept and 11 in kept
+
+
+def test_decode_step_is_a_few_new_tokens_with_a_cache_and_numpy_weights():
+    params = {"token_embedding": np.zeros((5, 3))}
+    one, prompt = np.zeros((1, 1), int), np.zeros((1, threads.FEW_QUERIES + 1), int)
+    assert threads.decode_step(params, one, cache=({},))
+    assert threads.decode_step(params, np.zeros((2, threads.FEW_QUERIES), int), cache=({},))
+    assert not threads.decode_step(params, prompt, cache=({},))  # a prompt
+    assert not threads.decode_step(params, one)  # no cache: the whole sequence each time
+    assert not threads.decode_step(params, one, cache=None)
+    assert not threads.decode_step({"token_embedding": [[0.0]]}, one, cache=({},))  # not NumPy
+
+
+def _spy_counts(monkeypatch):
+    # The thread counts the timed calls ran with.
+    counts, enter = [], threads._BlasThreads.__enter__
+
+    def spy(self):
+        counts.append(self.n)
+        return enter(self)
+
+    monkeypatch.setattr(threads._BlasThreads, "__enter__", spy)
+    return counts
+
+
+def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
+    # generate under the timed choice (forced to try the other count at every other step) gives
+    # the tokens and logits of generate with timing off; its steps ran on both counts; a call
+    # with params and tokens by keyword is timed alike.
+    from minattn.generation import generate
+    from minattn.language_model import causal_lm, init_causal_lm
+
+    rng = np.random.default_rng(0)
+    params, config = init_causal_lm(rng, 50, 2, 32, 4, 64, position="rope", norm="rms_norm",
+                                    activation="swiglu", bias=False, tied=False, n_kv_heads=2)
+    prompt = rng.integers(0, 50, size=(1, 5))
+    monkeypatch.setattr(threads._Choice, "FIRST", 1)
+    monkeypatch.setattr(threads._Choice, "LONGEST", 1)
+    counts = _spy_counts(monkeypatch)
+    limits = _two_threads()
+    try:
+        timed = generate(params, prompt, 12, **config)
+        _, cache = causal_lm(params, prompt, return_cache=True, **config)
+        steps = [causal_lm(params=params, tokens=timed[:, 5 + i:6 + i], cache=cache,
+                           return_cache=True, **config)[0] for i in range(6)]
+    finally:
+        limits.restore_original_limits()
+    assert {1, 2} <= set(counts)
+    assert ("decode", id(params["token_embedding"])) in [key for key, _ in threads._choices]
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
+    plain = generate(params, prompt, 12, **config)
+    np.testing.assert_array_equal(timed, plain)
+    _, cache = causal_lm(params, prompt, return_cache=True, **config)
+    for i in range(6):
+        want = causal_lm(params, timed[:, 5 + i:6 + i], cache=cache, return_cache=True,
+                         **config)[0]
+        np.testing.assert_allclose(steps[i], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["causal_lm", "decoder_block"])
+def test_a_call_missing_its_arguments_gets_the_functions_own_error(name):
+    # The timed functions' `when` and their variants' see the call first; a call missing an
+    # argument must still get the function's own TypeError, naming it.
+    import minattn
+
+    limits = _two_threads()
+    try:
+        for call in ((), ({"token_embedding": np.zeros((3, 2))},)):
+            with pytest.raises(TypeError, match=rf"^{name}\(\) missing"):
+                getattr(minattn, name)(*call)
+    finally:
+        limits.restore_original_limits()
+
+
+def test_on_one_thread_a_slow_step_brings_nothing_forward():
+    # Busy: one thread kept, its tries of two threads backed off; a step of one thread 5x slower
+    # at 600 does not bring a try of two threads (ten times slower there) forward.
+    used = _choices(lambda n, step: (5.0 if step == 600 else 1.0) if n == 1 else 10.0, 1000)
+    tries = [i for i, n in enumerate(used) if n == 2 and i > 1]
+    assert [t for t in tries if 500 < t < 700] == [505]
+
+
+def test_a_prompts_blocks_are_timed_against_each_other_and_answer_as_with_the_threads_in_force(
+        monkeypatch):
+    # A prompt (more than FEW_QUERIES tokens) is one call of causal_lm, not timed; its blocks
+    # are, keyed by their input's shape, and a forced try of one thread at every other block
+    # changes no logit beyond float64 rounding.
+    from minattn.language_model import causal_lm, init_causal_lm
+
+    rng = np.random.default_rng(1)
+    params, config = init_causal_lm(rng, 50, 6, 32, 4, 64, position="rope", norm="rms_norm",
+                                    activation="swiglu", bias=False, tied=False)
+    prompt = rng.integers(0, 50, size=(2, 9))
+    monkeypatch.setattr(threads._Choice, "FIRST", 1)
+    monkeypatch.setattr(threads._Choice, "LONGEST", 1)
+    counts = _spy_counts(monkeypatch)
+    limits = _two_threads()
+    try:
+        timed = causal_lm(params, prompt, **config)
+    finally:
+        limits.restore_original_limits()
+    assert list(threads._choices) == [(("block", 32, "<f8", 5), 2)]  # 18 tokens: 2**4 to 2**5
+    assert len(counts) == 6 and {1, 2} <= set(counts)
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
+    np.testing.assert_allclose(timed, causal_lm(params, prompt, **config), rtol=1e-12, atol=1e-12)
+
+
+def test_block_of_a_prompt_is_more_than_a_few_tokens_of_numpy():
+    few, many = threads.FEW_QUERIES, threads.FEW_QUERIES + 1
+    assert threads.block_of_a_prompt({}, np.zeros((1, many, 8)))
+    assert threads.block_of_a_prompt({}, np.zeros((many, 8)))
+    assert not threads.block_of_a_prompt({}, np.zeros((1, few, 8)))  # a decode step's block
+    assert not threads.block_of_a_prompt({}, np.zeros(8))
+    assert not threads.block_of_a_prompt({}, [[0.0] * 8] * many)  # not NumPy: left alone
+    assert threads.blocks_of_a_width({}, np.zeros((2, 3, 8), np.float32)) == \
+        (("block", 8, "<f4", 3), 6)  # 6 tokens, 2**2 <= 6 < 2**3
+    assert threads.blocks_of_a_width({}, np.zeros((7, 8)))[0] == ("block", 8, "<f8", 3)
+    assert threads.blocks_of_a_width({}, np.zeros((8, 8)))[0] == ("block", 8, "<f8", 4)
+
+
+def test_only_the_main_threads_calls_are_timed(clock):
+    # The BLAS thread count is the process's: a call from another thread runs on the threads in
+    # force, never switching them under the main thread's feet, and leaves no timing behind.
+    import threading
+
+    seen = []
+    step = _step(seen, clock)
+    limits = _two_threads()
+    try:
+        worker = threading.Thread(target=lambda: [step({}) for _ in range(10)])
+        worker.start()
+        worker.join()
+    finally:
+        limits.restore_original_limits()
+    assert seen == [2] * 10 and threads._choices == {}
