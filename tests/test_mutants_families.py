@@ -434,3 +434,62 @@ def test_layer_types_with_their_own_rope_give_one_entry_per_layer():
                                  "rope_type": "default", "rope_theta": 10.0}})
     bases, scalings = hf.per_layer_rope(config, 2)
     assert bases == [10.0, 1e4] and scalings[0] is None and scalings[1]["rope_type"] == "yarn"
+
+
+# hf.windows: what each family's transformers 5.24 forward reads of sliding_window and
+# layer_types
+
+def window_config(model_type, **keys):
+    return SimpleNamespace(model_type=model_type, **keys)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "gemma", "granite", "cohere", "olmo2"])
+def test_a_family_whose_forward_has_no_window_reads_none_whatever_the_config_says(model_type):
+    config = window_config(model_type, sliding_window=4,
+                           layer_types=["sliding_attention", "full_attention"])
+    assert hf.windows(config, 2) is None
+
+
+@pytest.mark.parametrize("model_type", ["mistral", "phi3"])
+def test_mistral_and_phi3_with_layer_types_are_refused_in_full(model_type):
+    config = window_config(model_type, sliding_window=4, layer_types=["full_attention"] * 2)
+    with pytest.raises(ValueError) as error:
+        hf.windows(config, 2)
+    assert str(error.value) == (
+        f"layer_types=['full_attention', 'full_attention'] on a {model_type} config: its "
+        "transformers forward ignores them and applies sliding_window to every layer; refused "
+        "rather than picking one")
+
+
+@pytest.mark.parametrize("keys, message", [
+    ({"model_type": "smollm3", "use_sliding_window": False},
+     "layer_types names sliding_attention layers but use_sliding_window is False: transformers' "
+     "SmolLM3 masks those layers by the window under sdpa and eager but not under flash "
+     "attention; refused rather than picking one"),
+    ({"model_type": "qwen2", "layer_types": ["chunked_attention", "sliding_attention"]},
+     "layer_types ['chunked_attention'] are not supported (minattn has 'full_attention' and "
+     "'sliding_attention')"),
+    ({"model_type": "qwen3", "sliding_window": None},
+     "layer_types names sliding_attention layers but sliding_window is None")])
+def test_layer_types_minattn_cannot_follow_are_refused_in_full(keys, message):
+    config = window_config(**{"sliding_window": 4,
+                              "layer_types": ["sliding_attention", "full_attention"], **keys})
+    with pytest.raises(ValueError) as error:
+        hf.windows(config, 2)
+    assert str(error.value) == message
+
+
+def test_layer_types_give_each_sliding_layer_the_window():
+    config = window_config("qwen3", sliding_window=4,
+                           layer_types=["sliding_attention", "full_attention"])
+    assert hf.windows(config, 2) == [4, None]
+    assert hf.windows(window_config("qwen3", sliding_window=None), 2) is None
+
+
+def test_a_parameter_not_in_float16_32_or_64_is_refused_saying_how_to_convert():
+    with pytest.raises(TypeError) as error:
+        hf.array(torch.ones(2, dtype=torch.bfloat16))
+    assert str(error.value) == ("parameters must be float16, float32 or float64, got "
+                                "torch.bfloat16 (convert the module first, e.g. module.float())")
+    half = hf.array(torch.ones(2, dtype=torch.float16))
+    assert half.dtype == np.float16
