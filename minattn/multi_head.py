@@ -142,8 +142,8 @@ def _ungroup_heads(x):
 
 def _group_mask(mask, n_heads, n_kv_heads):
     # A mask for the scores [..., H, L_q, L_k] -> one for the grouped scores [..., H_kv, G, ...].
-    if mask is None:
-        return None
+    if mask is None or mask.ndim < 2:  # none, or [L_k] (or 0-d): broadcasts as it is
+        return mask
     if mask.ndim >= 3 and mask.shape[-3] == n_heads:  # a mask per head: split its head axis
         return _group_heads(mask, n_kv_heads)
     return mask[..., None, :, :]  # a head axis of 1 (or none): the same for every group

@@ -197,3 +197,20 @@ def test_blockwise_shifts_each_query_by_its_own_max():
     ref_out, _ = reference.attention(q, k, v)
     np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(out[1], [1.0, 0.0], atol=1e-12)  # exp(-300) is 1e-130
+
+
+@pytest.mark.parametrize("n_kv_heads", [None, 2])
+@pytest.mark.parametrize("mask", [np.array([True, False, True]), np.array(True),
+                                  np.array([0.0, -np.inf, 0.5])])
+def test_a_mask_over_the_keys_only_broadcasts_over_heads_and_queries(mask, n_kv_heads):
+    # a mask [L_k] (or 0-d) broadcasts to the scores [..., H, L_q, L_k] as NumPy broadcasts it:
+    # the same as the mask written out for every query (it raised a bare IndexError once)
+    rng = np.random.default_rng(4)
+    params = ma.init_multi_head_attention(rng, 16, 4, n_kv_heads=n_kv_heads)
+    x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 3, 16))
+    config = {"n_heads": 4, "n_kv_heads": n_kv_heads}
+    out, weights = ma.multi_head_attention(params, x, memory, memory, mask, **config)
+    full = np.broadcast_to(mask, (5, 3))
+    expected, expected_weights = ma.multi_head_attention(params, x, memory, memory, full, **config)
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(weights, expected_weights)

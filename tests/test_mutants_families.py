@@ -493,3 +493,49 @@ def test_a_parameter_not_in_float16_32_or_64_is_refused_saying_how_to_convert():
                                 "torch.bfloat16 (convert the module first, e.g. module.float())")
     half = hf.array(torch.ones(2, dtype=torch.float16))
     assert half.dtype == np.float16
+
+
+def test_the_sandwich_block_puts_cross_attention_between_its_sublayers_sandwiched_too():
+    from minattn.transformer_decoder import position_wise
+
+    rng = np.random.default_rng(3)
+    params = ma.init_decoder_block(rng, 16, 4, 24, norm="rms_norm", activation="swiglu",
+                                   cross_attention=True)
+    for name in ("self_attention", "cross_attention", "feed_forward"):
+        params[f"{name}_norm"] = {"gamma": rng.uniform(0.5, 1.5, 16)}
+        params[f"post_{name}_norm"] = {"gamma": rng.uniform(0.5, 1.5, 16)}
+    x, memory = rng.standard_normal((2, 5, 16)), rng.standard_normal((2, 3, 16))
+    memory_mask = np.array([True, False, True])
+    eps = 0.25
+    norm = lambda h, name: ma.rms_norm(h, params[name]["gamma"], eps)  # noqa: E731
+    out, _ = ma.self_attention(params["self_attention"], norm(x, "self_attention_norm"),
+                               n_heads=4, eps=eps)
+    h = x + norm(out, "post_self_attention_norm")
+    crossed = norm(h, "cross_attention_norm")
+    out = ma.multi_head_attention(params["cross_attention"], crossed, memory, memory,
+                                  memory_mask, n_heads=4)[0]
+    h = h + norm(out, "post_cross_attention_norm")
+    out = position_wise(params["feed_forward"], norm(h, "feed_forward_norm"), "swiglu")
+    expected = h + norm(out, "post_feed_forward_norm")
+    np.testing.assert_allclose(
+        ma.decoder_block(params, x, n_heads=4, norm_first=True, norm="rms_norm",
+                         activation="swiglu", eps=eps, memory=memory, memory_mask=memory_mask),
+        expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("post", ["post_self_attention_norm", "post_feed_forward_norm"])
+def test_one_post_norm_alone_makes_the_block_gemmas(sandwich, post):
+    params, keywords, x = sandwich
+    other = {"post_self_attention_norm": "post_feed_forward_norm",
+             "post_feed_forward_norm": "post_self_attention_norm"}[post]
+    params = {k: v for k, v in params.items() if k != other}
+    np.testing.assert_allclose(ma.decoder_block(params, x, norm_first=True, eps=0.25, **keywords),
+                               sandwich_reference(params, x, 0.25), rtol=0, atol=1e-12)
+
+
+def test_gemma3s_local_base_of_transformers_4_rotates_the_sliding_layers_only():
+    # transformers 4.x's Gemma 3 config: rope_theta, rope_scaling and rope_local_base_freq
+    config = SimpleNamespace(rope_theta=1e6, rope_scaling=None, rope_local_base_freq=1e4)
+    assert hf.rope_settings(config, "sliding_attention") == (1e4, None)
+    assert hf.rope_settings(config, "full_attention") == (1e6, None)
+    assert hf.rope_settings(SimpleNamespace(rope_theta=1e6), "sliding_attention") == (1e6, None)
