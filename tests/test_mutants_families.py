@@ -539,3 +539,24 @@ def test_gemma3s_local_base_of_transformers_4_rotates_the_sliding_layers_only():
     assert hf.rope_settings(config, "sliding_attention") == (1e4, None)
     assert hf.rope_settings(config, "full_attention") == (1e6, None)
     assert hf.rope_settings(SimpleNamespace(rope_theta=1e6), "sliding_attention") == (1e6, None)
+
+
+class GemmaLikeConfig(SimpleNamespace):
+    """A config class of its own name: the refusals below name it."""
+
+
+def test_a_config_without_rope_settings_is_refused_naming_its_class():
+    with pytest.raises(ValueError) as error:
+        hf.rope_settings(GemmaLikeConfig(max_position_embeddings=8))
+    assert str(error.value) == ("cannot read the RoPE settings of GemmaLikeConfig: it has neither "
+                                "rope_parameters (transformers 5) nor rope_theta (4.x)")
+
+
+def test_a_partial_rotary_factor_the_family_does_not_apply_is_refused_naming_the_class():
+    config = GemmaLikeConfig(rope_parameters={"rope_type": "default", "rope_theta": 1.0,
+                                              "partial_rotary_factor": 0.5})
+    with pytest.raises(ValueError) as error:
+        hf.rope_settings(config)
+    assert str(error.value) == ("GemmaLikeConfig: partial_rotary_factor != 1 (RoPE on part of each "
+                                "head) is not supported by this family's converter")
+    assert hf.rope_settings(config, partial_rotary_factor=0.5) == (1.0, None)
