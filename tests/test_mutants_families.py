@@ -560,3 +560,29 @@ def test_a_partial_rotary_factor_the_family_does_not_apply_is_refused_naming_the
     assert str(error.value) == ("GemmaLikeConfig: partial_rotary_factor != 1 (RoPE on part of each "
                                 "head) is not supported by this family's converter")
     assert hf.rope_settings(config, partial_rotary_factor=0.5) == (1.0, None)
+
+
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0}
+LONGROPE = {"rope_type": "longrope", "rope_theta": 1e4, "short_factor": [1.0, 1.0],
+            "long_factor": [2.0, 2.0], "factor": 4.0}
+
+
+@pytest.mark.parametrize("rope", [LLAMA3, dict(YARN, original_max_position_embeddings=None),
+                                  LONGROPE])
+def test_an_original_context_beside_rope_parameters_is_read_as_4x_phi3_kept_it(rope):
+    rope = {k: v for k, v in rope.items() if v is not None}
+    config = SimpleNamespace(rope_parameters=rope, original_max_position_embeddings=16,
+                             max_position_embeddings=64)
+    _, scaling = hf.rope_settings(config)
+    assert scaling["original_max_position_embeddings"] == 16
+
+
+@pytest.mark.parametrize("rope_type", ["yarn", "longrope"])
+def test_yarns_and_longropes_factor_defaults_to_the_context_over_the_original(rope_type):
+    # transformers: factor = max_position_embeddings / original_max_position_embeddings
+    rope = {k: v for k, v in {**(YARN if rope_type == "yarn" else LONGROPE),
+                               "original_max_position_embeddings": 16}.items() if k != "factor"}
+    config = SimpleNamespace(rope_parameters=rope, max_position_embeddings=64)
+    _, scaling = hf.rope_settings(config)
+    assert scaling["factor"] == 4.0
