@@ -132,7 +132,7 @@ def test_a_scaled_rope_is_refused_where_only_default_rope_is_read():
 
 
 @pytest.mark.parametrize("mscale_all_dim", [None, 0, 0.5, 1.0])
-@pytest.mark.parametrize("factor", [1.0, 1.5, 4.0, 40.0])
+@pytest.mark.parametrize("factor", [0.5, 1.0, 1.5, 4.0, 40.0])
 def test_deepseek_v3s_yarn_softmax_scale_is_transformers_mscale_squared(mscale_all_dim, factor):
     from minattn.families.deepseek_v3 import _yarn_softmax_mscale
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
@@ -333,10 +333,11 @@ def test_a_layer_norm_without_bias_has_a_zero_beta_of_gammas_shape_and_dtype():
     assert not params["beta"].any() and config == {"eps": 1e-3}
 
 
-def test_a_feed_forward_with_biases_is_refused_by_name_where_no_layout_check_comes_first():
-    # (a Llama is refused by llama_layout's check of every tensor, naming them; Gemma's
-    # converter reads its sublayers directly)
-    model = _build("gemma2", torch.float64, **FAMILIES["gemma2"][1])
+@pytest.mark.parametrize("family", ["gemma2", "olmo2"])
+def test_a_feed_forward_with_biases_is_refused_by_name_where_no_layout_check_comes_first(family):
+    # (a Llama is refused by llama_layout's check of every tensor, naming them: below; Gemma's
+    # and OLMo's converters read their sublayers directly)
+    model = _build(family, torch.float64, **FAMILIES[family][1])
     gate = model.model.layers[0].mlp.gate_proj
     gate.bias = torch.nn.Parameter(torch.zeros(gate.out_features, dtype=torch.float64))
     assert refusal(model) == "mlp_bias=True is not supported: minattn's SwiGLU has no biases"
@@ -354,9 +355,9 @@ def qwen3_next_config(**changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"num_experts": 1, "decoder_sparse_step": 2},  # transformers: experts where num_experts > 0
-     "Qwen3-Next with mixture of experts layers ([1, 3] of 4; num_experts=1, "
-     "decoder_sparse_step=2, mlp_only_layers=[]) is not supported: minattn has no experts layer "
+    ({"num_experts": 1, "decoder_sparse_step": 3},  # transformers: experts where num_experts > 0
+     "Qwen3-Next with mixture of experts layers ([2] of 4; num_experts=1, "  # layer i: (i + 1) % 3
+     "decoder_sparse_step=3, mlp_only_layers=[]) is not supported: minattn has no experts layer "
      "(num_experts=0 or every layer in mlp_only_layers is)"),
     ({"num_experts": 2, "mlp_only_layers": [0, 2]},
      "Qwen3-Next with mixture of experts layers ([1, 3] of 4; num_experts=2, "
@@ -586,3 +587,76 @@ def test_yarns_and_longropes_factor_defaults_to_the_context_over_the_original(ro
     config = SimpleNamespace(rope_parameters=rope, max_position_embeddings=64)
     _, scaling = hf.rope_settings(config)
     assert scaling["factor"] == 4.0
+
+
+def test_a_llama_with_tensors_outside_its_layout_is_refused_naming_the_first_four():
+    assert refusal(_build("llama", torch.float64, mlp_bias=True)) == (
+        "LlamaForCausalLM has tensors outside the Llama layout: model.layers.0.mlp.down_proj.bias, "
+        "model.layers.0.mlp.gate_proj.bias, model.layers.0.mlp.up_proj.bias, "
+        "model.layers.1.mlp.down_proj.bias ... (mlp_bias=True is not supported: minattn's SwiGLU "
+        "has no biases)")
+
+
+def test_a_schedule_minattn_does_not_have_is_refused_listing_those_it_has():
+    config = GemmaLikeConfig(rope_parameters={"rope_type": "ntk", "rope_theta": 1.0})
+    with pytest.raises(ValueError) as error:
+        hf.rope_settings(config)
+    assert str(error.value) == ("RoPE type 'ntk' is not supported (minattn has 'default', "
+                                "'linear', 'dynamic', 'yarn', 'llama3', 'longrope')")
+
+
+def test_a_bad_schedule_setting_is_refused_naming_the_config_class():
+    config = GemmaLikeConfig(rope_parameters={"rope_type": "linear", "rope_theta": 1.0,
+                                              "factor": -2.0})
+    with pytest.raises(ValueError, match=r"^GemmaLikeConfig's RoPE scaling\['factor'\]"):
+        hf.rope_settings(config)
+
+
+def test_one_layer_with_a_window_reads_that_window():
+    config = window_config("qwen3", sliding_window=4, layer_types=["sliding_attention"])
+    assert hf.windows(config, 1) == 4
+
+
+def test_a_family_without_partial_rope_refuses_a_partial_rotary_factor():
+    # transformers' Llama rotates whole heads: its config's partial factor would break its forward
+    config = GemmaLikeConfig(model_type="llama", num_attention_heads=4, num_key_value_heads=2,
+                             hidden_size=16, rms_norm_eps=1e-6, hidden_act="silu",
+                             rope_parameters={"rope_type": "default", "rope_theta": 1.0,
+                                              "partial_rotary_factor": 0.5})
+    from minattn.families import llama
+
+    with pytest.raises(ValueError, match=r"^GemmaLikeConfig: partial_rotary_factor != 1"):
+        llama.config_from_hf(config, 2)
+
+
+def test_a_partial_rotary_factor_out_of_range_is_refused_by_self_attention(parallel_block):
+    params, _, x = parallel_block
+    with pytest.raises(ValueError) as error:
+        ma.self_attention(params["self_attention"], x, n_heads=4, n_kv_heads=2,
+                          partial_rotary_factor=1.5)
+    assert str(error.value) == (
+        "partial_rotary_factor must be in (0, 1] and rotate an even number >= 2 of the 4 "
+        "features of a head, got partial_rotary_factor=1.5: int(4 * 1.5) = 6")
+
+
+def test_olmo2_params_without_norm_first_are_refused_as_the_post_norm_block_reads_them(
+        olmo2_block):
+    # decoder_block's default is norm_first=False, the post-norm block, whose norms OLMo lacks
+    layer, keywords, x = olmo2_block
+    with pytest.raises(ValueError, match=r"^params is missing key 'self_attention_norm'"):
+        ma.decoder_block(layer, x, **keywords)
+
+
+def test_olmo2s_block_defaults_norm_and_activation_as_decoder_block(olmo2_block):
+    # a block of LayerNorms and a ReLU feed-forward, the defaults, with OLMo's norms after
+    _, _, x = olmo2_block
+    rng = np.random.default_rng(5)
+    params = ma.init_decoder_block(rng, x.shape[-1], 4, 24)
+    params["post_self_attention_norm"] = params.pop("self_attention_norm")
+    params["post_feed_forward_norm"] = params.pop("feed_forward_norm")
+    defaults = inspect.signature(ma.decoder_block).parameters
+    assert (defaults["norm"].default, defaults["activation"].default) == ("layer_norm", "relu")
+    np.testing.assert_array_equal(
+        ma.decoder_block(params, x, n_heads=4, norm_first=True),
+        ma.decoder_block(params, x, n_heads=4, norm_first=True, norm="layer_norm",
+                         activation="relu"))
