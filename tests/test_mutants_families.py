@@ -633,7 +633,7 @@ def test_a_partial_rotary_factor_out_of_range_is_refused_by_self_attention(paral
     params, _, x = parallel_block
     with pytest.raises(ValueError) as error:
         ma.self_attention(params["self_attention"], x, n_heads=4, n_kv_heads=2,
-                          partial_rotary_factor=1.5)
+                          positions=np.arange(x.shape[-2]), partial_rotary_factor=1.5)
     assert str(error.value) == (
         "partial_rotary_factor must be in (0, 1] and rotate an even number >= 2 of the 4 "
         "features of a head, got partial_rotary_factor=1.5: int(4 * 1.5) = 6")
