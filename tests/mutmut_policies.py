@@ -47,8 +47,11 @@ POLICIES = {"float16_in_float32", "gradient_by_hand", "one_blas_thread", "primit
             # product for several weights) call the function they wrap: each wraps (or
             # registers) the trampoline, which runs the original or the active mutant. Not
             # @by_value (engine/memo.py): its memo would keep the original's results, computed in
-            # mutmut's parent process before the fork, and hand them to a mutant
+            # mutmut's parent process before the fork, and hand them to a mutant. And
+            # engine/threads.py's @threads_chosen_by_timing (causal_lm): on one BLAS thread, as
+            # tests/run_mutants.sh runs, it calls the function as it is
             "dispatch", "implements", "in_query_blocks", "in_one_product",
+            "threads_chosen_by_timing",
             # functools.wraps, on the wrapper a policy's factory returns (the decision it makes at
             # every call): mutated as part of the factory, so its mutants are active only where a
             # test applies the policy inside the test (tests/MUTANTS.md)

@@ -23,6 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+# and no thread count chosen by timing (engine/threads.py): nothing to choose on one thread, and
+# the repository's conftest.py, which turns it off for the suite, is not in mutmut's copy
+export MINATTN_TIMED_THREADS=0
 ALL=(engine.checks engine.decoder_checks masks heads linear dropout blockwise position_wise
      normalization transformer_encoder attention multi_head positional rope rope_scaling softcap
      kv_cache transformer_decoder language_model generation loss engine.threads
