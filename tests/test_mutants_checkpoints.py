@@ -1,9 +1,11 @@
 """What the mutation run of minattn/models/checkpoints/ showed untested (tests/MUTANTS.md): the
 config.json a GGUF file's metadata stands for, key by key against the transformers model the file
 was written from; tied embeddings in the families that untie by default (Phi-3, OLMo 2); a
-config.json without tie_word_embeddings read with transformers' default; Phi-3's LongRoPE settings
-and OLMo 2's refusal of local layers as llama.cpp's keys give them; Gemma's local layers where
-config.json does not list them (found by a mutant: the reader made every layer global there)."""
+config.json without tie_word_embeddings or num_key_value_heads read with transformers' defaults;
+the GGUF keys the test files never write (Gemma's layer pattern and 27B query scale and local
+base, YaRN's betas, Phi-3's LongRoPE settings, Llama's rope_freqs) and every refusal of a key in
+full; a float32 load in float32 throughout; Gemma's local layers where config.json does not list
+them (found by a mutant: the reader made every layer global there)."""
 import json
 
 import numpy as np
@@ -287,8 +289,8 @@ def test_llama3s_rope_freqs_of_another_length_or_beside_another_scaling_is_refus
                     {"rope_freqs.weight": np.ones(shape, np.float32)})
     with pytest.raises(ValueError, match=(
             rf"^x\.gguf: rope_freqs\.weight of shape \({shape[0]},\) with rope\.scaling\.type "
-            rf"{scaling or 'none'!r}: expected \(2,\) \(one divisor per rotated pair\) and no other "
-            r"scaling$")):
+            rf"{scaling or 'none'!r}: expected \(2,\) \(one divisor per rotated pair\) and no "
+            r"other scaling$")):
         checkpoints.llama.gguf_config(meta)
 
 

@@ -1,8 +1,11 @@
 """What the mutation run of minattn/families/ showed untested (tests/MUTANTS.md): each family's
-refusals in full (what they name is what a user reads), the RoPE of a config without
-rope_parameters, DeepSeek-V3's YaRN softmax scale against transformers' own function, the
-parameters of a float32 DiffLlama in float32, and OLMo 2's block as decoder_block's variant:
-its defaults and its refusals of what it has no params for."""
+refusals in full (what they name is what a user reads); hf's readers of a config's RoPE and
+windows on transformers 5's form and 4.x's (a config without rope_parameters, layer_types or
+its own defaults); DeepSeek-V3's YaRN softmax scale against transformers' own function; Gemma's
+embedding scale as the model's float32 buffer; a float32 DiffLlama's params in float32; and the
+blocks the families register as decoder_block's variants (OLMo 2's, Gemma's sandwich, GPT-NeoX's
+parallel block), each against its formula written out with minattn's parts, with its defaults
+and its refusals of what it has no params for."""
 import inspect
 from types import SimpleNamespace
 
@@ -10,7 +13,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the families convert transformers models")
-transformers = pytest.importorskip("transformers", reason="the families convert transformers models")
+transformers = pytest.importorskip("transformers",
+                                   reason="the families convert transformers models")
 
 import minattn as ma  # noqa: E402
 from minattn.families import hf  # noqa: E402
@@ -263,7 +267,9 @@ def sandwich_reference(params, x, eps):
     # x + post_norm(sublayer(norm(x))) for each sublayer, a norm the params lack left out
     from minattn.transformer_decoder import position_wise
 
-    norm = lambda h, name: ma.rms_norm(h, params[name]["gamma"], eps) if name in params else h  # noqa: E731
+    def norm(h, name):
+        return ma.rms_norm(h, params[name]["gamma"], eps) if name in params else h
+
     out, _ = ma.self_attention(params["self_attention"], norm(x, "self_attention_norm"),
                                n_heads=4, eps=eps)
     x = x + norm(out, "post_self_attention_norm")
