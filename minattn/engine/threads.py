@@ -37,9 +37,10 @@ thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with on
 VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
 minattn cannot know in advance (the load average lags by a minute and counts minattn's own
 threads). So it measures: decode steps run with the threads in force, and now and then one runs
-on one BLAS thread: first at the second step, against the first; then against the median of the
-last three steps. If the try is faster, one thread is kept, and the other count is tried in
-turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
+on one BLAS thread: first at the third step, against the second (the first fills caches and
+tables), then against the median of the last three steps. If the try is faster, it is tried
+again at the next step, and if it wins twice one thread is kept, and the other count is tried
+in turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
 so on quiet cores almost every step runs with every thread. On every thread, a step twice as
 slow as the last three brings the next try forward to the next step: load that arrives costs
 those threads ten times the step, while load that leaves costs one thread about a third more,
@@ -267,20 +268,26 @@ def _choice(key, n_all):
 
 
 class _Choice:
-    # The thread count of the steps, and when to try the other: at the second step, then after
-    # `interval` steps, doubled (up to LONGEST) each time the other loses, FIRST when it wins.
+    # The thread count of the calls, and when to try the other: at the third call (the first,
+    # which fills caches and tables, is not compared), then after `interval` calls, doubled (up
+    # to LONGEST) each time the other loses, FIRST when it wins. A try that wins is tried again
+    # at the next call, and the count switches only if it wins twice.
     FIRST, LONGEST = 8, 256
 
     def __init__(self, n_all):
         self.current, self.other = n_all, 1
-        self.recent = collections.deque(maxlen=3)  # the current count's last step times
-        self.steps, self.interval = 2, self.FIRST // 2  # the first try at the second step
+        self.recent = collections.deque(maxlen=3)  # the current count's last times
+        self.steps, self.interval = 3, self.FIRST // 2
+        self.warm = self.once = False  # the first call seen; a try won once
 
     def next(self):
         self.steps -= 1
         return self.other if self.steps <= 0 and self.recent else self.current
 
     def record(self, n, seconds):
+        if not self.warm:
+            self.warm = True
+            return
         if n == self.current:
             if self.current > 1 and len(self.recent) == 3 and \
                     seconds > 2 * statistics.median(self.recent):
@@ -288,9 +295,13 @@ class _Choice:
             self.recent.append(seconds)
             return
         won = seconds < statistics.median(self.recent)
+        if won and not self.once:
+            self.once, self.steps = True, 1  # again at the next call, to be sure
+            return
         if won:
             self.current, self.other = self.other, self.current
             self.recent = collections.deque([seconds], maxlen=3)
+        self.once = False
         self.interval = self.FIRST if won else min(2 * self.interval, self.LONGEST)
         self.steps = self.interval
 
