@@ -355,3 +355,48 @@ def test_a_llama_gguf_rotating_part_of_each_head_is_refused_by_name():
             r"^x\.gguf: llama\.rope\.dimension_count is 4, not the head size 8: RoPE on part of "
             r"each head is not supported for llama$")):
         checkpoints.llama.gguf_config(meta)
+
+
+@pytest.mark.parametrize("n_layers, pattern", [(8, None), (6, 3), (4, 2)])
+def test_a_gemma3_config_json_without_layer_types_follows_its_sliding_window_pattern(n_layers,
+                                                                                     pattern):
+    hf = {"model_type": "gemma3_text", "num_hidden_layers": n_layers}
+    if pattern is not None:
+        hf["sliding_window_pattern"] = pattern
+    theirs = transformers.Gemma3TextConfig(num_hidden_layers=n_layers,
+                                           **({"sliding_window_pattern": pattern} if pattern
+                                              else {}))
+    assert checkpoints.gemma.layer_types(hf) == theirs.layer_types
+
+
+def test_a_gguf_without_head_count_kv_has_one_kv_head_per_head_and_says_so(capsys):
+    hf = checkpoints.llama.gguf_config(metadata("llama", {"attention.head_count_kv": None}))
+    assert hf["num_key_value_heads"] == 4
+    assert capsys.readouterr().err == (
+        "minattn: x.gguf has no llama.attention.head_count_kv: using 4 (the GGUF default: "
+        "head_count, no grouped-query attention)\n")
+
+
+def test_a_head_count_kv_per_layer_is_refused_in_full():
+    with pytest.raises(ValueError) as error:
+        checkpoints.llama.gguf_config(metadata("llama", {"attention.head_count_kv": [2, 2]}))
+    assert str(error.value) == ("x.gguf: llama.attention.head_count_kv varies by layer ([2, 2]): "
+                                "not supported")
+
+
+def test_an_rms_epsilon_that_is_not_a_number_is_refused_by_name():
+    with pytest.raises(ValueError) as error:
+        checkpoints.llama.gguf_config(metadata("llama", {
+            "attention.layer_norm_rms_epsilon": "1e-6"}))
+    assert str(error.value) == ("x.gguf: llama.attention.layer_norm_rms_epsilon must be a number, "
+                                "got '1e-6'")
+
+
+def test_a_mistral_written_as_llama_is_said_to_lose_its_window_in_full(capsys):
+    meta = metadata("llama", {})
+    meta.fields["general.basename"] = "Mistral-7B-v0.1"
+    checkpoints.llama.gguf_config(meta)
+    assert capsys.readouterr().err == (
+        "minattn: x.gguf is a Mistral (general.basename) written as llama, which records no "
+        "sliding window: read without one (a Mistral 7B v0.1, window 4096, then differs beyond "
+        "4096 tokens)\n")
