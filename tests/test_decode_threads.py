@@ -116,7 +116,7 @@ def _step(threads_seen, clock, fail=False):
     return step
 
 
-def _two_threads():
+def _two_threads():  # a context manager: the limit is restored when it ends
     limits = threadpoolctl.threadpool_limits(2, user_api="blas")
     if _blas_threads() != 2:
         limits.restore_original_limits()
@@ -127,13 +127,10 @@ def _two_threads():
 def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force(clock):
     seen = []
     step = _step(seen, clock)
-    limits = _two_threads()
-    try:
+    with _two_threads():
         for _ in range(30):
             step({})
             assert _in_force() == 2  # restored after each call
-    finally:
-        limits.restore_original_limits()
     assert seen[:4] == [2, 2, 1, 1]  # the first try, at the third step, wins twice
     assert seen[4:11] == [1] * 7 and seen[11] == 2  # one thread kept; two tried after 8 steps
 
@@ -141,14 +138,11 @@ def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force(c
 def test_a_failing_call_restores_the_threads_and_times_the_next_call(clock):
     seen = []
     step = _step(seen, clock, fail=True)
-    limits = _two_threads()
-    try:
+    with _two_threads():
         for _ in range(3):
             with pytest.raises(RuntimeError, match="a step that fails"):
                 step({})
             assert _in_force() == 2 and threads._timing is False
-    finally:
-        limits.restore_original_limits()
     assert seen == [2, 2, 2]  # nothing recorded, so nothing to try against
 
 
@@ -161,12 +155,9 @@ def test_a_timed_call_inside_another_runs_as_it_is(clock):
         seen.append(_in_force())
         inner(params)
 
-    limits = _two_threads()
-    try:
+    with _two_threads():
         for _ in range(12):
             outer({})
-    finally:
-        limits.restore_original_limits()
     assert inner_seen == seen and 1 in seen  # the inner call ran on the outer's count
     assert [key for key, _ in threads._choices] == ["outer"]
 
@@ -180,12 +171,9 @@ def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch,
     assert seen == [1] * 20
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     seen.clear()
-    limits = _two_threads()
-    try:
+    with _two_threads():
         for _ in range(20):
             step({})
-    finally:
-        limits.restore_original_limits()
     assert seen == [2] * 20
 
 
@@ -225,14 +213,14 @@ def test_decode_step_is_a_few_new_tokens_with_a_cache_and_numpy_weights():
 
 
 def _spy_counts(monkeypatch):
-    # The thread counts the timed calls ran with.
-    counts, enter = [], threads._BlasThreads.__enter__
+    # The thread counts the timed calls ran with (as each call's time is recorded).
+    counts, record = [], threads._Choice.record
 
-    def spy(self):
-        counts.append(self.n)
-        return enter(self)
+    def spy(self, n, seconds):
+        counts.append(n)
+        return record(self, n, seconds)
 
-    monkeypatch.setattr(threads._BlasThreads, "__enter__", spy)
+    monkeypatch.setattr(threads._Choice, "record", spy)
     return counts
 
 
@@ -250,14 +238,11 @@ def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
     monkeypatch.setattr(threads._Choice, "FIRST", 1)
     monkeypatch.setattr(threads._Choice, "LONGEST", 1)
     counts = _spy_counts(monkeypatch)
-    limits = _two_threads()
-    try:
+    with _two_threads():
         timed = generate(params, prompt, 12, **config)
         _, cache = causal_lm(params, prompt, return_cache=True, **config)
         steps = [causal_lm(params=params, tokens=timed[:, 5 + i:6 + i], cache=cache,
                            return_cache=True, **config)[0] for i in range(6)]
-    finally:
-        limits.restore_original_limits()
     assert {1, 2} <= set(counts)
     assert ("decode", id(params["token_embedding"])) in [key for key, _ in threads._choices]
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
@@ -276,13 +261,10 @@ def test_a_call_missing_its_arguments_gets_the_functions_own_error(name):
     # argument must still get the function's own TypeError, naming it.
     import minattn
 
-    limits = _two_threads()
-    try:
+    with _two_threads():
         for call in ((), ({"token_embedding": np.zeros((3, 2))},)):
             with pytest.raises(TypeError, match=rf"^{name}\(\) missing"):
                 getattr(minattn, name)(*call)
-    finally:
-        limits.restore_original_limits()
 
 
 def test_on_one_thread_a_slow_step_brings_nothing_forward():
@@ -307,11 +289,8 @@ def test_a_prompts_blocks_are_timed_against_each_other_and_answer_as_with_the_th
     monkeypatch.setattr(threads._Choice, "FIRST", 1)
     monkeypatch.setattr(threads._Choice, "LONGEST", 1)
     counts = _spy_counts(monkeypatch)
-    limits = _two_threads()
-    try:
+    with _two_threads():
         timed = causal_lm(params, prompt, **config)
-    finally:
-        limits.restore_original_limits()
     assert list(threads._choices) == [(("block", 32, "<f8", 5), 2)]  # 18 tokens: 2**4 to 2**5
     assert len(counts) == 6 and {1, 2} <= set(counts)
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
@@ -338,13 +317,10 @@ def test_only_the_main_threads_calls_are_timed(clock):
 
     seen = []
     step = _step(seen, clock)
-    limits = _two_threads()
-    try:
+    with _two_threads():
         worker = threading.Thread(target=lambda: [step({}) for _ in range(10)])
         worker.start()
         worker.join()
-    finally:
-        limits.restore_original_limits()
     assert seen == [2] * 10 and threads._choices == {}
 
 

@@ -174,18 +174,12 @@ class _OneBlasThread(contextlib.ContextDecorator):
     def __enter__(self):
         if self.unless is not None:
             raise TypeError("one_blas_thread(unless=...) decides per call: use it as a decorator")
-        self.libraries = _blas_libraries()
-        self.before = [library.num_threads for library in self.libraries]
-        for library, n in zip(self.libraries, self.before):
-            if n != 1:
-                library.set_num_threads(1)
+        self.switched = _BlasThreads(_blas_libraries(), 1)
+        self.switched.__enter__()
         return self
 
     def __exit__(self, *exc):
-        for library, n in zip(self.libraries, self.before):
-            if n != 1:
-                library.set_num_threads(n)
-        return False
+        return self.switched.__exit__(*exc)
 
     def _recreate_cm(self):  # as a decorator: a fresh one per call (threads, recursion)
         return _OneBlasThread()
