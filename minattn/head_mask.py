@@ -36,9 +36,8 @@ def self_attention_with_head_mask(params, x, mask=None, *, n_heads, head_mask, *
     """self_attention with each head's output times head_mask [H] before the output projection
     (0 ablates the head)."""
     head_mask = check_head_mask(head_mask, (n_heads,), checks.as_float_array("x", x).dtype)
-    if isinstance(params, checks.DICT_TYPES) and "w_o" in params:  # else refused by the call
-        params = scale_heads(params, head_mask)
-    return self_attention(params, x, mask, n_heads=n_heads, **config)
+    return self_attention(_with_w_o_scaled(params, head_mask), x, mask, n_heads=n_heads,
+                          **config)
 
 
 def _model_head_mask(params, tokens, attention_mask=None, *, head_mask=None, **config):
@@ -51,9 +50,9 @@ def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, 
     before the output projection, as transformers' head_mask (0 ablates a head): w_o scaled
     once, before the model runs (THROUGH_W_O); another attention variant (config["attention"])
     gets its layer's row as its own head_mask."""
-    layers = params["layers"] if isinstance(params, checks.DICT_TYPES) and "layers" in params \
-        else []  # (refused by the call)
-    embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
+    if not (isinstance(params, checks.DICT_TYPES) and "layers" in params):
+        return causal_lm(params, tokens, attention_mask, **config)  # refused by the call, by name
+    layers, embedding = params["layers"], params.get("token_embedding")
     head_mask = check_head_mask(head_mask, (len(layers), config.get("n_heads")),
                                 checks.as_float_array("params['token_embedding']", embedding).dtype)
     attention = config.get("attention") or self_attention
@@ -64,14 +63,20 @@ def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, 
 
 
 def _with_heads_scaled(layer, row):
-    # The layer with its attention's w_o scaled by row [H]; a layer without a w_o of H d_v rows
-    # is left as it is, for the call to refuse by name.
+    # The layer with its attention's w_o scaled by row [H] (the layer itself where it is not).
     attention = layer.get("self_attention") if isinstance(layer, checks.DICT_TYPES) else None
-    w_o = attention.get("w_o") if isinstance(attention, checks.DICT_TYPES) else None
+    scaled = _with_w_o_scaled(attention, row)
+    return layer if scaled is attention else {**layer, "self_attention": scaled}
+
+
+def _with_w_o_scaled(params, row):
+    # Attention params with w_o scaled by row [H]; params without a w_o of H d_v rows are left
+    # as they are, for the call to refuse by name.
+    w_o = params.get("w_o") if isinstance(params, checks.DICT_TYPES) else None
     if np.ndim(w_o) != 2 or np.shape(w_o)[0] % row.shape[0]:
-        return layer
+        return params
     w_o = checks.as_array("params['w_o']", w_o)  # a nested list as the call takes it
-    return {**layer, "self_attention": scale_heads({**attention, "w_o": w_o}, row)}
+    return scale_heads({**params, "w_o": w_o}, row)
 
 
 show(causal_lm, head_mask=None)
