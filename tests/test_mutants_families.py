@@ -20,7 +20,7 @@ import minattn as ma  # noqa: E402
 from minattn.families import hf  # noqa: E402
 from minattn.interop import from_hf  # noqa: E402
 
-from .test_hf_families import FAMILIES, _build  # noqa: E402
+from .test_hf_families import FAMILIES, _build, _hf_logits, _tokens  # noqa: E402
 from .test_hf_parity import _gpt2  # noqa: E402
 from .test_variants_hf import _deepseek, _diffllama  # noqa: E402
 
@@ -601,6 +601,56 @@ def test_a_llama_with_tensors_outside_its_layout_is_refused_naming_the_first_fou
         "model.layers.0.mlp.gate_proj.bias, model.layers.0.mlp.up_proj.bias, "
         "model.layers.1.mlp.down_proj.bias ... (mlp_bias=True is not supported: minattn's SwiGLU "
         "has no biases)")
+
+
+@pytest.mark.parametrize("extra, listed", [
+    (1, "extra0, model.layers.0.mlp.down_proj.bias, model.layers.0.mlp.gate_proj.bias, "
+        "model.layers.0.mlp.up_proj.bias"),  # four: all named, no ellipsis
+    (2, "extra0, extra1, model.layers.0.mlp.down_proj.bias, model.layers.0.mlp.gate_proj.bias "
+        "..."),  # five: the first four, then the ellipsis
+])
+def test_a_llamas_tensors_outside_its_layout_are_named_four_at_most(extra, listed):
+    model = _build("llama", torch.float64, mlp_bias=True, num_hidden_layers=1)
+    for i in range(extra):  # tensors of no layout at all, sorted before the model's own
+        model.register_parameter(f"extra{i}", torch.nn.Parameter(torch.zeros(1)))
+    assert refusal(model) == (
+        f"LlamaForCausalLM has tensors outside the Llama layout: {listed} (mlp_bias=True is not "
+        "supported: minattn's SwiGLU has no biases)")
+
+
+def test_gemmas_gelu_new_is_read_as_the_tanh_gelu_it_is():
+    # transformers' "gelu_new" is the tanh approximation, as "gelu_pytorch_tanh"
+    model = _build("gemma2", torch.float64,
+                   **{**FAMILIES["gemma2"][1], "hidden_activation": "gelu_new"})
+    params, config = from_hf(model)
+    tokens = _tokens()
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, **config), _hf_logits(model, tokens),
+                               rtol=0, atol=1e-5)
+
+
+def test_deepseek_v3s_latent_norms_take_the_models_own_eps():
+    model = _deepseek(torch.float64)
+    for layer in model.model.layers:  # transformers' default is 1e-6, latent_attention's too
+        layer.self_attn.kv_a_layernorm.variance_epsilon = 1e-3
+        layer.self_attn.q_a_layernorm.variance_epsilon = 1e-3
+    assert from_hf(model)[1]["attention"].keywords["latent_eps"] == 1e-3
+
+
+def test_partial_rope_keeps_the_schedule_of_a_rope_plugged_in_before_it(parallel_block):
+    # a variant that plugs in its rope (rope=, self_attention's hook) before partial RoPE runs:
+    # the schedule's keywords travel on; linear scaling by 2 at 2p is default RoPE at p
+    import functools
+
+    from minattn.rope import apply_rope
+
+    params, _, x = parallel_block
+    config = {"n_heads": 4, "n_kv_heads": 2, "partial_rotary_factor": 0.5}
+    positions = np.arange(x.shape[-2])
+    rope = functools.partial(apply_rope, scaling={"rope_type": "linear", "factor": 2.0})
+    plugged, _ = ma.self_attention(params["self_attention"], x, positions=2 * positions,
+                                   rope=rope, **config)
+    plain, _ = ma.self_attention(params["self_attention"], x, positions=positions, **config)
+    np.testing.assert_allclose(plugged, plain, rtol=0, atol=1e-12)
 
 
 def test_a_schedule_minattn_does_not_have_is_refused_listing_those_it_has():
