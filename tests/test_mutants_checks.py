@@ -168,3 +168,20 @@ def test_keywords_meant_for_other_variants_are_refused_all_by_name_in_order(othe
         checks.check_unused_keywords("toy", others)
     assert str(error.value) == message
     checks.check_unused_keywords("toy", {key: None for key in others})  # all None: accepted
+
+
+# --- engine/param_checks.py: a feed-forward's hidden width read from its first weight ---
+
+@pytest.mark.parametrize("function, first", [(ma.feed_forward, "w_1"),
+                                             (ma.gated_feed_forward, "w_gate")])
+def test_a_first_weight_given_transposed_is_refused_with_d_ff_unknown(function, first):
+    # [d_ff, D] where [D, d_ff] is expected: the hidden width cannot be read from it, so the
+    # message leaves it a name (read from the columns, it would demand a square [D, D])
+    rng = np.random.default_rng(3)
+    params = {"w_1": rng.normal(size=(12, 8)), "b_1": np.zeros(12),
+              "w_2": rng.normal(size=(12, 8)), "b_2": np.zeros(8)} if first == "w_1" else {
+        "w_gate": rng.normal(size=(12, 8)), "w_up": rng.normal(size=(8, 12)),
+        "w_down": rng.normal(size=(12, 8))}
+    with pytest.raises(ValueError, match=rf"^params\['{first}'\] has shape \(12, 8\), "
+                                         rf"expected \(8, d_ff\)$"):
+        function(params, rng.normal(size=(2, 8)))

@@ -4,7 +4,10 @@ causal_lm's with an attention_mask, with a float64 head_mask on a float32 model,
 given as nested lists. The reference scales each head's rows of w_o in a loop; head_mask is never
 used by it. Then the refusals of either variant, by name (a w_o or a model that is not what the
 call takes is left to the call), the head_mask taken in the inputs' dtype, an attention of one's
-own given its layer's row of head_mask; and long-context RoPE beside partial RoPE."""
+own given its layer's row of head_mask; and long-context RoPE beside partial RoPE. Last,
+engine/variants.py on small functions made inside each test (a variant's dispatch is made at
+import, before mutmut picks a mutant): the keyword that selects the second of two variants, the
+signature's shown keywords and their defaults, a predicate that cannot bind the call."""
 import numpy as np
 import pytest
 
@@ -247,3 +250,54 @@ def test_long_context_rope_on_a_whole_odd_head_is_refused_naming_d_k():
         ma.self_attention(params, rng.standard_normal((1, 6, 10)), n_heads=2,
                           positions=np.arange(6),
                           rope_scaling={"rope_type": "linear", "factor": 2.0})
+
+
+def _two_variants(**dispatch_keywords):
+    # made here, inside the test: what each returns says who ran
+    from minattn.engine import variants
+
+    @variants.dispatch(**dispatch_keywords)
+    def canonical(x, *, scale=1.0):
+        return ("canonical", x * scale)
+
+    @variants.implements(canonical, "a")
+    def first(x, *, a, **config):
+        return ("first",) + canonical(x + a, **config)[1:]
+
+    @variants.implements(canonical, "b")
+    def second(x, *, b, **config):
+        return ("second",) + canonical(x - b, **config)[1:]
+
+    @variants.implements(canonical, when=lambda x, **config: x < 0)
+    def negative(x, **config):
+        return ("negative",) + canonical(-x, **config)[1:]
+
+    return canonical
+
+
+def test_the_keyword_of_the_second_variant_runs_the_second_not_the_first():
+    f = _two_variants()
+    assert f(5.0, b=2.0) == ("second", 3.0)
+    assert f(5.0, a=2.0) == ("first", 7.0)
+    assert f(5.0, a=None, b=2.0) == ("second", 3.0)  # a named but off
+    assert f(5.0, scale=2.0) == ("canonical", 10.0)
+
+
+def test_a_predicate_that_cannot_bind_the_call_leaves_it_to_the_canonical_function():
+    f = _two_variants()
+    with pytest.raises(TypeError, match=r"canonical\(\) missing 1 required positional argument"):
+        f()
+
+
+def test_shows_keywords_join_the_signature_with_their_defaults():
+    import inspect
+
+    from minattn.engine import variants
+
+    f = _two_variants(shows={"shown": 3})
+    variants.show(f, later=7)
+    parameters = inspect.signature(f).parameters
+    assert list(parameters) == ["x", "scale", "shown", "a", "b", "later"]
+    assert (parameters["shown"].default, parameters["a"].default, parameters["later"].default) == \
+        (3, None, 7)
+    assert all(parameters[k].kind is inspect.Parameter.KEYWORD_ONLY for k in ("shown", "later"))
