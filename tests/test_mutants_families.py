@@ -636,6 +636,18 @@ def test_deepseek_v3s_latent_norms_take_the_models_own_eps():
     assert from_hf(model)[1]["attention"].keywords["latent_eps"] == 1e-3
 
 
+def test_deepseek_v3s_default_rope_scales_no_query_whatever_yarn_keys_it_carries():
+    # transformers scales the softmax by YaRN's mscale only for a scaled RoPE; a default one's
+    # mscale_all_dim and factor are ignored (it logs them as unrecognized): the weights as read
+    stray = {"rope_type": "default", "rope_theta": 10000.0, "mscale_all_dim": 1.0, "factor": 4.0}
+    plain, _ = from_hf(_deepseek(torch.float64))
+    params, kwargs = from_hf(_deepseek(torch.float64, rope_parameters=stray))
+    assert kwargs["rope_scaling"] is None
+    for layer, reference in zip(params["layers"], plain["layers"]):
+        np.testing.assert_array_equal(layer["self_attention"]["w_q_b"],
+                                      reference["self_attention"]["w_q_b"])
+
+
 def test_partial_rope_keeps_the_schedule_of_a_rope_plugged_in_before_it(parallel_block):
     # a variant that plugs in its rope (rope=, self_attention's hook) before partial RoPE runs:
     # the schedule's keywords travel on; linear scaling by 2 at 2p is default RoPE at p
