@@ -678,3 +678,82 @@ def test_a_cut_gguf_file_names_the_error_it_met(ggufs):
     prefix = f"{p} cannot be read as GGUF (truncated or corrupted?): "
     assert message.startswith(prefix)
     assert message[len(prefix):].split(":")[0] in ("ValueError", "IndexError", "OSError", "KeyError")
+
+
+# ---- a save_pretrained folder's refusals in full, 2026-11-27 afternoon (the rewritten loader) ----
+
+def test_a_folder_without_config_json_is_refused_in_full(folders):
+    assert _refused(folders, FileNotFoundError) == (
+        f"{str(folders)!r} is not a model folder: it has no config.json")
+
+
+def test_a_folder_of_another_model_type_is_refused_naming_its_config_file(folders):
+    p = _folder(folders, "m", model_type="bert")
+    message = _refused(p, ValueError)
+    assert message.startswith(f"{p / 'config.json'}: model_type 'bert' is not supported "
+                              "(minattn reads ")
+    assert "llama" in message[message.index("(minattn reads "):]
+
+
+def test_a_folder_without_tokenizer_json_is_refused_in_full(folders):
+    p = _folder(folders, "m")
+    (p / "tokenizer.json").unlink()
+    assert _refused(p, FileNotFoundError) == (
+        f"{str(p)!r} has no tokenizer.json (minattn reads a fast tokenizer's file, as "
+        "tokenizer.save_pretrained writes it)")
+
+
+def test_a_folder_without_weights_is_refused_in_full(folders):
+    p = _folder(folders, "m")
+    (p / "model.safetensors").unlink()
+    assert _refused(p, FileNotFoundError) == (
+        f"{str(p)!r} has no model.safetensors nor model.safetensors.index.json")
+
+
+def test_an_index_without_a_weight_map_is_refused_in_full(folders):
+    p = _shard(_folder(folders, "m"), weight_map=False)
+    assert _refused(p, ValueError) == f"{p / 'model.safetensors.index.json'} has no weight_map"
+
+
+def test_a_corrupt_tokenizer_json_is_refused_with_the_libraries_error(folders):
+    import tokenizers
+
+    p = _folder(folders, "m")
+    (p / "tokenizer.json").write_text('{"version": "1.0"}')
+    with pytest.raises(Exception) as expected:  # the reference: tokenizers' own error
+        tokenizers.Tokenizer.from_file(str(p / "tokenizer.json"))
+    assert _refused(p, ValueError) == (
+        f"{p / 'tokenizer.json'} cannot be read as a tokenizers tokenizer: "
+        f"{type(expected.value).__name__}: {expected.value}")
+
+
+@pytest.mark.parametrize("text, kind", [("{not json", "JSONDecodeError"),
+                                        (b"\xff\xfe{}", "UnicodeDecodeError")])
+def test_a_config_json_that_is_not_json_is_refused_with_the_error(folders, text, kind):
+    import json
+
+    p = _folder(folders, "m")
+    config = p / "config.json"
+    (config.write_bytes if isinstance(text, bytes) else config.write_text)(text)
+    try:  # the reference: Python's own error for these bytes
+        json.loads(config.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        expected = error
+    assert type(expected).__name__ == kind
+    assert _refused(p, ValueError) == f"{config} cannot be read as JSON: {kind}: {expected}"
+
+
+def test_a_config_json_holding_a_list_is_refused_in_full(folders):
+    p = _folder(folders, "m")
+    (p / "config.json").write_text("[1, 2]")
+    assert _refused(p, ValueError) == f"{p / 'config.json'} holds a list, not a JSON object"
+
+
+def test_a_tensor_of_another_shape_is_refused_with_the_configs_sizes(folders):
+    # config.json says intermediate_size 48; the file's MLP weights are 64 wide (the test
+    # folder's D, F, H, H_KV, N_LAYERS = 32, 64, 2, 1, 2; 100 tokens)
+    p = _folder(folders, "m", intermediate_size=48, head_dim=16)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensor 'model.layers.0.mlp.gate_proj.weight' has shape (64, 32), expected "
+        "(48, 32) from config.json: hidden_size=32, intermediate_size=48, num_attention_heads=2, "
+        "num_key_value_heads=1, head_dim=16, vocab_size=100, num_hidden_layers=2")
