@@ -757,3 +757,56 @@ def test_a_tensor_of_another_shape_is_refused_with_the_configs_sizes(folders):
         f"{p}: tensor 'model.layers.0.mlp.gate_proj.weight' has shape (64, 32), expected "
         "(48, 32) from config.json: hidden_size=32, intermediate_size=48, num_attention_heads=2, "
         "num_key_value_heads=1, head_dim=16, vocab_size=100, num_hidden_layers=2")
+
+
+@pytest.mark.parametrize("module", ["safetensors", "tokenizers"])
+def test_a_missing_extra_for_a_folder_is_named(folders, monkeypatch, module):
+    import sys
+
+    p = _folder(folders, "m")
+    monkeypatch.setitem(sys.modules, module, None)
+    assert _refused(p, ImportError) == (
+        f"loading a language model needs {module} (to import {module}); install the extra "
+        "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
+        "pip install '.[chat]')")
+
+
+@pytest.mark.parametrize("keep, why", [
+    (4, " (the file is truncated)"),  # safetensors: "header too small"
+    (12, " (the file is truncated)"),  # "invalid header length"
+    (-1, " (the file is truncated)"),  # "incomplete metadata, file not fully covered"
+    (None, " (corrupted?)"),  # bytes that are no header at all
+])
+def test_a_cut_or_corrupt_safetensors_file_is_refused_with_the_libraries_error(
+        folders, keep, why):
+    import safetensors
+
+    p = _folder(folders, "m")
+    file = p / "model.safetensors"
+    data = file.read_bytes()
+    file.write_bytes(b"x" * 100 if keep is None else data[:keep])
+    with pytest.raises(Exception) as expected:  # the reference: safetensors' own error
+        safetensors.safe_open(str(file), framework="numpy")
+    assert _refused(p, ValueError) == (
+        f"{file} cannot be read as safetensors{why}: {type(expected.value).__name__}: "
+        f"{expected.value}")
+
+
+def test_a_tensor_of_another_dtype_is_refused_listing_those_read(folders):
+    from safetensors.numpy import load_file, save_file
+
+    p = _folder(folders, "m")
+    tensors = load_file(str(p / "model.safetensors"))
+    save_file({**tensors, "extra": np.zeros(3, np.int32)}, str(p / "model.safetensors"))
+    assert _refused(p, ValueError) == (
+        f"{p / 'model.safetensors'}: tensor 'extra' is I32, not F16, F32, F64, BF16")
+
+
+def test_a_tensor_in_two_shards_is_refused_naming_both_files(folders):
+    from safetensors.numpy import load_file, save_file
+
+    p = _shard(_folder(folders, "m"))
+    first, second = sorted(p.glob("model-*.safetensors"))
+    one = next(iter(load_file(str(first)).items()))
+    save_file({**load_file(str(second)), one[0]: one[1]}, str(second))
+    assert _refused(p, ValueError) == f"{second}: tensor {one[0]!r} is also in {first}"
