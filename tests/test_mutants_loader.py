@@ -810,3 +810,43 @@ def test_a_tensor_in_two_shards_is_refused_naming_both_files(folders):
     one = next(iter(load_file(str(first)).items()))
     save_file({**load_file(str(second)), one[0]: one[1]}, str(second))
     assert _refused(p, ValueError) == f"{second}: tensor {one[0]!r} is also in {first}"
+
+
+# ---- the GGUF tokenizer's pre-tokenizer, called on its own ----
+
+def test_pre_tokenizer_without_tokenizers_names_the_extra(monkeypatch):
+    import sys
+
+    from minattn.models.chat_model import pre_tokenizer
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    with pytest.raises(ImportError) as info:
+        pre_tokenizer("gpt-2", "f.gguf")
+    assert str(info.value) == (
+        "loading a language model needs tokenizers (to import tokenizers); install the extra "
+        "with: pip install gguf tokenizers jinja2 safetensors (or, in your minattn clone, "
+        "pip install '.[chat]')")
+
+
+@pytest.mark.parametrize("pre, declares", [(None, "no"), ("default", "the default")])
+def test_no_or_the_default_pre_tokenizer_splits_as_gpt2_and_says_which(pre, declares, capsys):
+    pytest.importorskip("tokenizers")
+    from minattn.models.chat_model import pre_tokenizer
+
+    text = "it's 2024:  a  test\n"
+    ours = [p for p, _ in pre_tokenizer(pre, "f.gguf").pre_tokenize_str(text)]
+    assert ours == [p for p, _ in pre_tokenizer("gpt-2", "f.gguf").pre_tokenize_str(text)]
+    assert capsys.readouterr().err == (
+        f"minattn: f.gguf declares {declares} pre-tokenizer (tokenizer.ggml.pre): splitting as "
+        "GPT-2 does\n")
+
+
+def test_an_unknown_pre_tokenizer_is_refused_listing_those_read():
+    pytest.importorskip("tokenizers")
+    from minattn.models.chat_model import pre_tokenizer
+
+    with pytest.raises(ValueError) as info:
+        pre_tokenizer("tekken", "f.gguf")
+    assert str(info.value) == (
+        "f.gguf: tokenizer.ggml.pre 'tekken' is not supported (minattn reads gpt-2, llama-bpe, "
+        "llama3, llama-v3, dbrx, qwen2, gpt-4o, smollm)")
