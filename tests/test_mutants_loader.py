@@ -292,7 +292,7 @@ def ggufs(tmp_path):
 
 def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", strings=None,
           head_count_kv=None, rope_dimensions=None, bos=None, template=None, add_bos=True,
-          rope_base=10000.0):
+          rope_base=10000.0, ints=None):
     """tests/test_language_model_files' small Llama GGUF, with metadata left out (skip: the
     writer's method names) or changed."""
     import gguf
@@ -317,9 +317,12 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
         writer.add_head_count_kv(files.H_KV if head_count_kv is None else head_count_kv)
     if bos is not None:
         writer.add_bos_token_id(bos)
-        writer.add_add_bos_token(add_bos)
+        if add_bos is not None:  # None: the key left out
+            writer.add_add_bos_token(add_bos)
     for key, value in (strings or {}).items():
         writer.add_string(key, value)
+    for key, value in (ints or {}).items():
+        writer.add_uint32(key, value)
     for name, w in tensors.items():
         writer.add_tensor(name, w)
     writer.write_header_to_file()
@@ -688,11 +691,13 @@ def test_a_folder_without_config_json_is_refused_in_full(folders):
 
 
 def test_a_folder_of_another_model_type_is_refused_naming_its_config_file(folders):
+    from minattn.models import checkpoints
+
     p = _folder(folders, "m", model_type="bert")
-    message = _refused(p, ValueError)
-    assert message.startswith(f"{p / 'config.json'}: model_type 'bert' is not supported "
-                              "(minattn reads ")
-    assert "llama" in message[message.index("(minattn reads "):]
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: model_type 'bert' is not supported (minattn reads "
+        f"{', '.join(checkpoints.BY_MODEL_TYPE)})")
+    assert "llama" in checkpoints.BY_MODEL_TYPE
 
 
 def test_a_folder_without_tokenizer_json_is_refused_in_full(folders):
@@ -850,3 +855,176 @@ def test_an_unknown_pre_tokenizer_is_refused_listing_those_read():
     assert str(info.value) == (
         "f.gguf: tokenizer.ggml.pre 'tekken' is not supported (minattn reads gpt-2, llama-bpe, "
         "llama3, llama-v3, dbrx, qwen2, gpt-4o, smollm)")
+
+
+def test_a_missing_path_is_refused_in_full(tmp_path):
+    assert _refused(tmp_path / "nowhere", FileNotFoundError) == (
+        f"{str(tmp_path / 'nowhere')!r} does not exist (give a .gguf file or a folder written by "
+        "save_pretrained)")
+
+
+def test_a_folders_missing_tensor_is_named_and_a_missing_lm_head_says_why(folders):
+    from safetensors.numpy import load_file, save_file
+
+    import tests.test_language_model_files as files
+
+    p = _folder(folders, "m")
+    tensors = load_file(str(p / "model.safetensors"))
+    del tensors["model.layers.1.mlp.up_proj.weight"]
+    save_file(tensors, str(p / "model.safetensors"))
+    assert _refused(p, ValueError) == (
+        f"{p}: has no tensor 'model.layers.1.mlp.up_proj.weight', which this llama model needs "
+        "(config.json)")
+    untied = files.write_folder(folders / "untied", files.hf_tensors(np.random.default_rng(3)),
+                                tied=False)
+    assert _refused(untied, ValueError) == (
+        f"{untied}: has no tensor 'lm_head.weight', which this llama model needs (config.json) "
+        "(the embeddings are not tied: tie_word_embeddings is false)")
+
+
+@pytest.mark.parametrize("n, listed", [
+    (4, "extra.0, extra.1, extra.2, extra.3"),  # four: all named
+    (5, "extra.0, extra.1, extra.2, extra.3 ..."),  # five: four, then the ellipsis
+])
+def test_a_folders_tensors_outside_the_model_are_named_four_at_most(folders, n, listed):
+    from safetensors.numpy import load_file, save_file
+
+    p = _folder(folders, "m")
+    tensors = load_file(str(p / "model.safetensors"))
+    save_file({**tensors, **{f"extra.{i}": np.zeros(2, np.float32) for i in range(n)}},
+              str(p / "model.safetensors"))
+    assert _refused(p, ValueError) == (
+        f"{p}: tensors that a llama model with this config does not have: {listed}")
+
+
+def test_config_jsons_eos_token_id_comes_before_tokenizer_configs_eos_token(folders):
+    import json
+
+    from minattn.models.chat_model import load_language_model
+
+    p = _folder(folders, "m")  # config.json: eos_token_id 1
+    (p / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|endoftext|>"}))  # id 0
+    assert load_language_model(p).eos_token_id == 1
+
+
+def test_a_folder_without_any_eos_is_refused_in_full(folders):
+    p = _folder(folders, "m", eos_token_id=None)
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'} has no eos_token_id (nor tokenizer_config.json an eos_token): "
+        "generation would not know where a reply ends")
+
+
+@pytest.mark.parametrize("key, value", [("eos_token_id", 100), ("bos_token_id", 100),
+                                        ("eos_token_id", [1, -1]), ("bos_token_id", 1.0)])
+def test_a_special_id_outside_the_vocabulary_is_refused_in_full(folders, key, value):
+    # the test folder's tokenizer has 100 tokens: ids 0 .. 99
+    p = _folder(folders, "m", **{key: value})
+    assert _refused(p, ValueError) == (
+        f"{p / 'config.json'}: {key} {value!r} is outside the vocabulary of 100 tokens "
+        "(tokenizer.json)")
+
+
+def test_config_jsons_vocab_size_is_checked_against_the_embedding(folders):
+    p = _folder(folders, "m", vocab_size=120)  # the embedding has 100 rows
+    assert _refused(p, ValueError) == (
+        f"{p}: tensor 'model.embed_tokens.weight' has shape (100, 32), expected (120, 32) from "
+        "config.json: hidden_size=32, intermediate_size=64, num_attention_heads=2, "
+        "num_key_value_heads=1, vocab_size=120, num_hidden_layers=2")
+
+
+def test_a_folder_without_vocab_size_nor_embedding_is_refused_naming_the_embedding(folders):
+    from safetensors.numpy import load_file, save_file
+
+    p = _folder(folders, "m")  # config.json has no vocab_size: the embedding's rows give it
+    tensors = load_file(str(p / "model.safetensors"))
+    del tensors["model.embed_tokens.weight"]
+    save_file(tensors, str(p / "model.safetensors"))
+    message = _refused(p, ValueError)
+    assert message.startswith(f"{p}: has no tensor 'model.embed_tokens.weight', which this llama "
+                              "model needs (config.json)")
+
+
+# ---- a GGUF file's refusals in full ----
+
+def test_a_gguf_of_another_architecture_is_refused_listing_those_read(ggufs):
+    from minattn.models import checkpoints
+
+    p = _gguf(ggufs / "m.gguf", arch="bert")
+    assert _refused(p, ValueError) == (
+        f"{p}: architecture 'bert' is not supported (minattn reads "
+        f"{', '.join(checkpoints.BY_GGUF_ARCHITECTURE)})")
+    assert "llama" in checkpoints.BY_GGUF_ARCHITECTURE
+
+
+def test_a_gguf_tensor_of_another_type_is_refused_listing_those_read(ggufs):
+    import tests.test_language_model_files as files
+    from minattn.models.chat_model import TENSOR_TYPES
+
+    tensors = {**files.llama_tensors(np.random.default_rng(0)),
+               "extra.weight": np.zeros(4, np.int32)}
+    p = _gguf(ggufs / "m.gguf", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: tensor 'extra.weight' has type I32, not supported (minattn reads "
+        f"{', '.join(TENSOR_TYPES)})")
+    assert {"F32", "F16", "Q8_0"} <= set(TENSOR_TYPES)
+
+
+def test_a_gguf_without_token_embeddings_is_refused_in_full(ggufs):
+    import tests.test_language_model_files as files
+
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    del tensors["token_embd.weight"]
+    p = _gguf(ggufs / "m.gguf", tensors)
+    assert _refused(p, ValueError) == (
+        f"{p}: has no tensor 'token_embd.weight' (the token embeddings)")
+
+
+def test_a_gguf_bad_chat_template_is_refused_naming_the_file(ggufs):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    p = _gguf(ggufs / "m.gguf", template="{% for %}")
+    with pytest.raises(Exception) as expected:  # the reference: Jinja's own error
+        ImmutableSandboxedEnvironment().from_string("{% for %}")
+    assert _refused(p, ValueError) == (
+        f"{p} cannot be read as a chat template (Jinja): {type(expected.value).__name__}: "
+        f"{expected.value}")
+
+
+def test_a_gguf_tokenizer_model_not_built_is_refused_in_full(ggufs):
+    p = _gguf(ggufs / "m.gguf", tokenizer_model="bert")
+    assert _refused(p, ValueError) == (
+        f"{p}: tokenizer.ggml.model 'bert' is not supported (minattn builds byte-level BPE "
+        "tokenizers, 'gpt2', and SentencePiece's, 'llama', for llama, gemma2, gemma3, phi3)")
+
+
+@pytest.mark.parametrize("skip, tokenizer_model, message", [
+    ("add_token_merges", "gpt2",
+     "metadata has no tokenizer.ggml.tokens or tokenizer.ggml.merges"),
+    ("add_token_merges", "llama",  # no merges, no scores
+     "metadata has neither tokenizer.ggml.merges nor tokenizer.ggml.scores (SentencePiece's "
+     "merges come from one)"),
+    ("add_eos_token_id", "gpt2", "metadata has no tokenizer.ggml.eos_token_id"),
+])
+def test_a_gguf_tokenizer_without_what_it_needs_is_refused_in_full(ggufs, skip,
+                                                                    tokenizer_model, message):
+    p = _gguf(ggufs / "m.gguf", skip=(skip,), tokenizer_model=tokenizer_model)
+    assert _refused(p, ValueError) == f"{p}: {message}"
+
+
+@pytest.mark.parametrize("key", ["unknown_token_id", "padding_token_id"])
+def test_a_gguf_special_id_outside_the_vocabulary_is_refused_by_its_key(ggufs, key):
+    p = _gguf(ggufs / "m.gguf", ints={f"tokenizer.ggml.{key}": 500})
+    assert _refused(p, ValueError) == (
+        f"{p}: tokenizer.ggml.{key} is 500, outside the vocabulary of 100 tokens "
+        "(tokenizer.ggml.tokens)")
+
+
+@pytest.mark.parametrize("add_bos, first_is_bos", [(True, True), (False, False),
+                                                   (None, True)])  # llama.cpp's default: add it
+def test_a_sentencepiece_gguf_adds_the_bos_token_as_the_file_says(ggufs, add_bos, first_is_bos):
+    from minattn.models.chat_model import load_language_model
+
+    p = _gguf(ggufs / "m.gguf", tokenizer_model="llama", bos=0,
+              add_bos=add_bos)  # merges given: SentencePiece's BPE from the file's merges
+    ids = load_language_model(p).tokenizer.encode("the")
+    assert (ids[0] == 0) is first_is_bos and len(ids) > 1
