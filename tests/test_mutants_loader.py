@@ -1028,3 +1028,45 @@ def test_a_sentencepiece_gguf_adds_the_bos_token_as_the_file_says(ggufs, add_bos
               add_bos=add_bos)  # merges given: SentencePiece's BPE from the file's merges
     ids = load_language_model(p).tokenizer.encode("the")
     assert (ids[0] == 0) is first_is_bos and len(ids) > 1
+
+
+def test_a_gguf_token_outside_the_byte_alphabet_is_respelled_as_transformers_reads_it(ggufs):
+    # "東" is no string of GPT-2's byte alphabet (it stops at U+0143): written in plain text, it
+    # is respelled byte by byte ("æĿ±", which the merges build from its three bytes); against
+    # transformers' reading of the file
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    transformers = pytest.importorskip("transformers")
+    tokens = files.TOKENS + ["æ", "Ŀ", "±", "æĿ", "東"]
+    writer = gguf.GGUFWriter(str(ggufs / "p.gguf"), "llama")
+    for name, value in [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+                        ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+                        ("add_head_count", files.H), ("add_head_count_kv", files.H_KV),
+                        ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0),
+                        ("add_rope_dimension_count", files.D // files.H),
+                        ("add_tokenizer_model", "gpt2"), ("add_token_list", tokens),
+                        ("add_token_merges", files.MERGES + ["æ Ŀ", "æĿ ±"]),
+                        ("add_eos_token_id", 1),
+                        ("add_token_types", [3, 3] + [1] * (len(tokens) - 2)),
+                        ("add_chat_template", files.TEMPLATE)]:
+        getattr(writer, name)(value)
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    tensors["token_embd.weight"] = np.concatenate([tensors["token_embd.weight"],
+                                                   np.ones((5, files.D), np.float32)])
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    from minattn.models.chat_model import load_language_model
+
+    ours = load_language_model(ggufs / "p.gguf").tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(ggufs, gguf_file="p.gguf")
+    for text in ["東", "the 東 the"]:
+        ids = ours.encode(text)
+        assert ids == theirs.encode(text), text
+        assert ours.decode(ids) == theirs.decode(ids) == text, text
+    assert ours.encode("東") == [len(tokens) - 1]  # the token itself, from its three bytes
