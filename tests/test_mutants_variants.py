@@ -301,3 +301,13 @@ def test_shows_keywords_join_the_signature_with_their_defaults():
     assert (parameters["shown"].default, parameters["a"].default, parameters["later"].default) == \
         (3, None, 7)
     assert all(parameters[k].kind is inspect.Parameter.KEYWORD_ONLY for k in ("shown", "later"))
+
+
+@pytest.mark.parametrize("head_mask", [None, "ones"])
+def test_a_model_whose_layers_are_not_dicts_is_refused_by_name(model, head_mask):
+    # was an AttributeError from causal_lm's own check (it read layer.get); with head_mask, the
+    # variant leaves such a layer to that check
+    params, config, _ = model
+    with pytest.raises(TypeError, match=r"^params must be a dict of arrays, got list"):
+        ma.causal_lm({**params, "layers": [[1.0], [2.0]]}, np.arange(L)[None] % 19,
+                     head_mask=None if head_mask is None else np.ones((2, H)), **config)

@@ -392,6 +392,8 @@ def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, a
     if ("beta" in params["final_norm"]) != (norm == "layer_norm"):
         refuse("norm", norm, f"params['final_norm'] has keys {sorted(params['final_norm'])}")
     layer = params["layers"][0] if len(params["layers"]) else {}
+    if not isinstance(layer, checks.DICT_TYPES):
+        return  # not a block's params: the block refuses them by name
     feed, attention = layer.get("feed_forward", {}), layer.get("self_attention", {})
     if ("w_gate" in feed) != (activation in GATED):
         refuse("activation", activation, f"the feed-forward has keys {sorted(feed)} (a gated "
