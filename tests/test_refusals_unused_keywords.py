@@ -1,0 +1,121 @@
+"""Nothing silently unused: a weight in params that the chosen path does not read, or a keyword
+whose effect another keyword (or a missing argument) makes vanish, is refused by name, naming
+the key and the keyword that leaves it unused; and RoPE's keywords are checked whether or not
+positions are given (a wrong value is wrong on every path)."""
+import numpy as np
+import pytest
+
+import minattn as ma
+from minattn.kv_cache import self_attention
+
+D, H = 8, 2
+
+
+def block_params(rng, **kwargs):
+    return ma.init_decoder_block(rng, D, H, 16, norm="rms_norm", activation="geglu_tanh",
+                                 bias=False, **kwargs)
+
+
+def x():
+    return np.random.default_rng(1).normal(size=(2, 3, D))
+
+
+@pytest.mark.parametrize("post", ["post_self_attention_norm", "post_feed_forward_norm"])
+def test_a_post_norm_block_refuses_the_norms_after_the_sublayers(post):
+    # Gemma 2/3's sandwich norms (and OLMo 2's) are read by a pre-norm block only
+    params = block_params(np.random.default_rng(0))
+    params[post] = {"gamma": np.full(D, 2.0)}
+    with pytest.raises(ValueError, match=rf"{post}.*norm_first=False.*pass norm_first=True"):
+        ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh",
+                         norm_first=False)
+
+
+def test_olmo_norms_after_only_with_norm_first_false_is_refused_by_name():
+    params = block_params(np.random.default_rng(0))
+    params["post_self_attention_norm"] = params.pop("self_attention_norm")
+    params["post_feed_forward_norm"] = params.pop("feed_forward_norm")
+    with pytest.raises(ValueError, match=r"missing key 'self_attention_norm'.*"
+                                         r"'post_self_attention_norm'.*norm_first=True"):
+        ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh")
+
+
+def test_the_same_params_with_norm_first_run_the_sandwich_block():
+    # the refusal above is of the combination only: pre-norm, the sandwich norm is read
+    rng = np.random.default_rng(0)
+    params = block_params(rng)
+    plain = ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh",
+                             norm_first=True)
+    doubled = {**params, "post_feed_forward_norm": {"gamma": np.full(D, 2.0)}}
+    out = ma.decoder_block(doubled, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh",
+                           norm_first=True)
+    # x + 2 rms_norm(ff) against x + ff: the sandwich norm changed the output
+    assert not np.allclose(out, plain)
+
+
+def test_cross_attention_params_without_memory_are_refused():
+    params = block_params(np.random.default_rng(0), cross_attention=True)
+    with pytest.raises(ValueError, match=r"cross_attention.*pass memory"):
+        ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh")
+
+
+def test_a_block_key_no_block_reads_is_refused_by_name():
+    params = block_params(np.random.default_rng(0))
+    params["post_attention_layernorm"] = {"gamma": np.ones(D)}  # transformers' name, not ours
+    with pytest.raises(ValueError, match=r"post_attention_layernorm.*no decoder block reads"):
+        ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh",
+                         norm_first=True)
+
+
+def test_olmo_block_refuses_a_memory_it_would_not_read():
+    params = block_params(np.random.default_rng(0), cross_attention=True)
+    for key in ("self_attention_norm", "feed_forward_norm"):
+        params[f"post_{key}"] = params.pop(key)
+    memory = np.random.default_rng(2).normal(size=(2, 4, D))
+    with pytest.raises(ValueError, match=r"memory.*not supported by OLMo 2"):
+        ma.decoder_block(params, x(), memory=memory, n_heads=H, norm="rms_norm",
+                         activation="geglu_tanh", norm_first=True)
+
+
+@pytest.mark.parametrize("keyword", [{"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+                                     {"partial_rotary_factor": 0.5}, {"rope_base": 500.0}])
+def test_learned_positions_refuse_the_rope_keywords(keyword):
+    rng = np.random.default_rng(0)
+    params, config = ma.init_causal_lm(rng, 12, 1, D, H, 16)  # GPT-2 style: learned positions
+    name = next(iter(keyword))
+    with pytest.raises(ValueError, match=rf"{name}=.*position='learned'.*pass position='rope'"):
+        ma.causal_lm(params, np.array([[1, 2, 3]]), **config, **keyword)
+
+
+def attention_params():
+    return ma.init_decoder_block(np.random.default_rng(0), D, H, 16, bias=False)["self_attention"]
+
+
+@pytest.mark.parametrize("positions", [None, np.arange(3)])
+@pytest.mark.parametrize("keyword, name", [
+    ({"partial_rotary_factor": 1.5}, "partial_rotary_factor"),
+    ({"partial_rotary_factor": 0.0}, "partial_rotary_factor"),
+    ({"rope_scaling": {"rope_type": "bogus"}}, "rope_scaling"),
+    ({"rope_scaling": {"rope_type": "linear"}}, "rope_scaling"),  # its factor missing
+    ({"rope_base": -1.0}, "rope_base")])
+def test_a_bad_rope_keyword_is_refused_with_or_without_positions(keyword, name, positions):
+    with pytest.raises((ValueError, TypeError), match=name):
+        self_attention(attention_params(), x(), n_heads=H, positions=positions, **keyword)
+
+
+@pytest.mark.parametrize("keyword", [{"partial_rotary_factor": 0.5},
+                                     {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}])
+def test_a_rope_keyword_without_positions_is_refused_not_ignored(keyword):
+    name = next(iter(keyword))
+    with pytest.raises(ValueError, match=rf"{name}=.*only where positions are given"):
+        self_attention(attention_params(), x(), n_heads=H, **keyword)
+
+
+def test_a_nope_layer_takes_the_models_rope_settings_and_rotates_nothing():
+    # SmolLM3: rope_base None for a layer without RoPE; the model's schedule, passed to every
+    # layer, is the rotated layers'. The reference: the same layer with no position at all.
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    params = attention_params()
+    out, _ = self_attention(params, x(), n_heads=H, positions=np.arange(3), rope_base=None,
+                            rope_scaling=scaling)
+    plain, _ = self_attention(params, x(), n_heads=H)
+    np.testing.assert_allclose(out, plain, rtol=0, atol=1e-12)
