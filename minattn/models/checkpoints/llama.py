@@ -86,10 +86,12 @@ GGUF_NAMES = {  # transformers' name (inside a layer: after model.layers.{i}.) -
 ROPE_FREQS = "rope_freqs.weight"  # Llama 3.1's schedule, as llama.cpp writes it
 
 
-def gguf_config(meta, model_type="llama", partial_rotary=False):
+def gguf_config(meta, model_type="llama", partial_rotary=False, longrope=False):
     """GGUF metadata -> the config.json of the same model (what transformers would write), for
     the Llama-like architectures (all but Gemma's keys). partial_rotary: the family rotates
-    rope.dimension_count of each head's d_k features (Phi-3); others refuse a difference."""
+    rope.dimension_count of each head's d_k features (Phi-3); others refuse a difference.
+    longrope: the family reads LongRoPE's factor tensors itself (Phi-3); others refuse
+    rope.scaling.type 'longrope'."""
     n_heads = meta.require("attention.head_count")
     hidden = meta.require("embedding_length")
     rotated = meta.get("rope.dimension_count")
@@ -121,14 +123,15 @@ def gguf_config(meta, model_type="llama", partial_rotary=False):
         print(f"minattn: {meta.file} is a Mistral (general.basename) written as llama, which "
               "records no sliding window: read without one (a Mistral 7B v0.1, window 4096, "
               "then differs beyond 4096 tokens)", file=sys.stderr)
-    hf["rope_parameters"] = gguf_rope(meta, rotated)
+    hf["rope_parameters"] = gguf_rope(meta, rotated, longrope)
     if rotated != d_k:
         hf["rope_parameters"]["partial_rotary_factor"] = rotated / d_k
     return hf
 
 
-def gguf_rope(meta, rotated):
-    # rope.freq_base and rope.scaling.* (and rope_freqs.weight) -> transformers' rope_parameters
+def gguf_rope(meta, rotated, longrope=False):
+    # rope.freq_base and rope.scaling.* (and rope_freqs.weight) -> transformers' rope_parameters;
+    # longrope: the caller reads LongRoPE's factors (phi3.gguf_config), here default RoPE
     base = float(meta.default("rope.freq_base", 10000.0, "the GGUF default; a model trained "
                               "with another base computes wrong logits"))
     scaling = meta.get("rope.scaling.type", "none")
@@ -141,8 +144,7 @@ def gguf_rope(meta, rotated):
         return {"rope_type": "longrope", "rope_theta": base, "short_factor": divisors,
                 "long_factor": divisors, "factor": 1.0,
                 "original_max_position_embeddings": meta.require("context_length")}
-    if scaling in ("none", None) or (scaling == "longrope" and "rope_factors_long.weight" in
-                                     meta.tensors):  # Phi-3's: phi3.gguf_config reads them
+    if scaling in ("none", None) or (scaling == "longrope" and longrope):
         return {"rope_type": "default", "rope_theta": base}
     if scaling == "linear":
         return {"rope_type": "linear", "rope_theta": base,
@@ -159,7 +161,8 @@ def gguf_rope(meta, rotated):
                 rope[name] = float(meta.get(key))
         return rope
     raise ValueError(f"{meta.file}: {meta.arch}.rope.scaling.type {scaling!r} is not supported "
-                     "(minattn reads 'none', 'linear', 'yarn' and Llama 3's rope_freqs.weight)")
+                     "for this architecture (minattn reads 'none', 'linear', 'yarn', Llama 3's "
+                     "rope_freqs.weight, and 'longrope' for phi3)")
 
 
 def from_gguf(name, w, hf):

@@ -65,16 +65,24 @@ GGUF_NAMES = {**llama.GGUF_NAMES, "self_attn.qkv_proj.weight": "attn_qkv.weight"
 
 
 LONGROPE = ("rope_factors_short.weight", "rope_factors_long.weight")
+LONGROPE_KINDS = {LONGROPE[0]: "short factors (within the original context)",
+                  LONGROPE[1]: "long factors (beyond it)"}
 
 
 def gguf_config(meta):
-    hf = llama.gguf_config(meta, model_type="phi3", partial_rotary=True)
+    hf = llama.gguf_config(meta, model_type="phi3", partial_rotary=True, longrope=True)
     hf["sliding_window"] = meta.get("attention.sliding_window") or None  # 0: none (Phi-4)
     present = [name for name in LONGROPE if name in meta.tensors]
-    if present:
-        if len(present) == 1:
-            raise ValueError(f"{meta.file}: has {present[0]} without "
-                             f"{(set(LONGROPE) - set(present)).pop()} (LongRoPE needs both)")
+    declared = meta.get("rope.scaling.type") == "longrope"
+    if present or declared:
+        missing = [name for name in LONGROPE if name not in meta.tensors]
+        if missing:  # each named: the short factors (within the original context), the long
+            why = f"{meta.arch}.rope.scaling.type is 'longrope'" if declared else \
+                f"it has {' and '.join(present)}"
+            raise ValueError(f"{meta.file}: {why}, but it has no tensor "
+                             f"{' and no tensor '.join(missing)} (LongRoPE's "
+                             f"{' and '.join(LONGROPE_KINDS[name] for name in missing)}, one per "
+                             "rotated pair): LongRoPE needs both the short and the long factors")
         original = meta.require("rope.scaling.original_context_length")
         short, long = ([float(x) for x in meta.read(name)] for name in LONGROPE)
         rope = {**hf["rope_parameters"], "rope_type": "longrope", "short_factor": short,
