@@ -17,9 +17,17 @@ from .gguf_metadata import Config
 
 MODEL_TYPES = ("gemma2", "gemma3_text")
 GGUF_ARCHITECTURES = ("gemma2", "gemma3")
-DEFAULTS = {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-            "tie_word_embeddings": True, "attention_bias": False,
-            "final_logit_softcapping": None, "attn_logit_softcapping": None}
+# transformers' Gemma2Config and Gemma3TextConfig defaults (llama.with_defaults): Gemma 2
+# soft-caps its scores at 50 and its logits at 30 unless config.json says otherwise.
+GEMMA = {**{k: v for k, v in llama.COMMON.items() if k != "hidden_act"},  # (not Gemma's key)
+         "hidden_activation": "gelu_pytorch_tanh", "head_dim": 256,
+         "num_key_value_heads": 4, "tie_word_embeddings": True, "query_pre_attn_scalar": 256,
+         "sliding_window": 4096}
+DEFAULTS = {"gemma2": {**GEMMA, "attn_logit_softcapping": 50.0,
+                       "final_logit_softcapping": 30.0, "max_position_embeddings": 8192},
+            "gemma3_text": {**GEMMA, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                            "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                            "max_position_embeddings": 131072}}
 
 
 def config(hf):
@@ -27,7 +35,8 @@ def config(hf):
     from ...families.gemma import _check_tanh_gelu
     from ...families.hf import per_layer_rope, windows
 
-    c = Config({**hf, "layer_types": hf.get("layer_types") or layer_types(hf)}, DEFAULTS)
+    hf = llama.with_defaults(hf)
+    c = Config({**hf, "layer_types": hf.get("layer_types") or layer_types(hf)}, {})
     _check_tanh_gelu("hidden_activation", c.hidden_activation)
     n_layers = c.num_hidden_layers
     rope_base, rope_scaling = per_layer_rope(c, n_layers)
@@ -54,7 +63,7 @@ def layer_types(hf):
 
 def tensor_shapes(hf):
     D = hf["hidden_size"]
-    shapes = llama.tensor_shapes({**DEFAULTS, **hf}, qk_norm=hf["model_type"] == "gemma3_text")
+    shapes = llama.tensor_shapes(hf, qk_norm=hf["model_type"] == "gemma3_text")
     for i in range(hf["num_hidden_layers"]):
         for norm in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
             shapes[f"model.layers.{i}.{norm}.weight"] = (D,)
@@ -64,7 +73,7 @@ def tensor_shapes(hf):
 def params(get, hf):
     """get(transformers' name) -> array -> minattn params."""
     one_plus = lambda name: {"gamma": 1.0 + get(name)}
-    params = llama.params(get, {**DEFAULTS, **hf})
+    params = llama.params(get, hf)
     for i, block in enumerate(params["layers"]):
         prefix = f"model.layers.{i}."
         for key in ("q_norm", "k_norm"):
