@@ -119,3 +119,35 @@ def test_a_nope_layer_takes_the_models_rope_settings_and_rotates_nothing():
                             rope_scaling=scaling)
     plain, _ = self_attention(params, x(), n_heads=H)
     np.testing.assert_allclose(out, plain, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("activation, extra", [("swiglu", "b_gate"), ("geglu_tanh", "b_down"),
+                                               ("gelu", "w_gate")])
+def test_a_feed_forward_key_the_formula_has_no_place_for_is_refused(activation, extra):
+    rng = np.random.default_rng(0)
+    params = ma.init_decoder_block(rng, D, H, 16, activation=activation)
+    width = params["feed_forward"]["w_2" if "w_2" in params["feed_forward"] else "w_down"]
+    params["feed_forward"][extra] = np.ones(width.shape[0] if extra == "b_gate" else D) \
+        if extra.startswith("b_") else np.ones((D, 16))
+    with pytest.raises(ValueError, match=rf"\['feed_forward'\] has \['{extra}'\].*does not use"):
+        ma.decoder_block(params, x(), n_heads=H, activation=activation, norm_first=True)
+
+
+def test_qk_norm_in_multi_head_attention_params_is_refused_not_skipped():
+    params = ma.init_decoder_block(np.random.default_rng(0), D, H, 16, qk_norm=True,
+                                   bias=False)["self_attention"]
+    with pytest.raises(ValueError, match=r"\['q_norm', 'k_norm'\].*multi_head_attention does not"):
+        ma.multi_head_attention(params, x(), x(), x(), n_heads=H)
+
+
+def test_a_model_key_causal_lm_does_not_read_is_refused_by_name():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), 12, 1, D, H, 16)
+    params["output"] = np.ones((D, 12))  # llama.cpp's name for lm_head: the model stays tied
+    with pytest.raises(ValueError, match=r"\['output'\], which causal_lm does not read"):
+        ma.causal_lm(params, np.array([[1, 2, 3]]), **config)
+
+
+def test_pad_token_id_without_eos_token_id_is_refused():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), 12, 1, D, H, 16)
+    with pytest.raises(ValueError, match=r"pad_token_id=0 fills a row after its eos_token_id"):
+        ma.generate(params, np.array([[1, 2, 3]]), 2, pad_token_id=0, **config)

@@ -381,6 +381,10 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                          "(and 'lm_head' unless the embeddings are tied)" + (
                              "; position='learned' (the default) needs 'position_embedding', a "
                              "model with RoPE passes position='rope'" if learned else ""))
+    unknown = [key for key in params if key not in MODEL_KEYS]
+    if unknown:  # a table no path reads (a misnamed lm_head would leave the model tied)
+        raise ValueError(f"params has keys {unknown}, which causal_lm does not read (its keys: "
+                         f"{', '.join(map(repr, MODEL_KEYS))})")
     embedding = checks.check_shape("params['token_embedding']", params["token_embedding"],
                                       ("V", "D"))
     vocab_size = embedding.shape[0]
@@ -428,6 +432,11 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     head_mask = check_head_mask(head_mask, (len(params["layers"]), n_heads), embedding.dtype)
     return (params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping,
             head_mask)
+
+
+# Every key a causal language model's params may hold (lm_head: unless the embeddings are tied).
+MODEL_KEYS = ("token_embedding", "position_embedding", "layers", "final_norm", "lm_head",
+              "lm_head_bias")
 
 
 def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
@@ -503,6 +512,10 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
                              f"{[int(b) for b in np.flatnonzero(right)]}; generate continues "
                              "each row from its last position, so pad on the left")
     eos = None
+    if eos_token_id is None and pad_token_id is not None:  # it fills only the ended rows
+        raise ValueError(f"pad_token_id={pad_token_id!r} fills a row after its eos_token_id, and "
+                         "eos_token_id is None (no row ends): pass eos_token_id, or leave "
+                         "pad_token_id None")
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
         if pad_token_id is None:  # as model.generate: a model without a pad token pads with eos
