@@ -151,10 +151,3 @@ def test_pad_token_id_without_eos_token_id_is_refused():
     params, config = ma.init_causal_lm(np.random.default_rng(0), 12, 1, D, H, 16)
     with pytest.raises(ValueError, match=r"pad_token_id=0 fills a row after its eos_token_id"):
         ma.generate(params, np.array([[1, 2, 3]]), 2, pad_token_id=0, **config)
-
-
-@pytest.mark.parametrize("eps", [-1.0, "1e-6", float("nan")])
-def test_self_attentions_eps_is_checked_with_or_without_a_qk_norm(eps):
-    # (eps is QK-norm's: a wrong value is wrong whether or not these params have one)
-    with pytest.raises((ValueError, TypeError), match="eps"):
-        self_attention(attention_params(), x(), n_heads=H, eps=eps)
