@@ -151,3 +151,12 @@ def test_pad_token_id_without_eos_token_id_is_refused():
     params, config = ma.init_causal_lm(np.random.default_rng(0), 12, 1, D, H, 16)
     with pytest.raises(ValueError, match=r"pad_token_id=0 fills a row after its eos_token_id"):
         ma.generate(params, np.array([[1, 2, 3]]), 2, pad_token_id=0, **config)
+
+
+@pytest.mark.parametrize("extra", ["cross_attention", "post_feed_forward_norm", "ffn_norm"])
+def test_an_encoder_block_refuses_a_key_it_does_not_read(extra):
+    params = ma.init_encoder_block(np.random.default_rng(0), D, H, 16)
+    params[extra] = params["self_attention" if extra == "cross_attention" else
+                           "feed_forward_norm"]
+    with pytest.raises(ValueError, match=rf"\['{extra}'\], which this block does not read"):
+        ma.encoder_block(params, x(), n_heads=H)
