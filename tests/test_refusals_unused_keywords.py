@@ -61,7 +61,7 @@ def test_cross_attention_params_without_memory_are_refused():
 def test_a_block_key_no_block_reads_is_refused_by_name():
     params = block_params(np.random.default_rng(0))
     params["post_attention_layernorm"] = {"gamma": np.ones(D)}  # transformers' name, not ours
-    with pytest.raises(ValueError, match=r"post_attention_layernorm.*no decoder block reads"):
+    with pytest.raises(ValueError, match=r"post_attention_layernorm.*which this block does not read"):
         ma.decoder_block(params, x(), n_heads=H, norm="rms_norm", activation="geglu_tanh",
                          norm_first=True)
 

@@ -262,7 +262,7 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     elif memory_mask is not None:
         raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
                          "the memory): pass memory, or leave memory_mask None")
-    checks.check_no_renamed_block_keys(params, where)
+    checks.check_no_renamed_block_keys(params, where, known=BLOCK_KEYS)
     _check_parallel(parallel, norm_first, memory, params)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
@@ -304,12 +304,9 @@ BLOCK_KEYS = tuple(f"{prefix}{sublayer}{suffix}" for sublayer in
 
 
 def _check_block_keys(params, norm_first, memory):
-    # A key the block would not read is refused by name, with the keyword that leaves it unused:
-    # weights silently skipped compute another model.
-    unknown = [key for key in params if key not in BLOCK_KEYS]
-    if unknown:
-        raise ValueError(f"params has keys {unknown}, which no decoder block reads (its keys: "
-                         f"{', '.join(map(repr, BLOCK_KEYS))})")
+    # A key this call's block would not read is refused by name, with the keyword that leaves it
+    # unused: weights silently skipped compute another model. (A key no block reads: refused by
+    # checks.check_no_renamed_block_keys.)
     after = [key for key in params if key.startswith("post_")]
     if after and not norm_first:
         raise ValueError(f"params has {after} (norms after the sublayers, x + norm(sublayer(x)): "
