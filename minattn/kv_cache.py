@@ -38,7 +38,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     (None: grouped_attention and apply_rope)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, cache = check_self_attention(
-        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None)
+        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None, eps)
     q, k, v = _projections(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
     q = split_heads(q, n_heads)  # [..., H, L, d_k]
     k, v = split_heads(k, n_kv_heads or n_heads), split_heads(v, n_kv_heads or n_heads)

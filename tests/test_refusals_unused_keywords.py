@@ -160,3 +160,10 @@ def test_an_encoder_block_refuses_a_key_it_does_not_read(extra):
                            "feed_forward_norm"]
     with pytest.raises(ValueError, match=rf"\['{extra}'\], which this block does not read"):
         ma.encoder_block(params, x(), n_heads=H)
+
+
+@pytest.mark.parametrize("eps", [-1.0, "1e-6", float("nan")])
+def test_self_attentions_eps_is_checked_with_or_without_a_qk_norm(eps):
+    # (eps is QK-norm's: a wrong value is wrong whether or not these params have one)
+    with pytest.raises((ValueError, TypeError), match="eps"):
+        self_attention(attention_params(), x(), n_heads=H, eps=eps)

@@ -28,9 +28,11 @@ POSITIONS = ("learned", "rope")
 
 
 def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache,
-                         whole_heads=True):
+                         whole_heads=True, eps=1e-6):
     # self_attention's: -> params, x, mask, positions ([..., 1, L] to broadcast over the heads),
-    # cache. whole_heads=False: a variant rotates part of each head, and checks that part.
+    # cache. whole_heads=False: a variant rotates part of each head, and checks that part. eps
+    # (QK-norm's) is checked whether or not params has a QK-norm.
+    checks.check_positive_real("eps", eps, allow_zero=True)
     params, x, mask, positions, _, cache = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, None, cache,
         whole_heads=whole_heads)[:6]
