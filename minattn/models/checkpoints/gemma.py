@@ -8,7 +8,10 @@ query_pre_attn_scalar: llama.cpp uses the head size, or D / n_heads for the 27B 
 layers for Gemma 2, 62 for Gemma 3), and so does this reader, saying so on stderr. The layer
 pattern is llama.cpp's: Gemma 2 alternates local and global layers, Gemma 3 has five local
 layers to one global, unless the file has attention.sliding_window_pattern; Gemma 3's local
-layers use rope.freq_base_swa (default 10000, Gemma 3's local base) without scaling.
+layers use rope.freq_base_swa (default 10000, Gemma 3's local base) without scaling. Where a
+Gemma 2 file has no attention.sliding_window or soft-capping keys, llama.cpp (and transformers'
+Gemma2Config) take a 4096-token window and caps of 50 (scores) and 30 (logits), and so does this
+reader, saying so on stderr; a Gemma 3 file without a window has only global layers (llama.cpp).
 """
 import sys
 
@@ -102,7 +105,8 @@ SIZE_27B = {"gemma2": 46, "gemma3": 62}  # layers: llama.cpp's test for the 27B 
 def gguf_config(meta):
     hf = llama.gguf_config(meta, model_type="gemma2" if meta.arch == "gemma2" else "gemma3_text")
     n_layers, d_k = hf["num_hidden_layers"], hf["head_dim"]
-    window = meta.get("attention.sliding_window")
+    window = meta.get("attention.sliding_window") if meta.arch == "gemma3" else meta.default(
+        "attention.sliding_window", 4096, "Gemma 2's window, as llama.cpp and Gemma2Config")
     pattern = meta.get("attention.sliding_window_pattern", PATTERN[meta.arch])
     if isinstance(pattern, list):  # one bool per layer: True = local
         sliding = [bool(p) for p in pattern]
@@ -120,6 +124,10 @@ def gguf_config(meta):
               layer_types=["sliding_attention" if s else "full_attention" for s in sliding],
               final_logit_softcapping=meta.get("final_logit_softcapping"),
               attn_logit_softcapping=meta.get("attn_logit_softcapping"))
+    if meta.arch == "gemma2":  # llama.cpp's (and Gemma2Config's) caps where the file has none
+        hf.update({key: float(meta.default(key, cap, "Gemma 2's, as llama.cpp and Gemma2Config"))
+                   for key, cap in (("attn_logit_softcapping", 50.0),
+                                    ("final_logit_softcapping", 30.0))})
     if meta.arch == "gemma3":
         local_base = float(meta.default("rope.freq_base_swa", 10000.0,
                                         "Gemma 3's base for its local layers"))
