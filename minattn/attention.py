@@ -16,7 +16,7 @@ from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
-from .engine.threads import decoding, one_blas_thread
+from .engine.threads import decoding_or_timed, one_blas_thread
 
 
 def softmax_vjp(wrt, g, p, x, axis, mask):
@@ -82,7 +82,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
 @float16_in_float32("q", "k", "v")
 @gradient_by_hand(attention_vjp, unless="dropout")
 @in_query_blocks()
-@one_blas_thread(unless=decoding)
+@one_blas_thread(unless=decoding_or_timed)
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
     """softmax(q kᵀ · scale) v, and the weights.
 

@@ -18,6 +18,7 @@ from autograd.tracer import isbox
 
 from .engine import checks, variants
 from .engine.decoder_checks import check_self_attention
+from .engine.query_blocks import weights_unread
 from .heads import merge_heads, split_heads
 from .multi_head import _project, _projections, grouped_attention
 from .normalization import rms_norm
@@ -37,7 +38,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     (None: grouped_attention and apply_rope)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, cache = check_self_attention(
-        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None)
+        params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None, eps)
     q, k, v = _projections(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
     q = split_heads(q, n_heads)  # [..., H, L, d_k]
     k, v = split_heads(k, n_kv_heads or n_heads), split_heads(v, n_kv_heads or n_heads)
@@ -48,7 +49,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
         q, k = ((rope or apply_rope)(t, positions, base=rope_base) for t in (q, k))
     if cache is not None:  # the past's keys and values, computed once, reused every step
         k, v = _append(cache.get("k"), k), _append(cache.get("v"), v)  # [..., L_past + L, d_k]
-    heads, _ = (core or grouped_attention)(q, k, v, mask)  # [..., H, L, d_k]
+    heads, _ = (core or weights_unread(grouped_attention))(q, k, v, mask)  # [..., H, L, d_k]
     return _project(params, merge_heads(heads), "o"), {"k": k, "v": v}
 
 

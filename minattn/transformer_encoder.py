@@ -21,10 +21,13 @@ def init_encoder_block(rng, d_model, n_heads, d_ff, *, dtype=numpy.float64):
     }
 
 
+ENCODER_BLOCK_KEYS = ("self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm")
+
+
 def _check_block_params(params, d_model, n_heads, where="params"):
     checks.check_params(params, {}, where)  # a dict at all
-    checks.check_no_renamed_block_keys(params, where)
-    for key in ("self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"):
+    checks.check_no_renamed_block_keys(params, where, known=ENCODER_BLOCK_KEYS)
+    for key in ENCODER_BLOCK_KEYS:
         if key not in params:
             raise ValueError(f"{where} is missing key {key!r} (expected keys: 'self_attention', "
                              "'self_attention_norm', 'feed_forward', 'feed_forward_norm')")

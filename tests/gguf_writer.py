@@ -49,14 +49,15 @@ def rope_freqs(rope, head_dim):
 
 
 def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None, skip=(),
-          blocks=None, extra=None, eos=1, general=None, sentencepiece=None):
+          blocks=None, extra=None, eos=1, general=None, sentencepiece=None, drop=()):
     """model (transformers, float) -> path, a GGUF file. quantize: a GGMLQuantizationType for
     every 2-D tensor (blocks(w) -> its raw bytes, where gguf.quants cannot quantize to it);
     dtype: the others' type (float32 or float16). skip: metadata keys left out (as
     "rope.freq_base"); extra: {name: w} tensors written as they are, in place of the model's
     of that name or beside them; eos: tokenizer.ggml.eos_token_id; general: {key: str} more
     metadata (general.basename); sentencepiece: {"tokens", "scores", "types"} a SentencePiece
-    vocabulary ("llama", no merges, <unk> 0, <s> 1, </s> 2) in place of the byte-level one."""
+    vocabulary ("llama", no merges, <unk> 0, <s> 1, </s> 2) in place of the byte-level one;
+    drop: tensors (GGUF names) left out of the file."""
     c = model.config
     hf = c.to_dict()
     arch = ARCH[c.model_type]
@@ -152,6 +153,7 @@ def write(path, model, quantize=None, dtype=np.float32, tokens=TOKENS, pre=None,
         for kind in ("long", "short"):
             tensors[f"rope_factors_{kind}.weight"] = np.array(full[f"{kind}_factor"], np.float32)
     tensors.update(extra or {})
+    tensors = {name: w for name, w in tensors.items() if name not in drop}
     for name, w in tensors.items():
         if quantize is not None and w.ndim == 2:
             data = blocks(w) if blocks else gguf.quants.quantize(w.astype(np.float32), quantize)

@@ -331,3 +331,36 @@ def test_a_try_that_wins_once_switches_nothing():
     used = _choices(lambda n, step: 50.0 if step == 0 else (0.5 if step == 2 else
                                                              (1.0 if n == 2 else 1.5)), 40)
     assert used[:6] == [2, 2, 1, 1, 2, 2] and used[6:].count(1) == 2  # tries at 11 and 27
+
+
+def test_inside_a_timed_call_the_attention_core_runs_on_the_chosen_count(monkeypatch, clock):
+    # The core's products run on one BLAS thread (one_blas_thread), but inside a call whose count
+    # was chosen by timing they run on that count (unless=decoding_or_timed): seen through the
+    # softmax the core calls, for a prompt of 300 queries.
+    import minattn.attention as attention
+    seen, softmax = [], attention.softmax
+
+    def spy(*args, **kwargs):
+        seen.append(_in_force())
+        return softmax(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "softmax", spy)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 300, 8)) for _ in range(3))
+    mask = np.tril(np.ones((300, 300), bool))
+    chosen = []
+
+    @threads.threads_chosen_by_timing(lambda *a, **k: True, lambda *a, **k: ("prompt", 1))
+    def block(q):
+        chosen.append(_in_force())
+        clock.now += 20.0 if chosen[-1] > 1 else 1.0  # one thread "faster": chosen at the 3rd
+        return attention.scaled_dot_product_attention(q, k, v, mask)
+
+    with _two_threads():
+        attention.scaled_dot_product_attention(q, k, v, mask)
+        assert set(seen) == {1}  # not timed: the core on one thread, block by block
+        for _ in range(6):
+            seen.clear()
+            block(q)
+            assert seen and set(seen) == {chosen[-1]}
+    assert chosen == [2, 2, 1, 1, 1, 1]  # both counts seen inside the timed calls

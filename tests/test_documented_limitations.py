@@ -110,7 +110,7 @@ LIMITATIONS = {
         (lambda: ma.self_attention(SINKS, X, n_heads=2, attn_logit_softcapping=50.0),
          ValueError, "attention sinks (params['sinks']) with query_pre_attn_scalar or "
                      "attn_logit_softcapping are not supported"),
-        (lambda: ma.decoder_block({**DEC, "self_attention": SINKS}, X, n_heads=2,
+        (lambda: ma.decoder_block({**DEC, "self_attention": SINKS}, X, memory=X, n_heads=2,
                                   query_pre_attn_scalar=4.0), ValueError,
          "attention sinks (params['sinks']) with query_pre_attn_scalar")],
     ("apply_rope's docstring", "x [..., L, d] (d even)"): [

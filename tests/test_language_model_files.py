@@ -298,3 +298,17 @@ def test_a_corrupt_config_json_is_refused_naming_it(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ValueError, match="config.json cannot be read as JSON"):
         load_language_model(tmp_path)
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral"])
+def test_a_folder_without_max_position_embeddings_gets_its_config_class_default_context(
+        tmp_path, model_type):
+    # (the context a prompt and its reply may fill: transformers' default for the family, never
+    # one number for every family)
+    transformers = pytest.importorskip("transformers")
+    path = write_folder(tmp_path / "model", hf_tensors(np.random.default_rng(0)))
+    config = json.loads((path / "config.json").read_text())
+    del config["max_position_embeddings"]
+    (path / "config.json").write_text(json.dumps({**config, "model_type": model_type}))
+    expected = transformers.AutoConfig.for_model(model_type).max_position_embeddings
+    assert load_language_model(path).context_length == expected

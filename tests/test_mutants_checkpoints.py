@@ -214,10 +214,32 @@ def test_a_ggufs_sliding_window_pattern_given_per_layer_is_read_per_layer():
     assert local_layers(hf) == [False, True, True]
 
 
-@pytest.mark.parametrize("keys", [{}, {"attention.sliding_window": 0}])
-def test_a_gemma_gguf_without_a_window_has_only_global_layers(keys):
-    hf = checkpoints.gemma.gguf_config(metadata("gemma2", keys))
+@pytest.mark.parametrize("arch, keys", [("gemma3", {}), ("gemma3", {"attention.sliding_window": 0}),
+                                        ("gemma2", {"attention.sliding_window": 0})])
+def test_a_gemma_gguf_without_a_window_has_only_global_layers(arch, keys):
+    hf = checkpoints.gemma.gguf_config(metadata(arch, keys))
     assert hf["layer_types"] == ["full_attention"] * 2 and hf["sliding_window"] is None
+
+
+def test_a_gemma2_gguf_without_its_window_and_caps_takes_llama_cpps_and_gemma2configs(capsys):
+    # llama.cpp (src/models/gemma2.cpp, llama_hparams): n_swa 4096 and caps 50 and 30 where the
+    # file has none; transformers' Gemma2Config has the same defaults (the reference here)
+    hf = checkpoints.gemma.gguf_config(metadata("gemma2", {}))
+    theirs = transformers.Gemma2Config(num_hidden_layers=2)
+    assert hf["sliding_window"] == theirs.sliding_window == 4096
+    assert hf["layer_types"] == theirs.layer_types == ["sliding_attention", "full_attention"]
+    assert hf["attn_logit_softcapping"] == theirs.attn_logit_softcapping == 50.0
+    assert hf["final_logit_softcapping"] == theirs.final_logit_softcapping == 30.0
+    err = capsys.readouterr().err
+    for key, value in (("attention.sliding_window", "4096"), ("attn_logit_softcapping", "50.0"),
+                       ("final_logit_softcapping", "30.0")):
+        assert f"minattn: x.gguf has no gemma2.{key}: using {value} (Gemma 2's" in err, err
+    hf = checkpoints.gemma.gguf_config(metadata("gemma2", {
+        "attention.sliding_window": 3, "attn_logit_softcapping": 1.5,
+        "final_logit_softcapping": 2.0}))
+    assert (hf["sliding_window"], hf["attn_logit_softcapping"],
+            hf["final_logit_softcapping"]) == (3, 1.5, 2.0)
+    assert "has no gemma2." not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("arch, n_layers", [("gemma2", 46), ("gemma3", 62)])
@@ -225,6 +247,9 @@ def test_a_27b_gemma_gguf_scales_queries_by_d_over_n_heads_as_llama_cpp_does(arc
                                                                               capsys):
     # llama.cpp: query_pre_attn_scalar = n_embd / n_head for the 27B models, else the head size
     keys = {"attention.key_length": 8, "attention.value_length": 8}
+    if arch == "gemma2":  # (its window and caps: the test above)
+        keys = {**keys, "attention.sliding_window": 3, "attn_logit_softcapping": 1.5,
+                "final_logit_softcapping": 2.0}
     hf = checkpoints.gemma.gguf_config(metadata(arch, {**keys, "block_count": n_layers}))
     assert hf["query_pre_attn_scalar"] == 16 // 4 and type(hf["query_pre_attn_scalar"]) is int
     assert capsys.readouterr().err == (

@@ -13,6 +13,7 @@ from hypothesis import given, strategies as st
 import minattn as ma
 from minattn.engine import query_blocks
 from minattn.masks import causal_mask
+from minattn.multi_head import grouped_attention
 
 
 def reference(q, k, v, mask, scale=None):
@@ -139,3 +140,63 @@ def test_a_nan_value_no_query_of_a_block_may_see_stays_out_of_that_block():
     assert np.isfinite(out[:256]).all() and np.isnan(out[-1]).all()
     want, _ = reference(q[:256], k[:256], v[:256], causal_mask(256, 256))
     np.testing.assert_allclose(out[:256], want, rtol=1e-10, atol=1e-12)
+
+
+# weights_unread: the core for a caller that reads only the output (kv_cache.self_attention).
+
+@pytest.mark.parametrize("kind", ["causal", "window", "padding", "random"])
+@pytest.mark.parametrize("n_q", [40, 300])  # one block (not split), and split
+def test_weights_unread_gives_the_same_output_and_no_weights(kind, n_q):
+    rng = np.random.default_rng(n_q)
+    n_k, batch = n_q + 7, 2
+    q = rng.normal(size=(batch, 6, n_q, 8))  # 6 query heads over 3 kv heads
+    k, v = rng.normal(size=(batch, 3, n_k, 8)), rng.normal(size=(batch, 3, n_k, 5))
+    mask = masks(kind, n_q, n_k, batch, rng)
+    out, weights = query_blocks.weights_unread(grouped_attention)(q, k, v, mask)
+    assert weights is None
+    grouped = lambda t: np.repeat(t, 2, axis=1)  # kv head h // 2 for query head h  # noqa: E731
+    want, _ = reference(q, grouped(k), grouped(v), mask)
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
+    # and the same numbers as with the weights assembled: the blocks' sums are the same sums
+    assert np.array_equal(out, grouped_attention(q, k, v, mask)[0])
+
+
+def test_after_weights_unread_the_core_assembles_its_weights_again_even_after_an_error():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.normal(size=(2, 300, 8)) for _ in range(3))
+    mask = causal_mask(300)
+
+    def failing(q, k, v, mask):
+        ma.scaled_dot_product_attention(q, k, v, mask)
+        raise RuntimeError("a core that fails")
+
+    with pytest.raises(RuntimeError, match="a core that fails"):
+        query_blocks.weights_unread(failing)(q, k, v, mask)
+    for _ in (0, 1):
+        weights = ma.scaled_dot_product_attention(q, k, v, mask)[1]
+        np.testing.assert_allclose(weights, reference(q, k, v, mask)[1], rtol=1e-10, atol=1e-12)
+        query_blocks.weights_unread(grouped_attention)(q[:, None], k[:, None], v[:, None],
+                                                          mask)
+
+
+def test_a_prompts_self_attention_never_holds_its_weights_in_memory():
+    # 8 heads, 1,024 tokens, float64: the weights would take 8 * 1024 * 1024 * 8 B = 64 MiB; the
+    # self-attention's peak stays below half of that (q, k, v, the blocks' scores and the output)
+    import tracemalloc
+    rng = np.random.default_rng(2)
+    n, d, heads = 1024, 64, 8
+    params = ma.init_multi_head_attention(rng, d, heads)
+    x = rng.normal(size=(1, n, d))
+    mask = causal_mask(n)
+    tracemalloc.start()
+    try:
+        out, _ = ma.self_attention(params, x, mask, n_heads=heads)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    weights_bytes = heads * n * n * 8
+    assert peak < weights_bytes / 2, (peak, weights_bytes)
+    # and the same output as multi_head_attention's, which returns its weights
+    want, weights = ma.multi_head_attention(params, x, x, x, mask, n_heads=heads)
+    assert weights.nbytes == weights_bytes
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)

@@ -493,9 +493,15 @@ RENAMED_BLOCK_KEYS = {
 }
 
 
-def check_no_renamed_block_keys(params, where):
+def check_no_renamed_block_keys(params, where, known=None):
+    """A block's params under the old, torch-style names refused, naming the new ones; with
+    known (the keys the block reads), any other key refused too: a weight left unread."""
     old = [key for key in RENAMED_BLOCK_KEYS if key in params]
     if old:
         raise ValueError(f"{where} has key(s) {', '.join(map(repr, old))}, the old names of a "
                          "block's params; they are now " + "; ".join(
                              f"{key!r} -> {RENAMED_BLOCK_KEYS[key]!r}" for key in old))
+    unknown = [] if known is None else [key for key in params if key not in known]
+    if unknown:
+        raise ValueError(f"{where} has keys {unknown}, which this block does not read (its "
+                         f"keys: {', '.join(map(repr, known))})")

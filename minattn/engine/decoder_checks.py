@@ -28,9 +28,11 @@ POSITIONS = ("learned", "rope")
 
 
 def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache,
-                         whole_heads=True):
+                         whole_heads=True, eps=1e-6):
     # self_attention's: -> params, x, mask, positions ([..., 1, L] to broadcast over the heads),
-    # cache. whole_heads=False: a variant rotates part of each head, and checks that part.
+    # cache. whole_heads=False: a variant rotates part of each head, and checks that part. eps
+    # (QK-norm's) is checked whether or not params has a QK-norm.
+    checks.check_positive_real("eps", eps, allow_zero=True)
     params, x, mask, positions, _, cache = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, None, cache,
         whole_heads=whole_heads)[:6]
@@ -53,15 +55,12 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     if cache is not None:  # {}: an empty cache, to be filled
         cache = _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")
         past = cache["k"].shape[-2] if cache else 0
+    _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_factor, d_k)
     if positions is not None:  # RoPE
         positions = check_positions(positions, x)
-        checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's base
-        check_rope_scaling(rope_scaling)
         if d_k % 2 and partial_rotary_factor is None and whole_heads:
             raise ValueError(f"RoPE (positions given) needs an even head width d_k, got "
                              f"d_k={d_k} (d_model={d_model}, n_heads={n_heads})")
-        if partial_rotary_factor is not None:  # apply_partial_rope's check, on a head
-            check_partial_rotary_factor(partial_rotary_factor, d_k)
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
@@ -77,6 +76,23 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
                          "attn_logit_softcapping are not supported")
     head_mask = check_head_mask(head_mask, (n_heads,), x.dtype)
     return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap, head_mask
+
+
+def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_factor, d_k):
+    # RoPE's keywords are checked whether or not positions are given (a wrong value is wrong on
+    # every path); a schedule or a partial width without positions would rotate nothing, so it
+    # is refused by name rather than left without effect. rope_base None: a layer without RoPE
+    # (families/smollm3.py's variant takes it).
+    if rope_base is not None:
+        checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's
+    check_rope_scaling(rope_scaling)
+    if partial_rotary_factor is not None:  # apply_partial_rope's check, on a head
+        check_partial_rotary_factor(partial_rotary_factor, d_k)
+    unused = [f"{name}={value!r}" for name, value in (("rope_scaling", rope_scaling),
+              ("partial_rotary_factor", partial_rotary_factor)) if value is not None]
+    if positions is None and unused:
+        raise ValueError(f"{' and '.join(unused)} set RoPE, which rotates q and k only where "
+                         "positions are given: pass positions, or leave them None")
 
 
 def check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping):
@@ -248,7 +264,7 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     elif memory_mask is not None:
         raise ValueError("memory_mask is given without memory (it masks the cross-attention to "
                          "the memory): pass memory, or leave memory_mask None")
-    checks.check_no_renamed_block_keys(params, where)
+    checks.check_no_renamed_block_keys(params, where, known=BLOCK_KEYS)
     _check_parallel(parallel, norm_first, memory, params)
     needed = ["self_attention", "self_attention_norm", "feed_forward", "feed_forward_norm"]
     needed += ["cross_attention", "cross_attention_norm"] if memory is not None else []
@@ -258,8 +274,11 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
               if not (norm_first and k.endswith("_norm") and f"post_{k}" in params)]
     for key in needed:
         if key not in params:
+            hint = f"; {where} has {f'post_{key}'!r}, which only a pre-norm block reads: pass " \
+                "norm_first=True" if not norm_first and f"post_{key}" in params else ""
             raise ValueError(f"{where} is missing key {key!r} (expected keys: "
-                             f"{', '.join(map(repr, needed))})")
+                             f"{', '.join(map(repr, needed))}){hint}")
+    _check_block_keys(params, norm_first, memory)
     checked = {}
     if memory is not None:  # checked before computing; multi_head_attention takes them in the
         check_multi_head_params(params["cross_attention"], d_model,  # dtype of x and memory
@@ -277,6 +296,29 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
                 raise ValueError(f"norm='rms_norm' contradicts {where}[{key!r}], which has "
                                  "'beta' (a LayerNorm's shift): pass norm='layer_norm'")
     return {**params, **checked}, x, memory
+
+
+# Every key a block's params may hold; each is read by the blocks that take it (the post_*
+# norms by a pre-norm block: Gemma's sandwich, OLMo 2's norms after the sublayers only).
+BLOCK_KEYS = tuple(f"{prefix}{sublayer}{suffix}" for sublayer in
+                   ("self_attention", "cross_attention", "feed_forward")
+                   for prefix, suffix in (("", ""), ("", "_norm"), ("post_", "_norm")))
+
+
+def _check_block_keys(params, norm_first, memory):
+    # A key this call's block would not read is refused by name, with the keyword that leaves it
+    # unused: weights silently skipped compute another model. (A key no block reads: refused by
+    # checks.check_no_renamed_block_keys.)
+    after = [key for key in params if key.startswith("post_")]
+    if after and not norm_first:
+        raise ValueError(f"params has {after} (norms after the sublayers, x + norm(sublayer(x)): "
+                         "Gemma 2 and 3's sandwich norms, OLMo 2's), which the post-norm block "
+                         "(norm_first=False: x = norm(x + sublayer(x))) does not use: pass "
+                         "norm_first=True")
+    cross = [key for key in params if "cross_attention" in key]
+    if cross and memory is None:
+        raise ValueError(f"params has {cross} (the cross-attention sublayer), which runs only "
+                         "with memory (the encoder's output): pass memory")
 
 
 def _check_decoder(params, cache, mask=None, config=()):
@@ -312,6 +354,12 @@ def _check_parallel(parallel, norm_first, memory, params):
 def check_causal_lm(params, tokens, attention_mask, n_heads, activation, position, cache,
                     logits_to_keep, config):
     # causal_lm's: -> params, tokens, attention_mask, past; config: the blocks' keywords
+    rope = [f"{key}={config[key]!r}" for key in ("rope_base", "rope_scaling",
+                                                 "partial_rotary_factor")
+            if config.get(key) is not None]
+    if position == "learned" and rope:  # learned positions: the blocks get no positions
+        raise ValueError(f"{', '.join(rope)} set RoPE, which position='learned' (the default: "
+                         "learned position embeddings) does not use: pass position='rope'")
     return _check_causal_lm(params, tokens, attention_mask, n_heads, config.get("n_kv_heads"),
                             config.get("d_k"), config.get("norm", "layer_norm"), activation,
                             position, cache, logits_to_keep=logits_to_keep)[:4]
@@ -332,6 +380,10 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                          "(and 'lm_head' unless the embeddings are tied)" + (
                              "; position='learned' (the default) needs 'position_embedding', a "
                              "model with RoPE passes position='rope'" if learned else ""))
+    unknown = [key for key in params if key not in MODEL_KEYS]
+    if unknown:  # a table no path reads (a misnamed lm_head would leave the model tied)
+        raise ValueError(f"params has keys {unknown}, which causal_lm does not read (its keys: "
+                         f"{', '.join(map(repr, MODEL_KEYS))})")
     embedding = checks.check_shape("params['token_embedding']", params["token_embedding"],
                                       ("V", "D"))
     vocab_size = embedding.shape[0]
@@ -379,6 +431,11 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
     head_mask = check_head_mask(head_mask, (len(params["layers"]), n_heads), embedding.dtype)
     return (params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping,
             head_mask)
+
+
+# Every key a causal language model's params may hold (lm_head: unless the embeddings are tied).
+MODEL_KEYS = ("token_embedding", "position_embedding", "layers", "final_norm", "lm_head",
+              "lm_head_bias")
 
 
 def _check_config_fits_params(params, d_model, n_heads, n_kv_heads, d_k, norm, activation,
@@ -456,6 +513,10 @@ def _check_generate(params, tokens, n_new, attention_mask, temperature, top_k, t
                              f"{[int(b) for b in np.flatnonzero(right)]}; generate continues "
                              "each row from its last position, so pad on the left")
     eos = None
+    if eos_token_id is None and pad_token_id is not None:  # it fills only the ended rows
+        raise ValueError(f"pad_token_id={pad_token_id!r} fills a row after its eos_token_id, and "
+                         "eos_token_id is None (no row ends): pass eos_token_id, or leave "
+                         "pad_token_id None")
     if eos_token_id is not None:
         eos = numpy.atleast_1d(as_int_array("eos_token_id", numpy.asarray(eos_token_id)))
         if pad_token_id is None:  # as model.generate: a model without a pad token pads with eos

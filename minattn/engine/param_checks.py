@@ -28,6 +28,10 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_hea
     d_kv = d_model if d_kv is None else d_kv
     d_out = {"q": d_model, "k": d_kv, "v": d_kv, "o": d_model}
     checks.check_params(params, {}, where)
+    qk_norm = [key for key in ("q_norm", "k_norm") if key in params]
+    if qk_norm:  # (self_attention applies them: minattn.kv_cache)
+        raise ValueError(f"{where} has {qk_norm} (QK-norm), which multi_head_attention does not "
+                         "apply: use self_attention, or leave them out")
     return checks.check_params(
         params,
         {**{f"w_{p}": (d_model, d_out[p]) for p in PROJECTIONS},
@@ -39,9 +43,9 @@ def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_hea
 
 def check_feed_forward_params(params, d_model, where="params", dtype=None):
     d_ff = _d_ff(params, "w_1", d_model, where)
-    return checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
-                                           "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
-                                 dtype)
+    return _only(checks.check_params(params, {"w_1": (d_model, d_ff), "b_1": (d_ff,),
+                                              "w_2": (d_ff, d_model), "b_2": (d_model,)}, where,
+                                     dtype), ("w_1", "b_1", "w_2", "b_2"), where)
 
 
 def _d_ff(params, key, d_model, where):
@@ -56,8 +60,19 @@ def _d_ff(params, key, d_model, where):
 
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
     d_ff = _d_ff(params, "w_gate", d_model, where)
-    return checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
-                                           "w_down": (d_ff, d_model)}, where, dtype)
+    return _only(checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
+                                              "w_down": (d_ff, d_model)}, where, dtype),
+                 ("w_gate", "w_up", "w_down"), where, "the gated feed-forward has no biases")
+
+
+def _only(params, expected, where, why=None):
+    # A feed-forward's params hold its weights only: another key (a bias the formula has no
+    # place for, the other form's weight) would be silently left out, so it is refused by name.
+    if len(params) > len(expected):
+        extra = [key for key in params if key not in expected]
+        raise ValueError(f"{where} has {extra}, which this feed-forward does not use (its keys: "
+                         f"{', '.join(map(repr, expected))}{f'; {why}' if why else ''})")
+    return params
 
 
 def check_partial_rotary_factor(partial_rotary_factor, d):

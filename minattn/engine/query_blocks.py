@@ -25,7 +25,19 @@ The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (o
 nothing to save or no way to split: fewer than two blocks of queries, a mask that is not boolean
 or has no query axis, dropout (its random draws are the whole matrix's), or a value being
 differentiated (an autograd box: the gradient is recorded on the whole).
+
+`weights_unread(core)` is the attention core for a caller that reads only its output, as a
+decoder's self-attention does: the weights are still computed block by block (each block's
+output is its weights times its values), but not assembled into the [..., L_q, L_k] array,
+which for a long prompt is most of the memory (SmolLM2's 4,096-token prompt: 600 MB a layer in
+float32) and, for a 512-token one, about a fifth of the core's time (filling the array's 10
+tiles of 16 where its zeros are not). The core returns None as its weights. Inside the call
+the blocks give a placeholder (NaN, read-only, no memory) where the weights were, which the core
+may reshape but not read: only the canonical cores, whose output does not come from the
+assembled weights, are wrapped (kv_cache.self_attention's `grouped_attention`). A call that is
+not split (decoding, a box, dropout) builds its weights as ever, and drops them.
 """
+import contextvars
 import functools
 
 import numpy
@@ -59,6 +71,24 @@ def in_query_blocks(rows=128):
     return decorate
 
 
+_UNREAD = contextvars.ContextVar("minattn_weights_unread", default=False)
+
+
+def weights_unread(core):
+    """core(q, k, v, mask, ...) -> (output, weights) as core(...) -> (output, None), the weights
+    not assembled where the queries are split in blocks (see the module docstring)."""
+    @functools.wraps(core)
+    def output_only(*args, **kwargs):
+        unread = _UNREAD.set(True)
+        try:
+            output, _ = core(*args, **kwargs)
+        finally:
+            _UNREAD.reset(unread)
+        return output, None
+
+    return output_only
+
+
 def _splittable(values):
     # (after check_attention: q, k, v and mask fit one another; lists are left whole)
     q, k, mask = values["q"], values["k"], values["mask"]
@@ -73,6 +103,7 @@ def _in_blocks(f, values, rows):
     others = {name: value for name, value in values.items() if name not in ("q", "k", "v", "mask")}
     n_queries, n_keys = q.shape[-2], k.shape[-2]
     seen = mask.any(axis=tuple(range(mask.ndim - 2))) if mask.ndim > 2 else mask  # [L_q, L_k]
+    unread = _UNREAD.get()
 
     def block(start):
         # the block's queries start .. start + rows - 1, over the keys first .. last - 1: from the
@@ -81,15 +112,20 @@ def _in_blocks(f, values, rows):
         visible = numpy.flatnonzero(seen[start:stop].any(axis=0))
         first, last = (int(visible[0]), int(visible[-1]) + 1) if visible.size else (0, 1)
         keys = slice(first, last)
-        out = f(q[..., start:stop, :], k[..., keys, :], v[..., keys, :],
-                mask[..., start:stop, keys], **others)
-        return start, stop, keys, out
+        out, w = f(q[..., start:stop, :], k[..., keys, :], v[..., keys, :],
+                   mask[..., start:stop, keys], **others)
+        if unread:  # not kept: a NaN of their dtype, the placeholder's, and their lead dims
+            w = numpy.asarray(numpy.nan, dtype=w.dtype, like=w), w.shape[:-2]
+        return start, stop, keys, out, w
 
     blocks = [block(start) for start in range(0, n_queries, rows)]
-    output = numpy.concatenate([out for _, _, _, (out, _) in blocks], axis=-2)  # [..., L_q, d_v]
-    first = blocks[0][3][1]
+    output = numpy.concatenate([out for _, _, _, out, _ in blocks], axis=-2)  # [..., L_q, d_v]
+    if unread:  # no one reads them: a placeholder of their shape, no memory
+        nan, lead = blocks[0][4]
+        return output, numpy.broadcast_to(nan, lead + (n_queries, n_keys))
+    first = blocks[0][4]
     # np.zeros, not zeros_like: NumPy's zeros come from calloc, untouched where no block writes
     weights = numpy.zeros(first.shape[:-2] + (n_queries, n_keys), first.dtype, like=first)
-    for start, stop, keys, (_, w) in blocks:
+    for start, stop, keys, _, w in blocks:
         weights[..., start:stop, keys] = w  # the keys left out keep their weight, 0
     return output, weights

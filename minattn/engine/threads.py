@@ -15,7 +15,12 @@ switch (30 layers, 2 threads, medians of 7 interleaved rounds of 12 steps, 2026-
 the two calls that switch cost about 1 us (timeit): the rest is lost in the products that
 follow, presumably while OpenBLAS's second thread, sent idle, is brought back (not verified).
 That was measured with a cache of 64 tokens; the rule does not look at the keys, and a decode
-step over a long cache (larger products) was not measured.
+step over a long cache (larger products) was not measured. Inside a call whose thread count
+was chosen by timing (below: a prompt's decoder blocks) the core's products run on that count
+too (`@one_blas_thread(unless=decoding_or_timed)`): the count measured for the whole block
+holds for all of it, and under load the timing has already chosen one thread. SmolLM2's
+512-token prefill: 849 against 878 ms with the core on one thread (medians of 9 interleaved
+rounds, 2 threads, quiet, 2026-11-27; benchmarks in docs/benchmarks.md, "The prefill's core").
 
 `in_threads` uses the other cores instead, for work made of large independent pieces: the query
 blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
@@ -122,6 +127,13 @@ def decoding(q, *args, **kwargs):
     one_blas_thread: see the module docstring)."""
     shape = getattr(q, "shape", ())
     return len(shape) >= 2 and shape[-2] <= FEW_QUERIES
+
+
+def decoding_or_timed(q, *args, **kwargs):
+    """True for a decode step's attention (`decoding`) or one inside a call whose BLAS thread count
+    was chosen by timing (threads_chosen_by_timing): an `unless` of one_blas_thread, so that
+    the count measured for the whole call holds for its products too."""
+    return decoding(q) or _timing
 
 
 def decode_step(params=None, tokens=None, *args, cache=None, **kwargs):

@@ -42,6 +42,9 @@ def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activ
     params, x, _ = _check_decoder_block(params, x, memory, memory_mask, n_heads,
                                         attention_config.get("n_kv_heads"), norm, activation, eps,
                                         False, norm_first)
+    if memory is not None:  # OLMo 2 is decoder-only: its cross-attention would be left unread
+        raise ValueError("memory (cross-attention to an encoder's output) is not supported by "
+                         "OLMo 2's block (norms after the sublayers only)")
     out, new_cache = (attention or self_attention)(params["self_attention"], x, mask, eps=eps,
                                                    n_heads=n_heads, cache=cache, **attention_config)
     x = x + normalize(out, params["post_self_attention_norm"], norm, eps)

@@ -30,8 +30,11 @@ def _no_rope(params, x, mask=None, *, rope_base=10000.0, **config):
 
 
 @implements(self_attention, when=_no_rope)
-def nope_attention(params, x, mask=None, *, rope_base, positions=None, **config):
-    """A NoPE layer's self_attention (rope_base=None): no position at all, q and k unrotated."""
+def nope_attention(params, x, mask=None, *, rope_base, positions=None, rope_scaling=None,
+                   partial_rotary_factor=None, rope=None, **config):
+    """A NoPE layer's self_attention (rope_base=None): no position at all, q and k unrotated.
+    The model's RoPE settings (rope_scaling, partial_rotary_factor), which causal_lm passes to
+    every layer, are the rotated layers': this layer takes them and rotates nothing."""
     return self_attention(params, x, mask, **config)
 
 

@@ -566,7 +566,7 @@ def _load_folder(path, dtype):
     expected = family.tensor_shapes(hf)
     params = family.params(lambda name: tensors.read(name, dtype) if name in expected else None,
                            hf)
-    context = hf.get("max_position_embeddings", 2048)
+    context = llama.with_defaults(hf)["max_position_embeddings"]  # transformers' default
     return LanguageModel(params, config_kwargs, tokenizer, eos, hf.get("bos_token_id"),
                          context, _compile_template(template, path), special, path)
 

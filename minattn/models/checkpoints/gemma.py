@@ -8,7 +8,10 @@ query_pre_attn_scalar: llama.cpp uses the head size, or D / n_heads for the 27B 
 layers for Gemma 2, 62 for Gemma 3), and so does this reader, saying so on stderr. The layer
 pattern is llama.cpp's: Gemma 2 alternates local and global layers, Gemma 3 has five local
 layers to one global, unless the file has attention.sliding_window_pattern; Gemma 3's local
-layers use rope.freq_base_swa (default 10000, Gemma 3's local base) without scaling.
+layers use rope.freq_base_swa (default 10000, Gemma 3's local base) without scaling. Where a
+Gemma 2 file has no attention.sliding_window or soft-capping keys, llama.cpp (and transformers'
+Gemma2Config) take a 4096-token window and caps of 50 (scores) and 30 (logits), and so does this
+reader, saying so on stderr; a Gemma 3 file without a window has only global layers (llama.cpp).
 """
 import sys
 
@@ -17,9 +20,17 @@ from .gguf_metadata import Config
 
 MODEL_TYPES = ("gemma2", "gemma3_text")
 GGUF_ARCHITECTURES = ("gemma2", "gemma3")
-DEFAULTS = {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
-            "tie_word_embeddings": True, "attention_bias": False,
-            "final_logit_softcapping": None, "attn_logit_softcapping": None}
+# transformers' Gemma2Config and Gemma3TextConfig defaults (llama.with_defaults): Gemma 2
+# soft-caps its scores at 50 and its logits at 30 unless config.json says otherwise.
+GEMMA = {**{k: v for k, v in llama.COMMON.items() if k != "hidden_act"},  # (not Gemma's key)
+         "hidden_activation": "gelu_pytorch_tanh", "head_dim": 256,
+         "num_key_value_heads": 4, "tie_word_embeddings": True, "query_pre_attn_scalar": 256,
+         "sliding_window": 4096}
+DEFAULTS = {"gemma2": {**GEMMA, "attn_logit_softcapping": 50.0,
+                       "final_logit_softcapping": 30.0, "max_position_embeddings": 8192},
+            "gemma3_text": {**GEMMA, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                            "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                            "max_position_embeddings": 131072}}
 
 
 def config(hf):
@@ -27,7 +38,8 @@ def config(hf):
     from ...families.gemma import _check_tanh_gelu
     from ...families.hf import per_layer_rope, windows
 
-    c = Config({**hf, "layer_types": hf.get("layer_types") or layer_types(hf)}, DEFAULTS)
+    hf = llama.with_defaults(hf)
+    c = Config({**hf, "layer_types": hf.get("layer_types") or layer_types(hf)}, {})
     _check_tanh_gelu("hidden_activation", c.hidden_activation)
     n_layers = c.num_hidden_layers
     rope_base, rope_scaling = per_layer_rope(c, n_layers)
@@ -54,7 +66,7 @@ def layer_types(hf):
 
 def tensor_shapes(hf):
     D = hf["hidden_size"]
-    shapes = llama.tensor_shapes({**DEFAULTS, **hf}, qk_norm=hf["model_type"] == "gemma3_text")
+    shapes = llama.tensor_shapes(hf, qk_norm=hf["model_type"] == "gemma3_text")
     for i in range(hf["num_hidden_layers"]):
         for norm in ("pre_feedforward_layernorm", "post_feedforward_layernorm"):
             shapes[f"model.layers.{i}.{norm}.weight"] = (D,)
@@ -64,7 +76,7 @@ def tensor_shapes(hf):
 def params(get, hf):
     """get(transformers' name) -> array -> minattn params."""
     one_plus = lambda name: {"gamma": 1.0 + get(name)}
-    params = llama.params(get, {**DEFAULTS, **hf})
+    params = llama.params(get, hf)
     for i, block in enumerate(params["layers"]):
         prefix = f"model.layers.{i}."
         for key in ("q_norm", "k_norm"):
@@ -93,7 +105,8 @@ SIZE_27B = {"gemma2": 46, "gemma3": 62}  # layers: llama.cpp's test for the 27B 
 def gguf_config(meta):
     hf = llama.gguf_config(meta, model_type="gemma2" if meta.arch == "gemma2" else "gemma3_text")
     n_layers, d_k = hf["num_hidden_layers"], hf["head_dim"]
-    window = meta.get("attention.sliding_window")
+    window = meta.get("attention.sliding_window") if meta.arch == "gemma3" else meta.default(
+        "attention.sliding_window", 4096, "Gemma 2's window, as llama.cpp and Gemma2Config")
     pattern = meta.get("attention.sliding_window_pattern", PATTERN[meta.arch])
     if isinstance(pattern, list):  # one bool per layer: True = local
         sliding = [bool(p) for p in pattern]
@@ -111,6 +124,10 @@ def gguf_config(meta):
               layer_types=["sliding_attention" if s else "full_attention" for s in sliding],
               final_logit_softcapping=meta.get("final_logit_softcapping"),
               attn_logit_softcapping=meta.get("attn_logit_softcapping"))
+    if meta.arch == "gemma2":  # llama.cpp's (and Gemma2Config's) caps where the file has none
+        hf.update({key: float(meta.default(key, cap, "Gemma 2's, as llama.cpp and Gemma2Config"))
+                   for key, cap in (("attn_logit_softcapping", 50.0),
+                                    ("final_logit_softcapping", 30.0))})
     if meta.arch == "gemma3":
         local_base = float(meta.default("rope.freq_base_swa", 10000.0,
                                         "Gemma 3's base for its local layers"))

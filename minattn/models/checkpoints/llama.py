@@ -16,12 +16,42 @@ from .gguf_metadata import Config
 
 MODEL_TYPES = ("llama", "mistral")
 GGUF_ARCHITECTURES = ("llama",)
-DEFAULTS = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "head_dim": None,
-            "attention_bias": False, "tie_word_embeddings": False}
+# What transformers reads for a key config.json leaves out: its config class's default
+# (transformers 5.24, models/<family>/configuration_<family>.py), for every key these readers
+# read; rope_theta stands for rope_parameters' default (4.x's key, which rope_settings reads
+# where rope_parameters is absent). A num_key_value_heads or head_dim of None: the number of
+# heads, and hidden_size / num_attention_heads.
+COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "head_dim": None, "attention_bias": False,
+          "mlp_bias": False, "tie_word_embeddings": False, "num_key_value_heads": None,
+          "rope_theta": 10000.0}
+DEFAULTS = {"llama": {**COMMON, "max_position_embeddings": 2048},
+            "mistral": {**COMMON, "num_key_value_heads": 8, "sliding_window": 4096,
+                        "max_position_embeddings": 131072}}
 
 
-def namespace(hf, defaults=DEFAULTS):
-    return Config({"num_key_value_heads": hf.get("num_attention_heads"), **hf}, defaults)
+def with_defaults(hf):
+    """config.json (a dict) with the keys it leaves out filled as transformers fills them (the
+    DEFAULTS of its model_type's module); a value that transformers' forward reads and minattn
+    does not implement is refused by name."""
+    from . import BY_MODEL_TYPE
+
+    hf = {**BY_MODEL_TYPE[hf["model_type"]].DEFAULTS[hf["model_type"]], **hf}
+    for key, value, why in REFUSED:
+        if hf.get(key) is value:
+            raise ValueError(f"{key}={value!r} is not supported ({why})")
+    return hf
+
+
+REFUSED = (("mlp_bias", True, "minattn's SwiGLU has no biases"),
+           ("use_bidirectional_attention", True, "transformers then drops the causal mask; "
+            "minattn's language model is causal"),
+           ("is_causal", False, "minattn's language model is causal"))
+
+
+def namespace(hf):
+    hf = with_defaults(hf)
+    return Config({**hf, "num_key_value_heads": hf["num_key_value_heads"] or
+                   hf["num_attention_heads"]}, {})
 
 
 def config(hf):
@@ -33,6 +63,7 @@ def config(hf):
 
 def sizes(hf):
     # -> (D, F, H, H_kv, d_k, V)
+    hf = with_defaults(hf)
     n_heads = hf["num_attention_heads"]
     return (hf["hidden_size"], hf["intermediate_size"], n_heads,
             hf.get("num_key_value_heads") or n_heads,
@@ -43,9 +74,10 @@ def tensor_shapes(hf, biases=None, qk_norm=False):
     """-> {transformers' name: shape [d_out, d_in] or [d]} of every tensor the model has:
     q, k, v and o biases where attention_bias (or the names in biases), a QK-norm's weights
     [d_k] where qk_norm, lm_head where the embeddings are not tied."""
+    hf = with_defaults(hf)
     D, F, H, H_kv, d_k, V = sizes(hf)
     if biases is None:
-        biases = "qkvo" if hf.get("attention_bias") else ""
+        biases = "qkvo" if hf["attention_bias"] else ""
     layer = {"self_attn.q_proj.weight": (H * d_k, D), "self_attn.k_proj.weight": (H_kv * d_k, D),
              "self_attn.v_proj.weight": (H_kv * d_k, D), "self_attn.o_proj.weight": (D, H * d_k),
              "input_layernorm.weight": (D,), "post_attention_layernorm.weight": (D,),
@@ -55,8 +87,17 @@ def tensor_shapes(hf, biases=None, qk_norm=False):
     layer.update({f"self_attn.{p}_proj.bias": (widths[p],) for p in biases})
     if qk_norm:
         layer.update({"self_attn.q_norm.weight": (d_k,), "self_attn.k_norm.weight": (d_k,)})
+    return model_shapes(hf, layer)
+
+
+def model_shapes(hf, layer):
+    """-> {transformers' name: shape} of a model of Llama's layout: the embedding, the final
+    norm, the lm_head unless tied, and each layer's tensors (layer: {name inside a layer:
+    shape})."""
+    hf = with_defaults(hf)
+    D, V = hf["hidden_size"], sizes(hf)[-1]
     shapes = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
-    if not hf.get("tie_word_embeddings", False):
+    if not hf["tie_word_embeddings"]:
         shapes[llama_layout.LM_HEAD] = (V, D)
     shapes.update({f"model.layers.{i}.{name}": shape
                    for i in range(hf["num_hidden_layers"]) for name, shape in layer.items()})
@@ -65,10 +106,25 @@ def tensor_shapes(hf, biases=None, qk_norm=False):
 
 def params(get, hf):
     """get(transformers' name) -> array -> minattn params (llama_layout's map)."""
-    tied = hf.get("tie_word_embeddings", False)
+    hf = with_defaults(hf)
+    tied = hf["tie_word_embeddings"]
     return llama_layout.llama_params(
         lambda name: None if tied and name == llama_layout.LM_HEAD else get(name),
         hf["num_hidden_layers"])
+
+
+def model_params(get, hf, layer):
+    """get(transformers' name) -> array; layer("model.layers.{i}.") -> that layer's params ->
+    the params of a model of Llama's layout whose layers are read by `layer` (a family with
+    other layer tensors: Phi-3's fused projections, OLMo 2's norms): the embedding, the layers,
+    the final norm, and the lm_head unless the embeddings are tied."""
+    hf = with_defaults(hf)
+    params = {"token_embedding": get("model.embed_tokens.weight"),
+              "layers": [layer(f"model.layers.{i}.") for i in range(hf["num_hidden_layers"])],
+              "final_norm": {"gamma": get("model.norm.weight")}}
+    if not hf["tie_word_embeddings"]:
+        params["lm_head"] = llama_layout.linear_weight(get(llama_layout.LM_HEAD))
+    return params
 
 
 # -- GGUF --------------------------------------------------------------------------------------
@@ -86,10 +142,12 @@ GGUF_NAMES = {  # transformers' name (inside a layer: after model.layers.{i}.) -
 ROPE_FREQS = "rope_freqs.weight"  # Llama 3.1's schedule, as llama.cpp writes it
 
 
-def gguf_config(meta, model_type="llama", partial_rotary=False):
+def gguf_config(meta, model_type="llama", partial_rotary=False, longrope=False):
     """GGUF metadata -> the config.json of the same model (what transformers would write), for
     the Llama-like architectures (all but Gemma's keys). partial_rotary: the family rotates
-    rope.dimension_count of each head's d_k features (Phi-3); others refuse a difference."""
+    rope.dimension_count of each head's d_k features (Phi-3); others refuse a difference.
+    longrope: the family reads LongRoPE's factor tensors itself (Phi-3); others refuse
+    rope.scaling.type 'longrope'."""
     n_heads = meta.require("attention.head_count")
     hidden = meta.require("embedding_length")
     rotated = meta.get("rope.dimension_count")
@@ -121,14 +179,15 @@ def gguf_config(meta, model_type="llama", partial_rotary=False):
         print(f"minattn: {meta.file} is a Mistral (general.basename) written as llama, which "
               "records no sliding window: read without one (a Mistral 7B v0.1, window 4096, "
               "then differs beyond 4096 tokens)", file=sys.stderr)
-    hf["rope_parameters"] = gguf_rope(meta, rotated)
+    hf["rope_parameters"] = gguf_rope(meta, rotated, longrope)
     if rotated != d_k:
         hf["rope_parameters"]["partial_rotary_factor"] = rotated / d_k
     return hf
 
 
-def gguf_rope(meta, rotated):
-    # rope.freq_base and rope.scaling.* (and rope_freqs.weight) -> transformers' rope_parameters
+def gguf_rope(meta, rotated, longrope=False):
+    # rope.freq_base and rope.scaling.* (and rope_freqs.weight) -> transformers' rope_parameters;
+    # longrope: the caller reads LongRoPE's factors (phi3.gguf_config), here default RoPE
     base = float(meta.default("rope.freq_base", 10000.0, "the GGUF default; a model trained "
                               "with another base computes wrong logits"))
     scaling = meta.get("rope.scaling.type", "none")
@@ -141,8 +200,7 @@ def gguf_rope(meta, rotated):
         return {"rope_type": "longrope", "rope_theta": base, "short_factor": divisors,
                 "long_factor": divisors, "factor": 1.0,
                 "original_max_position_embeddings": meta.require("context_length")}
-    if scaling in ("none", None) or (scaling == "longrope" and "rope_factors_long.weight" in
-                                     meta.tensors):  # Phi-3's: phi3.gguf_config reads them
+    if scaling in ("none", None) or (scaling == "longrope" and longrope):
         return {"rope_type": "default", "rope_theta": base}
     if scaling == "linear":
         return {"rope_type": "linear", "rope_theta": base,
@@ -158,6 +216,9 @@ def gguf_rope(meta, rotated):
             if meta.get(key) is not None:
                 rope[name] = float(meta.get(key))
         return rope
+    if scaling == "longrope":  # its factors are tensors only Phi-3's reader reads
+        raise ValueError(f"{meta.file}: {meta.arch}.rope.scaling.type 'longrope' is read for "
+                         "phi3 only (its rope_factors_short.weight and rope_factors_long.weight)")
     raise ValueError(f"{meta.file}: {meta.arch}.rope.scaling.type {scaling!r} is not supported "
                      "(minattn reads 'none', 'linear', 'yarn' and Llama 3's rope_freqs.weight)")
 

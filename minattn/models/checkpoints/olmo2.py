@@ -9,6 +9,8 @@ from . import llama
 
 MODEL_TYPES = ("olmo2",)
 GGUF_ARCHITECTURES = ("olmo2",)
+# transformers' Olmo2Config defaults (llama.with_defaults)
+DEFAULTS = {"olmo2": {**llama.COMMON, "rms_norm_eps": 1e-5, "max_position_embeddings": 2048}}
 PROJECTIONS = {name: keys for name, (keys, transpose) in llama_layout.LAYER.items() if transpose}
 
 
@@ -31,12 +33,14 @@ def tensor_shapes(hf):
 
 def params(get, hf):
     """get(transformers' name) -> array -> minattn params."""
+    bias = llama.with_defaults(hf)["attention_bias"]
+
     def layer(prefix):
         block = {}
         for name, keys in PROJECTIONS.items():
             llama_layout._put(block, keys, llama_layout.linear_weight(get(prefix + name)))
         for p in "qkvo":
-            if hf.get("attention_bias"):
+            if bias:
                 block["self_attention"][f"b_{p}"] = get(f"{prefix}self_attn.{p}_proj.bias")
         for key in ("q_norm", "k_norm"):
             block["self_attention"][key] = {"gamma": get(f"{prefix}self_attn.{key}.weight")}
@@ -46,12 +50,7 @@ def params(get, hf):
             "gamma": get(prefix + "post_feedforward_layernorm.weight")}
         return llama_layout.packed(block)
 
-    params = {"token_embedding": get("model.embed_tokens.weight"),
-              "layers": [layer(f"model.layers.{i}.") for i in range(hf["num_hidden_layers"])],
-              "final_norm": {"gamma": get("model.norm.weight")}}
-    if not hf.get("tie_word_embeddings", False):
-        params["lm_head"] = llama_layout.linear_weight(get(llama_layout.LM_HEAD))
-    return params
+    return llama.model_params(get, hf, layer)
 
 
 GGUF_NAMES = {**llama.GGUF_NAMES,

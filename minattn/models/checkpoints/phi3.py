@@ -13,6 +13,9 @@ from . import llama
 
 MODEL_TYPES = ("phi3",)
 GGUF_ARCHITECTURES = ("phi3",)
+# transformers' Phi3Config defaults (llama.with_defaults)
+DEFAULTS = {"phi3": {**llama.COMMON, "rms_norm_eps": 1e-5, "sliding_window": None,
+                     "max_position_embeddings": 4096, "original_max_position_embeddings": 4096}}
 
 
 def config(hf):
@@ -22,16 +25,11 @@ def config(hf):
 
 def tensor_shapes(hf):
     D, F, H, H_kv, d_k, V = llama.sizes(hf)
-    shapes = {"model.embed_tokens.weight": (V, D), "model.norm.weight": (D,)}
-    if not hf.get("tie_word_embeddings", False):
-        shapes[llama_layout.LM_HEAD] = (V, D)
-    layer = {"self_attn.qkv_proj.weight": ((H + 2 * H_kv) * d_k, D),
-             "self_attn.o_proj.weight": (D, H * d_k), "input_layernorm.weight": (D,),
-             "post_attention_layernorm.weight": (D,), "mlp.gate_up_proj.weight": (2 * F, D),
-             "mlp.down_proj.weight": (D, F)}
-    shapes.update({f"model.layers.{i}.{name}": shape
-                   for i in range(hf["num_hidden_layers"]) for name, shape in layer.items()})
-    return shapes
+    return llama.model_shapes(hf, {
+        "self_attn.qkv_proj.weight": ((H + 2 * H_kv) * d_k, D),
+        "self_attn.o_proj.weight": (D, H * d_k), "input_layernorm.weight": (D,),
+        "post_attention_layernorm.weight": (D,), "mlp.gate_up_proj.weight": (2 * F, D),
+        "mlp.down_proj.weight": (D, F)})
 
 
 def params(get, hf):
@@ -52,12 +50,7 @@ def params(get, hf):
                                  get(prefix + "mlp.down_proj.weight"))},
             "feed_forward_norm": {"gamma": get(prefix + "post_attention_layernorm.weight")}})
 
-    params = {"token_embedding": get("model.embed_tokens.weight"),
-              "layers": [layer(f"model.layers.{i}.") for i in range(hf["num_hidden_layers"])],
-              "final_norm": {"gamma": get("model.norm.weight")}}
-    if not hf.get("tie_word_embeddings", False):
-        params["lm_head"] = llama_layout.linear_weight(get(llama_layout.LM_HEAD))
-    return params
+    return llama.model_params(get, hf, layer)
 
 
 GGUF_NAMES = {**llama.GGUF_NAMES, "self_attn.qkv_proj.weight": "attn_qkv.weight",
@@ -65,12 +58,21 @@ GGUF_NAMES = {**llama.GGUF_NAMES, "self_attn.qkv_proj.weight": "attn_qkv.weight"
 
 
 LONGROPE = ("rope_factors_short.weight", "rope_factors_long.weight")
+LONGROPE_KINDS = {LONGROPE[0]: "short factors (within the original context)",
+                  LONGROPE[1]: "long factors (beyond it)"}
 
 
 def gguf_config(meta):
-    hf = llama.gguf_config(meta, model_type="phi3", partial_rotary=True)
+    hf = llama.gguf_config(meta, model_type="phi3", partial_rotary=True, longrope=True)
     hf["sliding_window"] = meta.get("attention.sliding_window") or None  # 0: none (Phi-4)
     present = [name for name in LONGROPE if name in meta.tensors]
+    declared = meta.get("rope.scaling.type") == "longrope"
+    missing = [name for name in LONGROPE if name not in meta.tensors]
+    if declared and missing:  # each named: the short factors and the long ones
+        raise ValueError(f"{meta.file}: {meta.arch}.rope.scaling.type is 'longrope', but it has "
+                         f"no tensor {' and no tensor '.join(missing)} (LongRoPE's "
+                         f"{' and '.join(LONGROPE_KINDS[name] for name in missing)}, one per "
+                         "rotated pair): LongRoPE needs both the short and the long factors")
     if present:
         if len(present) == 1:
             raise ValueError(f"{meta.file}: has {present[0]} without "

@@ -11,10 +11,29 @@ MODEL_TYPES = ("smollm3",)
 GGUF_ARCHITECTURES = ("smollm3",)
 GGUF_NAMES = llama.GGUF_NAMES
 NO_ROPE_LAYER_INTERVAL = 4  # llama.cpp's n_no_rope_layer_step for smollm3
+# transformers' SmolLM3Config defaults (llama.with_defaults)
+DEFAULTS = {"smollm3": {**llama.COMMON, "num_key_value_heads": 4, "tie_word_embeddings": True,
+                        "rope_theta": 2000000.0, "use_sliding_window": False,
+                        "sliding_window": None, "no_rope_layer_interval": 4,
+                        "max_position_embeddings": 32768}}
+
+
+def layers(hf):
+    # As SmolLM3Config's __post_init__: where no_rope_layers is left out, every
+    # no_rope_layer_interval-th layer has no RoPE; where layer_types is, the layers without
+    # RoPE are the sliding ones if use_sliding_window and sliding_window are set.
+    hf = llama.with_defaults(hf)
+    n_layers, interval = hf["num_hidden_layers"], hf["no_rope_layer_interval"]
+    rotated = hf.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n_layers)]
+    sliding = hf["use_sliding_window"] and hf["sliding_window"] is not None
+    types = hf.get("layer_types") or ["sliding_attention" if sliding and not rotated[i] else
+                                      "full_attention" for i in range(n_layers)]
+    return {**hf, "no_rope_layers": rotated, "layer_types": types}
 
 
 def config(hf):
     """config.json (a dict) -> causal_lm's keyword arguments, as interop.from_hf gives them."""
+    hf = layers(hf)
     kwargs = llama.config(hf)
     n_layers = hf["num_hidden_layers"]
     rotated = list(hf["no_rope_layers"])[:n_layers]
