@@ -1070,3 +1070,58 @@ def test_a_gguf_token_outside_the_byte_alphabet_is_respelled_as_transformers_rea
         assert ids == theirs.encode(text), text
         assert ours.decode(ids) == theirs.decode(ids) == text, text
     assert ours.encode("東") == [len(tokens) - 1]  # the token itself, from its three bytes
+
+
+# ---- a SentencePiece GGUF with merges, without bos, against transformers' reading of it ----
+
+SP_TOKENS = ["<unk>", "<s>", "</s>", "▁", "t", "h", "e", "▁t", "he", "▁the", "w", "o", "r", "l",
+             "d", "▁w", "or", "▁wor", "ld", "▁world", "\n", "a", "\n\n"]
+SP_MERGES = ["▁ t", "h e", "▁t he", "o r", "▁ w", "▁w or", "l d", "▁wor ld", "\n \n"]
+
+
+def _sentencepiece_gguf(path, add_bos):
+    # llama.cpp's SentencePiece form ("llama"): unk 0, bos 1, eos 2, merges and scores given
+    import gguf
+
+    import tests.test_language_model_files as files
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for name, value in [("add_block_count", files.N_LAYERS), ("add_context_length", 64),
+                        ("add_embedding_length", files.D), ("add_feed_forward_length", files.F),
+                        ("add_head_count", files.H), ("add_head_count_kv", files.H_KV),
+                        ("add_layer_norm_rms_eps", 1e-5), ("add_rope_freq_base", 10000.0),
+                        ("add_rope_dimension_count", files.D // files.H),
+                        ("add_tokenizer_model", "llama"), ("add_token_list", SP_TOKENS),
+                        ("add_token_merges", SP_MERGES),
+                        ("add_token_scores", [0.0] * 3 + [-float(i) for i in
+                                                          range(len(SP_TOKENS) - 3)]),
+                        ("add_token_types", [2, 3, 3] + [1] * (len(SP_TOKENS) - 3)),
+                        ("add_unk_token_id", 0), ("add_bos_token_id", 1),
+                        ("add_eos_token_id", 2), ("add_add_bos_token", add_bos)]:
+        getattr(writer, name)(value)
+    tensors = files.llama_tensors(np.random.default_rng(0))
+    tensors["token_embd.weight"] = tensors["token_embd.weight"][:len(SP_TOKENS)]
+    for name, w in tensors.items():
+        writer.add_tensor(name, w)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("add_bos", [False, True])
+def test_a_sentencepiece_gguf_with_merges_reads_as_transformers_reads_it(ggufs, add_bos):
+    # without the bos token first, decoding strips the one space SentencePiece put before the
+    # text, and no other: leading, doubled and trailing spaces, a merge of two newlines
+    transformers = pytest.importorskip("transformers")
+    from minattn.models.chat_model import load_language_model
+
+    p = _sentencepiece_gguf(ggufs / "sp.gguf", add_bos)
+    ours = load_language_model(p).tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(ggufs, gguf_file="sp.gguf")
+    for text in ["the world", "  the", "the world ", "the\n\nworld", " the  world  "]:
+        ids = ours.encode(text)
+        assert ids == theirs(text)["input_ids"], text
+        assert ours.decode(ids) == theirs.decode(ids, skip_special_tokens=False), text
+    assert ours.encode("the\n\nworld")[-4] == SP_TOKENS.index("\n\n")  # the merge applied
