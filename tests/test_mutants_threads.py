@@ -1,0 +1,130 @@
+"""engine/threads.py, the cases its mutants showed untested (tests/MUTANTS.md): a timed call's
+keywords reach `when`, `alike` and the function; a call's time is recorded per unit of size;
+the step rule's boundaries (a step exactly twice as slow, a try exactly as fast); what
+`decoding` and `decode_step` take; the affinity's fallbacks."""
+import os
+
+import numpy as np
+import pytest
+
+from minattn.engine import threads
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = _Clock()
+    monkeypatch.setattr(threads, "time", fake)
+    monkeypatch.setattr(threads, "_choices", {})
+    monkeypatch.setattr(threads, "TIMED_THREADS", True)
+    return fake
+
+
+def _blas_threads():
+    return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_timed_call_passes_its_arguments_and_keywords_on(clock, n_threads):
+    seen = []
+
+    def when(a, *, k):
+        seen.append(("when", a, k))
+        return True
+
+    def alike(a, *, k):
+        seen.append(("alike", a, k))
+        return "kw", 4
+
+    @threads.threads_chosen_by_timing(when, alike)
+    def f(a, *, k):
+        seen.append(("f", a, k))
+        clock.now += 8.0
+        return a + k
+
+    recorded = []
+    record = threads._Choice.record
+    with threadpoolctl.threadpool_limits(n_threads, user_api="blas"):
+        if _blas_threads() != n_threads:
+            pytest.skip("this BLAS does not take two threads")
+        try:
+            threads._Choice.record = lambda self, n, s: recorded.append(s) or record(self, n, s)
+            assert f(1, k=2) == 3
+        finally:
+            threads._Choice.record = record
+    names = [name for name, *_ in seen]
+    assert seen[-1] == ("f", 1, 2) and all(args == [1, 2] for _, *args in seen)
+    if n_threads == 2:  # timed: when, alike, then the call, recorded per unit of size (8 / 4)
+        assert names == ["when", "alike", "f"] and recorded == [2.0]
+    else:  # one thread in force: nothing to choose, the call as it is
+        assert names[-1] == "f" and recorded == []
+
+
+def _choice_with(times):
+    # a _Choice on 2 threads fed `times` (threads, seconds) pairs through next/record
+    choice = threads._Choice(2)
+    for n, seconds in times:
+        assert choice.next() == n
+        choice.record(n, seconds)
+    return choice
+
+
+def test_a_step_exactly_twice_the_median_brings_no_try_forward_and_the_median_is_the_rule():
+    # warm-up, two steps of 10 (the third step is the first try: one thread, lost at 30)
+    base = [(2, 10.0), (2, 10.0), (1, 30.0), (2, 10.0), (2, 10.0)]
+    choice = _choice_with(base + [(2, 20.0)])  # exactly 2 x the median: not "twice as slow"
+    assert choice.steps > 1
+    choice = _choice_with(base + [(2, 20.5)])  # more than twice: the other count next
+    assert choice.next() == 1
+
+
+def test_a_try_exactly_as_fast_as_the_median_does_not_win():
+    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 10.0)])
+    assert choice.once is False and choice.next() == 2  # lost: backed off, not tried again now
+
+
+def test_after_a_switch_the_winning_time_is_the_new_median_and_the_next_try_waits_8():
+    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 5.0), (1, 5.0)])  # won twice: one thread
+    assert choice.current == 1 and list(choice.recent) == [5.0]
+    assert choice.interval == threads._Choice.FIRST and choice.once is False
+    for _ in range(threads._Choice.FIRST - 1):
+        assert choice.next() == 1
+        choice.record(1, 5.0)
+    assert choice.next() == 2  # the other count tried after 8 calls
+    assert choice.recent.maxlen == 3  # the current count's last three times
+
+
+def test_one_blas_thread_with_unless_refuses_the_with_statement_by_name():
+    with pytest.raises(TypeError, match=r"^one_blas_thread\(unless=\.\.\.\) decides per call"):
+        with threads.one_blas_thread(unless=threads.decoding):
+            pass
+
+
+def test_decoding_is_a_few_queries_of_any_q_of_two_or_more_dims():
+    assert threads.decoding(np.zeros((1, 8))) and threads.decoding(np.zeros((2, 3, 4, 8)))
+    assert not threads.decoding(np.zeros((5, 8))) and not threads.decoding(np.zeros(8))
+
+
+def test_decode_step_takes_one_dimensional_tokens_and_leaves_lists_out():
+    params = {"token_embedding": np.zeros((5, 2))}
+    assert threads.decode_step(params, np.array([1, 2]), cache=[])  # [L]: one sequence
+    assert not threads.decode_step(params, np.array([1, 2, 3, 4, 0]), cache=[])
+    assert not threads.decode_step(params, [1, 2], cache=[])  # no shape: not a NumPy step
+
+
+def test_without_sched_getaffinity_the_cores_are_cpu_count_or_one(monkeypatch):
+    monkeypatch.setattr(threads, "_get_controller", lambda: False)
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    assert threads._blas_threads() == 3
+    monkeypatch.setattr(os, "cpu_count", lambda: None)
+    assert threads._blas_threads() == 1
