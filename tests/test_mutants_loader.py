@@ -323,13 +323,18 @@ def _gguf(path, tensors=None, skip=(), arch="llama", tokenizer_model="gpt2", str
         writer.add_string(key, value)
     for key, value in (ints or {}).items():
         writer.add_uint32(key, value)
+    _write_and_close(writer, tensors)
+    return path
+
+
+def _write_and_close(writer, tensors):
+    # a gguf.GGUFWriter's file written out: its tensors, then header, metadata and data
     for name, w in tensors.items():
         writer.add_tensor(name, w)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return path
 
 
 def test_a_gguf_files_metadata_gives_the_config_and_the_bos_token(ggufs):
@@ -611,12 +616,7 @@ def test_a_gguf_tokenizer_with_user_tokens_and_plain_text_reads_as_transformers_
     tensors = files.llama_tensors(np.random.default_rng(0))
     tensors["token_embd.weight"] = np.concatenate([tensors["token_embd.weight"],
                                                    np.ones((2, files.D), np.float32)])
-    for name, w in tensors.items():
-        writer.add_tensor(name, w)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _write_and_close(writer, tensors)
     from minattn.models.chat_model import load_language_model
 
     ours = load_language_model(ggufs / "u.gguf")
@@ -1055,12 +1055,7 @@ def test_a_gguf_token_outside_the_byte_alphabet_is_respelled_as_transformers_rea
     tensors = files.llama_tensors(np.random.default_rng(0))
     tensors["token_embd.weight"] = np.concatenate([tensors["token_embd.weight"],
                                                    np.ones((5, files.D), np.float32)])
-    for name, w in tensors.items():
-        writer.add_tensor(name, w)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _write_and_close(writer, tensors)
     from minattn.models.chat_model import load_language_model
 
     ours = load_language_model(ggufs / "p.gguf").tokenizer
@@ -1101,12 +1096,7 @@ def _sentencepiece_gguf(path, add_bos):
         getattr(writer, name)(value)
     tensors = files.llama_tensors(np.random.default_rng(0))
     tensors["token_embd.weight"] = tensors["token_embd.weight"][:len(SP_TOKENS)]
-    for name, w in tensors.items():
-        writer.add_tensor(name, w)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    _write_and_close(writer, tensors)
     return path
 
 

@@ -9,15 +9,9 @@ import pytest
 
 from minattn.engine import threads
 
+from .test_decode_threads import _blas_threads, _Clock
+
 threadpoolctl = pytest.importorskip("threadpoolctl")
-
-
-class _Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def perf_counter(self):
-        return self.now
 
 
 @pytest.fixture
@@ -27,10 +21,6 @@ def clock(monkeypatch):
     monkeypatch.setattr(threads, "_choices", {})
     monkeypatch.setattr(threads, "TIMED_THREADS", True)
     return fake
-
-
-def _blas_threads():
-    return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])

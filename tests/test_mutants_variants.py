@@ -81,12 +81,6 @@ def test_causal_lms_head_mask_keeps_the_attention_mask(model):
 
 def test_a_float64_head_mask_keeps_a_float32_model_in_float32(model):
     params, config, head_mask = model
-    def float32(tree):
-        if isinstance(tree, dict):
-            return {k: float32(v) for k, v in tree.items()}
-        if isinstance(tree, list):
-            return [float32(v) for v in tree]
-        return np.asarray(tree, np.float32)
 
     tokens = np.arange(L)[None] % 19
     assert ma.causal_lm(float32(params), tokens, head_mask=head_mask, **config).dtype == \

@@ -30,10 +30,10 @@ differentiated (an autograd box: the gradient is recorded on the whole).
 decoder's self-attention does: the weights are still computed block by block (each block's
 output is its weights times its values), but not assembled into the [..., L_q, L_k] array,
 which for a long prompt is most of the memory (SmolLM2's 4,096-token prompt: 600 MB a layer in
-float32) and, for a 512-token one, about a fifth of the core's time (filling the array's 10
-tiles of 16 where its zeros are not). The core returns None as its weights. Inside the call
-the blocks give a placeholder (NaN, read-only, no memory) where the weights were, which the core
-may reshape but not read: only the canonical cores, whose output does not come from the
+float32) and, for a 512-token one, time: 2.4 of 9.5 ms in the core's steps written out by hand,
+and SmolLM2's prefill 878 against 910 ms (docs/benchmarks.md, "The prefill's core"). The core
+returns None as its weights. Inside the call the blocks give a placeholder (NaN, read-only, no
+memory) where the weights were, which the core may reshape but not read: only the canonical cores, whose output does not come from the
 assembled weights, are wrapped (kv_cache.self_attention's `grouped_attention`). A call that is
 not split (decoding, a box, dropout) builds its weights as ever, and drops them.
 """
