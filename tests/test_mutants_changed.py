@@ -39,3 +39,30 @@ def test_attention_with_sinks_names_the_input_as_the_caller_calls_it(sinks_param
         with pytest.raises(TypeError,
                            match=r"^query must be a floating-point array, got dtype int64"):
             ma.multi_head_attention(p, integers, x, x, n_heads=H)
+
+
+# gated_attention.py: a bad rope_base refused by gated_attention's own check, before any product
+
+def _gated_params():
+    rng = np.random.default_rng(0)
+    d, h, d_k = 8, 2, 4
+    return {"w_q": rng.normal(size=(d, h * d_k)), "w_k": rng.normal(size=(d, d_k)),
+            "w_v": rng.normal(size=(d, d_k)), "w_o": rng.normal(size=(h * d_k, d)),
+            "w_gate": rng.normal(size=(d, h * d_k)), "q_norm": {"gamma": rng.normal(size=d_k)},
+            "k_norm": {"gamma": rng.normal(size=d_k)}}
+
+
+@pytest.mark.parametrize("rope_base, error, message", [
+    (-1.0, ValueError, "rope_base must be a positive float, got -1.0"),
+    ("x", TypeError, "rope_base must be a positive float, got 'x' (str)"),
+])
+def test_gated_attention_refuses_a_bad_rope_base_before_computing(monkeypatch, rope_base, error,
+                                                                   message):
+    import minattn.gated_attention as module
+
+    calls = []
+    monkeypatch.setattr(module, "_project", lambda *a: calls.append(1))
+    with pytest.raises(error) as info:
+        module.gated_attention(_gated_params(), np.ones((1, 3, 8)), n_heads=2, n_kv_heads=1,
+                               positions=np.arange(3), rope_base=rope_base)
+    assert str(info.value) == message and calls == []
