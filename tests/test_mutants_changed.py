@@ -66,3 +66,60 @@ def test_gated_attention_refuses_a_bad_rope_base_before_computing(monkeypatch, r
         module.gated_attention(_gated_params(), np.ones((1, 3, 8)), n_heads=2, n_kv_heads=1,
                                positions=np.arange(3), rope_base=rope_base)
     assert str(info.value) == message and calls == []
+
+
+def _gated_attention_loop(p, x, n_heads, n_kv_heads, d_k, positions, base, eps, factor):
+    # Qwen3-Next's gated attention written out head by head, in float64: QK-norm (RMSNorm over
+    # each head's features, eps inside the root), RoPE on (x[i], x[i + d/2]) at positions /
+    # factor (linear scaling), softmax(q kᵀ / sqrt(d_k)) v with no mask, each head's output
+    # times sigmoid(x w_gate), the heads side by side, then w_o.
+    def rms(a, gamma):
+        return a / np.sqrt(np.mean(a * a) + eps) * gamma
+
+    def rope(a, position):
+        half = d_k // 2
+        angle = position / factor * base ** (-2.0 * np.arange(half) / d_k)
+        a1, a2 = a[:half], a[half:]
+        return np.concatenate([a1 * np.cos(angle) - a2 * np.sin(angle),
+                               a2 * np.cos(angle) + a1 * np.sin(angle)])
+
+    out = np.zeros_like(x)
+    for b in range(x.shape[0]):
+        heads = []
+        for h in range(n_heads):
+            g = h // (n_heads // n_kv_heads)
+            cols, kv_cols = slice(h * d_k, (h + 1) * d_k), slice(g * d_k, (g + 1) * d_k)
+            q = [rope(rms(t @ p["w_q"][:, cols], p["q_norm"]["gamma"]), i)
+                 for i, t in zip(positions, x[b])]
+            k = [rope(rms(t @ p["w_k"][:, kv_cols], p["k_norm"]["gamma"]), i)
+                 for i, t in zip(positions, x[b])]
+            v = [t @ p["w_v"][:, kv_cols] for t in x[b]]
+            rows = []
+            for i, t in enumerate(x[b]):
+                s = np.array([q[i] @ k[j] for j in range(len(k))]) / np.sqrt(d_k)
+                w = np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+                gate = 1 / (1 + np.exp(-(t @ p["w_gate"][:, cols])))
+                rows.append(sum(w[j] * v[j] for j in range(len(v))) * gate)
+            heads.append(np.array(rows))
+        out[b] = np.concatenate(heads, axis=-1) @ p["w_o"]
+    return out
+
+
+def test_gated_attention_passes_its_head_width_schedule_and_eps_on():
+    # A head width d_k = 2 that is not d_model / n_heads = 4,
+    # a linear RoPE schedule and an eps far from the default: each reaches self-attention.
+    rng = np.random.default_rng(1)
+    d, h, h_kv, d_k, length = 8, 2, 1, 2, 5
+    p = {"w_q": rng.normal(size=(d, h * d_k)), "w_k": rng.normal(size=(d, h_kv * d_k)),
+         "w_v": rng.normal(size=(d, h_kv * d_k)), "w_o": rng.normal(size=(h * d_k, d)),
+         "w_gate": rng.normal(size=(d, h * d_k)), "q_norm": {"gamma": rng.normal(size=d_k)},
+         "k_norm": {"gamma": rng.normal(size=d_k)}}
+    x = rng.normal(size=(2, length, d))
+    positions = np.arange(length) + 3
+    from minattn.gated_attention import gated_attention
+
+    out, _ = gated_attention(p, x, n_heads=h, n_kv_heads=h_kv, d_k=d_k, positions=positions,
+                             rope_base=50.0, rope_scaling={"rope_type": "linear",
+                                                          "factor": 4.0}, eps=0.3)
+    want = _gated_attention_loop(p, x, h, h_kv, d_k, positions, 50.0, 0.3, 4.0)
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
