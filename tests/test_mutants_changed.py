@@ -123,3 +123,19 @@ def test_gated_attention_passes_its_head_width_schedule_and_eps_on():
                                                           "factor": 4.0}, eps=0.3)
     want = _gated_attention_loop(p, x, h, h_kv, d_k, positions, 50.0, 0.3, 4.0)
     np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
+
+
+# softcap.py: capped_attention's default scale, d^-1/2 of the head width (not of L_q)
+
+def test_capped_attentions_default_scale_is_one_over_the_root_of_the_head_width():
+    from minattn.softcap import capped_attention
+
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(1, 4, 3, 5))  # [B, H, L_q, d]: L_q = 3 is not d = 5
+    k, v = rng.normal(size=(2, 1, 2, 6, 5))  # [B, H_kv, L_k, d], H_kv = 2
+    out, weights = capped_attention(q, k, v, cap=2.0)
+    for h in range(4):
+        s = 2.0 * np.tanh(q[0, h] @ k[0, h // 2].T / np.sqrt(5) / 2.0)
+        w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
+        np.testing.assert_allclose(weights[0, h], w, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(out[0, h], w @ v[0, h // 2], rtol=1e-12, atol=1e-14)
