@@ -139,3 +139,13 @@ def test_capped_attentions_default_scale_is_one_over_the_root_of_the_head_width(
         w = np.exp(s) / np.exp(s).sum(axis=-1, keepdims=True)
         np.testing.assert_allclose(weights[0, h], w, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(out[0, h], w @ v[0, h // 2], rtol=1e-12, atol=1e-14)
+
+
+# rope_scaling.py: longrope's length of an empty sequence (no position: nothing to rotate)
+
+def test_longrope_rotates_an_empty_sequence_to_an_empty_one():
+    scaling = {"rope_type": "longrope", "factor": 6.0, "original_max_position_embeddings": 5,
+               "short_factor": [1.25, 2.5], "long_factor": [3.5, 4.75]}
+    for x in (np.ones((2, 0, 4)), np.ones((0, 4), np.float32)):
+        out = ma.apply_rope(x, np.arange(0), base=123.0, scaling=scaling)
+        assert out.shape == x.shape and out.dtype == x.dtype
