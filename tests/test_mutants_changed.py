@@ -170,3 +170,17 @@ def test_longrope_of_an_original_context_of_one():
     out = ma.apply_rope(x, np.arange(3), base=77.0,
                         scaling={**scaling, "factor": 2.0, "attention_factor": 1.0})
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
+
+
+# rope.py: apply_partial_rope's own refusals, read in full
+
+def test_apply_partial_rope_refuses_an_integer_or_one_dimensional_x_by_name():
+    from minattn.rope import apply_partial_rope
+
+    with pytest.raises(TypeError) as info:
+        apply_partial_rope(np.ones((3, 4), int), np.arange(3), 0.5)
+    assert str(info.value) == ("x must be a floating-point array, got dtype int64 (convert it "
+                               "with x.astype(np.float32) or np.float64)")
+    with pytest.raises(ValueError) as info:
+        apply_partial_rope(np.ones(4), np.arange(1), 0.5)
+    assert str(info.value) == "x must have shape (..., L, d), got shape (4,)"
