@@ -184,3 +184,23 @@ def test_apply_partial_rope_refuses_an_integer_or_one_dimensional_x_by_name():
     with pytest.raises(ValueError) as info:
         apply_partial_rope(np.ones(4), np.arange(1), 0.5)
     assert str(info.value) == "x must have shape (..., L, d), got shape (4,)"
+
+
+# transformer_decoder.py: init_* in the dtype asked, attention's weights too
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in _leaves(value)]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for value in tree for leaf in _leaves(value)]
+    return [tree]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_init_decoder_block_and_causal_lm_make_every_weight_in_the_dtype_asked(dtype):
+    rng = np.random.default_rng(4)
+    for params in (ma.init_decoder_block(rng, 8, 2, 16, dtype=dtype),
+                   ma.init_decoder_block(rng, 8, 2, 16, qk_norm=True, dtype=dtype),
+                   ma.init_causal_lm(rng, 11, 2, 8, 2, 16, dtype=dtype)[0]):
+        arrays = [leaf for leaf in _leaves(params) if hasattr(leaf, "dtype")]
+        assert len(arrays) > 8 and {a.dtype for a in arrays} == {np.dtype(dtype)}
