@@ -204,3 +204,16 @@ def test_init_decoder_block_and_causal_lm_make_every_weight_in_the_dtype_asked(d
                    ma.init_causal_lm(rng, 11, 2, 8, 2, 16, dtype=dtype)[0]):
         arrays = [leaf for leaf in _leaves(params) if hasattr(leaf, "dtype")]
         assert len(arrays) > 8 and {a.dtype for a in arrays} == {np.dtype(dtype)}
+
+
+def test_init_decoder_block_of_a_head_width_apart_from_d_model_keeps_its_zero_biases():
+    # d_k = 3 with d_model = 8, n_heads = 2: U(+-1/sqrt(d_in)) weights and, with bias, zeros
+    rng = np.random.default_rng(5)
+    p = ma.init_decoder_block(rng, 8, 2, 16, d_k=3, n_kv_heads=1, bias=True)["self_attention"]
+    widths = {"q": 6, "k": 3, "v": 3, "o": 8}
+    assert sorted(p) == sorted([f"w_{n}" for n in widths] + [f"b_{n}" for n in widths])
+    for name, width in widths.items():
+        np.testing.assert_array_equal(p[f"b_{name}"], np.zeros(width))
+        d_in = p[f"w_{name}"].shape[0]
+        assert p[f"w_{name}"].shape[1] == width
+        assert 0 < np.abs(p[f"w_{name}"]).max() <= 1 / np.sqrt(d_in)
