@@ -217,3 +217,12 @@ def test_init_decoder_block_of_a_head_width_apart_from_d_model_keeps_its_zero_bi
         d_in = p[f"w_{name}"].shape[0]
         assert p[f"w_{name}"].shape[1] == width
         assert 0 < np.abs(p[f"w_{name}"]).max() <= 1 / np.sqrt(d_in)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_init_decoder_blocks_cross_attention_has_biases_as_asked(bias):
+    rng = np.random.default_rng(6)
+    block = ma.init_decoder_block(rng, 8, 2, 16, cross_attention=True, bias=bias)
+    for name in ("self_attention", "cross_attention"):
+        biases = sorted(key for key in block[name] if key.startswith("b_"))
+        assert biases == (["b_k", "b_o", "b_q", "b_v"] if bias else [])
