@@ -226,3 +226,14 @@ def test_init_decoder_blocks_cross_attention_has_biases_as_asked(bias):
     for name in ("self_attention", "cross_attention"):
         biases = sorted(key for key in block[name] if key.startswith("b_"))
         assert biases == (["b_k", "b_o", "b_q", "b_v"] if bias else [])
+
+
+def test_apply_rope_takes_x_and_positions_as_nested_lists():
+    # Lists go through the full checks (the fast path is for two arrays): the same rotation
+    # as the formula's on the arrays.
+    x = np.random.default_rng(7).normal(size=(3, 4))
+    out = ma.apply_rope(x.tolist(), [0, 1, 2], base=31.0)
+    angles = np.arange(3)[:, None] * 31.0 ** (-np.arange(2) / 2)
+    want = np.concatenate([x[:, :2] * np.cos(angles) - x[:, 2:] * np.sin(angles),
+                           x[:, 2:] * np.cos(angles) + x[:, :2] * np.sin(angles)], axis=-1)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
