@@ -106,8 +106,10 @@ def _gated_attention_loop(p, x, n_heads, n_kv_heads, d_k, positions, base, eps, 
 
 
 def test_gated_attention_passes_its_head_width_schedule_and_eps_on():
-    # A head width d_k = 2 that is not d_model / n_heads = 4,
-    # a linear RoPE schedule and an eps far from the default: each reaches self-attention.
+    # A head width d_k = 2 that is not d_model / n_heads = 4, a linear RoPE schedule and an eps
+    # far from the default: each reaches self-attention.
+    from minattn.gated_attention import gated_attention
+
     rng = np.random.default_rng(1)
     d, h, h_kv, d_k, length = 8, 2, 1, 2, 5
     p = {"w_q": rng.normal(size=(d, h * d_k)), "w_k": rng.normal(size=(d, h_kv * d_k)),
@@ -116,8 +118,6 @@ def test_gated_attention_passes_its_head_width_schedule_and_eps_on():
          "k_norm": {"gamma": rng.normal(size=d_k)}}
     x = rng.normal(size=(2, length, d))
     positions = np.arange(length) + 3
-    from minattn.gated_attention import gated_attention
-
     out, _ = gated_attention(p, x, n_heads=h, n_kv_heads=h_kv, d_k=d_k, positions=positions,
                              rope_base=50.0, rope_scaling={"rope_type": "linear",
                                                           "factor": 4.0}, eps=0.3)
