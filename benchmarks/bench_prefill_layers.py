@@ -10,17 +10,22 @@ Each round runs 30 layers (SmolLM2's count, the same random float32 weights each
 depends on the shapes only) three ways, one after the other, and records each step's time
 summed over the 30 layers:
 - minattn: rms_norm, linears (q, k, v), apply_rope, the causal grouped attention core as a
-  decoder's self-attention calls it (weights_unread(grouped_attention): no weights kept), linear
-  (o), the residual, rms_norm, linears (gate, up), silu(gate) * up, the down product, the
-  residual;
+  decoder's self-attention calls it inside a prompt's block (weights_unread(grouped_attention):
+  no weights kept; its products on the BLAS threads in force, as under the block's
+  threads_chosen_by_timing), linear (o), the residual, rms_norm, linears (gate, up),
+  silu(gate) * up, the down product, the residual; the weights laid out as a loaded model's
+  (models/llama_layout.py: linear_weight's order, packed into one buffer, so that q, k, v and
+  gate, up are one product each);
 - torch: the same steps as transformers' Llama layer makes them (F.linear, rotate_half,
   F.scaled_dot_product_attention(is_causal=True, enable_gqa=True), F.silu), in torch.no_grad;
 - floor: minattn's steps, but the attention core replaced by its two products alone (the
-  scores and weights-times-values of each causal block of 128 queries, no mask, no softmax:
-  what any NumPy core computes at least) and silu(gate) * up by four in-place passes
-  (gate / (1 + exp(-gate)) * up): the least a NumPy layer made of separate array operations
-  costs, not a correct layer.
-One layer of minattn and of torch are checked equal (float32 tolerance) before timing.
+  scores and weights-times-values of each causal block of 128 queries, minattn's blocks, no
+  mask, no softmax) and silu(gate) * up by five passes, all but the first in place
+  (gate / (1 + exp(-gate)) * up): not a correct layer; a lower bound for those two steps of
+  minattn's layer.
+One layer of minattn and of torch are checked equal (float32 tolerance) before timing. The
+three run in a rotating order, 0.2 s apart (OpenBLAS's and torch's idle threads spin for a while
+after a product: the pause keeps one from slowing the next one's first step).
 Prints each step's median over the rounds and its range, and the per-round total ratios.
 """
 import argparse
@@ -51,7 +56,9 @@ def main():
 
     from minattn.engine.query_blocks import weights_unread
     from minattn.linear import linear, linears
+    from minattn.engine import threads
     from minattn.masks import causal_mask
+    from minattn.models.llama_layout import linear_weight, packed
     from minattn.multi_head import grouped_attention
     from minattn.normalization import rms_norm
     from minattn.position_wise import silu
@@ -63,8 +70,12 @@ def main():
     rng = np.random.default_rng(0)
     w = lambda *shape: (rng.standard_normal(shape) * 0.05).astype(np.float32)
     x0, g = w(1, L, D), w(D) + 1
-    ws_qkv = (w(D, HEADS * HEAD_DIM), w(D, KV_HEADS * HEAD_DIM), w(D, KV_HEADS * HEAD_DIM))
-    wo, ws_gu, wd = w(D, D), (w(D, FF), w(D, FF)), w(FF, D)
+    # torch's Linear weights [d_out, d_in]; minattn's as load_language_model lays them out
+    shapes = {"q": (HEADS * HEAD_DIM, D), "k": (KV_HEADS * HEAD_DIM, D), "v": (KV_HEADS * HEAD_DIM, D),
+              "o": (D, D), "gate": (FF, D), "up": (FF, D), "down": (D, FF)}
+    torch_ws = {name: w(*shape) for name, shape in shapes.items()}
+    ws = packed({name: linear_weight(a) for name, a in torch_ws.items()})
+    ws_qkv, wo, ws_gu, wd = (ws["q"], ws["k"], ws["v"]), ws["o"], (ws["gate"], ws["up"]), ws["down"]
     mask, positions = causal_mask(L), np.arange(L)
     core = weights_unread(grouped_attention)
 
@@ -77,15 +88,23 @@ def main():
                 for s in range(0, L, rows)]
         return np.concatenate(outs, -2).reshape(1, HEADS, L, HEAD_DIM)
 
-    def silu_up_floor(gate, up):  # four passes, in place (overflow of exp gives the limit, 0)
+    def silu_up_floor(gate, up):  # five passes (overflow of exp gives the limit, 0)
         with np.errstate(over="ignore"):
-            e = np.exp(-gate)
+            e = np.negative(gate)
+            np.exp(e, out=e)
             e += 1
             np.divide(gate, e, out=e)
             e *= up
             return e
 
     def numpy_layers(x, floor, times, layers=LAYERS):
+        threads._timing = True  # as inside a prompt's block: the core on the threads in force
+        try:
+            return _numpy_layers(x, floor, times, layers)
+        finally:
+            threads._timing = False
+
+    def _numpy_layers(x, floor, times, layers):
         marks = [time.perf_counter()]
         for _ in range(layers):
             h = rms_norm(x, g, eps=EPS); marks.append(time.perf_counter())
@@ -106,7 +125,8 @@ def main():
         return x
 
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))
-    tg, twq, twk, twv, two, twg, twu, twd = (t(a) for a in (g, *(m.T for m in (*ws_qkv, wo, *ws_gu, wd))))
+    tg = t(g)
+    twq, twk, twv, two, twg, twu, twd = (t(torch_ws[n]) for n in ("q", "k", "v", "o", "gate", "up", "down"))
     inv_freq = 1.0 / BASE ** (torch.arange(0, HEAD_DIM, 2, dtype=torch.float64) / HEAD_DIM)
     angles = torch.outer(torch.arange(L, dtype=torch.float64), inv_freq)
     cos, sin = (torch.cat((f(angles), f(angles)), -1).float() for f in (torch.cos, torch.sin))
@@ -146,10 +166,13 @@ def main():
             header(args.busy)
             print(f"{args.threads} threads, {args.rounds} rounds of {LAYERS} layers, "
                   f"{L} tokens; one layer equal to torch's within {error:.1e} (relative)")
-            for _ in range(args.rounds + 1):  # the first round warms up, not counted
-                numpy_layers(x0, False, runs["minattn"])
-                torch_layers(t(x0), runs["torch"])
-                numpy_layers(x0, True, runs["floor"])
+            order = [lambda: numpy_layers(x0, False, runs["minattn"]),
+                     lambda: torch_layers(t(x0), runs["torch"]),
+                     lambda: numpy_layers(x0, True, runs["floor"])]
+            for r in range(args.rounds + 1):  # the first round warms up, not counted
+                for i in range(3):
+                    time.sleep(0.2)
+                    order[(r + i) % 3]()
             footer()
     runs = {name: np.array(r[1:]) * 1e3 for name, r in runs.items()}  # [rounds, steps], ms
     print(f"{'step (30 layers)':18s} {'minattn':>18s} {'torch':>18s} {'minattn - torch':>16s} {'floor':>8s}")
