@@ -237,3 +237,10 @@ def test_apply_rope_takes_x_and_positions_as_nested_lists():
     want = np.concatenate([x[:, :2] * np.cos(angles) - x[:, 2:] * np.sin(angles),
                            x[:, 2:] * np.cos(angles) + x[:, :2] * np.sin(angles)], axis=-1)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
+
+
+def test_apply_rope_refuses_positions_as_long_as_the_batch_not_the_sequence():
+    # x [B = 2, L = 3, d]: positions [2] broadcast to x's batch axis, not to its (..., L)
+    with pytest.raises(ValueError) as info:
+        ma.apply_rope(np.ones((2, 3, 4)), np.arange(2))
+    assert str(info.value) == "positions of shape (2,) must broadcast to x's (..., L) = (2, 3)"
