@@ -362,12 +362,13 @@ def check_causal_lm(params, tokens, attention_mask, n_heads, activation, positio
                          "learned position embeddings) does not use: pass position='rope'")
     return _check_causal_lm(params, tokens, attention_mask, n_heads, config.get("n_kv_heads"),
                             config.get("d_k"), config.get("norm", "layer_norm"), activation,
-                            position, cache, logits_to_keep=logits_to_keep)[:4]
+                            position, cache, logits_to_keep=logits_to_keep)
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
-                     position, cache, embedding_scale=None, final_logit_softcapping=None,
-                     logits_to_keep=None, head_mask=None):
+                     position, cache, logits_to_keep=None):
+    # (embedding_scale and final_logit_softcapping: check_scaled_causal_lm; head_mask:
+    # minattn/head_mask.py, each checked by the variant that reads it)
     checks.check_choice("position", position, POSITIONS)
     if logits_to_keep is not None:
         checks.check_size("logits_to_keep", logits_to_keep)
@@ -422,15 +423,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                              f" has only {n_positions} positions")
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
                               activation, position)
-    if embedding_scale is not None:
-        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
-                                                     allow_zero=True, dtype=embedding.dtype)
-    if final_logit_softcapping is not None:
-        final_logit_softcapping = checks.check_positive_real(
-            "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
-    head_mask = check_head_mask(head_mask, (len(params["layers"]), n_heads), embedding.dtype)
-    return (params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping,
-            head_mask)
+    return params, tokens, attention_mask, past
 
 
 # Every key a causal language model's params may hold (lm_head: unless the embeddings are tied).
