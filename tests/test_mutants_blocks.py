@@ -144,3 +144,28 @@ def test_pad_token_id_without_eos_token_id_is_refused_in_full():
     assert str(error.value) == (
         "pad_token_id=0 fills a row after its eos_token_id, and eos_token_id is None (no row "
         "ends): pass eos_token_id, or leave pad_token_id None")
+
+
+def _attention_params():
+    return _decoder_block_params(bias=False)["self_attention"]
+
+
+def test_self_attentions_eps_is_refused_naming_it_in_full():
+    from minattn.kv_cache import self_attention
+
+    with pytest.raises(ValueError) as error:
+        self_attention(_attention_params(), _x(), n_heads=H, eps=-1.0)
+    assert str(error.value) == "eps must be a non-negative, finite float, got -1.0"
+
+
+def test_rope_keywords_without_positions_are_all_named_in_full():
+    from minattn.kv_cache import self_attention
+
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    with pytest.raises(ValueError) as error:
+        self_attention(_attention_params(), _x(), n_heads=H, rope_scaling=scaling,
+                       partial_rotary_factor=0.5)
+    assert str(error.value) == (
+        "rope_scaling={'rope_type': 'linear', 'factor': 2.0} and partial_rotary_factor=0.5 set "
+        "RoPE, which rotates q and k only where positions are given: pass positions, or leave "
+        "them None")
