@@ -169,3 +169,24 @@ def test_rope_keywords_without_positions_are_all_named_in_full():
         "rope_scaling={'rope_type': 'linear', 'factor': 2.0} and partial_rotary_factor=0.5 set "
         "RoPE, which rotates q and k only where positions are given: pass positions, or leave "
         "them None")
+
+
+def test_a_post_norm_in_place_of_a_pre_norm_is_named_with_the_keyword_that_reads_it_in_full():
+    params = _decoder_block_params()
+    params["post_self_attention_norm"] = params.pop("self_attention_norm")
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(params, _x(), n_heads=H)  # norm_first=False, the default
+    assert str(error.value) == (
+        "params is missing key 'self_attention_norm' (expected keys: 'self_attention', "
+        "'self_attention_norm', 'feed_forward', 'feed_forward_norm'); params has "
+        "'post_self_attention_norm', which only a pre-norm block reads: pass norm_first=True")
+
+
+def test_an_encoder_block_key_it_does_not_read_is_refused_listing_its_keys_in_full():
+    params = ma.init_encoder_block(np.random.default_rng(4), D, H, 16)
+    params["ffn_norm"] = params["feed_forward_norm"]  # llama.cpp's name, not the block's
+    with pytest.raises(ValueError) as error:
+        ma.encoder_block(params, _x(), n_heads=H)
+    assert str(error.value) == (
+        "params has keys ['ffn_norm'], which this block does not read (its keys: "
+        "'self_attention', 'self_attention_norm', 'feed_forward', 'feed_forward_norm')")
