@@ -192,21 +192,6 @@ def test_gated_attentions_defaults_are_rope_base_10000_and_eps_1e_6():
     np.testing.assert_array_equal(got, want)
 
 
-def test_gated_attention_with_rope_on_an_odd_head_width_is_refused_by_name():
-    # RoPE rotates pairs of features: a whole head of 3 cannot be rotated (a partial factor
-    # would choose an even part of it); refused naming the head width before computing
-    from minattn.gated_attention import gated_attention
-
-    rng = np.random.default_rng(3)
-    d, h, d_k = 6, 2, 3
-    params = {key: rng.normal(size=(d, h * d_k)) for key in ("w_q", "w_k", "w_v", "w_gate")}
-    params.update(w_o=rng.normal(size=(h * d_k, d)), q_norm={"gamma": np.ones(d_k)},
-                  k_norm={"gamma": np.ones(d_k)})
-    with pytest.raises(ValueError, match=r"^RoPE \(positions given\) needs an even head width "
-                                         r"d_k, got d_k=3 \(d_model=6, n_heads=2\)$"):
-        gated_attention(params, rng.normal(size=(3, d)), n_heads=h, positions=np.arange(3))
-
-
 def test_gated_attention_without_n_kv_heads_has_one_kv_head_per_head():
     from minattn.gated_attention import gated_attention
 
