@@ -71,8 +71,10 @@ def ratio(a, b):
 def header(busy_n):
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python "
           f"{platform.python_version()}, numpy {np.__version__}; --busy {busy_n}")
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
 
 
 def footer():
-    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")

@@ -86,7 +86,8 @@ def longrope(exponents, base, positions, *, short_factor, long_factor, factor,
     original context N, long_factor[i] beyond it (chosen per call, as dynamic scaling's base);
     q and k scaled by attention_factor (default sqrt(1 + ln(factor) / ln(N)), or 1 where
     factor <= 1)."""
-    _check_longrope(exponents, short_factor, long_factor)
+    _check_longrope(exponents, short_factor, long_factor, factor, original_max_position_embeddings,
+                    attention_factor)
     length = int(np.max(positions)) + 1 if np.size(positions) else 0
     rescale = long_factor if length > original_max_position_embeddings else short_factor
     inv_freq = base ** -exponents / np.array(rescale, dtype=exponents.dtype, like=exponents)
@@ -96,11 +97,15 @@ def longrope(exponents, base, positions, *, short_factor, long_factor, factor,
     return inv_freq, attention_factor
 
 
-def _check_longrope(exponents, short_factor, long_factor):
+def _check_longrope(exponents, short_factor, long_factor, factor, original, attention_factor):
     for name, rescale in (("short_factor", short_factor), ("long_factor", long_factor)):
         if np.ndim(rescale) != 1 or len(rescale) != exponents.shape[0]:
             raise ValueError(f"longrope's {name} must hold one factor per rotated feature pair, "
                              f"{exponents.shape[0]}, got {np.shape(rescale)}")
+    if attention_factor is None and factor > 1 and original == 1:  # ln(1) = 0 divides
+        raise ValueError(f"longrope's default attention_factor, sqrt(1 + ln(factor) / ln(N)), "
+                         f"is undefined for original_max_position_embeddings N = 1 (factor="
+                         f"{factor!r}): give attention_factor, or N >= 2")
 
 
 SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3,

@@ -72,7 +72,7 @@ def _has_sinks(params, *args, **config):
 @implements(multi_head_attention, when=_has_sinks)
 def multi_head_attention_with_sinks(params, query, key, value, mask=None, *, n_heads, **config):
     """multi_head_attention with params["sinks"] [H]: one attention-sink logit per head."""
-    params, sinks = _split_sinks(params, n_heads, query)
+    params, sinks = _split_sinks(params, n_heads, query, "query")
     core = functools.partial(grouped_attention, sinks=sinks)
     return multi_head_attention(params, query, key, value, mask, n_heads=n_heads, core=core,
                                 **config)
@@ -82,16 +82,17 @@ def multi_head_attention_with_sinks(params, query, key, value, mask=None, *, n_h
 def self_attention_with_sinks(params, x, mask=None, *, n_heads, **config):
     """self_attention with params["sinks"] [H]: one attention-sink logit per head (gpt-oss)."""
     check_sinks_alone(config)
-    params, sinks = _split_sinks(params, n_heads, x)
+    params, sinks = _split_sinks(params, n_heads, x, "x")
     core = functools.partial(grouped_attention, sinks=sinks)
     return self_attention(params, x, mask, n_heads=n_heads, core=core, **config)
 
 
-def _split_sinks(params, n_heads, x):
-    # -> (params without "sinks", sinks [H] in x's dtype), the sinks checked against n_heads.
+def _split_sinks(params, n_heads, x, name):
+    # -> (params without "sinks", sinks [H] in x's dtype), the sinks checked against n_heads;
+    # name: x's, as the caller's argument is called (query, x).
     checks.check_size("n_heads", n_heads)
     sinks = checks.check_shape("params['sinks']", params["sinks"], (n_heads,),
-                               checks.as_float_array("x", x).dtype)
+                               checks.as_float_array(name, x).dtype)
     return {key: params[key] for key in params if key != "sinks"}, sinks
 
 

@@ -190,3 +190,22 @@ def test_an_encoder_block_key_it_does_not_read_is_refused_listing_its_keys_in_fu
     assert str(error.value) == (
         "params has keys ['ffn_norm'], which this block does not read (its keys: "
         "'self_attention', 'self_attention_norm', 'feed_forward', 'feed_forward_norm')")
+
+
+@pytest.mark.parametrize("eps", [0.25, 3.0])
+def test_qk_norm_over_all_heads_uses_the_eps_given(eps):
+    # OLMo 2's QK-norm (gamma [H d_k]: each token's q, k normalised over all heads at once)
+    # against the formula: the cache's keys are k's RMSNorm with this eps (no RoPE here).
+    rng = np.random.default_rng(7)
+    D, H, H_kv, d = 8, 4, 2, 4
+    params = {"w_q": rng.standard_normal((D, H * d)), "w_k": rng.standard_normal((D, H_kv * d)),
+              "w_v": rng.standard_normal((D, H_kv * d)), "w_o": rng.standard_normal((H * d, D)),
+              "q_norm": {"gamma": rng.uniform(0.5, 2, H * d)},
+              "k_norm": {"gamma": rng.uniform(0.5, 2, H_kv * d)}}
+    x = 0.1 * rng.standard_normal((3, D))  # small: mean(k²) near eps, so eps shows
+    _, cache = ma.self_attention(params, x, n_heads=H, n_kv_heads=H_kv, d_k=d, eps=eps,
+                                 cache={})
+    k = x @ params["w_k"]  # [L, H_kv d]
+    expected = k / np.sqrt(np.mean(k ** 2, axis=-1, keepdims=True) + eps) * params["k_norm"]["gamma"]
+    np.testing.assert_allclose(cache["k"], expected.reshape(3, H_kv, d).transpose(1, 0, 2),
+                               rtol=1e-12)

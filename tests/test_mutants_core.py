@@ -322,3 +322,26 @@ def test_a_logits_to_keep_that_is_not_a_positive_int_is_refused_by_name(sink_lm,
     params, config, tokens = sink_lm
     with pytest.raises(error, match="^logits_to_keep"):
         ma.causal_lm(params, tokens, logits_to_keep=bad, **config)
+
+
+@pytest.mark.parametrize("scale", [0.37, 2.5])
+def test_the_gradient_by_hand_uses_the_scale_given_not_the_default(scale):
+    # A custom scale's gradient against autograd through the formula written out (float64): the
+    # hand VJP re-checks its arguments, and a scale lost there would give 1/sqrt(d_k)'s gradient.
+    from autograd import grad
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 5, 4)) for _ in range(3))
+    w = rng.standard_normal((2, 5, 4))
+
+    def formula(q, k, v):
+        s = scale * anp.matmul(q, anp.swapaxes(k, -1, -2))
+        p = anp.exp(s - anp.max(s, axis=-1, keepdims=True))
+        return anp.sum(anp.matmul(p / anp.sum(p, axis=-1, keepdims=True), v) * w)
+
+    def ours(q, k, v):
+        return anp.sum(ma.scaled_dot_product_attention(q, k, v, scale=scale)[0] * w)
+
+    for argnum in range(3):
+        np.testing.assert_allclose(grad(ours, argnum)(q, k, v), grad(formula, argnum)(q, k, v),
+                                   rtol=1e-10, atol=1e-12)

@@ -118,3 +118,22 @@ def test_without_sched_getaffinity_the_cores_are_cpu_count_or_one(monkeypatch):
     assert threads._blas_threads() == 3
     monkeypatch.setattr(os, "cpu_count", lambda: None)
     assert threads._blas_threads() == 1
+
+
+def test_a_try_that_wins_after_backing_off_resets_the_interval_to_8_not_doubles_it():
+    # The documented schedule, traced by hand: the first try at call 3; each lost try waits
+    # twice as long before the next (8, 16, 32 calls); a win tried again at once and switching;
+    # then the other count tried after FIRST = 8 calls, whatever the interval had grown to.
+    def seconds(call, n):  # two threads 10 s; one thread 20 s (loses), from call 40 on 5 s (wins)
+        return 10.0 if n == 2 else (20.0 if call < 40 else 5.0)
+
+    choice, tries = threads._Choice(2), []
+    for call in range(1, 80):
+        n = choice.next()
+        if n != choice.current:
+            tries.append(call)
+        choice.record(n, seconds(call, n))
+    # tries of one thread at 3, 11, 27 (lost), 59 and 60 (won twice: the switch), then of two
+    # threads 8 calls later, at 68, and (lost, 20 > 5) 16 calls after that
+    assert tries == [3, 11, 27, 59, 60, 68]
+    assert choice.current == 1 and choice.interval == 16
