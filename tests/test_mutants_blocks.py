@@ -84,6 +84,114 @@ def test_attention_variants_without_sinks_refuse_params_sinks_by_name():
     assert str(error.value) == "latent_attention does not support attention sinks (params['sinks'])"
 
 
+# --- the decoder's refusals of a key or keyword that would go unused, in full (2026-11-27 night) ---
+
+D, H = 8, 2
+
+
+def _decoder_block_params(**kwargs):
+    return ma.init_decoder_block(np.random.default_rng(1), D, H, 16, **kwargs)
+
+
+def _x():
+    return np.random.default_rng(2).normal(size=(2, 3, D))
+
+
+def test_norms_after_the_sublayers_in_a_post_norm_block_are_refused_in_full():
+    params = _decoder_block_params()
+    params["post_feed_forward_norm"] = params["feed_forward_norm"]
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(params, _x(), n_heads=H, norm_first=False)
+    assert str(error.value) == (
+        "params has ['post_feed_forward_norm'] (norms after the sublayers, x + "
+        "norm(sublayer(x)): Gemma 2 and 3's sandwich norms, OLMo 2's), which the post-norm block "
+        "(norm_first=False: x = norm(x + sublayer(x))) does not use: pass norm_first=True")
+
+
+def test_a_cross_attention_sublayer_without_memory_is_refused_in_full():
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(_decoder_block_params(cross_attention=True), _x(), n_heads=H)
+    assert str(error.value) == (
+        "params has ['cross_attention', 'cross_attention_norm'] (the cross-attention sublayer), "
+        "which runs only with memory (the encoder's output): pass memory")
+
+
+def test_rope_keywords_beside_learned_positions_are_all_named_in_full():
+    params, config = ma.init_causal_lm(np.random.default_rng(3), 12, 1, D, H, 16)
+    with pytest.raises(ValueError) as error:
+        ma.causal_lm(params, np.array([[1, 2, 3]]), **config, rope_base=500.0,
+                     partial_rotary_factor=0.5)
+    assert str(error.value) == (
+        "rope_base=500.0, partial_rotary_factor=0.5 set RoPE, which position='learned' (the "
+        "default: learned position embeddings) does not use: pass position='rope'")
+
+
+def test_a_model_key_causal_lm_does_not_read_is_refused_in_full():
+    params, config = ma.init_causal_lm(np.random.default_rng(3), 12, 1, D, H, 16)
+    params["output"] = np.ones((D, 12))
+    with pytest.raises(ValueError) as error:
+        ma.causal_lm(params, np.array([[1, 2, 3]]), **config)
+    assert str(error.value) == (
+        "params has keys ['output'], which causal_lm does not read (its keys: "
+        "'token_embedding', 'position_embedding', 'layers', 'final_norm', 'lm_head', "
+        "'lm_head_bias')")
+
+
+def test_pad_token_id_without_eos_token_id_is_refused_in_full():
+    params, config = ma.init_causal_lm(np.random.default_rng(3), 12, 1, D, H, 16)
+    with pytest.raises(ValueError) as error:
+        ma.generate(params, np.array([[1, 2, 3]]), 2, pad_token_id=0, **config)
+    assert str(error.value) == (
+        "pad_token_id=0 fills a row after its eos_token_id, and eos_token_id is None (no row "
+        "ends): pass eos_token_id, or leave pad_token_id None")
+
+
+def _attention_params():
+    return _decoder_block_params(bias=False)["self_attention"]
+
+
+def test_self_attentions_eps_is_refused_naming_it_in_full():
+    from minattn.kv_cache import self_attention
+
+    with pytest.raises(ValueError) as error:
+        self_attention(_attention_params(), _x(), n_heads=H, eps=-1.0)
+    assert str(error.value) == "eps must be a non-negative, finite float, got -1.0"
+
+
+def test_rope_keywords_without_positions_are_all_named_in_full():
+    from minattn.kv_cache import self_attention
+
+    scaling = {"rope_type": "linear", "factor": 2.0}
+    with pytest.raises(ValueError) as error:
+        self_attention(_attention_params(), _x(), n_heads=H, rope_scaling=scaling,
+                       partial_rotary_factor=0.5)
+    assert str(error.value) == (
+        "rope_scaling={'rope_type': 'linear', 'factor': 2.0} and partial_rotary_factor=0.5 set "
+        "RoPE, which rotates q and k only where positions are given: pass positions, or leave "
+        "them None")
+
+
+def test_a_post_norm_in_place_of_a_pre_norm_is_named_with_the_keyword_that_reads_it_in_full():
+    params = _decoder_block_params()
+    params["post_self_attention_norm"] = params.pop("self_attention_norm")
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(params, _x(), n_heads=H)  # norm_first=False, the default
+    assert str(error.value) == (
+        "params is missing key 'self_attention_norm' (expected keys: 'self_attention', "
+        "'self_attention_norm', 'feed_forward', 'feed_forward_norm'); params has "
+        "'post_self_attention_norm', which only a pre-norm block reads: pass norm_first=True")
+
+
+def test_an_encoder_block_key_it_does_not_read_is_refused_listing_its_keys_in_full():
+    params = ma.init_encoder_block(np.random.default_rng(4), D, H, 16)
+    params["ffn_norm"] = params["feed_forward_norm"]  # llama.cpp's name, not the block's
+    with pytest.raises(ValueError) as error:
+        ma.encoder_block(params, _x(), n_heads=H)
+    assert str(error.value) == (
+        "params has keys ['ffn_norm'], which this block does not read (its keys: "
+        "'self_attention', 'self_attention_norm', 'feed_forward', 'feed_forward_norm')")
+
+
 @pytest.mark.parametrize("eps", [0.25, 3.0])
 def test_qk_norm_over_all_heads_uses_the_eps_given(eps):
     # OLMo 2's QK-norm (gamma [H d_k]: each token's q, k normalised over all heads at once)

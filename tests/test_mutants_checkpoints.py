@@ -425,3 +425,81 @@ def test_a_mistral_written_as_llama_is_said_to_lose_its_window_in_full(capsys):
         "minattn: x.gguf is a Mistral (general.basename) written as llama, which records no "
         "sliding window: read without one (a Mistral 7B v0.1, window 4096, then differs beyond "
         "4096 tokens)\n")
+
+
+# -- what the run of the refusals merge's source showed untested (2026-11-27 night) --------------
+
+def test_a_gemma3_ggufs_final_logit_softcapping_is_read_and_its_absence_is_gemma3s_none(capsys):
+    # transformers' Gemma 3 soft-caps its logits where its config says so (default None, no cap)
+    theirs = transformers.Gemma3TextConfig(num_hidden_layers=2)
+    hf = checkpoints.gemma.gguf_config(metadata("gemma3", {}))
+    assert hf["final_logit_softcapping"] is theirs.final_logit_softcapping is None
+    hf = checkpoints.gemma.gguf_config(metadata("gemma3", {"final_logit_softcapping": 2.0}))
+    assert hf["final_logit_softcapping"] == 2.0
+    assert checkpoints.gemma.config(hf)["final_logit_softcapping"] == 2.0
+
+
+def test_a_phi3_longrope_gguf_without_either_factor_tensor_is_refused_in_full():
+    meta = metadata("phi3", {"rope.scaling.type": "longrope",
+                             "rope.scaling.original_context_length": 16})
+    with pytest.raises(ValueError) as error:
+        checkpoints.phi3.gguf_config(meta)
+    assert str(error.value) == (
+        "x.gguf: phi3.rope.scaling.type is 'longrope', but it has no tensor "
+        "rope_factors_short.weight and no tensor rope_factors_long.weight (LongRoPE's short "
+        "factors (within the original context) and long factors (beyond it), one per rotated "
+        "pair): LongRoPE needs both the short and the long factors")
+
+
+def test_a_config_key_a_family_needs_and_lacks_is_an_attribute_error_naming_it():
+    from minattn.models.checkpoints.gguf_metadata import Config
+
+    config = Config({"hidden_size": 8}, {"rms_norm_eps": 1e-6})
+    assert (config.hidden_size, config.rms_norm_eps) == (8, 1e-6)
+    with pytest.raises(AttributeError) as error:
+        config.num_hidden_layers
+    assert str(error.value) == "no key 'num_hidden_layers', which this family's config needs"
+
+
+def window_per_layer(kwargs, n_layers):
+    # causal_lm's window keyword as one entry per layer (None: global)
+    window = kwargs["window"]
+    return list(window) if isinstance(window, list) else [window] * n_layers
+
+
+# config.json files whose windows come from use_sliding_window, sliding_window, max_window_layers
+# and layer_types together (Qwen2Config's and SmolLM3Config's __post_init__ fold them)
+WINDOW_KEYS = {
+    "qwen2": [{"max_window_layers": 2},  # use_sliding_window left out: False, no window
+              {"use_sliding_window": True, "sliding_window": 3,
+               "layer_types": ["sliding_attention", "full_attention"] * 3}],
+    "smollm3": [{"sliding_window": 3},  # use_sliding_window left out: False, no window
+                {"use_sliding_window": True, "sliding_window": 3}],
+}
+
+
+@pytest.mark.parametrize("model_type, keys", [(model_type, keys) for model_type, cases in
+                                              WINDOW_KEYS.items() for keys in cases])
+def test_a_config_jsons_windows_are_the_layers_transformers_config_makes_sliding(model_type,
+                                                                                 keys):
+    from .test_refusals_checkpoints import SIZES
+
+    theirs = transformers.AutoConfig.for_model(model_type, **SIZES, **keys)
+    expected = [theirs.sliding_window if t == "sliding_attention" else None
+                for t in theirs.layer_types]
+    family = checkpoints.BY_MODEL_TYPE[model_type]
+    kwargs = family.config({"model_type": model_type, **SIZES, **keys})
+    assert window_per_layer(kwargs, SIZES["num_hidden_layers"]) == expected
+
+
+def test_a_qwen_config_json_naming_sliding_layers_without_use_sliding_window_is_refused():
+    # Qwen2Config drops sliding_window where use_sliding_window is false: its sliding layers
+    # have no window to slide, which minattn refuses rather than guess
+    from .test_refusals_checkpoints import SIZES
+
+    keys = {"use_sliding_window": False, "sliding_window": 3,
+            "layer_types": ["sliding_attention", "full_attention"] * 3}
+    assert transformers.Qwen2Config(**SIZES, **keys).sliding_window is None
+    with pytest.raises(ValueError, match=r"^layer_types names sliding_attention layers but "
+                                         r"sliding_window is None$"):
+        checkpoints.qwen.config({"model_type": "qwen2", **SIZES, **keys})

@@ -185,3 +185,36 @@ def test_a_first_weight_given_transposed_is_refused_with_d_ff_unknown(function, 
     with pytest.raises(ValueError, match=rf"^params\['{first}'\] has shape \(12, 8\), "
                                          rf"expected \(8, d_ff\)$"):
         function(params, rng.normal(size=(2, 8)))
+
+
+# --- engine/param_checks.py: a key the formula has no place for, refused in full -----------------
+
+def test_qk_norm_params_given_to_multi_head_attention_are_refused_in_full():
+    rng = np.random.default_rng(4)
+    params = ma.init_multi_head_attention(rng, 8, 2)
+    params["q_norm"] = params["k_norm"] = {"gamma": np.ones(4)}
+    x = rng.normal(size=(3, 8))
+    with pytest.raises(ValueError) as error:
+        ma.multi_head_attention(params, x, x, x, n_heads=2)
+    assert str(error.value) == (
+        "params has ['q_norm', 'k_norm'] (QK-norm), which multi_head_attention does not apply: "
+        "use self_attention, or leave them out")
+
+
+@pytest.mark.parametrize("gated, extra, message", [
+    (False, "w_gate", "params has ['w_gate'], which this feed-forward does not use (its keys: "
+                      "'w_1', 'b_1', 'w_2', 'b_2')"),
+    (True, "b_up", "params has ['b_up'], which this feed-forward does not use (its keys: "
+                   "'w_gate', 'w_up', 'w_down'; the gated feed-forward has no biases)"),
+])
+def test_a_feed_forward_key_its_formula_has_no_place_for_is_refused_in_full(gated, extra,
+                                                                             message):
+    # the plain form's message has no reason after its keys; the gated one says it has no biases
+    rng = np.random.default_rng(5)
+    init, call = ((ma.init_gated_feed_forward, ma.gated_feed_forward) if gated else
+                  (ma.init_feed_forward, ma.feed_forward))
+    params = init(rng, 8, 12)
+    params[extra] = np.ones(12) if extra.startswith("b_") else np.ones((8, 12))
+    with pytest.raises(ValueError) as error:
+        call(params, rng.normal(size=(2, 8)))
+    assert str(error.value) == message

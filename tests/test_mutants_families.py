@@ -179,6 +179,23 @@ def test_olmo2s_block_refuses_memory_it_has_no_cross_attention_for(olmo2_block):
         ma.decoder_block(layer, x, norm_first=True, memory_mask=np.ones((5, 5), bool), **keywords)
 
 
+def test_olmo2s_block_checks_its_keywords_before_refusing_memory(olmo2_block):
+    # with a cross-attention sublayer the block's checks pass the memory, which OLMo 2's block
+    # then refuses in full; a wrong n_kv_heads (one that does not divide n_heads) is refused
+    # first, by the block's own check of the caller's keywords
+    layer, keywords, x = olmo2_block
+    D, H = x.shape[-1], keywords["n_heads"]
+    with_cross = {**layer, "cross_attention": ma.init_multi_head_attention(
+        np.random.default_rng(1), D, H), "cross_attention_norm": {"gamma": np.ones(D)}}
+    with pytest.raises(ValueError) as error:
+        ma.decoder_block(with_cross, x, norm_first=True, memory=x, **keywords)
+    assert str(error.value) == ("memory (cross-attention to an encoder's output) is not "
+                                "supported by OLMo 2's block (norms after the sublayers only)")
+    with pytest.raises(ValueError, match=rf"^n_kv_heads={H + 1} must divide n_heads={H} "):
+        ma.decoder_block(with_cross, x, norm_first=True, memory=x,
+                         **{**keywords, "n_kv_heads": H + 1})
+
+
 
 def test_gemmas_activation_other_than_tanh_gelu_is_refused_naming_hidden_activation():
     model = _build("gemma2", torch.float64, **FAMILIES["gemma2"][1])

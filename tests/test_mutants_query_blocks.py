@@ -152,3 +152,19 @@ def test_a_value_being_differentiated_is_computed_whole():
         want = grad(lambda *a: anp.sum(core(*a, mask)[0]), argnum)(q, k, v)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
+
+
+def test_weights_unread_on_unbatched_heads_with_the_mask_by_keyword_equals_the_formula():
+    # q [H, L_q, d] without a batch axis (the grouped weights then have no dims before the
+    # heads), and the mask given by keyword: the core receives it, and the output is the
+    # formula's over kv head h // 2 for query head h
+    from minattn.multi_head import grouped_attention
+
+    rng = np.random.default_rng(9)
+    q = rng.normal(size=(6, 300, 8))  # 6 query heads over 3 kv heads
+    k, v = rng.normal(size=(3, 307, 8)), rng.normal(size=(3, 307, 5))
+    mask = causal_mask(300, 307, align="bottom_right")
+    out, weights = query_blocks.weights_unread(grouped_attention)(q, k, v, mask=mask)
+    assert weights is None
+    want, _ = formula(q, np.repeat(k, 2, axis=0), np.repeat(v, 2, axis=0), mask)
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)

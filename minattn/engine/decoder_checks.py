@@ -35,15 +35,16 @@ def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, r
     checks.check_positive_real("eps", eps, allow_zero=True)
     params, x, mask, positions, _, cache = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, None, cache,
-        whole_heads=whole_heads)[:6]
+        whole_heads=whole_heads)
     if positions is not None and positions.ndim > 1:
         positions = positions[..., None, :]  # [..., L] -> [..., 1, L]
     return params, x, mask, positions, cache
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
-                          rope_scaling, cache, query_pre_attn_scalar=None, softcap=None,
-                          partial_rotary_factor=None, head_mask=None, whole_heads=True):
+                          rope_scaling, cache, partial_rotary_factor=None, whole_heads=True):
+    # (Gemma's query_pre_attn_scalar and soft-cap: check_scaled_self_attention; head_mask:
+    # minattn/head_mask.py, each checked by the variant that reads it)
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
     d_model = x.shape[-1]
@@ -64,18 +65,7 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     scores = x.shape[:-2] + (n_heads, x.shape[-2], past + x.shape[-2])
     mask = checks.check_mask(mask, scores, "the per-head scores (..., H, L, L_past + L)")
     checks.check_mask_has_head_axis(mask, scores)
-    # Gemma's scalars: the scores are scaled by query_pre_attn_scalar^-1/2 (inf: by 0, uniform
-    # weights, as transformers) and capped at cap * tanh(s / cap), undefined at cap = 0.
-    if query_pre_attn_scalar is not None:
-        query_pre_attn_scalar = checks.check_positive_real(
-            "query_pre_attn_scalar", query_pre_attn_scalar, dtype=x.dtype, allow_inf=True)
-    if softcap is not None:
-        softcap = checks.check_positive_real("attn_logit_softcapping", softcap, dtype=x.dtype)
-    if "sinks" in params and (query_pre_attn_scalar is not None or softcap is not None):
-        raise ValueError("attention sinks (params['sinks']) with query_pre_attn_scalar or "
-                         "attn_logit_softcapping are not supported")
-    head_mask = check_head_mask(head_mask, (n_heads,), x.dtype)
-    return params, x, mask, positions, d_k, cache, query_pre_attn_scalar, softcap, head_mask
+    return params, x, mask, positions, d_k, cache
 
 
 def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_factor, d_k):
@@ -362,12 +352,13 @@ def check_causal_lm(params, tokens, attention_mask, n_heads, activation, positio
                          "learned position embeddings) does not use: pass position='rope'")
     return _check_causal_lm(params, tokens, attention_mask, n_heads, config.get("n_kv_heads"),
                             config.get("d_k"), config.get("norm", "layer_norm"), activation,
-                            position, cache, logits_to_keep=logits_to_keep)[:4]
+                            position, cache, logits_to_keep=logits_to_keep)
 
 
 def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, norm, activation,
-                     position, cache, embedding_scale=None, final_logit_softcapping=None,
-                     logits_to_keep=None, head_mask=None):
+                     position, cache, logits_to_keep=None):
+    # (embedding_scale and final_logit_softcapping: check_scaled_causal_lm; head_mask:
+    # minattn/head_mask.py, each checked by the variant that reads it)
     checks.check_choice("position", position, POSITIONS)
     if logits_to_keep is not None:
         checks.check_size("logits_to_keep", logits_to_keep)
@@ -422,15 +413,7 @@ def _check_causal_lm(params, tokens, attention_mask, n_heads, n_kv_heads, d_k, n
                              f" has only {n_positions} positions")
     _check_config_fits_params(params, embedding.shape[1], n_heads, n_kv_heads, d_k, norm,
                               activation, position)
-    if embedding_scale is not None:
-        embedding_scale = checks.check_positive_real("embedding_scale", embedding_scale,
-                                                     allow_zero=True, dtype=embedding.dtype)
-    if final_logit_softcapping is not None:
-        final_logit_softcapping = checks.check_positive_real(
-            "final_logit_softcapping", final_logit_softcapping, dtype=embedding.dtype)
-    head_mask = check_head_mask(head_mask, (len(params["layers"]), n_heads), embedding.dtype)
-    return (params, tokens, attention_mask, past, embedding_scale, final_logit_softcapping,
-            head_mask)
+    return params, tokens, attention_mask, past
 
 
 # Every key a causal language model's params may hold (lm_head: unless the embeddings are tied).

@@ -13,7 +13,7 @@ def _check_gated_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
                          "'q_norm' and 'k_norm' besides self-attention's 'w_q', 'w_k', 'w_v', "
                          "'w_o'")
     attention = {key: params[key] for key in params if key != "w_gate"}
-    attention, x, mask, positions, d_k, cache, _, _, _ = _check_self_attention(
+    attention, x, mask, positions, d_k, cache = _check_self_attention(
         attention, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, rope_scaling, cache,
         partial_rotary_factor=partial_rotary_factor)
     checks.check_positive_real("eps", eps, allow_zero=True)
