@@ -149,3 +149,26 @@ def test_a_longrope_gguf_of_another_architecture_is_refused_naming_phi3():
     with pytest.raises(ValueError, match=r"^x\.gguf: llama\.rope\.scaling\.type 'longrope' is "
                                          r"read for phi3 only"):
         checkpoints.llama.gguf_config(meta)
+
+
+def families_with_layer_types():
+    # every checkpoint family whose transformers config class has layer_types (and checks them)
+    for model_type in checkpoints.BY_MODEL_TYPE:
+        if hasattr(transformers.AutoConfig.for_model(model_type), "layer_types"):
+            yield model_type
+
+
+@pytest.mark.parametrize("model_type", list(families_with_layer_types()))
+@pytest.mark.parametrize("extra", [1, -1])
+def test_layer_types_of_another_length_than_the_layers_are_refused_as_transformers_does(
+        model_type, extra):
+    n = SIZES["num_hidden_layers"] + extra
+    hf = {"model_type": model_type, **SIZES, "rope_theta": 10000.0,
+          "layer_types": ["full_attention"] * n}
+    # transformers' own refusal (huggingface_hub's validation error wrapping its ValueError)
+    with pytest.raises(Exception, match="must be equal to the number of `layer_types`"):
+        transformers.AutoConfig.for_model(model_type, **{k: v for k, v in hf.items()
+                                                         if k != "model_type"})
+    with pytest.raises(ValueError, match=rf"layer_types has {n} entries but the model has "
+                                         rf"{SIZES['num_hidden_layers']} layers"):
+        checkpoints.BY_MODEL_TYPE[model_type].config(hf)

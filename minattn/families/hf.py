@@ -136,11 +136,23 @@ def refuse_per_head_layer_norm(key, family):
                      "own weights per head; minattn's QK-norm is one RMSNorm shared by the heads")
 
 
+def layer_types(config, n_layers):
+    # -> config.layer_types as a list (None: every layer "full_attention"), one entry per layer:
+    # a list of another length refused, as transformers' validate_layer_type does (a config.json
+    # read without transformers would otherwise be cut or run short silently).
+    types = getattr(config, "layer_types", None)
+    if types is None:
+        return ["full_attention"] * n_layers
+    if len(types) != n_layers:
+        raise ValueError(f"layer_types has {len(types)} entries but the model has {n_layers} "
+                         "layers (num_hidden_layers): one entry per layer")
+    return list(types)
+
+
 def per_layer_rope(config, n_layers):
     # -> (rope_base, rope_scaling), each one value or a list with one entry per layer: the RoPE of
     # each layer's type (Gemma 3, OLMo 3: transformers 5's rope_parameters per layer type).
-    types = list(getattr(config, "layer_types", None) or ["full_attention"] * n_layers)
-    bases, scalings = zip(*(rope_settings(config, t) for t in types[:n_layers]))
+    bases, scalings = zip(*(rope_settings(config, t) for t in layer_types(config, n_layers)))
     same = lambda values: values[0] if len(set(map(repr, values))) == 1 else list(values)
     return same(bases), same(scalings)
 
@@ -164,7 +176,7 @@ def windows(config, n_layers):
                              "forward ignores them and applies sliding_window to every layer; "
                              "refused rather than picking one")
         return None if window is None else int(window)
-    types = list(types or ["full_attention"] * n_layers)
+    types = layer_types(config, n_layers)
     if family == "smollm3" and "sliding_attention" in types and not config.use_sliding_window:
         raise ValueError("layer_types names sliding_attention layers but use_sliding_window is "
                          "False: transformers' SmolLM3 masks those layers by the window under "
@@ -176,7 +188,7 @@ def windows(config, n_layers):
                          "'full_attention' and 'sliding_attention')")
     if window is None and "sliding_attention" in types:
         raise ValueError("layer_types names sliding_attention layers but sliding_window is None")
-    windows = [int(window) if t == "sliding_attention" else None for t in types[:n_layers]]
+    windows = [int(window) if t == "sliding_attention" else None for t in types]
     return windows if len(set(windows)) > 1 else windows[0]
 
 
