@@ -84,8 +84,8 @@ def longrope(exponents, base, positions, *, short_factor, long_factor, factor,
     """LongRoPE (Ding et al. 2024; Phi-3's "longrope"): pair i's frequency divided by its own
     searched rescale factor, short_factor[i] while the sequence L = max(positions) + 1 fits the
     original context N, long_factor[i] beyond it (chosen per call, as dynamic scaling's base);
-    q and k scaled by attention_factor (default sqrt(1 + ln(factor) / ln(N)), or 1 where
-    factor <= 1)."""
+    q and k scaled by attention_factor (default sqrt(1 + ln(factor) / ln(N)), which needs N > 1,
+    or 1 where factor <= 1)."""
     _check_longrope(exponents, short_factor, long_factor, factor, original_max_position_embeddings,
                     attention_factor)
     length = int(np.max(positions)) + 1 if np.size(positions) else 0
@@ -102,10 +102,11 @@ def _check_longrope(exponents, short_factor, long_factor, factor, original, atte
         if np.ndim(rescale) != 1 or len(rescale) != exponents.shape[0]:
             raise ValueError(f"longrope's {name} must hold one factor per rotated feature pair, "
                              f"{exponents.shape[0]}, got {np.shape(rescale)}")
-    if attention_factor is None and factor > 1 and original == 1:  # ln(1) = 0 divides
+    if attention_factor is None and factor > 1 and original <= 1:  # ln(N) <= 0: 0 divides, or
+        # a negative ln(N) makes the factor below 1 or the square root's argument negative
         raise ValueError(f"longrope's default attention_factor, sqrt(1 + ln(factor) / ln(N)), "
-                         f"is undefined for original_max_position_embeddings N = 1 (factor="
-                         f"{factor!r}): give attention_factor, or N >= 2")
+                         f"needs original_max_position_embeddings N > 1, got N={original!r} "
+                         f"(factor={factor!r}): give attention_factor, or N > 1")
 
 
 SCHEDULES = {"linear": linear, "dynamic": dynamic, "yarn": yarn, "llama3": llama3,

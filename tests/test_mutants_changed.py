@@ -154,7 +154,7 @@ def test_longrope_rotates_an_empty_sequence_to_an_empty_one():
 def test_longrope_of_an_original_context_of_one():
     # N = 1: every sequence of 3 is longer, so each pair's frequency is divided by its long
     # factor; at factor 1 the attention factor is 1. At factor > 1 its default,
-    # sqrt(1 + ln(factor) / ln(1)), is undefined: refused by name, not a ZeroDivisionError.
+    # sqrt(1 + ln(factor) / ln(1)), is undefined: refused by name, not a ZeroDivisionError;
     x = np.random.default_rng(3).normal(size=(3, 4))
     scaling = {"rope_type": "longrope", "factor": 1.0, "original_max_position_embeddings": 1,
                "short_factor": [1.5, 2.5], "long_factor": [3.25, 5.5]}
@@ -163,10 +163,15 @@ def test_longrope_of_an_original_context_of_one():
     want = np.concatenate([x[:, :2] * np.cos(angles) - x[:, 2:] * np.sin(angles),
                            x[:, 2:] * np.cos(angles) + x[:, :2] * np.sin(angles)], axis=-1)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
-    with pytest.raises(ValueError, match=r"^longrope's default attention_factor, sqrt\(1 \+ "
-                                         r"ln\(factor\) / ln\(N\)\), is undefined for "
-                                         r"original_max_position_embeddings N = 1 \(factor=2\.0\)"):
-        ma.apply_rope(x, np.arange(3), scaling={**scaling, "factor": 2.0})
+    # the same for any N <= 1 (ln(N) < 0: sqrt of a negative at N = 0.5, factor 4; a factor
+    # below 1 at N = 0.9, factor 1.01)
+    for n, factor in ((1, 2.0), (0.5, 4.0), (0.9, 1.01)):
+        with pytest.raises(ValueError, match=r"^longrope's default attention_factor, sqrt\(1 \+ "
+                                             r"ln\(factor\) / ln\(N\)\), needs "
+                                             r"original_max_position_embeddings N > 1, got "
+                                             rf"N={n} \(factor={factor}\)"):
+            ma.apply_rope(x, np.arange(3), scaling={
+                **scaling, "factor": factor, "original_max_position_embeddings": n})
     out = ma.apply_rope(x, np.arange(3), base=77.0,
                         scaling={**scaling, "factor": 2.0, "attention_factor": 1.0})
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
