@@ -32,6 +32,10 @@ def geglu_tanh(params, x):
     return hidden @ params["w_down"]
 
 
+# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
+geglu_tanh = variants.dispatch(geglu_tanh)
+
+
 # The gated feed-forwards (their names are checked in engine/decoder_checks.py's GATED).
 GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}
 
