@@ -241,14 +241,19 @@ def _write(path, write):
     os.replace(partial, path)
 
 
-def load_adapter(directory, params, config=None):
+def load_adapter(directory, params, config=None, *, base_model=None):
     """PEFT's adapter in directory (adapter_config.json, adapter_model.safetensors; a LoRA of a
     Llama-layout model) -> (lora, lora_alpha) for the model params (its config, the keywords of
     causal_lm, where given: refused if its attention is not one lora adapts). Refuses by name
     what PEFT's adapter would compute and minattn would not (DoRA, rsLoRA, biases, modules to
-    save, per-layer ranks) and an adapter of another model (layer count, targets, shapes)."""
+    save, per-layer ranks) and an adapter of another model: layer count, targets, shapes, and
+    its base_model_name_or_path where both it and base_model (a name) are given."""
     directory = Path(directory)
     settings = _read_config(directory)
+    made_for = settings.get("base_model_name_or_path")
+    if base_model is not None and made_for is not None and made_for != base_model:
+        raise ValueError(f"{directory}: an adapter made for {made_for!r}, not {base_model!r} "
+                         "(its base_model_name_or_path)")
     tensors = _read_tensors(directory / WEIGHTS_FILE)
     n_layers = check_layers(params)
     lora = {"layers": [{} for _ in range(n_layers)]}
