@@ -92,13 +92,13 @@ def causal_lm_with_lora(params, tokens, attention_mask=None, *, lora=None, lora_
     return causal_lm({**params, "layers": layers}, tokens, attention_mask, **config)
 
 
-def _check_lora_call(params, lora, config):
+def _check_lora_call(params, lora, config, name="lora"):
     if lora is None:
         return None
     if config.get("attention") is not None:
         raise ValueError(f"lora adapts self_attention's projections (and its variants'); the "
                          f"attention {config['attention']!r} computes its own: leave lora out")
-    return check_adapter(params, lora)
+    return check_adapter(params, lora, name)
 
 
 def _with_adapters(layer, adapters, settings):
@@ -262,7 +262,7 @@ def load_adapter(directory, params, config=None, *, base_model=None):
         dtype = model_weight(params, i, target).dtype
         lora["layers"][i].setdefault(target, {})[which] = numpy.asarray(tensor.T, dtype=dtype)
     _check_loaded(lora, settings, directory)
-    _check_lora_call(params, lora, dict(config or {}))
+    _check_lora_call(params, lora, dict(config or {}), f"{directory}: lora")
     return lora, settings["lora_alpha"]
 
 
@@ -289,12 +289,16 @@ def _read_config(directory):
 
 
 def _read_tensors(file):
+    from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     if not file.is_file():
         raise FileNotFoundError(f"{str(file)!r} does not exist (PEFT writes the adapter's "
                                 f"weights there)")
-    return load_file(str(file))
+    try:
+        return load_file(str(file))
+    except SafetensorError as error:
+        raise ValueError(f"{file} cannot be read as safetensors: {error}") from None
 
 
 def _tensor_place(name, n_layers, directory):
