@@ -98,7 +98,11 @@ def _check_lora_call(params, lora, config, name="lora"):
     if config.get("attention") is not None:
         raise ValueError(f"lora adapts self_attention's projections (and its variants'); the "
                          f"attention {config['attention']!r} computes its own: leave lora out")
-    return check_adapter(params, lora, name)
+    layers = check_adapter(params, lora, name)
+    if config.get("head_mask") is not None and any("o" in layer for layer in layers):
+        raise ValueError("head_mask scales w_o's rows (minattn.head_mask), which the LoRA path of "
+                         "target 'o' beside w_o does not see: leave out head_mask or target 'o'")
+    return layers
 
 
 def _with_adapters(layer, adapters, settings):

@@ -206,3 +206,17 @@ def test_feed_forward_targets_on_a_gpt2_style_model_are_refused_by_name():
     with pytest.raises(ValueError, match=r"\['feed_forward'\]\['w_gate'\], which this model does "
                                          "not have"):
         L.init_lora(np.random.default_rng(0), params, targets=("gate",))
+
+
+def test_a_head_mask_with_an_adapted_output_projection_is_refused():
+    params, config = llama_like()
+    tokens = np.random.default_rng(2).integers(0, V, (1, 4))
+    with pytest.raises(ValueError, match="head_mask scales w_o's rows"):
+        ma.causal_lm(params, tokens, lora=_adapter(params, targets=("o",), rank=2),
+                     head_mask=np.ones((N_LAYERS, H)), **config)
+    lora = with_random_b(_adapter(params, targets=("q",), rank=2))
+    mask = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
+    np.testing.assert_allclose(  # q's path: the same whether the head mask or LoRA comes first
+        ma.causal_lm(params, tokens, lora=lora, head_mask=mask, **config),
+        ma.causal_lm(L.merge(params, lora, alpha=16), tokens, head_mask=mask, **config),
+        rtol=1e-12, atol=1e-12)

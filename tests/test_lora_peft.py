@@ -116,6 +116,25 @@ def test_gradients_with_respect_to_the_lora_matrices_equal_pefts(name, targets, 
                 assert error <= 1e-8, (i, target, which, error)
 
 
+def test_init_draws_a_within_the_bound_pefts_own_init_reaches_and_b_zero():
+    # (a seed cannot reproduce torch's generator: the bound and the zeros are what must agree)
+    model = _build("llama", torch.float64)
+    params, _ = from_hf(model)
+    peft_model = peft.get_peft_model(model, peft.LoraConfig(r=4, target_modules=list(
+        PEFT_NAMES.values())))
+    mine = L.init_lora(np.random.default_rng(0), params, targets=L.TARGETS, rank=4)
+    for i, layer in enumerate(peft_model.base_model.model.model.layers):
+        for t in L.TARGETS:
+            module = getattr(layer.self_attn if t in "qkvo" else layer.mlp, PEFT_NAMES[t])
+            theirs_a = module.lora_A["default"].weight.detach().numpy()  # [r, d_in]
+            bound = 1 / np.sqrt(theirs_a.shape[1])
+            assert 0.75 * bound < np.abs(theirs_a).max() <= bound  # PEFT's: U(-bound, bound)
+            assert 0.75 * bound < np.abs(mine["layers"][i][t]["A"]).max() <= bound
+            assert mine["layers"][i][t]["A"].shape == theirs_a.T.shape
+            assert not module.lora_B["default"].weight.detach().numpy().any()
+            assert not mine["layers"][i][t]["B"].any()
+
+
 @pytest.mark.parametrize("name", ["llama_gqa_tied", "gemma2"])
 def test_pefts_from_pretrained_reads_a_minattn_adapter_to_the_same_logits(name, tmp_path,
                                                                          float64_islands):
