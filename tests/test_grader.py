@@ -563,7 +563,7 @@ STYLES = {
         ["attention_dropout_zeroes_and_rescales", "attention_dropout_draws_one_p_per_weight"]),
     "dropout as a multiplied 0/1 mask": (
         "07_feed_forward.py", "h = np.where(keep, h / (1 - dropout), 0).astype(h.dtype)",
-        "h = (h * keep.astype(h.dtype) / (1 - dropout)).astype(h.dtype)",
+        "h = (h * keep.astype(h.dtype) * (1 / (1 - dropout) if dropout < 1 else 0)).astype(h.dtype)",
         ["feed_forward_dropout_is_unbiased", "feed_forward_drops_hidden_units",
          "feed_forward_dropout_draws_one_p_per_unit"]),
     "the attention sublayer's output dropped before the residual add (as torch)": (
