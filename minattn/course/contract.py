@@ -290,9 +290,28 @@ class Call:
         args, kwargs = arguments
         return self.function(*args, **kwargs)
 
+    def outcome(self, arguments):
+        """-> the result of a call, or the exception it raised (a second call may fail where the
+        first did not: on a non-contiguous array, say)."""
+        try:
+            return self.call(arguments)
+        except Exception as error:
+            return error
+
+    def differs(self, a, b):
+        """-> None if two outcomes agree, else how they differ."""
+        for value in (a, b):
+            if isinstance(value, Exception):
+                return (f"raised {type(value).__name__}: {value}" if a is value else
+                        f"the second time it raised {type(value).__name__}: {value}")
+        return agree(a, b)
+
     def same_again(self, result):
         kept = rebuild(result, numpy.copy)
-        second = self.call(self.again())
+        second = self.outcome(self.again())
+        if isinstance(second, Exception):
+            self.fail(*self.why_not_again(f"the second time it raised {type(second).__name__}: "
+                                          f"{second}"))
         if not same(kept, result):
             self.fail("changed what an earlier call returned when it was called again: its "
                       "results are views of memory it reuses (a module-level buffer)",
@@ -307,31 +326,32 @@ class Call:
                               "module-level array handed out as it is)",
                               "return a new array each call (a .copy() of what you keep), or "
                               "make what you hand out read-only")
-        difference = agree(result, second)
+        difference = self.differs(result, second)
         if difference is not None:
             self.fail(*self.why_not_again(difference))
 
     def why_not_again(self, difference):
         """Two calls with fresh copies of the same arguments disagree: which change of them
         makes the difference -> (what failed, hint)."""
-        first = self.call(rebuild(self.before, numpy.copy, same_leaf))
-        plain = agree(first, self.call(rebuild(self.before, numpy.copy, same_leaf)))
-        if plain is not None:
+        first = self.outcome(rebuild(self.before, numpy.copy, same_leaf))
+        plain = self.differs(first, self.outcome(rebuild(self.before, numpy.copy, same_leaf)))
+        if isinstance(first, Exception) or plain is not None:
             return (f"returned different results for the same arguments (fresh copies, the rng in "
-                    f"the same state): {plain}",
+                    f"the same state): {plain or difference}",
                     "keep no state between calls (a global, a mutable default argument, a cache "
                     "keyed on less than every argument), and draw random numbers only from the "
                     "rng given")
-        if agree(first, self.call(self.again(set(), strided, same_leaf))) is not None:
+        if self.differs(first, self.outcome(self.again(set(), strided, same_leaf))) is not None:
             return (f"returned another result for the same values laid out non-contiguously (a "
                     f"slice of a larger array, such as a fused QKV projection): {difference}",
                     "read arrays by their shape, not their memory layout: no x.shape = ..., "
                     "np.frombuffer, or strides computed by hand")
-        if agree(first, self.call(rebuild(self.before, numpy.copy, fresh_leaf))) is not None:
+        if self.differs(first, self.outcome(rebuild(self.before, numpy.copy, fresh_leaf))) is not None:
             return (f"returned another result for an equal string that is another object: "
                     f"{difference}", "compare strings with ==, never with `is`")
         for parameter in self.signature.parameters:
-            if agree(first, self.call(self.again({parameter}, numpy.copy, same_leaf))) is not None:
+            if self.differs(first, self.outcome(self.again({parameter}, numpy.copy, same_leaf))) \
+                    is not None:
                 default = self.signature.parameters[parameter].default
                 return (f"returned another result with {parameter} left out than with "
                         f"{parameter}={default!r}, the exercise's default (or the other way "

@@ -634,29 +634,29 @@ def draw_multi_head(data, n_kv=False):
     return n_heads, d_model, p
 
 
-def draw_mask(data, batch, l_q, l_k):
-    # a mask for a batch of [B, L_q, L_k] attention with heads, in one of its documented forms:
-    # None, causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q, L_k] -> (the mask,
-    # keep(b): the bool [L_q, L_k] batch entry b attends with)
+def draw_mask(data, batch, l_q, l_k, form=None, name="mask"):
+    # a mask for a batch of [B, L_q, L_k] attention with heads, in one of its documented forms
+    # (or the form given): None, causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q,
+    # L_k] -> (the mask, keep(b): the bool [L_q, L_k] batch entry b attends with)
     causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
-    form = data.draw(st.sampled_from(["causal [L_q, L_k]", "padding [B, 1, 1, L_k]", "none",
-                                      "causal and padding [B, 1, L_q, L_k]"]), "mask form")
+    form = form or data.draw(st.sampled_from(["causal [L_q, L_k]", "padding [B, 1, 1, L_k]", "none",
+                                              "causal and padding [B, 1, L_q, L_k]"]), "mask form")
     if form == "none":
         return None, lambda b: None
     if form.startswith("causal ["):
-        data.show("mask", causal)
+        data.show(name, causal)
         return causal, lambda b: causal
-    lengths = data.draw(hnp.arrays(int, (batch,), elements=st.integers(0, l_k)), "lengths")
+    lengths = data.draw(hnp.arrays(int, (batch,), elements=st.integers(0, l_k)), f"lengths ({name})")
     padding = (np.arange(l_k)[None, :] < lengths[:, None])[:, None, None, :]
     mask = padding if form.startswith("padding") else padding & causal
-    data.show("mask", mask)
+    data.show(name, mask)
     return mask, lambda b: np.broadcast_to(mask[b, 0], (l_q, l_k))
 
 
 @prop("multi_head_attention_matches_a_loop_over_heads", "multi_head_attention", "multi_head_"
       "attention projects query, key and value, attends in each head separately, concatenates the "
       "heads and projects back: self- and cross-attention (L_q != L_k), one sequence [L, D], a "
-      "batch [B, L, D] or more leading axes [B, B', L, D], under a mask of any documented form "
+      "batch [B, L, D] or two leading axes [B, B', L, D], under a mask of any documented form "
       "(causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q, L_k])", MULTI_HEAD,
       "each head attends over its own d_k features of every batch entry; the mask broadcasts over "
       "the head axis; merge the heads before the output projection")
@@ -667,20 +667,25 @@ def _(data):
     query = data.draw(floats(batch + (l_q, d_model)), "query")
     key, value = data.draw(floats(batch + (l_k, d_model)), "key"), \
         data.draw(floats(batch + (l_k, d_model)), "value")
-    if len(batch) == 1:
-        mask, keep = draw_mask(data, batch[0], l_q, l_k)
+    if len(batch) == 1:  # the form drawn, and a padding mask [B, 1, 1, L_k] in every example
+        masks = [draw_mask(data, batch[0], l_q, l_k),
+                 draw_mask(data, batch[0], l_q, l_k, "padding [B, 1, 1, L_k]", "padding mask")]
     else:  # one sequence [L, D] or [B, B', L, D], under a causal mask [L_q, L_k]
-        mask = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
-        keep = lambda b: mask  # noqa: E731
-    out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
-    out, weights = np.asarray(out), np.asarray(weights)
-    assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
-        f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
-        f"{batch + (n_heads, l_q, l_k)}")
-    for at in np.ndindex(batch):
-        ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads, keep(at[0] if len(batch) == 1 else None))
-        close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry {at}")
-        close(out[at], ref_out, 1e-8, f"the output of batch entry {at}")
+        causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
+        masks = [(causal, lambda b: causal)]
+    for mask, keep in masks:
+        out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
+        out, weights = np.asarray(out), np.asarray(weights)
+        assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
+            f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
+            f"{batch + (n_heads, l_q, l_k)}")
+        shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
+        for at in np.ndindex(batch):
+            ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads,
+                                            keep(at[0] if len(batch) == 1 else None))
+            close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry "
+                                            f"{at} with {shown}")
+            close(out[at], ref_out, 1e-8, f"the output of batch entry {at} with {shown}")
 
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
@@ -1090,7 +1095,7 @@ def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads, keep=None):
       "with n_kv_heads < n_heads (GQA; MQA when 1): K and V are projected to n_kv_heads heads, and "
       "query head h reads key/value head h // (n_heads // n_kv_heads); the weights are one per "
       "query head [..., H, L_q, L_k] (averaged over them with average_weights=True), for one "
-      "sequence [L, D], a batch [B, L, D] or more leading axes [B, B', L, D], under a mask of "
+      "sequence [L, D], a batch [B, L, D] or two leading axes [B, B', L, D], under a mask of "
       "any documented form or one per head [B, H, L_q, L_k]", MULTI_HEAD,
       "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
       "consecutive query heads the same K/V head (broadcast over a group axis, or repeat along "
@@ -1098,37 +1103,39 @@ def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads, keep=None):
       part=4)
 def _(data):
     n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
-    n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
+    n_heads = n_kv_heads * data.draw(st.integers(2, 3), "n_heads / n_kv_heads")
     d_k = data.draw(st.integers(1, 2), "d_k")
     d_model, l_q, l_k = n_heads * d_k, data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
     p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["self_attention"]
     batch = data.draw(st.sampled_from([(1,), (2,), (), (2, 2)]), "batch shape")
     query = data.draw(floats(batch + (l_q, d_model)), "query")
     key = data.draw(floats(batch + (l_k, d_model)), "key")
-    if len(batch) == 1 and data.draw(st.booleans(), "a mask per head"):
-        mask = data.draw(hnp.arrays(bool, batch + (n_heads, l_q, l_k)), "mask")
-        keep = lambda b: mask[b]  # noqa: E731
-    elif len(batch) == 1:
-        mask, keep = draw_mask(data, batch[0], l_q, l_k)
+    if len(batch) == 1:  # a mask of a documented form, and one per query head [B, H, L_q, L_k]
+        masks = [draw_mask(data, batch[0], l_q, l_k)]
+        per_head = data.draw(hnp.arrays(bool, batch + (n_heads, l_q, l_k)), "mask per head")
+        masks.append((per_head, lambda b: per_head[b]))
     else:  # one sequence or [B, B', L, D], under a causal mask [L_q, L_k]
-        mask = np.tril(np.ones((l_q, l_k), bool))
-        keep = lambda b: mask  # noqa: E731
-        data.show("mask", mask)
-    out, weights = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
-                                                n_kv_heads=n_kv_heads)
-    _, averaged = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
-                                               n_kv_heads=n_kv_heads, average_weights=True)
-    out, weights, averaged = np.asarray(out), np.asarray(weights), np.asarray(averaged)
-    assert weights.shape == batch + (n_heads, l_q, l_k), (
-        f"the weights have shape {weights.shape}, expected {batch + (n_heads, l_q, l_k)} "
-        f"(one per query head, [..., H, L_q, L_k])")
-    for at in np.ndindex(batch):
-        ref_out, ref_w = ref_grouped_multi_head(p, query[at], key[at], n_heads, n_kv_heads,
-                                                keep(at[0] if len(batch) == 1 else None))
-        what = f"of batch entry {at} with {n_heads} query heads and {n_kv_heads} key/value heads"
-        close(out[at], ref_out, 1e-8, f"the output {what}")
-        close(weights[at], ref_w, 1e-8, f"the weights {what}")
-        close(averaged[at], ref_w.mean(axis=0), 1e-8, f"the weights averaged over the heads {what}")
+        causal = np.tril(np.ones((l_q, l_k), bool))
+        masks = [(causal, lambda b: causal)]
+        data.show("mask", causal)
+    for mask, keep in masks:
+        out, weights = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
+                                                    n_kv_heads=n_kv_heads)
+        _, averaged = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
+                                                   n_kv_heads=n_kv_heads, average_weights=True)
+        out, weights, averaged = np.asarray(out), np.asarray(weights), np.asarray(averaged)
+        assert weights.shape == batch + (n_heads, l_q, l_k), (
+            f"the weights have shape {weights.shape}, expected {batch + (n_heads, l_q, l_k)} "
+            f"(one per query head, [..., H, L_q, L_k])")
+        shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
+        for at in np.ndindex(batch):
+            ref_out, ref_w = ref_grouped_multi_head(p, query[at], key[at], n_heads, n_kv_heads,
+                                                    keep(at[0] if len(batch) == 1 else None))
+            what = (f"of batch entry {at} with {n_heads} query heads, {n_kv_heads} key/value "
+                    f"heads and {shown}")
+            close(out[at], ref_out, 1e-8, f"the output {what}")
+            close(weights[at], ref_w, 1e-8, f"the weights {what}")
+            close(averaged[at], ref_w.mean(axis=0), 1e-8, f"the weights averaged over the heads {what}")
 
 
 def draw_positions(data, lead, length, name="positions"):
