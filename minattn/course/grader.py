@@ -55,6 +55,8 @@ import numpy
 
 import minattn
 
+from . import contract
+
 EXERCISES = Path(__file__).parent / "exercises"
 PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
               None: "the model families, which no exercise asks for"}
@@ -256,6 +258,16 @@ class Stop(str):
     its time limit or tried to end the program): every other property would wait or exit too."""
 
 
+class Broken(str):
+    """A failure's reason that is a broken contract of every call (minattn/course/contract.py):
+    its own hint replaces the property's."""
+
+    def __new__(cls, reason, hint):
+        self = super().__new__(cls, reason)
+        self.hint = hint
+        return self
+
+
 class Named:
     """hypothesis's `data`, remembering what each draw was called, for the report."""
 
@@ -326,6 +338,8 @@ def run_property(prop, max_examples, shrink=True, seconds=EXAMPLE_SECONDS):
             return (Stop(f"your code called sys.exit({error.code!r}) (or raised SystemExit): a "
                          "function returns its result, it never ends the program"),
                     show_drawn(last[0].drawn) if last else "")
+        except contract.BrokenContract as error:
+            return Broken(str(error).strip(), error.hint), show_drawn(last[0].drawn) if last else ""
         except Exception as error:
             reason = str(error).strip() if isinstance(error, (AssertionError, NotTakenYet)) \
                 else f"{type(error).__name__}: {error}".strip()
@@ -373,6 +387,20 @@ def warm_up(chosen):
 _WARM = set()
 
 
+@contextlib.contextmanager
+def graded(functions):
+    """Use `functions` (a student's, by name) wherever minattn and the properties call them, each
+    call held to the contract of every call (minattn/course/contract.py)."""
+    from . import properties
+
+    references = course_functions()
+    guarded = {n: contract.guard(n, f, inspect.signature(references[n]))
+               for n, f in functions.items()}
+    with minattn.swap(**{n: f for n, f in guarded.items() if n in minattn.__all__}), \
+            properties.student(**{n: f for n, f in guarded.items() if n in properties.COURSE}):
+        yield
+
+
 def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
           seconds=EXAMPLE_SECONDS, status=None):
     """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
@@ -385,8 +413,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     warm_up([p for p in chosen if p.part <= part])
     failed_own = []
     failures = checked = not_run = 0
-    with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}), \
-            properties.student(**{n: f for n, f in functions.items() if n in properties.COURSE}):
+    with graded(functions):
         for prop in chosen:
             yours = sorted(prop.uses & set(functions))
             label = prop.name if prop.of in functions else \
@@ -410,7 +437,10 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
             if example:
                 print(textwrap.indent(f"counterexample:\n{textwrap.indent(example, '  ')}",
                                       "      "), file=out)
-            if prop.of in functions:
+            if isinstance(reason, Broken):
+                failed_own += sorted(set(yours) - set(failed_own))
+                print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
+            elif prop.of in functions:
                 failed_own.append(prop.of)
                 print(textwrap.indent(f"hint: {prop.hint}", "      "), file=out)
             elif set(yours) & set(failed_own):
