@@ -28,6 +28,7 @@ Needs the extra `chat` (gguf, tokenizers, jinja2, safetensors); walkthrough.md, 
 """
 import importlib.metadata
 import json
+import struct
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -289,8 +290,15 @@ def _load_gguf(path, dtype):
     # tokenizer's special tokens) all come before the first weight is dequantized.
     from .checkpoints import gguf_name
     from .checkpoints.gguf_metadata import Metadata
+    from .gguf_header import NotGGUF, gguf_header
 
     gguf = _require("gguf", "gguf")
+    try:
+        gguf_header(path)  # every tensor inside the file, first: else a bare error about one
+    except NotGGUF:
+        raise
+    except (ValueError, KeyError, OSError, struct.error):  # GGUFReader's to say, below
+        pass
     try:
         reader = gguf.GGUFReader(path)
     except (ValueError, IndexError, OSError, KeyError) as error:  # a bare one for a cut file
