@@ -110,5 +110,6 @@ def test_the_counted_tokens_are_the_assistants_replies_and_their_end_of_turn(smo
     expected = text
     for m in messages:
         if m["role"] == "assistant":
-            expected = expected.replace(f"assistant\n{m['content']}<|im_end|>\n", "assistant\n\n", 1)
+            reply = f"assistant\n{m['content']}<|im_end|>\n"
+            expected = expected.replace(reply, "assistant\n\n", 1)
     assert smollm2.tokenizer.decode(ids[~keep]) == expected
