@@ -21,21 +21,23 @@ def model():
     frozen = {k: v for k, v in params.items() if k not in ("final_norm", "lm_head")}
     trainable = {"final_norm": params["final_norm"], "lm_head": params["lm_head"]}
 
-    def forward(trainable, tokens, rng):
+    def forward(trainable, tokens, rng, logits_to_keep=None):
         # rng: noise in place of LoRA's dropout, so that the draws must repeat on resuming
-        logits = ma.causal_lm({**frozen, **trainable}, tokens, **config)
+        logits = ma.causal_lm({**frozen, **trainable}, tokens, logits_to_keep=logits_to_keep,
+                              **config)
         return logits if rng is None else logits + 1e-3 * rng.normal(size=logits.shape)
 
     return forward, trainable
 
 
 def _examples(n, seed=1):
-    # Conversations of 4 to 9 tokens; the "assistant's" tokens are the second half.
+    # Conversations of 4 to 9 tokens; the "assistant's" tokens drawn, the last one among them
+    # (as several turns would give: counted runs, and gaps).
     rng = np.random.default_rng(seed)
     examples = []
     for _ in range(n):
         ids = rng.integers(1, V, size=int(rng.integers(4, 10)))
-        keep = np.arange(len(ids)) >= len(ids) // 2
+        keep = (rng.random(len(ids)) < 0.4) | (np.arange(len(ids)) == len(ids) - 1)
         examples.append((ids, keep))
     return examples
 
@@ -43,7 +45,7 @@ def _examples(n, seed=1):
 def _train(model, dropout=True, **options):
     forward, trainable = model
     if not dropout:  # the same weights draw no noise: what one batch and its parts share
-        forward = (lambda f: lambda t, tokens, rng: f(t, tokens, None))(forward)
+        forward = (lambda f: lambda t, tokens, rng, n: f(t, tokens, None, n))(forward)
     settings = dict(steps=4, batch_size=2, pad_id=0, lr=0.05, seed=3, warmup=1,
                     weight_decay=0.01, max_grad_norm=1.0)
     return loop.train(loop.lm_loss_sum(forward), trainable, _examples(7), **{**settings,
@@ -156,9 +158,9 @@ def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(model, 
     forward, trainable = model
     calls = []
 
-    def poisoned(trainable, tokens, rng):
+    def poisoned(trainable, tokens, rng, logits_to_keep):
         calls.append(1)
-        logits = forward(trainable, tokens, rng)
+        logits = forward(trainable, tokens, rng, logits_to_keep)
         return logits * np.nan if len(calls) > 3 else logits  # step 4: NaN
 
     with pytest.raises(loop.NonFinite, match="at step 4"):

@@ -109,12 +109,17 @@ def accumulated(loss_and_grad, trainable, parts, rngs):
 
 
 def lm_loss_sum(forward):
-    """forward(trainable, tokens, rng) -> logits [B, L, V]: a language model ->
-    loss_sum(trainable, batch, rng), the summed cross-entropy of the counted targets."""
+    """forward(trainable, tokens, rng, logits_to_keep) -> logits [B, n, V] of the last n
+    positions: a language model -> loss_sum(trainable, batch, rng), the summed cross-entropy of
+    the counted targets. Only the positions from the first one any row counts are unembedded:
+    the unembedding ([D, V], V = 49,152 for SmolLM2) of every position would cost as much as a
+    third of the model and, backwards, more."""
     def loss_sum(trainable, batch, rng):
         tokens, targets, weights = batch  # int [B, L], int [B, L], bool [B, L]
-        logits = forward(trainable, tokens, rng)  # [B, L, V]
-        return cross_entropy(logits[weights], targets[weights]) * int(weights.sum())
+        first = int(np.argmax(weights.any(axis=0)))  # the first position a row counts
+        logits = forward(trainable, tokens, rng, tokens.shape[-1] - first)  # [B, L - first, V]
+        counted = weights[:, first:]  # [B, L - first]
+        return cross_entropy(logits[counted], targets[:, first:][counted]) * int(counted.sum())
 
     return loss_sum
 
