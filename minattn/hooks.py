@@ -18,8 +18,9 @@ model's own functions are unchanged and a call without it pays nothing. causal_l
 layer its own hooks (a list, one entry a layer, as causal_lm hands every per-layer keyword);
 the block's variant, asked before the families' blocks (first=True), reads the residual stream
 around whichever block runs, plugs its attention in through decoder_block's attention= and
-leaves its hooks for position_wise's variant while the block runs; self_attention's variant reads z and pattern through its core=, after any
-attention variant has chosen its core (Gemma's soft-capping, gpt-oss's sinks).
+leaves its hooks for position_wise's variant while the block runs; self_attention's variant
+reads z and pattern through its core=, after any attention variant has chosen its core
+(Gemma's soft-capping, gpt-oss's sinks).
 """
 import contextvars
 import functools
