@@ -154,3 +154,34 @@ def _run_from(lm, layer, tokens, hooks):
     config = {key: value[layer:] if isinstance(value, list) and len(value) == n else value
               for key, value in lm.config.items()}  # the per-layer keywords of those layers
     return causal_lm(params, tokens, hooks=hooks, logits_to_keep=1, **config)
+
+
+def patching_report(lm, clean, corrupted, answer=" are", wrong=" is", progress=None):
+    """The experiment of `python -m minattn patch` on two texts -> a dict: "tokens" (each
+    prompt's, as text), "answer", "wrong" (their ids), "lens" (logit_lens of the clean prompt),
+    activation_patching's scores ("clean", "corrupted", "resid", "attn_out", "mlp_out",
+    "heads"), "attribution" [n_layers, H] and "correlation" (Pearson's, between the heads'
+    patching scores and their attribution estimates). Bad texts refused before any pass
+    (ValueError: one_token, prompt_pair). progress(): after each layer's patches and after the
+    attribution pass."""
+    answer_id, wrong_id = one_token(lm, answer, "answer"), one_token(lm, wrong, "wrong token")
+    clean_tokens, corrupted_tokens = prompt_pair(lm, clean, corrupted)
+    report = activation_patching(lm, clean_tokens, corrupted_tokens, answer_id, wrong_id,
+                                 progress)
+    report["attribution"] = attribution_patching(lm, clean_tokens, corrupted_tokens, answer_id,
+                                                 wrong_id)
+    if progress:
+        progress()
+    report["correlation"] = float(np.corrcoef(report["heads"].ravel(),
+                                              report["attribution"].ravel())[0, 1])
+    report["lens"] = logit_lens(lm, clean_tokens, [answer_id, wrong_id])
+    report.update(answer=answer_id, wrong=wrong_id, tokens=[
+        [lm.tokenizer.decode([t]) for t in tokens[0]] for tokens in (clean_tokens,
+                                                                     corrupted_tokens)])
+    return report
+
+
+def top_heads(scores, k):
+    """scores [n_layers, H] -> the k (layer, head) pairs of largest |score|, largest first."""
+    order = np.argsort(-np.abs(scores), axis=None, kind="stable")[:k]
+    return [tuple(int(i) for i in np.unravel_index(j, scores.shape)) for j in order]
