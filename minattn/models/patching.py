@@ -75,9 +75,10 @@ def activation_patching(lm, clean, corrupted, answer, wrong, progress=None):
     layer."""
     n, length, n_heads = len(lm.params["layers"]), clean.shape[1], lm.config["n_heads"]
     names = ("resid_pre", "attn_out", "z", "mlp_out")
-    clean_logits, clean_cache = run_with_cache(lm.params, clean, names=names, **lm.config)
+    clean_logits, clean_cache = run_with_cache(lm.params, clean, names=names, logits_to_keep=1,
+                                               **lm.config)
     bad_logits, bad_cache = run_with_cache(lm.params, corrupted, names=("resid_pre",),
-                                           **lm.config)
+                                           logits_to_keep=1, **lm.config)
     d_clean, d_bad = (float(logit_difference(x, answer, wrong)[0])
                       for x in (clean_logits, bad_logits))
     rows = length + n_heads + 2  # positions, then heads, then attn_out, then mlp_out
@@ -124,14 +125,15 @@ def attribution_patching(lm, clean, corrupted, answer, wrong):
     from autograd.tracer import getval
 
     n = len(lm.params["layers"])
-    clean_logits, clean_cache = run_with_cache(lm.params, clean, names=("z",), **lm.config)
+    clean_logits, clean_cache = run_with_cache(lm.params, clean, names=("z",), logits_to_keep=1,
+                                               **lm.config)
     bad_z = {}
 
     def difference(deltas):  # deltas [n_layers] of [1, H, L, d], zero: the corrupted run
         hooks = {("z", layer): (lambda z, layer=layer: _kept(bad_z, layer, z) + deltas[layer])
                  for layer in range(n)}
-        return logit_difference(causal_lm(lm.params, corrupted, hooks=hooks, **lm.config),
-                                answer, wrong)[0]
+        logits = causal_lm(lm.params, corrupted, hooks=hooks, logits_to_keep=1, **lm.config)
+        return logit_difference(logits, answer, wrong)[0]
 
     zeros = [np.zeros_like(clean_cache["z", layer]) for layer in range(n)]
     d_bad, grads = value_and_grad(difference)(zeros)
