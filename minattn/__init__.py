@@ -99,6 +99,7 @@ from .gated_delta_rule import delta_rule, l2_normalize
 from .families import neox as _neox, olmo as _olmo, gemma as _gemma, smollm3 as _smollm3  # noqa
 from . import lora  # noqa: E402  (before head_mask: it refuses a head_mask its o path would miss)
 from . import head_mask, long_context, sinks, softcap  # noqa: E402
+from . import hooks  # noqa: E402  (last: its attention reads the core the others chose)
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

@@ -143,6 +143,11 @@ def position_wise(params, x, activation):
     return feed_forward(params, x, activation=activation)
 
 
+# Its variant (minattn.hooks: a feed-forward's output read or replaced) answers the calls that
+# select it (engine/variants.py).
+position_wise = variants.dispatch(position_wise)
+
+
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
     """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
     init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
