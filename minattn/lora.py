@@ -253,11 +253,7 @@ def load_adapter(directory, params, config=None, *, base_model=None):
     save, per-layer ranks) and an adapter of another model: layer count, targets, shapes, and
     its base_model_name_or_path where both it and base_model (a name) are given."""
     directory = Path(directory)
-    settings = _read_config(directory)
-    made_for = settings.get("base_model_name_or_path")
-    if base_model is not None and made_for is not None and made_for != base_model:
-        raise ValueError(f"{directory}: an adapter made for {made_for!r}, not {base_model!r} "
-                         "(its base_model_name_or_path)")
+    settings = _read_config(directory, base_model)
     tensors = _read_tensors(directory / WEIGHTS_FILE)
     n_layers = check_layers(params)
     lora = {"layers": [{} for _ in range(n_layers)]}
@@ -270,7 +266,7 @@ def load_adapter(directory, params, config=None, *, base_model=None):
     return lora, settings["lora_alpha"]
 
 
-def _read_config(directory):
+def _read_config(directory, base_model):
     file = directory / CONFIG_FILE
     if not file.is_file():
         raise FileNotFoundError(f"{str(file)!r} does not exist (an adapter folder holds "
@@ -289,6 +285,10 @@ def _read_config(directory):
             raise ValueError(f"{file}: {key}={settings.get(key)!r} is not supported (minattn "
                              f"reads a plain LoRA adapter: {key}={plain!r})")
     check_lora_settings(settings.get("lora_alpha"), 0.0, None)
+    made_for = settings.get("base_model_name_or_path")
+    if base_model is not None and made_for is not None and made_for != base_model:
+        raise ValueError(f"{directory}: an adapter made for {made_for!r}, not {base_model!r} "
+                         "(its base_model_name_or_path)")
     return settings
 
 
