@@ -29,10 +29,11 @@ busy with other sessions, load average 9, so the absolute times are several time
 machine's): value_and_grad with respect to lora on all seven targets took 26.8 s factored
 against 41.8 s through merge (ratio 0.68, IQR 0.56-0.75), tracemalloc's peak 251 MiB against
 584 MiB; on q and v only, 18.5 s against 17.2 s (ratio 0.93, IQR 0.86-1.26: no difference the
-noise lets through) and 178 MiB against 218 MiB. Unused, the dispatch costs a decode step of
-SmolLM2's 30 layers with tiny weights 1.8 % (23.5 ms against 23.2 ms, its Python alone), and
-SmolLM2's own decode step nothing measurable (ratio 1.006, IQR 0.999-1.025), interleaved in
-one process with main's undispatched functions patched back in, 09:43-09:45 UTC, load 7.5-9.
+noise lets through) and 178 MiB against 218 MiB. Unused, the dispatch costs a decode step
+nothing the same machine could measure (benchmarks/ab_lora_dispatch.py, the functions as they
+were before patched back in, interleaved, 10:02-10:04 UTC, load 8.5-10): with SmolLM2's 30
+layers at tiny widths (its Python alone) a ratio of 1.014 (IQR 0.986-1.022), SmolLM2's own
+step 1.008 (IQR 0.969-1.024).
 """
 import json
 import math
