@@ -290,7 +290,8 @@ def _read_config(directory, base_model):
         raise ValueError(f"{file} is not JSON: {error}") from None
     refused = {"peft_type": "LORA", "use_dora": False, "use_rslora": False, "bias": "none",
                "fan_in_fan_out": False, "modules_to_save": None, "layers_to_transform": None,
-               "layers_pattern": None, "rank_pattern": {}, "alpha_pattern": {}}
+               "layers_pattern": None, "layer_replication": None, "rank_pattern": {},
+               "alpha_pattern": {}}
     for key, plain in refused.items():
         if settings.get(key, plain) not in (plain, None, [], {}) or \
                 key == "peft_type" and settings.get(key) != plain:

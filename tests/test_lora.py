@@ -107,6 +107,8 @@ def test_float32_model_and_adapter_stay_float32():
     lora = L.init_lora(np.random.default_rng(0), params, rank=2)
     assert lora["layers"][0]["q"]["A"].dtype == np.float32
     assert ma.causal_lm(params, tokens, lora=lora, **config).dtype == np.float32
+    grads = autograd.grad(lambda lo: np.sum(ma.causal_lm(params, tokens, lora=lo, **config)))(lora)
+    assert grads["layers"][1]["v"]["A"].dtype == grads["layers"][1]["v"]["B"].dtype == np.float32
 
 
 def test_dropout_draws_from_rng_and_without_rng_is_refused():

@@ -235,6 +235,7 @@ def test_an_adapter_for_another_base_model_is_refused_by_name(tmp_path, float64_
     ({"use_rslora": True}, "use_rslora=True is not supported"),
     ({"bias": "all"}, "bias='all' is not supported"),
     ({"peft_type": "IA3"}, "peft_type='IA3' is not supported"),
+    ({"layer_replication": [[0, 2], [1, 2]]}, "layer_replication=.* is not supported"),
     ({"target_modules": ["c_attn"]}, r"target_modules=\['c_attn'\]; minattn reads a list of "
                                      "q_proj, k_proj"),
     ({"target_modules": ["q_proj", "k_proj", "v_proj"]},
