@@ -40,7 +40,6 @@ import math
 import os
 from pathlib import Path
 
-import autograd.numpy as np
 import numpy
 
 from .dropout import dropout
