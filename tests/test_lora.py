@@ -222,3 +222,12 @@ def test_a_head_mask_with_an_adapted_output_projection_is_refused():
         ma.causal_lm(params, tokens, lora=lora, head_mask=mask, **config),
         ma.causal_lm(L.merge(params, lora, alpha=16), tokens, head_mask=mask, **config),
         rtol=1e-12, atol=1e-12)
+
+
+def test_generation_through_the_cache_with_lora_equals_the_merged_models():
+    params, config = llama_like()
+    tokens = np.random.default_rng(2).integers(0, V, (2, 5))
+    lora = with_random_b(_adapter(params, targets=L.TARGETS, rank=2))
+    np.testing.assert_array_equal(
+        ma.generate(params, tokens, 6, lora=lora, lora_alpha=8, **config),
+        ma.generate(L.merge(params, lora, alpha=8), tokens, 6, **config))
