@@ -76,10 +76,18 @@ LATER_PARAMETERS = {
 }
 
 
+def later_parameters(name):
+    """LATER_PARAMETERS[name], with every variant's keyword (engine/variants.py: head_mask,
+    hooks, lora, ...) as one no exercise asks for: a variant never changes the canonical
+    function a student writes."""
+    variant_keywords = getattr(course_functions()[name], "variant_keywords", ())
+    return {**dict.fromkeys(variant_keywords), **LATER_PARAMETERS.get(name, {})}
+
+
 def exercise_signature(name):
     """minattn's signature of `name` without the parameters no exercise asks for."""
     signature = inspect.signature(course_functions()[name])
-    never = {p for p, part in LATER_PARAMETERS.get(name, {}).items() if part is None}
+    never = {p for p, part in later_parameters(name).items() if part is None}
     return signature.replace(parameters=[p for p in signature.parameters.values()
                                          if p.name not in never])
 
@@ -227,13 +235,13 @@ def attempted(module):
         if any(p.kind is p.VAR_KEYWORD for p in mine.values()):
             continue
         missing = [p for p in reference.parameters if p not in mine]
-        wrong = [p for p in missing if p not in LATER_PARAMETERS.get(name, {})]
+        wrong = [p for p in missing if p not in later_parameters(name)]
         if wrong:
             raise CannotCheck(f"{name}{inspect.signature(function)} does not take "
                               f"{', '.join(wrong)}; the exercise's is {name}{exercise_signature(name)}")
         if missing:
             functions[name] = adapt(name, function, reference, missing)
-            left_out[name] = [p for p in missing if LATER_PARAMETERS[name][p] is not None]
+            left_out[name] = [p for p in missing if later_parameters(name)[p] is not None]
     return functions, stubs, left_out
 
 
@@ -247,7 +255,7 @@ def adapt(name, function, reference, missing):
             value = bound.arguments.pop(parameter, reference.parameters[parameter].default)
             if parameter != "like" and value is not reference.parameters[parameter].default:
                 raise NotTakenYet(f"your {name} does not take {parameter} (taught in "
-                                  f"{PART_NAMES[LATER_PARAMETERS[name][parameter]]}), but this "
+                                  f"{PART_NAMES[later_parameters(name)[parameter]]}), but this "
                                   f"check calls it with {parameter}={value!r}")
         return function(*bound.args, **bound.kwargs)
     return adapted
@@ -677,6 +685,14 @@ def child_main(request):
     return EXIT[verdict]
 
 
+def _canonical(function, dispatched):
+    # function's signature, less the keywords variants add to dispatched's
+    variant_keywords = getattr(dispatched, "variant_keywords", ())
+    signature = inspect.signature(function)
+    return signature.replace(parameters=[p for p in signature.parameters.values()
+                                         if p.name not in variant_keywords])
+
+
 def pitfall_target(name):
     """A pitfall -> the public function it stands in for (the one with its signature)."""
     from . import pitfalls
@@ -684,8 +700,9 @@ def pitfall_target(name):
     if name not in pitfalls.PITFALLS:
         raise CannotCheck(f"no pitfall {name!r}; the pitfalls are: {', '.join(pitfalls.PITFALLS)}")
     pitfall = getattr(pitfalls, name)
-    for public in minattn.__all__:
-        if inspect.signature(getattr(minattn, public)) == inspect.signature(pitfall):
+    for public in minattn.__all__:  # the same signature, but for the variants' keywords
+        function = getattr(minattn, public)
+        if _canonical(function, function) == _canonical(pitfall, function):
             return public, pitfall
     raise CannotCheck(f"pitfall {name!r} has no public counterpart")  # pragma: no cover
 
