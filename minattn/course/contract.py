@@ -138,7 +138,7 @@ def agree(a, b):
         else:
             ok = numpy.array_equal(x, y)
         if not ok:
-            return f"{path} differs:\nthe first time:\n{show(x)}\nthe second time:\n{show(y)}"
+            return f"{path} differs\nthe first time:\n{show(x)}\nthe second time:\n{show(y)}"
     if len(arrays(a, "")) != len(arrays(b, "")):
         return "the results have another structure the second time"
     return None
@@ -349,14 +349,17 @@ class Call:
         if self.differs(first, self.outcome(rebuild(self.before, numpy.copy, fresh_leaf))) is not None:
             return (f"returned another result for an equal string that is another object: "
                     f"{difference}", "compare strings with ==, never with `is`")
+        given = self.bound(*self.before)
         for parameter in self.signature.parameters:
             if self.differs(first, self.outcome(self.again({parameter}, numpy.copy, same_leaf))) \
                     is not None:
-                default = self.signature.parameters[parameter].default
-                return (f"returned another result with {parameter} left out than with "
-                        f"{parameter}={default!r}, the exercise's default (or the other way "
-                        f"round): {difference}",
-                        f"give {parameter} the default of the exercise's signature, "
+                default = f"{parameter}={self.signature.parameters[parameter].default!r}"
+                how = (f"called with {default} given and again with {parameter} left out" if
+                       parameter in given else f"called with {parameter} left out and again with "
+                       f"{default} given")
+                return (f"is not the same function with the exercise's default {default}: "
+                        f"{how}, it returned other results: {difference}",
+                        f"give {parameter} the exercise's default, as in its signature "
                         f"{self.name}{self.signature}")
         return (f"returned another result when called again: {difference}",
                 "keep no state between calls, and read arrays by their shape, not their layout")

@@ -411,7 +411,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
     warm_up([p for p in chosen if p.part <= part])
-    failed_own = []
+    failed_own, broken = [], set()  # broken: the hints of the contract's failures reported
     failures = checked = not_run = 0
     with graded(functions):
         for prop in chosen:
@@ -433,11 +433,16 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 continue
             failures += 1
             reason, example = result
+            if isinstance(reason, Broken) and reason.hint in broken:  # said in full above
+                print(f"      what failed: {reason.splitlines()[0]} (the promise broken above)",
+                      file=out)
+                continue
             print(textwrap.indent(f"what failed: {reason}", "      "), file=out)
             if example:
                 print(textwrap.indent(f"counterexample:\n{textwrap.indent(example, '  ')}",
                                       "      "), file=out)
             if isinstance(reason, Broken):
+                broken.add(reason.hint)
                 failed_own += sorted(set(yours) - set(failed_own))
                 print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
             elif prop.of in functions:
