@@ -61,11 +61,13 @@ def dispatch(function=None, *, hooks=(), shows=None):
     return dispatched
 
 
-def implements(dispatched, *keywords, when=None):
+def implements(dispatched, *keywords, when=None, first=False):
     """Decorator: register a variant of `dispatched`, run for a call that sets one of
-    `keywords` or for which when(*args, **kwargs) is true."""
+    `keywords` or for which when(*args, **kwargs) is true; first=True: asked before the variants
+    registered earlier (a variant that wraps whichever of them runs: minattn.hooks's block)."""
     def register(variant):
-        dispatched.variants.append((frozenset(keywords), when, variant))
+        entry = (frozenset(keywords), when, variant)
+        dispatched.variants.insert(0, entry) if first else dispatched.variants.append(entry)
         dispatched.selecting.update(keywords)
         _show_keywords(dispatched, dict.fromkeys(keywords))
         return variant
