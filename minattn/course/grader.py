@@ -17,11 +17,18 @@ for the second reading): their properties wait for that part too.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
-named, and a hint. Exit codes: 0 every property checked passed; 1 a property failed (a wrong
-value, an example past its time limit, the student's code ending the process), or nothing was
-checked; 2 FILE cannot be loaded (missing, not a .py file, a syntax error, an import error, an
-exit while loading) or a function's signature does not match minattn's. Needs hypothesis (the
-extra `check`).
+named, and a hint. Every call a property makes of a student's function is also held to the
+contract of every call (minattn/course/contract.py): its arguments left as they were, its float
+dtype kept (the call is made again in float32, and in float16 where the stub promises x's
+dtype), the same results, in new memory, from a second call with fresh copies of its arguments
+(laid out non-contiguously, each argument with a default given or left out); a broken promise
+fails the property that made the call, with the contract's own hint.
+
+Exit codes: 0 every property checked passed; 1 a property failed (a wrong value, an example
+past its time limit, the student's code ending the process), or nothing was checked; 2 FILE
+cannot be loaded (missing, not a .py file, a syntax error, an import error, an exit while
+loading) or a function's signature does not match minattn's. Needs hypothesis (the extra
+`check`).
 
 Time limits: the student's code runs under a limit per example (EXAMPLE_SECONDS of CPU time,
 WAITING_FACTOR times that on the clock; the properties run once untimed first, so that imports
