@@ -1263,12 +1263,19 @@ def self_attention_matches_a_loop(data, grouped):
                                         n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
                                         positions=positions, rope_base=base)
     for b in range(batch):
-        close(np.asarray(out)[b], ref_self_attention(p, x[b], n_heads, n_kv_heads, keep(b),
-                                                     row(positions, b), base),
-              1e-8, f"the output of batch entry {b}")
-        k, v = ref_cache(p, x[b], n_heads, n_kv_heads, row(positions, b), base)
-        close(np.asarray(cache["k"])[b], k, 1e-8, f"cache['k'] [H_kv, L, d_k] of batch entry {b}")
-        close(np.asarray(cache["v"])[b], v, 1e-8, f"cache['v'] [H_kv, L, d_k] of batch entry {b}")
+        check_sequence(np.asarray(out)[b], {n: np.asarray(a)[b] for n, a in cache.items()}, p,
+                       x[b], n_heads, n_kv_heads, keep(b), row(positions, b), base,
+                       f"batch entry {b}")
+
+
+def check_sequence(out, cache, p, x, n_heads, n_kv_heads, keep, positions, base, what):
+    # self-attention's output [L, D] and cache {'k', 'v'} [H_kv, L, d_k] of one sequence x [L, D]
+    # against the slow loop
+    close(out, ref_self_attention(p, x, n_heads, n_kv_heads, keep, positions, base), 1e-8,
+          f"the output of {what}")
+    k, v = ref_cache(p, x, n_heads, n_kv_heads, positions, base)
+    close(np.asarray(cache["k"]), k, 1e-8, f"cache['k'] [H_kv, L, d_k] of {what}")
+    close(np.asarray(cache["v"]), v, 1e-8, f"cache['v'] [H_kv, L, d_k] of {what}")
 
 
 @prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
@@ -1333,12 +1340,9 @@ def _(data):
         for e in range(1 if alone else batch):
             at = () if alone else (e,)
             what = "the sequence alone (x [L, D])" if alone else f"batch entry {e}"
-            close(got[at], ref_self_attention(p, x[e], n_heads, n_kv_heads, causal,
-                                              row(positions, e), base), 1e-8,
-                  f"the outputs of {what}, fed as the chunks of tokens {shown}")
-            k, v = ref_cache(p, x[e], n_heads, n_kv_heads, row(positions, e), base)
-            close(np.asarray(cache["k"])[at], k, 1e-8, f"the last cache['k'] of {what}")
-            close(np.asarray(cache["v"])[at], v, 1e-8, f"the last cache['v'] of {what}")
+            check_sequence(got[at], {n: np.asarray(a)[at] for n, a in cache.items()}, p, x[e],
+                           n_heads, n_kv_heads, causal, row(positions, e), base,
+                           f"{what}, fed as the chunks of tokens {shown} (the last cache)")
 
 
 @prop("self_attention_continues_a_long_cache", "self_attention", "given a cache of L_past keys "
