@@ -211,7 +211,8 @@ def draw_language_model(path):
     ]
     for y, text, colour in steps:
         ax.text(4, y, text, ha="center", va="center", fontsize=9, family="monospace",
-                multialignment="left", bbox=dict(boxstyle="round,pad=0.45", facecolor=colour, edgecolor="#555555"))
+                multialignment="left",
+                bbox=dict(boxstyle="round,pad=0.45", facecolor=colour, edgecolor="#555555"))
     gaps = [(8.85, 8.3), (7.95, 7.4), (7.0, 6.25), (4.95, 4.2), (3.85, 3.3), (2.9, 2.4),
             (2.0, 1.55)]
     for top, bottom in gaps:

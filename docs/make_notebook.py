@@ -7,11 +7,11 @@ The first reading is walkthrough.md up to its "# Second reading" heading. Each `
 of doctests becomes code cells, one per statement whose output the text prints (the `>>> ` and
 `... ` prompts removed, the printed output left for the notebook to compute); the source
 excerpts (```py), shell commands (```bash, shown as text: never run) and the prose stay
-markdown, as do the examples the
-text skips without optional packages (a `<!-- skip: ... -->` marker), which would need the
-model file. The answers folded after each section's questions (`<details>`) stay folded: their
-code is shown with what it prints, not run. jupytext turns the result into a notebook; tests/test_notebook.py checks that the
-committed notebook is what this script makes, and runs it.
+markdown, as do the examples the text skips without optional packages (a `<!-- skip: ... -->`
+marker), which would need the model file. The answers folded after each section's questions
+(`<details>`) stay folded: their code is shown with what it prints, not run. jupytext turns the
+result into a notebook; tests/test_notebook.py checks that the committed notebook is what this
+script makes, and runs it.
 """
 import argparse
 import json
