@@ -25,6 +25,16 @@ def test_the_committed_notebook_is_what_the_generator_makes():
         pytest.fail("walkthrough.ipynb is out of date: run python docs/make_notebook.py")
 
 
+def test_every_skip_marker_stands_right_before_its_example():
+    # sybil skips the next example wherever it is; the notebook shows as text only the block
+    # right after the marker: text between them would make the notebook run a skipped example
+    import re
+
+    text = (ROOT / "walkthrough.md").read_text(encoding="utf-8")
+    markers = re.findall(r"<!-- skip: next[^\n]*-->\n(.{0,9})", text)
+    assert markers and all(m == "```python" for m in markers), markers
+
+
 def test_the_notebook_holds_the_first_reading_and_runs_its_examples_as_code():
     import json
 
