@@ -90,6 +90,8 @@ def test_the_plain_forms_call_no_minattn_function():
     for dotted, shown in EXCERPT.findall(FIRST):
         if dotted.startswith("minattn.course.teaching."):
             assert "ma." not in shown, f"the plain form {dotted} calls minattn"
+    source = (ROOT / "minattn" / "course" / "teaching.py").read_text(encoding="utf-8")
+    assert not re.findall(r"^\s*(?:import minattn|from minattn|from \.)", source, re.M)
 
 
 @pytest.mark.parametrize("detour", [
