@@ -61,13 +61,18 @@ def test_the_notebook_runs():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(ROOT)}})
+    # Section 14's cells load SmolLM2 (half a minute on two busy cores): the suite runs the same
+    # examples in walkthrough.md (sybil), so here the notebook runs up to section 14.
+    smollm2 = next(i for i, cell in enumerate(notebook.cells)
+                   if cell.cell_type == "markdown" and "## 14. SmolLM2" in cell.source)
+    assert any(cell.cell_type == "code" and "load_language_model()" in cell.source
+               for cell in notebook.cells[smollm2:]), "section 14's examples are not code cells"
     with client.setup_kernel(env=env):
-        for index, cell in enumerate(notebook.cells):
+        for index, cell in enumerate(notebook.cells[:smollm2]):
             if cell.cell_type == "code":
                 client.execute_cell(cell, index)  # raises CellExecutionError on any error
-    outputs = [cell.outputs for cell in notebook.cells if cell.cell_type == "code"]
+    outputs = [cell.outputs for cell in notebook.cells[:smollm2] if cell.cell_type == "code"]
     assert all(output.get("output_type") != "error" for cell in outputs for output in cell)
-    # the last cells hold SmolLM2's examples, shown as text where the model is optional: the
-    # training cell of section 12, near the end, must have printed its results
+    # the training cell of section 12, near the end of what ran, must have printed its results
     printed = [i for i, output in enumerate(outputs) if output]
     assert printed and printed[-1] > len(outputs) * 3 // 4, "the later cells printed nothing"
