@@ -55,7 +55,7 @@ def bad_values(tmp):
 # a command line of each subcommand that parses (None: the tour, no subcommand)
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
          "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
-         "heads": []}
+         "heads": [], "patch": ["clean", "corrupted"]}
 
 
 def subcommands(parser):

@@ -1,0 +1,13 @@
+"""Fine-tuning a real model: what a training run needs around autograd's gradients.
+
+    optimizer.py   AdamW as torch.optim.AdamW computes it, clipping by the global norm (as
+                   torch.nn.utils.clip_grad_norm_), warm-up then cosine learning rate (as
+                   transformers' get_cosine_schedule_with_warmup)
+    chat_data.py   chat examples (JSONL of {"messages": [...]}) checked, rendered by the model's
+                   own chat template, tokenized, the loss kept on the assistant's tokens only
+    loop.py        the training loop: gradient accumulation, checkpoints written then renamed,
+                   resuming to the same numbers, a NaN loss stopped
+
+Built on the concepts and models/ (LoRA: minattn/lora.py); `python -m minattn finetune` runs it
+(minattn/cli/finetune.py). walkthrough.md, "Fine-tuning: gradients through a real model".
+"""

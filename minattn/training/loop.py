@@ -1,0 +1,191 @@
+"""The training loop of `finetune`, for any trainable tree (the LoRA matrices) and any loss.
+
+loss_sum(trainable, batch, rng) -> the SUM of the loss over the batch's counted targets (a
+scalar autograd can differentiate); batch = (tokens, targets, weights) from chat_data.batch. An
+optimizer step takes `accumulation` micro-batches of `batch_size` examples: their sums and
+gradients are added, then divided by the number of counted targets of all of them, so the step
+is the one a single batch of batch_size * accumulation examples would take (each assistant
+token weighs the same wherever it falls). Then the gradients are clipped by their global norm,
+and AdamW steps at the schedule's learning rate (optimizer.py).
+
+Deterministic for a seed, and stateless: micro-batch k of the run holds positions
+k * batch_size ... of a sequence of permutations of the examples (one per pass over the data,
+drawn from the seed and the pass's number), and its dropout draws from (seed, k). So a run
+resumed from a checkpoint at step s takes the very batches the uninterrupted run took, to the
+same bits. The checkpoint (the trainable tree, AdamW's state, the step, the losses) is written
+to a temporary file in its folder and renamed over the last: an interrupted write leaves the
+last one whole. Ctrl-C saves one at the last finished step; a loss or gradient that is not
+finite stops the run (NonFinite) and leaves the last checkpoint as it was.
+"""
+import functools
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from autograd import value_and_grad
+
+from ..loss import cross_entropy
+from ..models.count_task import tree_map
+from .chat_data import batch
+from .optimizer import adamw_init, adamw_update, clip_by_global_norm, cosine_lr
+
+CHECKPOINT = "checkpoint.npz"
+
+
+class NonFinite(ArithmeticError):
+    """The loss (or the gradient's norm) became NaN or infinite at a step: the run stops."""
+
+
+def micro_batch(n_examples, batch_size, seed, k):
+    """The indices (into the examples) of micro-batch k: positions k * batch_size onwards of
+    the permutations of range(n_examples) drawn from default_rng([seed, pass]), one a pass."""
+    positions = range(k * batch_size, (k + 1) * batch_size)
+    return [int(_permutation(n_examples, seed, p // n_examples)[p % n_examples])
+            for p in positions]
+
+
+@functools.lru_cache(maxsize=2)
+def _permutation(n, seed, epoch):
+    return np.random.default_rng([seed, epoch]).permutation(n)
+
+
+def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=0,
+          accumulation=1, warmup=0, weight_decay=0.0, max_grad_norm=1.0, out=None,
+          every=None, state=None, settings=None, callback=None):
+    """Train -> the final state {"step", "trainable", "adam", "losses"}. examples: [(ids, keep)]
+    (chat_data.encode). state: a checkpoint's (load_checkpoint) to continue from, else a fresh
+    one from trainable. out (a folder): a checkpoint every `every` steps, at the end, and on
+    Ctrl-C (KeyboardInterrupt, raised again once saved). callback(step, loss, n_tokens) after
+    each step (n_tokens: the tokens read, padding included). settings (JSON): kept in the
+    checkpoints, for a resumed run to compare with its own. NonFinite for a NaN or infinite
+    loss, naming the step; nothing saved then."""
+    state = state or {"step": 0, "trainable": trainable, "adam": adamw_init(trainable),
+                      "losses": [], "settings": settings}
+    loss_and_grad = value_and_grad(loss_sum)
+    try:
+        while state["step"] < steps:
+            step = state["step"]
+            parts = [batch([examples[i] for i in micro_batch(len(examples), batch_size, seed, k)],
+                           pad_id) for k in range(step * accumulation, (step + 1) * accumulation)]
+            rngs = [np.random.default_rng([seed, k])
+                    for k in range(step * accumulation, (step + 1) * accumulation)]
+            loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs)
+            grads, norm = clip_by_global_norm(grads, max_grad_norm)
+            if not (math.isfinite(loss) and math.isfinite(norm)):
+                raise NonFinite(f"the loss became {loss} (gradient norm {norm}) at step "
+                                f"{step + 1}")
+            params, adam = adamw_update(state["trainable"], grads, state["adam"],
+                                        lr=cosine_lr(step, lr=lr, warmup=warmup, total=steps),
+                                        weight_decay=weight_decay)
+            state = {"step": step + 1, "trainable": params, "adam": adam,
+                     "losses": state["losses"] + [loss], "settings": state.get("settings")}
+            if out is not None and every and state["step"] % every == 0:
+                save_checkpoint(out, state)
+            if callback is not None:
+                callback(state["step"], loss, sum(tokens.size for tokens, _, _ in parts))
+    except KeyboardInterrupt:
+        if out is not None and state["step"] > 0:
+            save_checkpoint(out, state)
+        raise
+    if out is not None:
+        save_checkpoint(out, state)
+    return state
+
+
+def accumulated(loss_and_grad, trainable, parts, rngs):
+    """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
+    together: their sums and gradients added, then divided by their counted targets, as one
+    batch of all of them would give. loss_and_grad: value_and_grad(loss_sum)."""
+    count = sum(int(weights.sum()) for _, _, weights in parts)
+    total, grads = 0.0, None
+    for part, rng in zip(parts, rngs):
+        value, g = loss_and_grad(trainable, part, rng)
+        total += float(value)
+        grads = g if grads is None else tree_map(np.add, grads, g)
+    return total / count, tree_map(lambda g: g / count, grads)
+
+
+def lm_loss_sum(forward):
+    """forward(trainable, tokens, rng, logits_to_keep) -> logits [B, n, V] of the last n
+    positions: a language model -> loss_sum(trainable, batch, rng), the summed cross-entropy of
+    the counted targets. Only the positions from the first one any row counts are unembedded:
+    the unembedding ([D, V], V = 49,152 for SmolLM2) of every position would cost as much as a
+    third of the model and, backwards, more."""
+    def loss_sum(trainable, batch, rng):
+        tokens, targets, weights = batch  # int [B, L], int [B, L], bool [B, L]
+        first = int(np.argmax(weights.any(axis=0)))  # the first position a row counts
+        logits = forward(trainable, tokens, rng, tokens.shape[-1] - first)  # [B, L - first, V]
+        counted = weights[:, first:]  # [B, L - first]
+        return cross_entropy(logits[counted], targets[:, first:][counted]) * int(counted.sum())
+
+    return loss_sum
+
+
+def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):
+    """The mean loss per counted target over examples (in order, batch_size at a time)."""
+    parts = [batch(examples[i:i + batch_size], pad_id)
+             for i in range(0, len(examples), batch_size)]
+    total = sum(float(loss_sum(trainable, part, None)) for part in parts)
+    return total / sum(int(weights.sum()) for _, _, weights in parts)
+
+
+def save_checkpoint(folder, state):
+    """Write state to folder/checkpoint.npz: a temporary file in the folder, then renamed over
+    the last (os.replace is atomic), so a crash mid-write leaves the last checkpoint whole."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    flat = _flatten({"trainable": state["trainable"], "adam": state["adam"]})
+    meta = {"step": state["step"], "losses": state["losses"], "paths": [p for p, _ in flat],
+            "settings": state.get("settings")}
+    arrays = {f"a{i}": np.asarray(a) for i, (_, a) in enumerate(flat)}
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".checkpoint-", suffix=".npz")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, folder / CHECKPOINT)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(folder):
+    """folder/checkpoint.npz -> the state train() continues from (and its "settings")."""
+    with np.load(Path(folder) / CHECKPOINT) as data:
+        meta = json.loads(str(data["meta"]))
+        tree = _unflatten([(path, data[f"a{i}"]) for i, path in enumerate(meta["paths"])])
+    return {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
+            "losses": meta["losses"], "settings": meta["settings"]}
+
+
+def _flatten(tree, path=()):
+    # -> [(path, leaf)]: a path is the keys (str) and list indices (int) down to the leaf
+    if isinstance(tree, dict):
+        return [item for key in tree for item in _flatten(tree[key], path + (key,))]
+    if isinstance(tree, (list, tuple)):
+        return [item for i, sub in enumerate(tree) for item in _flatten(sub, path + (i,))]
+    return [(list(path), tree)]
+
+
+def _unflatten(items):
+    root = {}
+    for path, leaf in items:
+        node = root
+        for key, after in zip(path, path[1:]):
+            node = node.setdefault(key, {})
+        node[path[-1]] = leaf if np.ndim(leaf) else leaf.item()  # the step: an int again
+    return _lists(root)
+
+
+def _lists(node):
+    # dicts whose keys are all list indices back into lists
+    if not isinstance(node, dict):
+        return node
+    node = {key: _lists(value) for key, value in node.items()}
+    if node and all(isinstance(key, int) for key in node):
+        return [node[i] for i in range(len(node))]
+    return node

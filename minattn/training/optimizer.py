@@ -1,0 +1,65 @@
+"""The optimizer of a fine-tuning run, each step as the library people train with computes it:
+AdamW as torch.optim.AdamW (Loshchilov & Hutter 2019: the weight decay taken from the weights,
+not added to the gradient), the gradients clipped by their global norm as
+torch.nn.utils.clip_grad_norm_, and the learning rate warmed up then decayed along a cosine as
+transformers' get_cosine_schedule_with_warmup. Trees are nested dicts and lists of arrays (the
+LoRA matrices); nothing is changed in place. tests/test_finetune_optimizer.py runs torch beside
+each, step by step, in float64.
+"""
+import math
+
+import numpy as np
+
+from ..models.count_task import tree_map
+
+
+def leaves(tree):
+    """The arrays of a nested dict/list tree, in a fixed order (dict keys sorted)."""
+    if isinstance(tree, dict):
+        return [leaf for key in sorted(tree) for leaf in leaves(tree[key])]
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in leaves(item)]
+    return [tree]
+
+
+def adamw_init(params):
+    """AdamW's state for params: step 0, first and second moments at zero, params' structure."""
+    return {"step": 0, "m": tree_map(np.zeros_like, params), "v": tree_map(np.zeros_like, params)}
+
+
+def adamw_update(params, grads, state, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                 weight_decay=1e-2):
+    """One AdamW step -> (new params, new state), torch.optim.AdamW's arithmetic and defaults:
+    decay the weight, update the moments, correct their bias, step (eps outside the square
+    root, after the second moment's correction)."""
+    b1, b2 = betas
+    t = state["step"] + 1
+    m = tree_map(lambda m, g: m + (1 - b1) * (g - m), state["m"], grads)  # torch's lerp_
+    v = tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+    step_size = lr / (1 - b1 ** t)
+    root = math.sqrt(1 - b2 ** t)  # the second moment's bias correction, under the root
+
+    def step(p, m, v):
+        return p * (1 - lr * weight_decay) - step_size * (m / (np.sqrt(v) / root + eps))
+
+    return tree_map(step, params, m, v), {"step": t, "m": m, "v": v}
+
+
+def clip_by_global_norm(grads, max_norm):
+    """-> (grads scaled by min(1, max_norm / (norm + 1e-6)), their global norm before): the
+    2-norm of every entry of every array together, as torch.nn.utils.clip_grad_norm_ (which
+    multiplies by the clamped factor always, 1 included)."""
+    norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in leaves(grads)))
+    scale = min(max_norm / (norm + 1e-6), 1.0)
+    return tree_map(lambda g: g * np.asarray(scale, dtype=g.dtype), grads), norm
+
+
+def cosine_lr(step, *, lr, warmup, total):
+    """The learning rate of optimizer step `step` (0, 1, ... total - 1): lr * step / warmup for
+    the first `warmup` steps (so step 0 has lr 0), then lr * (1 + cos(pi * progress)) / 2, with
+    progress = (step - warmup) / (total - warmup) going from 0 to 1: transformers'
+    get_cosine_schedule_with_warmup (num_cycles=0.5), its scheduler stepped after each update."""
+    if step < warmup:
+        return lr * step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))

@@ -1,0 +1,169 @@
+"""The training loop of `finetune` on a tiny random language model whose trainable tree is its
+last norm and unembedding (LoRA's matrices are one more tree): accumulation equal to one big
+batch, padding that changes nothing, resuming to the same bits, checkpoints that survive an
+interrupted write, a NaN stopped by its step."""
+import numpy as np
+import pytest
+from autograd import grad
+
+import minattn as ma
+from minattn.training import loop
+from minattn.training.chat_data import batch
+
+V = 11
+
+
+@pytest.fixture(scope="module")
+def model():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 1, 8, 2, 12, position="rope",
+                                       norm="rms_norm", activation="swiglu", bias=False,
+                                       tied=False, n_kv_heads=1)
+    frozen = {k: v for k, v in params.items() if k not in ("final_norm", "lm_head")}
+    trainable = {"final_norm": params["final_norm"], "lm_head": params["lm_head"]}
+
+    def forward(trainable, tokens, rng, logits_to_keep=None):
+        # rng: noise in place of LoRA's dropout, so that the draws must repeat on resuming
+        logits = ma.causal_lm({**frozen, **trainable}, tokens, logits_to_keep=logits_to_keep,
+                              **config)
+        return logits if rng is None else logits + 1e-3 * rng.normal(size=logits.shape)
+
+    return forward, trainable
+
+
+def _examples(n, seed=1):
+    # Conversations of 4 to 9 tokens; the "assistant's" tokens drawn, the last one among them
+    # (as several turns would give: counted runs, and gaps).
+    rng = np.random.default_rng(seed)
+    examples = []
+    for _ in range(n):
+        ids = rng.integers(1, V, size=int(rng.integers(4, 10)))
+        keep = (rng.random(len(ids)) < 0.4) | (np.arange(len(ids)) == len(ids) - 1)
+        examples.append((ids, keep))
+    return examples
+
+
+def _train(model, dropout=True, **options):
+    forward, trainable = model
+    if not dropout:  # the same weights draw no noise: what one batch and its parts share
+        forward = (lambda f: lambda t, tokens, rng, n: f(t, tokens, None, n))(forward)
+    settings = dict(steps=4, batch_size=2, pad_id=0, lr=0.05, seed=3, warmup=1,
+                    weight_decay=0.01, max_grad_norm=1.0)
+    return loop.train(loop.lm_loss_sum(forward), trainable, _examples(7), **{**settings,
+                                                                           **options})
+
+
+def _nll_by_loop(forward, trainable, examples):
+    # The reference: each example alone, unpadded, its assistant tokens' -log p summed.
+    total, count = 0.0, 0
+    for ids, keep in examples:
+        logits = forward(trainable, ids[None, :-1], None)[0]  # [L - 1, V]
+        log_p = logits - np.log(np.sum(np.exp(logits - logits.max(-1, keepdims=True)), -1,
+                                       keepdims=True)) - logits.max(-1, keepdims=True)
+        for t in range(len(ids) - 1):
+            if keep[t + 1]:
+                total, count = total - log_p[t, ids[t + 1]], count + 1
+    return total / count
+
+
+def test_the_loss_of_a_padded_batch_is_each_example_alone(model):
+    forward, trainable = model
+    examples = _examples(5)
+    loss_sum = loop.lm_loss_sum(forward)
+    padded = batch(examples, pad_id=0)
+    value = float(loss_sum(trainable, padded, None)) / int(padded[2].sum())
+    assert value == pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
+    assert loop.evaluate(loss_sum, trainable, examples, batch_size=2, pad_id=0) == \
+        pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
+
+
+def test_accumulated_micro_batches_give_the_gradient_of_one_big_batch(model):
+    forward, trainable = model
+    examples = _examples(6)
+    loss_sum = loop.lm_loss_sum(forward)
+    from autograd import value_and_grad
+
+    parts = [batch(examples[:1], 0), batch(examples[1:4], 0), batch(examples[4:], 0)]
+    loss, grads = loop.accumulated(value_and_grad(loss_sum), trainable, parts, [None] * 3)
+    big = batch(examples, 0)
+    count = int(big[2].sum())
+    expected = grad(lambda t: loss_sum(t, big, None) / count)(trainable)
+    assert loss == pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
+    for (path, g), (_, e) in zip(loop._flatten(grads), loop._flatten(expected)):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-14, err_msg=str(path))
+
+
+def test_a_run_with_accumulation_takes_the_steps_of_the_big_batch(model):
+    # Micro-batches k*2 .. of size 2, two a step, are the examples of batches of 4.
+    a = _train(model, dropout=False, batch_size=4)
+    b = _train(model, dropout=False, batch_size=2, accumulation=2)
+    np.testing.assert_allclose(a["losses"], b["losses"], rtol=1e-10)
+    np.testing.assert_allclose(a["trainable"]["lm_head"], b["trainable"]["lm_head"], rtol=1e-9)
+
+
+def test_every_pass_shows_each_example_once():
+    seen = [loop.micro_batch(7, 3, seed=5, k=k) for k in range(7)]  # 21 positions: 3 passes
+    flat = [i for part in seen for i in part]
+    for p in range(3):
+        assert sorted(flat[7 * p:7 * (p + 1)]) == list(range(7))
+    assert flat[:7] != flat[7:14]  # each pass its own order
+
+
+def test_training_is_deterministic_for_a_seed(model):
+    a, b, c = _train(model), _train(model), _train(model, seed=4)
+    assert a["losses"] == b["losses"]
+    np.testing.assert_array_equal(a["trainable"]["lm_head"], b["trainable"]["lm_head"])
+    assert a["losses"] != c["losses"]
+
+
+def test_a_resumed_run_ends_with_the_same_bits(model, tmp_path):
+    # Ctrl-C after step 3 saves; resumed from the checkpoint, the run ends where the
+    # uninterrupted one did, to the last bit: weights, AdamW's moments, losses.
+    whole = _train(model, steps=5)
+
+    def interrupt(step, loss, n_tokens):
+        if step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _train(model, steps=5, out=tmp_path, callback=interrupt)
+    saved = loop.load_checkpoint(tmp_path)
+    assert saved["step"] == 3
+    resumed = _train(model, steps=5, state=saved)
+    assert resumed["losses"] == whole["losses"]
+    for tree in ("trainable", "adam"):
+        for a, b in zip(loop._flatten(whole[tree]), loop._flatten(resumed[tree])):
+            assert a[0] == b[0]
+            np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_an_interrupted_write_leaves_the_last_checkpoint_whole(model, tmp_path, monkeypatch):
+    first = _train(model, steps=2, out=tmp_path)
+    before = (tmp_path / loop.CHECKPOINT).read_bytes()
+
+    def cut(file, **arrays):
+        file.write(b"PK\x03\x04 half a zip")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop.np, "savez", cut)
+    with pytest.raises(KeyboardInterrupt):
+        loop.save_checkpoint(tmp_path, {**first, "step": 3})
+    assert (tmp_path / loop.CHECKPOINT).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [loop.CHECKPOINT]
+    monkeypatch.undo()
+    np.testing.assert_array_equal(loop.load_checkpoint(tmp_path)["trainable"]["lm_head"],
+                                  first["trainable"]["lm_head"])
+
+
+def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(model, tmp_path):
+    forward, trainable = model
+    calls = []
+
+    def poisoned(trainable, tokens, rng, logits_to_keep):
+        calls.append(1)
+        logits = forward(trainable, tokens, rng, logits_to_keep)
+        return logits * np.nan if len(calls) > 3 else logits  # step 4: NaN
+
+    with pytest.raises(loop.NonFinite, match="at step 4"):
+        loop.train(loop.lm_loss_sum(poisoned), trainable, _examples(7), steps=6, batch_size=2,
+                   pad_id=0, lr=0.05, out=tmp_path, every=1)
+    assert loop.load_checkpoint(tmp_path)["step"] == 3
