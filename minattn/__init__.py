@@ -27,6 +27,8 @@ The variants, each in its own file, answering the calls that select them (engine
     sinks.py          attention_with_sinks (sinks=, gpt-oss), streaming_cache (StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
     head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
+    hooks.py          hooks=: read and replace any activation (run_with_cache, replaced;
+                      models/patching.py: the logit lens, activation and attribution patching)
 Attention and recurrence (a state of fixed size in place of the KV cache):
     causal_linear_attention.py  linear_attention  (attention without the softmax)
     gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
