@@ -199,6 +199,7 @@ def test_without_hooks_the_model_runs_its_own_functions():
     ({("mlp_out", 1): replaced(np.zeros(()), position=6)}, "position=6 is out of range"),
     ({("mlp_out", 1): lambda v: v[:, :3]}, r"returned shape \(2, 3, 24\).*\(2, 6, 24\)"),
     ({("mlp_out", 1): lambda v: None}, "returned NoneType"),
+    ([{"attn": lambda v: v}, {}], "a block's hooks must be .* names among resid_pre"),
 ])
 def test_bad_hooks_are_refused_by_name(hooks, message):
     params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32)
