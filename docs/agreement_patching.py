@@ -54,9 +54,10 @@ def main(argv=None):
         runs.append({"clean": clean, "corrupted": corrupted, "answer": answer, "wrong": wrong,
                      "attractor": attractor, "construction": kind,
                      "seconds": round(time.perf_counter() - start, 1),
+                     "d_clean": report["clean"], "d_corrupted": report["corrupted"],
                      **{key: _listed(report[key]) for key in (
-                         "clean", "corrupted", "heads", "attn_out", "mlp_out", "resid",
-                         "attribution", "correlation")}})
+                         "heads", "attn_out", "mlp_out", "resid", "attribution",
+                         "correlation")}})
         print(f"{len(runs)}/{args.limit} {clean!r}: d {report['clean']:+.2f} / "
               f"{report['corrupted']:+.2f}, {runs[-1]['seconds']} s", file=sys.stderr)
         if i == 0:
@@ -89,12 +90,12 @@ def tables(result):
     runs = result["pairs"]
     heads = np.array([r["heads"] for r in runs])  # [pairs, n_layers, H]
     attribution = np.array([r["attribution"] for r in runs])
-    right = sum(r["clean"] > 0 for r in runs)
+    right = sum(r["d_clean"] > 0 for r in runs)
     lines = [f"{result['model']}, {len(runs)} of {result['pairs_in_the_set']} pairs, {result['started']} to {result['finished']}"
              f" ({result['machine']}; load average {result['load_average_before'][0]:.1f} "
              f"before, {result['load_average_after'][0]:.1f} after)",
              f"clean prompts answered right (d > 0): {right} of {len(runs)}; corrupted prompts "
-             f"answered their own way (d < 0): {sum(r['corrupted'] < 0 for r in runs)}",
+             f"answered their own way (d < 0): {sum(r['d_corrupted'] < 0 for r in runs)}",
              "", "| head | mean score | pairs >= 0.1 | mean attribution |", "|---|---|---|---|"]
     mean = heads.mean(0)
     for layer, head in top_heads(mean, 8):

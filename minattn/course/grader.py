@@ -69,8 +69,8 @@ LATER_PARAMETERS = {
     "delta_rule": {"chunk_size": None},
     "self_attention": {"n_kv_heads": 4, "d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
                        "eps": None, "query_pre_attn_scalar": None,
-                       "attn_logit_softcapping": None, "head_mask": None},
-    "causal_lm": {"logits_to_keep": None, "head_mask": None},
+                       "attn_logit_softcapping": None, "head_mask": None, "hooks": None},
+    "causal_lm": {"logits_to_keep": None, "head_mask": None, "hooks": None},
 }
 
 
