@@ -96,10 +96,12 @@ def tables(result):
              f"before, {result['load_average_after'][0]:.1f} after)",
              f"clean prompts answered right (d > 0): {right} of {len(runs)}; corrupted prompts "
              f"answered their own way (d < 0): {sum(r['d_corrupted'] < 0 for r in runs)}",
-             "", "| head | mean score | pairs >= 0.1 | mean attribution |", "|---|---|---|---|"]
+             "", "| head | mean score | lowest | highest | pairs >= 0.1 | mean attribution |",
+             "|---|---|---|---|---|---|"]
     mean = heads.mean(0)
     for layer, head in top_heads(mean, 8):
         lines.append(f"| layer {layer} head {head} | {mean[layer, head]:+.2f} | "
+                     f"{heads[:, layer, head].min():+.2f} | {heads[:, layer, head].max():+.2f} | "
                      f"{int((heads[:, layer, head] >= 0.1).sum())} | "
                      f"{attribution[:, layer, head].mean():+.2f} |")
     lines += ["", "| layer | attention (mean) | MLP (mean) |", "|---|---|---|"]
