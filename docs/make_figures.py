@@ -8,6 +8,8 @@ attention_head.png  one attention head: x -> q, k, v -> scores -> weights -> out
 attention_block.png one Transformer block: attention and feed-forward, residuals and norms
 delta_chunks.png    the gated delta rule's chunked form: what each chunk computes, what the
                     state carries, and one chunk's triangular system
+running_example.png, heads.png, language_model.png: the first reading's data flow
+                    (docs/data_flow_figures.py)
 """
 import argparse
 import os
@@ -19,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import minattn as ma  # noqa: E402
 from minattn.models import count_task as train  # noqa: E402
 from minattn.display.plot import save_heatmaps  # noqa: E402
+import data_flow_figures  # noqa: E402  (beside this file)
 
 
 def main(argv=None):
@@ -38,6 +41,7 @@ def main(argv=None):
     attention_head(os.path.join(args.out, "attention_head.png"))
     attention_block(os.path.join(args.out, "attention_block.png"))
     delta_chunks(os.path.join(args.out, "delta_chunks.png"))
+    data_flow_figures.main(["--out", args.out])  # the first reading's data flow, drawn
 
     causal = ma.causal_mask(6)
     padding = ma.padding_mask(np.array([4]), 6)[0, 0]  # [1, 6]

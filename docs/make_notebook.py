@@ -8,8 +8,9 @@ of doctests becomes code cells, one per statement whose output the text prints (
 `... ` prompts removed, the printed output left for the notebook to compute); the source
 excerpts (```py), shell commands (```bash, shown as text: never run) and the prose stay
 markdown, as do the examples the
-text skips without optional packages (a `<!-- skip: ... -->` marker), which would need torch and
-transformers. jupytext turns the result into a notebook; tests/test_notebook.py checks that the
+text skips without optional packages (a `<!-- skip: ... -->` marker), which would need the
+model file. The answers folded after each section's questions (`<details>`) stay folded: their
+code is shown with what it prints, not run. jupytext turns the result into a notebook; tests/test_notebook.py checks that the
 committed notebook is what this script makes, and runs it.
 """
 import argparse
@@ -21,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_READING_ENDS = "\n# Second reading\n"
 BLOCK = re.compile(r"(<!-- skip:[^\n]*-->\n)?```python\n(.*?)```\n", re.S)
+FOLDED = re.compile(r"^<details>.*?^</details>\n", re.S | re.M)
 KERNEL = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
           "language_info": {"name": "python"}}
 
@@ -60,8 +62,9 @@ def first_reading_markdown(text):
     """walkthrough.md's first reading, its doctests turned into plain code blocks."""
     text = text[:text.index(FIRST_READING_ENDS)]
     intro = ("*This notebook is made from walkthrough.md by `docs/make_notebook.py`: edit that "
-             "file, not this one. It holds the first reading; the second reading and the "
-             "appendices (the answers to the questions among them) are in walkthrough.md.*\n\n")
+             "file, not this one. It holds the first reading; the answers to each section's "
+             "questions are folded after them (their code shown, with what it prints, not run); "
+             "the second reading and the appendices are in walkthrough.md.*\n\n")
     title_end = text.index("\n") + 1
     text = text[:title_end] + "\n" + intro + text[title_end:].lstrip("\n")
 
@@ -70,6 +73,8 @@ def first_reading_markdown(text):
             return "```text\n" + match[2] + "```\n"
         return cells_of(match[2])
 
+    # a folded block stays one markdown cell: its code is shown as text (```py), never run
+    text = FOLDED.sub(lambda m: m[0].replace("```python\n", "```py\n"), text)
     text = BLOCK.sub(convert, text)
     return text.replace("```bash\n", "```text\n")  # shown, never run (jupytext would run it)
 

@@ -27,6 +27,8 @@ The variants, each in its own file, answering the calls that select them (engine
     sinks.py          attention_with_sinks (sinks=, gpt-oss), streaming_cache (StreamingLLM)
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
     head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
+    lora.py           init_lora, merge, save_adapter, load_adapter  (lora=: LoRA, low-rank
+                      adapters on the projections, as PEFT computes them)
 Attention and recurrence (a state of fixed size in place of the KV cache):
     causal_linear_attention.py  linear_attention  (attention without the softmax)
     gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
@@ -95,7 +97,9 @@ from .causal_linear_attention import linear_attention
 from .gated_delta_rule import delta_rule, l2_normalize
 # The variants: each registers the calls it answers (engine/variants.py), in this order.
 from .families import neox as _neox, olmo as _olmo, gemma as _gemma, smollm3 as _smollm3  # noqa
+from . import lora  # noqa: E402  (before head_mask: it refuses a head_mask its o path would miss)
 from . import head_mask, long_context, sinks, softcap  # noqa: E402
+from . import hooks  # noqa: E402  (last: its attention reads the core the others chose)
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ from .engine import checks, variants
 from .engine.param_checks import PROJECTIONS, check_multi_head_params
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .linear import linear, linears
+from .linear import linears
 
 
 
@@ -36,13 +36,17 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
 
 def _project(params, x, p):
     # [..., d_in] -> [..., d_out]; the bias only where params has one.
-    return linear(x, params[f"w_{p}"], params.get(f"b_{p}"))
+    return _projections(params, x, (p,))[0]
 
 
 def _projections(params, x, names):
     # [..., d_in] -> one [..., d_out] for each name ("qkv": q, k and v of one input), in one
     # matrix product where the weights lie side by side (linears).
     return linears(x, [params[f"w_{p}"] for p in names], [params.get(f"b_{p}") for p in names])
+
+
+# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
+_projections = variants.dispatch(_projections)
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,

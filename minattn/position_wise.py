@@ -4,7 +4,7 @@ import math
 import autograd.numpy as np
 import numpy
 
-from .engine import checks
+from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
@@ -180,6 +180,10 @@ def gated_feed_forward(params, x):
     gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
     hidden = silu(gate) * up  # [..., F]
     return hidden @ params["w_down"]  # [..., D]
+
+
+# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
+gated_feed_forward = variants.dispatch(gated_feed_forward)
 
 
 def _check_gated_feed_forward(params, x):

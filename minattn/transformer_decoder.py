@@ -32,6 +32,10 @@ def geglu_tanh(params, x):
     return hidden @ params["w_down"]
 
 
+# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
+geglu_tanh = variants.dispatch(geglu_tanh)
+
+
 # The gated feed-forwards (their names are checked in engine/decoder_checks.py's GATED).
 GATED = {"swiglu": gated_feed_forward, "geglu_tanh": geglu_tanh}
 
@@ -137,6 +141,11 @@ def position_wise(params, x, activation):
     if activation in GATED:
         return GATED[activation](params, x)
     return feed_forward(params, x, activation=activation)
+
+
+# Its variant (minattn.hooks: a feed-forward's output read or replaced) answers the calls that
+# select it (engine/variants.py).
+position_wise = variants.dispatch(position_wise)
 
 
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):

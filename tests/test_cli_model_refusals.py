@@ -116,6 +116,13 @@ def _cut(tmp_path):
     return cut, "cut.gguf cannot be read as GGUF"
 
 
+def _cut_in_its_weights(tmp_path):
+    tiny = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)))
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(tiny.read_bytes()[:-100])  # inside the last tensor
+    return cut, "cut.gguf cannot be read as GGUF (truncated or corrupted?): the file has"
+
+
 def _not_gguf(tmp_path):
     path = tmp_path / "notes.gguf"
     path.write_text("not a model\n" * 10)
@@ -134,7 +141,8 @@ def _corrupt_config(tmp_path):
     return folder, "config.json cannot be read as JSON"
 
 
-@pytest.mark.parametrize("bad_file", [_cut, _not_gguf, _other_architecture, _corrupt_config])
+@pytest.mark.parametrize("bad_file", [_cut, _cut_in_its_weights, _not_gguf, _other_architecture,
+                                      _corrupt_config])
 @pytest.mark.parametrize("command", [["chat", "--prompt", "hi", "--max-new-tokens", "4"],
                                      ["heads", "--n", "4", "--k", "1"],
                                      ["attention", "some text", "--layer", "0"]])
@@ -149,6 +157,49 @@ def test_a_model_file_that_cannot_be_used_exits_2_in_every_command(tmp_path, bad
     assert lines[-1].startswith("error: ") and message in lines[-1], err
     assert len(lines) == 1 or (len(lines) == 2 and lines[0].startswith("loading ")), err
     assert "Traceback" not in err
+
+
+def _cuts(tmp_path, quantize):
+    # head -c N model.gguf, cut inside the first tensor, at the start of a middle one, inside the
+    # last, one byte short -> [(the cut file's bytes, the refusal)]. Where each tensor lies is
+    # gguf's own GGUFReader's word on the whole file.
+    gguf = pytest.importorskip("gguf")
+    kind = getattr(gguf.GGMLQuantizationType, quantize) if quantize else None
+    tiny = write_gguf(tmp_path / "tiny.gguf", llama_tensors(np.random.default_rng(0)), kind)
+    data, path = tiny.read_bytes(), tmp_path / "cut.gguf"
+    extents = sorted((int(t.data_offset + t.n_bytes), int(t.data_offset), t.name)
+                     for t in gguf.GGUFReader(tiny).tensors)
+    end = extents[-1][0]
+    assert end == len(data)
+    cuts = []
+    for size in (extents[0][1] + 1, extents[len(extents) // 2][1], extents[-1][1] + 3, end - 1):
+        stop, _, name = next(extent for extent in extents if extent[0] > size)  # the first cut
+        cuts.append((data[:size], f"{path} cannot be read as GGUF (truncated or corrupted?): the "
+                                  f"file has {size:,} bytes, and its tensor {name!r} ends at byte "
+                                  f"{stop:,}: {end - size:,} bytes of its tensors are missing (a "
+                                  "download cut short?)"))
+    return path, cuts
+
+
+@pytest.mark.parametrize("quantize", [None, "Q4_1"])
+def test_a_gguf_cut_inside_its_weights_is_refused_from_its_header_naming_the_tensor(tmp_path,
+                                                                                   quantize):
+    path, cuts = _cuts(tmp_path, quantize)
+    for data, message in cuts:
+        path.write_bytes(data)
+        with pytest.raises(ValueError) as refused:
+            model_file.model_limits(path)
+        assert str(refused.value) == message
+
+
+def test_the_loader_refuses_a_gguf_cut_inside_its_weights_before_reading_it(tmp_path):
+    # as the header check says it, not GGUFReader's bare `cannot reshape array` about a tensor
+    path, cuts = _cuts(tmp_path, None)
+    for data, message in cuts:
+        path.write_bytes(data)
+        with pytest.raises(ValueError) as refused:
+            chat_model.load_language_model(path)
+        assert str(refused.value) == message
 
 
 def test_the_header_of_a_folder_is_its_config(tmp_path):

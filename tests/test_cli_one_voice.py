@@ -58,7 +58,8 @@ def bad_values(tmp):
 # a command line of each subcommand that parses (None: the tour, no subcommand)
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
          "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
-         "heads": [], "finetune": ["data.jsonl", "--out", "run"]}
+         "heads": [], "patch": ["clean", "corrupted"],
+         "finetune": ["data.jsonl", "--out", "run"]}
 
 
 def subcommands(parser):

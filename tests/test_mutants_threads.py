@@ -77,18 +77,27 @@ def test_a_step_exactly_twice_the_median_brings_no_try_forward_and_the_median_is
     assert choice.next() == 1
 
 
+def test_a_count_found_r_times_slower_waits_r_minus_1_over_try_cost_calls_up_to_256():
+    # lost by 3x after the first try: 40 calls (not 8); won by 2x: the loser waits 20 (not 8);
+    # 20x: LONGEST, 256
+    assert _choice_with([(2, 10.0), (2, 10.0), (1, 30.0)]).interval == 40
+    assert _choice_with([(2, 10.0), (2, 10.0), (1, 5.0), (1, 5.0)]).interval == 20
+    assert _choice_with([(2, 20.0), (2, 20.0), (1, 1.0), (1, 1.0)]).interval == 256
+    assert round((3.0 - 1) / threads._Choice.TRY_COST) == 40
+
+
 def test_a_try_exactly_as_fast_as_the_median_does_not_win():
     choice = _choice_with([(2, 10.0), (2, 10.0), (1, 10.0)])
     assert choice.once is False and choice.next() == 2  # lost: backed off, not tried again now
 
 
 def test_after_a_switch_the_winning_time_is_the_new_median_and_the_next_try_waits_8():
-    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 5.0), (1, 5.0)])  # won twice: one thread
-    assert choice.current == 1 and list(choice.recent) == [5.0]
+    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 8.0), (1, 8.0)])  # won twice: one thread
+    assert choice.current == 1 and list(choice.recent) == [8.0]
     assert choice.interval == threads._Choice.FIRST and choice.once is False
     for _ in range(threads._Choice.FIRST - 1):
         assert choice.next() == 1
-        choice.record(1, 5.0)
+        choice.record(1, 8.0)
     assert choice.next() == 2  # the other count tried after 8 calls
     assert choice.recent.maxlen == 3  # the current count's last three times
 
@@ -124,8 +133,8 @@ def test_a_try_that_wins_after_backing_off_resets_the_interval_to_8_not_doubles_
     # The documented schedule, traced by hand: the first try at call 3; each lost try waits
     # twice as long before the next (8, 16, 32 calls); a win tried again at once and switching;
     # then the other count tried after FIRST = 8 calls, whatever the interval had grown to.
-    def seconds(call, n):  # two threads 10 s; one thread 20 s (loses), from call 40 on 5 s (wins)
-        return 10.0 if n == 2 else (20.0 if call < 40 else 5.0)
+    def seconds(call, n):  # two threads 10 s; one thread 12 s (loses), from call 40 on 8 s (wins)
+        return 10.0 if n == 2 else (12.0 if call < 40 else 8.0)
 
     choice, tries = threads._Choice(2), []
     for call in range(1, 80):
@@ -134,6 +143,6 @@ def test_a_try_that_wins_after_backing_off_resets_the_interval_to_8_not_doubles_
             tries.append(call)
         choice.record(n, seconds(call, n))
     # tries of one thread at 3, 11, 27 (lost), 59 and 60 (won twice: the switch), then of two
-    # threads 8 calls later, at 68, and (lost, 20 > 5) 16 calls after that
+    # threads 8 calls later, at 68, and (lost, 10 > 8) 16 calls after that
     assert tries == [3, 11, 27, 59, 60, 68]
     assert choice.current == 1 and choice.interval == 16

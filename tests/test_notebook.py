@@ -35,6 +35,10 @@ def test_the_notebook_holds_the_first_reading_and_runs_its_examples_as_code():
     assert "# Second reading" not in text and "## 15." not in text
     assert not any(">>>" in c or c.startswith("%%") for c in code)  # prompts gone, no shell
     assert any("lm_loss" in c and "adam_update" in c for c in code)  # the training loop runs
+    # each section's answers, folded right after its questions, in one markdown cell each
+    folded = [c for c in cells if c["cell_type"] == "markdown"
+              and "<details><summary>Answers to" in "".join(c["source"])]
+    assert len(folded) == 14 and all("</details>" in "".join(c["source"]) for c in folded)
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # jupyter_client / zmq on new Pythons

@@ -54,25 +54,39 @@ def _llama(seed=0, n_layers=2):
                              position="rope", norm="rms_norm", activation="swiglu", bias=False)
 
 
+def test_self_attention_and_decoder_block():
+    params, _ = _llama()
+    layer = params["layers"][0]
+    x = np.random.default_rng(5).normal(size=(2, 4, 16))
+    positions, mask = np.arange(4), ma.causal_mask(4)
+    ours = t.self_attention(layer["self_attention"], x, mask, n_heads=4, positions=positions)
+    theirs, _ = ma.self_attention(layer["self_attention"], x, mask, n_heads=4,
+                                  positions=positions)
+    np.testing.assert_allclose(ours, theirs, **CLOSE)
+    ours = t.decoder_block(layer, x, mask, n_heads=4, positions=positions)
+    theirs = ma.decoder_block(layer, x, mask, n_heads=4, positions=positions, norm_first=True,
+                              norm="rms_norm", activation="swiglu")
+    np.testing.assert_allclose(ours, theirs, **CLOSE)
+
+
 @pytest.mark.parametrize("past", [0, 3])
-def test_self_attention_and_decoder_block(past):
+def test_cached_self_attention_and_decoder_block(past):
     params, _ = _llama()
     layer = params["layers"][0]
     rng = np.random.default_rng(5)
     x = rng.normal(size=(2, 4, 16))
-    cache = None if past == 0 else {"k": rng.normal(size=(2, 4, past, 4)),
-                                     "v": rng.normal(size=(2, 4, past, 4))}
+    cache = {"k": rng.normal(size=(2, 4, past, 4)), "v": rng.normal(size=(2, 4, past, 4))}
     positions = np.arange(past, past + 4)
     mask = ma.causal_mask(4, past + 4, align="bottom_right")
-    ours = t.self_attention(layer["self_attention"], x, mask, n_heads=4, positions=positions,
-                            cache=cache)
+    ours = t.cached_self_attention(layer["self_attention"], x, mask, n_heads=4,
+                                   positions=positions, cache=cache)
     theirs = ma.self_attention(layer["self_attention"], x, mask, n_heads=4, positions=positions,
                                cache=cache)
     np.testing.assert_allclose(ours[0], theirs[0], **CLOSE)
     for name in "kv":
         np.testing.assert_allclose(ours[1][name], theirs[1][name], **CLOSE)
-    ours = t.decoder_block(layer, x, mask, n_heads=4, positions=positions, cache=cache)
-    theirs = ma.decoder_block(layer, x, mask, n_heads=4, positions=positions, cache=cache or {},
+    ours = t.cached_decoder_block(layer, x, mask, n_heads=4, positions=positions, cache=cache)
+    theirs = ma.decoder_block(layer, x, mask, n_heads=4, positions=positions, cache=cache,
                               norm_first=True, norm="rms_norm", activation="swiglu")
     np.testing.assert_allclose(ours[0], theirs[0], **CLOSE)
     np.testing.assert_allclose(ours[1]["k"], theirs[1]["k"], **CLOSE)
@@ -81,13 +95,23 @@ def test_self_attention_and_decoder_block(past):
 def test_language_model_in_one_pass_and_through_its_cache():
     params, config = _llama()
     tokens = np.random.default_rng(6).integers(0, 13, size=(2, 7))
-    full, _ = t.language_model(params, tokens, n_heads=4)
+    full = t.language_model(params, tokens, n_heads=4)
     np.testing.assert_allclose(full, ma.causal_lm(params, tokens, **config), **CLOSE)
-    cache, steps = None, []  # the prompt (3 tokens), then one token at a time
+    cache, steps = t.empty_cache(params, 2, 4), []  # the prompt (3 tokens), then one at a time
     for start, stop in [(0, 3), (3, 4), (4, 5), (5, 6), (6, 7)]:
-        logits, cache = t.language_model(params, tokens[:, start:stop], n_heads=4, cache=cache)
+        logits, cache = t.cached_language_model(params, tokens[:, start:stop], cache, n_heads=4)
         steps.append(logits)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-10, atol=1e-10)
+    assert [c["k"].shape for c in cache] == [(2, 4, 7, 4)] * 2
+
+
+@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8), dict(temperature=1.3, top_k=4)])
+def test_generate(sampling):
+    params, config = _llama()
+    prompt = np.array([[3, 1, 4], [1, 5, 9]])
+    draw = lambda: np.random.default_rng(3) if sampling else None  # noqa: E731
+    np.testing.assert_array_equal(t.generate(params, prompt, 5, n_heads=4, rng=draw(), **sampling),
+                                  ma.generate(params, prompt, 5, rng=draw(), **sampling, **config))
 
 
 @pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8), dict(temperature=1.3, top_k=4),

@@ -43,11 +43,11 @@ def test_the_references_are_found():
 
 
 def test_every_first_reading_section_ends_with_questions_answered_and_checked():
-    # issues 33 and 46: at least two pen-and-paper questions end every section of the first
-    # reading; Appendix F answers each, with code (run by sybil) that checks the answer
+    # issues 33, 46 and 56: at least two pen-and-paper questions end every section of the first
+    # reading; a folded block right after them answers each, with code (run by sybil) that
+    # checks the answer
     text = WALKTHROUGH.read_text(encoding="utf-8")
     first = text[:text.index("\n# Second reading\n")]
-    answers = text[text.index("## Appendix F."):]
     sections = re.findall(r"^## (\d+)\. ", first, re.M)
     assert sections == [str(n) for n in range(1, len(sections) + 1)] and len(sections) >= 14
     for n in sections:
@@ -56,7 +56,11 @@ def test_every_first_reading_section_ends_with_questions_answered_and_checked():
         questions = re.findall(rf"^({n}\.\d+)\. ", body, re.M)
         assert "**Questions.**" in body and len(questions) >= 2, (
             f"section {n} ends with fewer than two questions")
+        folded = re.search(r"^<details><summary>Answers to [^<]*</summary>\n(.*?)^</details>",
+                           body[body.index("**Questions.**"):], re.M | re.S)
+        assert folded, f"section {n}: no folded answers after its questions"
+        answers = folded[1]
         for q in questions:
             answer = re.search(rf"^\*\*{re.escape(q)}\.\*\* (?:(?!^\*\*\d+\.\d+\.\*\*).)*?"
                                r"\n```python\n>>> ", answers, re.M | re.S)  # before the next answer
-            assert answer, f"question {q} has no answer checked by code in Appendix F"
+            assert answer, f"question {q} has no answer checked by code after the questions"

@@ -13,6 +13,8 @@
                                            (induction.py)
     python -m minattn heads                previous-token and induction heads of SmolLM2, ablated
                                            (heads.py)
+    python -m minattn patch "CLEAN" "CORRUPTED" --answer " are" --wrong " is"
+                                           activation patching of SmolLM2 (patch.py)
     python -m minattn exercises DIR        copy the exercise stubs into DIR
     python -m minattn check FILE.py        grade your functions by minattn's properties
                                            (several files, or a folder; --part 2 for Part II)
@@ -33,10 +35,11 @@ before any training or loading. Progress bars go to stderr; stdout carries the r
 import argparse
 import sys
 
-from . import attention, chat, finetune, generate, heads, induction, similarity, tour
+from . import attention, chat, finetune, generate, heads, induction, patch, similarity, tour
 from .common import EXIT_CODES, Parser, UsageError, examples
 
-COMMANDS = (similarity, attention, generate, induction, heads, chat, finetune)  # in --help's order
+COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
+            finetune)  # in --help's order
 
 
 def build_parser():

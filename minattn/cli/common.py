@@ -96,10 +96,12 @@ def language_model_file(path):
         return path, model_limits(path)
 
 
-def load_language_model(path):
-    """The language model at path (language_model_file's), said on stderr while it loads."""
+def load_language_model(path, adapter=None):
+    """The language model at path (language_model_file's), said on stderr while it loads; with
+    the LoRA adapter in the folder adapter merged in, where given."""
     from ..models import chat_model
 
     print(f"loading {Path(path).name} ...", file=sys.stderr, flush=True)
     with model_file_refused():
-        return chat_model.load_language_model(path)
+        model = chat_model.load_language_model(path)
+        return model if adapter is None else chat_model.with_adapter(model, adapter)

@@ -55,6 +55,8 @@ import numpy
 
 import minattn
 
+from . import contract
+
 EXERCISES = Path(__file__).parent / "exercises"
 PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
               None: "the model families, which no exercise asks for"}
@@ -74,10 +76,18 @@ LATER_PARAMETERS = {
 }
 
 
+def later_parameters(name):
+    """LATER_PARAMETERS[name], with every variant's keyword (engine/variants.py: head_mask,
+    hooks, lora, ...) as one no exercise asks for: a variant never changes the canonical
+    function a student writes."""
+    variant_keywords = getattr(course_functions()[name], "variant_keywords", ())
+    return {**dict.fromkeys(variant_keywords), **LATER_PARAMETERS.get(name, {})}
+
+
 def exercise_signature(name):
     """minattn's signature of `name` without the parameters no exercise asks for."""
     signature = inspect.signature(course_functions()[name])
-    never = {p for p, part in LATER_PARAMETERS.get(name, {}).items() if part is None}
+    never = {p for p, part in later_parameters(name).items() if part is None}
     return signature.replace(parameters=[p for p in signature.parameters.values()
                                          if p.name not in never])
 
@@ -225,13 +235,13 @@ def attempted(module):
         if any(p.kind is p.VAR_KEYWORD for p in mine.values()):
             continue
         missing = [p for p in reference.parameters if p not in mine]
-        wrong = [p for p in missing if p not in LATER_PARAMETERS.get(name, {})]
+        wrong = [p for p in missing if p not in later_parameters(name)]
         if wrong:
             raise CannotCheck(f"{name}{inspect.signature(function)} does not take "
                               f"{', '.join(wrong)}; the exercise's is {name}{exercise_signature(name)}")
         if missing:
             functions[name] = adapt(name, function, reference, missing)
-            left_out[name] = [p for p in missing if LATER_PARAMETERS[name][p] is not None]
+            left_out[name] = [p for p in missing if later_parameters(name)[p] is not None]
     return functions, stubs, left_out
 
 
@@ -245,7 +255,7 @@ def adapt(name, function, reference, missing):
             value = bound.arguments.pop(parameter, reference.parameters[parameter].default)
             if parameter != "like" and value is not reference.parameters[parameter].default:
                 raise NotTakenYet(f"your {name} does not take {parameter} (taught in "
-                                  f"{PART_NAMES[LATER_PARAMETERS[name][parameter]]}), but this "
+                                  f"{PART_NAMES[later_parameters(name)[parameter]]}), but this "
                                   f"check calls it with {parameter}={value!r}")
         return function(*bound.args, **bound.kwargs)
     return adapted
@@ -254,6 +264,16 @@ def adapt(name, function, reference, missing):
 class Stop(str):
     """A failure's reason after which the grading of the file stops (the student's code ran past
     its time limit or tried to end the program): every other property would wait or exit too."""
+
+
+class Broken(str):
+    """A failure's reason that is a broken contract of every call (minattn/course/contract.py):
+    its own hint replaces the property's."""
+
+    def __new__(cls, reason, hint):
+        self = super().__new__(cls, reason)
+        self.hint = hint
+        return self
 
 
 class Named:
@@ -326,6 +346,8 @@ def run_property(prop, max_examples, shrink=True, seconds=EXAMPLE_SECONDS):
             return (Stop(f"your code called sys.exit({error.code!r}) (or raised SystemExit): a "
                          "function returns its result, it never ends the program"),
                     show_drawn(last[0].drawn) if last else "")
+        except contract.BrokenContract as error:
+            return Broken(str(error).strip(), error.hint), show_drawn(last[0].drawn) if last else ""
         except Exception as error:
             reason = str(error).strip() if isinstance(error, (AssertionError, NotTakenYet)) \
                 else f"{type(error).__name__}: {error}".strip()
@@ -373,6 +395,20 @@ def warm_up(chosen):
 _WARM = set()
 
 
+@contextlib.contextmanager
+def graded(functions):
+    """Use `functions` (a student's, by name) wherever minattn and the properties call them, each
+    call held to the contract of every call (minattn/course/contract.py)."""
+    from . import properties
+
+    references = course_functions()
+    guarded = {n: contract.guard(n, f, inspect.signature(references[n]))
+               for n, f in functions.items()}
+    with minattn.swap(**{n: f for n, f in guarded.items() if n in minattn.__all__}), \
+            properties.student(**{n: f for n, f in guarded.items() if n in properties.COURSE}):
+        yield
+
+
 def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
           seconds=EXAMPLE_SECONDS, status=None):
     """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
@@ -385,8 +421,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     warm_up([p for p in chosen if p.part <= part])
     failed_own = []
     failures = checked = not_run = 0
-    with minattn.swap(**{n: f for n, f in functions.items() if n in minattn.__all__}), \
-            properties.student(**{n: f for n, f in functions.items() if n in properties.COURSE}):
+    with graded(functions):
         for prop in chosen:
             yours = sorted(prop.uses & set(functions))
             label = prop.name if prop.of in functions else \
@@ -410,7 +445,10 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
             if example:
                 print(textwrap.indent(f"counterexample:\n{textwrap.indent(example, '  ')}",
                                       "      "), file=out)
-            if prop.of in functions:
+            if isinstance(reason, Broken):
+                failed_own += sorted(set(yours) - set(failed_own))
+                print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
+            elif prop.of in functions:
                 failed_own.append(prop.of)
                 print(textwrap.indent(f"hint: {prop.hint}", "      "), file=out)
             elif set(yours) & set(failed_own):
@@ -647,6 +685,14 @@ def child_main(request):
     return EXIT[verdict]
 
 
+def _canonical(function, dispatched):
+    # function's signature, less the keywords variants add to dispatched's
+    variant_keywords = getattr(dispatched, "variant_keywords", ())
+    signature = inspect.signature(function)
+    return signature.replace(parameters=[p for p in signature.parameters.values()
+                                         if p.name not in variant_keywords])
+
+
 def pitfall_target(name):
     """A pitfall -> the public function it stands in for (the one with its signature)."""
     from . import pitfalls
@@ -654,8 +700,9 @@ def pitfall_target(name):
     if name not in pitfalls.PITFALLS:
         raise CannotCheck(f"no pitfall {name!r}; the pitfalls are: {', '.join(pitfalls.PITFALLS)}")
     pitfall = getattr(pitfalls, name)
-    for public in minattn.__all__:
-        if inspect.signature(getattr(minattn, public)) == inspect.signature(pitfall):
+    for public in minattn.__all__:  # the same signature, but for the variants' keywords
+        function = getattr(minattn, public)
+        if _canonical(function, function) == _canonical(pitfall, function):
             return public, pitfall
     raise CannotCheck(f"pitfall {name!r} has no public counterpart")  # pragma: no cover
 

@@ -17,6 +17,8 @@ from hypothesis.extra import numpy as hnp
 
 import minattn
 
+from . import contract
+
 
 @dataclass(frozen=True)
 class Property:
@@ -105,7 +107,7 @@ def ref_multi_head(p, query, key, value, n_heads, keep=None):
 
 def ref_feed_forward(p, x, activation="relu"):
     act = {"relu": lambda h: np.maximum(h, 0.0),
-           "gelu": lambda h: 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2))),
+           "gelu": lambda h: 0.5 * h * (1 + np.vectorize(math.erf, otypes=[float])(h / math.sqrt(2))),
            "gelu_tanh": lambda h: 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))}
     return act[activation](x @ p["w_1"] + p["b_1"]) @ p["w_2"] + p["b_2"]
 
@@ -361,19 +363,21 @@ def _(data):
 
 
 @st.composite
-def qkv(draw, batch=True, dtype=np.float64):
+def qkv(draw, batch=True, dtype=np.float64, no_query=False):
+    # no_query=True: L_q may be 0 (no query: an empty output)
     b = (draw(st.integers(1, 2)),) if batch else ()
-    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
+    l_q = draw(st.integers(0 if no_query else 1, 5))
+    l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes)
     return (draw(floats(b + (l_q, d_k), dtype=dtype)), draw(floats(b + (l_k, d_k), dtype=dtype)),
             draw(floats(b + (l_k, d_v), dtype=dtype)))
 
 
 @prop("attention_matches_the_formula", "scaled_dot_product_attention", "scaled_dot_product_"
       "attention(q, k, v) returns softmax(q kᵀ / √d_k) v and those weights, for any L_q, L_k, d_k, "
-      "d_v (a slow loop computes the reference)", ATTENTION,
+      "d_v, L_q = 0 included (a slow loop computes the reference)", ATTENTION,
       "scores = q @ swapaxes(k, -1, -2) / sqrt(d_k); softmax over the keys (the last axis); then @ v")
 def _(data):
-    q, k, v = data.draw(qkv(), "q, k, v")
+    q, k, v = data.draw(qkv(no_query=True), "q, k, v")
     out, weights = minattn.scaled_dot_product_attention(q, k, v)
     for b in range(q.shape[0]):
         ref_out, ref_w = ref_attention(q[b], k[b], v[b])
@@ -540,6 +544,21 @@ def _(data):
         assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
+@prop("causal_mask_takes_any_length", "causal_mask", "causal_mask(n_q, n_k) for lengths far past "
+      "1024 (1000 to 1100) is still True exactly when j <= i", {"causal_mask"},
+      "build the mask for the lengths asked (compare a column of query indices with a row of key "
+      "indices): a precomputed mask of a fixed size (1024) does not reach them all")
+def _(data):
+    n_q, n_k = data.draw(st.integers(1000, 1100), "n_q"), data.draw(st.integers(1000, 1100), "n_k")
+    got = np.asarray(minattn.causal_mask(n_q, n_k))
+    expected = np.tril(np.ones((n_q, n_k), bool))  # numpy's lower triangle: j <= i
+    assert got.dtype == bool and got.shape == (n_q, n_k), (
+        f"causal_mask({n_q}, {n_k}): got {got.dtype} {got.shape}, expected bool {(n_q, n_k)}")
+    wrong = np.argwhere(got != expected)
+    assert not len(wrong), (f"causal_mask({n_q}, {n_k}) is wrong at {len(wrong)} entries, the "
+                            f"first [{wrong[0][0]}, {wrong[0][1]}]")
+
+
 @prop("causal_mask_aligns_and_windows", "causal_mask", "causal_mask(n_q, n_k, align='bottom_"
       "right')[i, j] is True exactly when j <= i + n_k - n_q; with window=w also j > (that "
       "position) - w", {"causal_mask"}, "bottom-right: query i sits at position i + n_k - n_q; a "
@@ -557,12 +576,16 @@ def _(data):
 
 
 @prop("padding_mask_keeps_real_tokens", "padding_mask", "padding_mask(lengths, n) has shape "
-      "(B, 1, 1, n) and is True exactly at the first lengths[b] positions of sequence b",
+      "(B, 1, 1, n) and is True exactly at the first lengths[b] positions of sequence b, for "
+      "lengths of any integer dtype (unsigned and narrow ones included)",
       {"padding_mask"}, "positions < lengths[:, None], then add the two singleton axes: "
-      "[:, None, None, :]")
+      "[:, None, None, :]; no subtraction from lengths (an unsigned 0 - 1 wraps around)")
 def _(data):
     n = data.draw(st.integers(1, 6), "n")
-    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
+    dtype = data.draw(st.sampled_from([np.int64, np.uint8, np.int32, np.uint64]), "lengths dtype")
+    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"),
+                       dtype)
+    data.show("lengths", lengths)
     for n, lengths in ((n, lengths), (0, np.zeros_like(lengths))):  # n=0 too, in every example
         got = np.asarray(minattn.padding_mask(lengths, n))
         expected = np.array([[j < length for j in range(n)] for length in lengths],
@@ -611,54 +634,58 @@ def draw_multi_head(data, n_kv=False):
     return n_heads, d_model, p
 
 
-def draw_mask(data, batch, l_q, l_k):
-    # a mask for a batch of [B, L_q, L_k] attention with heads, in one of its documented forms:
-    # None, causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q, L_k] -> (the mask,
-    # keep(b): the bool [L_q, L_k] batch entry b attends with)
+def draw_mask(data, batch, l_q, l_k, form=None, name="mask"):
+    # a mask for a batch of [B, L_q, L_k] attention with heads, in one of its documented forms
+    # (or the form given): None, causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q,
+    # L_k] -> (the mask, keep(b): the bool [L_q, L_k] batch entry b attends with)
     causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
-    form = data.draw(st.sampled_from(["causal [L_q, L_k]", "padding [B, 1, 1, L_k]", "none",
-                                      "causal and padding [B, 1, L_q, L_k]"]), "mask form")
+    form = form or data.draw(st.sampled_from(["causal [L_q, L_k]", "padding [B, 1, 1, L_k]", "none",
+                                              "causal and padding [B, 1, L_q, L_k]"]), "mask form")
     if form == "none":
         return None, lambda b: None
     if form.startswith("causal ["):
-        data.show("mask", causal)
+        data.show(name, causal)
         return causal, lambda b: causal
-    lengths = data.draw(hnp.arrays(int, (batch,), elements=st.integers(0, l_k)), "lengths")
+    lengths = data.draw(hnp.arrays(int, (batch,), elements=st.integers(0, l_k)), f"lengths ({name})")
     padding = (np.arange(l_k)[None, :] < lengths[:, None])[:, None, None, :]
     mask = padding if form.startswith("padding") else padding & causal
-    data.show("mask", mask)
+    data.show(name, mask)
     return mask, lambda b: np.broadcast_to(mask[b, 0], (l_q, l_k))
 
 
 @prop("multi_head_attention_matches_a_loop_over_heads", "multi_head_attention", "multi_head_"
       "attention projects query, key and value, attends in each head separately, concatenates the "
-      "heads and projects back: self- and cross-attention (L_q != L_k), one sequence [L, D] or a "
-      "batch [B, L, D], under a mask of any documented form (causal [L_q, L_k], padding [B, 1, 1, "
-      "L_k], both [B, 1, L_q, L_k])", MULTI_HEAD,
+      "heads and projects back: self- and cross-attention (L_q != L_k), one sequence [L, D], a "
+      "batch [B, L, D] or two leading axes [B, B', L, D], under a mask of any documented form "
+      "(causal [L_q, L_k], padding [B, 1, 1, L_k], both [B, 1, L_q, L_k])", MULTI_HEAD,
       "each head attends over its own d_k features of every batch entry; the mask broadcasts over "
       "the head axis; merge the heads before the output projection")
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
-    batch = data.draw(st.sampled_from([(1,), (2,), ()]), "batch shape")
+    batch = data.draw(st.sampled_from([(1,), (2,), (), (2, 2)]), "batch shape")
     query = data.draw(floats(batch + (l_q, d_model)), "query")
     key, value = data.draw(floats(batch + (l_k, d_model)), "key"), \
         data.draw(floats(batch + (l_k, d_model)), "value")
-    if batch:
-        mask, keep = draw_mask(data, batch[0], l_q, l_k)
-    else:  # one sequence [L, D], under a causal mask [L_q, L_k]
-        mask = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
-        keep = lambda b: mask  # noqa: E731
-    out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
-    out, weights = np.asarray(out), np.asarray(weights)
-    assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
-        f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
-        f"{batch + (n_heads, l_q, l_k)}")
-    for b in range(batch[0] if batch else 1):
-        at = (b,) if batch else ()
-        ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads, keep(b))
-        close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry {b}")
-        close(out[at], ref_out, 1e-8, f"the output of batch entry {b}")
+    if len(batch) == 1:  # the form drawn, and a padding mask [B, 1, 1, L_k] in every example
+        masks = [draw_mask(data, batch[0], l_q, l_k),
+                 draw_mask(data, batch[0], l_q, l_k, "padding [B, 1, 1, L_k]", "padding mask")]
+    else:  # one sequence [L, D] or [B, B', L, D], under a causal mask [L_q, L_k]
+        causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
+        masks = [(causal, lambda b: causal)]
+    for mask, keep in masks:
+        out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
+        out, weights = np.asarray(out), np.asarray(weights)
+        assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
+            f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
+            f"{batch + (n_heads, l_q, l_k)}")
+        shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
+        for at in np.ndindex(batch):
+            ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads,
+                                            keep(at[0] if len(batch) == 1 else None))
+            close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry "
+                                            f"{at} with {shown}")
+            close(out[at], ref_out, 1e-8, f"the output of batch entry {at} with {shown}")
 
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
@@ -727,7 +754,8 @@ def _(data):
       "even 0: `eps or 1e-5` ignores it) inside the sqrt")
 def _(data):
     d = data.draw(st.integers(2, 6), "D")
-    lead = data.draw(st.sampled_from([(data.draw(sizes, "rows"),), (2, 3), ()]), "leading axes")
+    lead = data.draw(st.sampled_from([(data.draw(sizes, "rows"),), (2, 3), (), (0,)]),
+                     "leading axes")
     x = data.draw(floats(lead + (d,)), "x")
     x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
@@ -755,7 +783,7 @@ def _(data):
 def _(data):
     d = data.draw(st.integers(1, 4), "D")
     p = random_params(data.draw(seeds, "params seed"), d)["feed_forward"]
-    lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), ()]), "leading axes")
+    lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), (), (0,)]), "leading axes")
     x = data.draw(floats(lead + (d,)), "x")
     activation = data.draw(st.sampled_from([None, "relu", "gelu", "gelu_tanh"]), "activation")
     got = minattn.feed_forward(p, x) if activation is None else \
@@ -789,10 +817,12 @@ def _(data):
 
 @prop("feed_forward_drops_hidden_units", "feed_forward", "with dropout=p, each token's output is "
       "act(x w_1 + b_1) ⊙ m / (1 - p) w_2 + b_2 for some 0/1 mask m over the F hidden units: "
-      "dropout acts on the hidden layer, after the activation, not on the input or the output",
+      "dropout acts on the hidden layer, after the activation, not on the input or the output; "
+      "dropout=1 drops every unit (the output is b_2)",
       {"feed_forward"},
       "drop the hidden units h = act(x @ w_1 + b_1): np.where(keep, h / (1 - p), 0) with keep of "
-      "h's shape, THEN @ w_2 + b_2; dropping the output instead keeps the mean but not the form")
+      "h's shape, THEN @ w_2 + b_2; dropping the output instead keeps the mean but not the form; "
+      "np.where(keep, h / (1 - p), 0), not h * keep / (1 - p), which is 0 / 0 = NaN at p = 1")
 def _(data):
     d = data.draw(st.integers(1, 3), "D")
     p = random_params(data.draw(seeds, "params seed"), d, d_ff=3)["feed_forward"]
@@ -805,6 +835,10 @@ def _(data):
     masks = np.array(list(np.ndindex(2, 2, 2)), float)  # every 0/1 mask of the 3 hidden units
     outs = (hidden[:, None, :] * masks[None] / (1 - rate)) @ p["w_2"] + p["b_2"]  # [8, 8 masks, D]
     assert got.shape == x.shape, f"the output has shape {got.shape}, expected {x.shape}"
+    every = np.asarray(minattn.feed_forward(p, x, activation=activation, dropout=1.0,
+                                            rng=np.random.default_rng(0)))
+    close(every, np.broadcast_to(p["b_2"], x.shape), 0, "the output with dropout=1.0 (every "
+          "hidden unit dropped: b_2, never 0 / 0)")
     for t in range(len(x)):
         assert np.isclose(outs[t], got[t], rtol=1e-7, atol=1e-9).all(axis=-1).any(), (
             f"token {t}'s output {show(got[t])} is not act(x w_1 + b_1) ⊙ m / (1 - {rate}) w_2 + "
@@ -911,7 +945,8 @@ def _(data):
         inner = getattr(minattn, name)
 
         def spying(*args, **kwargs):
-            calls.append((name, kwargs.get("dropout", 0.0), kwargs.get("rng")))
+            if not contract.calling_again():  # the grader's second calls get copies of the rng
+                calls.append((name, kwargs.get("dropout", 0.0), kwargs.get("rng")))
             return inner(*args, **kwargs)
         return spying
     rng = np.random.default_rng(0)
@@ -990,6 +1025,43 @@ def _(data):
                     "than inside the sublayers or on their outputs)?")
 
 
+@prop("encoder_block_draws_each_sublayers_dropout_on_its_own", "encoder_block", "when the "
+      "block drops its sublayers' outputs (as torch does; optional), each sublayer draws its own "
+      "mask: with constant sublayer outputs (attention b_o = 1, feed-forward b_2 = 4, every weight "
+      "w_o, w_2 zero) the pre-norm block's output minus x is, feature by feature, (1 or 0 or "
+      "1 / (1 - p)) + (4 or 0 or 4 / (1 - p)), and the two sublayers' dropped features are not "
+      "the same ones", BLOCK,
+      "draw a new mask for each sublayer (rng.random(shape) >= p each time): one mask reused "
+      "drops the same features of both")
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_model = 2 * n_heads
+    p = random_params(data.draw(seeds, "params seed"), d_model)
+    p = {**p, "self_attention": {**p["self_attention"], "w_o": np.zeros((d_model, d_model)),
+                                 "b_o": np.ones(d_model)},
+         "feed_forward": {**p["feed_forward"], "w_2": np.zeros_like(p["feed_forward"]["w_2"]),
+                          "b_2": np.full(d_model, 4.0)}}
+    x = data.draw(floats((16, d_model)), "x")
+    rate = 0.5
+    got = np.asarray(minattn.encoder_block(p, x[None], n_heads=n_heads, norm_first=True,
+                                           dropout=rate, rng=np.random.default_rng(0)))[0]
+    added = got - x  # [L, D]: what the two sublayers added, feature by feature
+    options = {(a, f): a + f for a in (1.0, 0.0, 1 / (1 - rate)) for f in (4.0, 0.0, 4 / (1 - rate))}
+    attention_dropped, feed_forward_dropped = np.zeros(added.shape, bool), np.zeros(added.shape, bool)
+    for index in np.ndindex(added.shape):
+        found = [key for key, total in options.items() if abs(added[index] - total) < 1e-9]
+        assert found, (f"token {index[0]}, feature {index[1]}: the block added {added[index]:.6g} "
+                       f"to x, not (1, 0 or {1 / (1 - rate):g}) + (4, 0 or {4 / (1 - rate):g}) "
+                       f"for sublayers that output 1 and 4 with dropout={rate}")
+        attention_dropped[index], feed_forward_dropped[index] = found[0][0] == 0, found[0][1] == 0
+    assert not (attention_dropped.any() and feed_forward_dropped.any()
+                and (attention_dropped == feed_forward_dropped).all()), (
+        f"the attention's and the feed-forward network's outputs are dropped at exactly the "
+        f"same {attention_dropped.sum()} of {attention_dropped.size} features (each drawn on its "
+        f"own, they would share about a half): one dropout mask serves both sublayers\n"
+        f"dropped:\n{show(attention_dropped.astype(int))}")
+
+
 @prop("encoder_block_keeps_float32", "encoder_block", "an encoder block on float32 inputs and "
       "params returns float32", BLOCK, "a float64 scalar or array created inside upcasts float32")
 def _(data):
@@ -1004,46 +1076,73 @@ def _(data):
 
 
 def ref_grouped_multi_head(p, query, key, n_heads, n_kv_heads, keep=None):
-    # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv)
+    # one sequence, grouped-query attention: query head h reads key/value head h // (H / H_kv);
+    # keep: None, [L_q, L_k] or one per query head [H, L_q, L_k] -> out [L_q, D], w [H, L_q, L_k]
     d_k = query.shape[-1] // n_heads
     q, k, v = query @ p["w_q"] + p["b_q"], key @ p["w_k"] + p["b_k"], key @ p["w_v"] + p["b_v"]
-    heads = []
+    heads, weights = [], []
     for h in range(n_heads):
         g = h // (n_heads // n_kv_heads)
-        heads.append(ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
-                                   v[:, g * d_k:(g + 1) * d_k], keep)[0])
-    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"]
+        out, w = ref_attention(q[:, h * d_k:(h + 1) * d_k], k[:, g * d_k:(g + 1) * d_k],
+                               v[:, g * d_k:(g + 1) * d_k],
+                               None if keep is None else keep if keep.ndim == 2 else keep[h])
+        heads.append(out)
+        weights.append(w)
+    return np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"], np.array(weights)
 
 
 @prop("grouped_query_attention_shares_kv_heads", "multi_head_attention", "multi_head_attention "
       "with n_kv_heads < n_heads (GQA; MQA when 1): K and V are projected to n_kv_heads heads, and "
-      "query head h reads key/value head h // (n_heads // n_kv_heads), for a batch [B, L, D] "
-      "under a mask of any documented form", MULTI_HEAD,
+      "query head h reads key/value head h // (n_heads // n_kv_heads); the weights are one per "
+      "query head [..., H, L_q, L_k] (averaged over them with average_weights=True), for one "
+      "sequence [L, D], a batch [B, L, D] or two leading axes [B, B', L, D], under a mask of "
+      "any documented form or one per head [B, H, L_q, L_k]", MULTI_HEAD,
       "project K and V to n_kv_heads * d_k features; give each group of n_heads // n_kv_heads "
-      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat)", part=4)
+      "consecutive query heads the same K/V head (broadcast over a group axis, or repeat along "
+      "axis -3, never a fixed axis 1); return the weights [..., H, L_q, L_k] as in exercise 5",
+      part=4)
 def _(data):
     n_kv_heads = data.draw(st.integers(1, 2), "n_kv_heads")
-    n_heads = n_kv_heads * data.draw(st.integers(1, 3), "n_heads / n_kv_heads")
+    n_heads = n_kv_heads * data.draw(st.integers(2, 3), "n_heads / n_kv_heads")
     d_k = data.draw(st.integers(1, 2), "d_k")
     d_model, l_q, l_k = n_heads * d_k, data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
     p = random_params(data.draw(seeds, "params seed"), d_model, d_kv=n_kv_heads * d_k)["self_attention"]
-    batch = data.draw(st.integers(1, 2), "B")
-    query = data.draw(floats((batch, l_q, d_model)), "query")
-    key = data.draw(floats((batch, l_k, d_model)), "key")
-    mask, keep = draw_mask(data, batch, l_q, l_k)
-    out, _ = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
-                                          n_kv_heads=n_kv_heads)
-    for b in range(batch):
-        close(np.asarray(out)[b], ref_grouped_multi_head(p, query[b], key[b], n_heads, n_kv_heads,
-                                                         keep(b)), 1e-8,
-              f"the output of batch entry {b} with {n_heads} query heads and {n_kv_heads} "
-              "key/value heads")
+    batch = data.draw(st.sampled_from([(1,), (2,), (), (2, 2)]), "batch shape")
+    query = data.draw(floats(batch + (l_q, d_model)), "query")
+    key = data.draw(floats(batch + (l_k, d_model)), "key")
+    if len(batch) == 1:  # a mask of a documented form, and one per query head [B, H, L_q, L_k]
+        masks = [draw_mask(data, batch[0], l_q, l_k)]
+        per_head = data.draw(hnp.arrays(bool, batch + (n_heads, l_q, l_k)), "mask per head")
+        masks.append((per_head, lambda b: per_head[b]))
+    else:  # one sequence or [B, B', L, D], under a causal mask [L_q, L_k]
+        causal = np.tril(np.ones((l_q, l_k), bool))
+        masks = [(causal, lambda b: causal)]
+        data.show("mask", causal)
+    for mask, keep in masks:
+        out, weights = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
+                                                    n_kv_heads=n_kv_heads)
+        _, averaged = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
+                                                   n_kv_heads=n_kv_heads, average_weights=True)
+        out, weights, averaged = np.asarray(out), np.asarray(weights), np.asarray(averaged)
+        assert weights.shape == batch + (n_heads, l_q, l_k), (
+            f"the weights have shape {weights.shape}, expected {batch + (n_heads, l_q, l_k)} "
+            f"(one per query head, [..., H, L_q, L_k])")
+        shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
+        for at in np.ndindex(batch):
+            ref_out, ref_w = ref_grouped_multi_head(p, query[at], key[at], n_heads, n_kv_heads,
+                                                    keep(at[0] if len(batch) == 1 else None))
+            what = (f"of batch entry {at} with {n_heads} query heads, {n_kv_heads} key/value "
+                    f"heads and {shown}")
+            close(out[at], ref_out, 1e-8, f"the output {what}")
+            close(weights[at], ref_w, 1e-8, f"the weights {what}")
+            close(averaged[at], ref_w.mean(axis=0), 1e-8, f"the weights averaged over the heads {what}")
 
 
 def draw_positions(data, lead, length, name="positions"):
     # int positions for x [*lead, L, ...]: [L] (the same for every sequence), or one row per
     # sequence, [B, L] with lead (B,), [B, 1, L] with lead (B, H)
-    form = data.draw(st.sampled_from(["[L]", "one row per sequence"]), f"{name} form")
+    form = data.draw(st.sampled_from(["[L]", "one row per sequence"] if lead else ["[L]"]),
+                     f"{name} form")
     shape = (length,) if form == "[L]" else (lead[0],) + (1,) * (len(lead) - 1) + (length,)
     return data.draw(hnp.arrays(int, shape, elements=st.integers(0, 1000)), name)
 
@@ -1051,13 +1150,13 @@ def draw_positions(data, lead, length, name="positions"):
 @prop("apply_rope_rotates_feature_pairs", "apply_rope", "apply_rope(x, positions, base=b) "
       "rotates each feature pair (x[i], x[i + d/2]) of the token at position m by the angle m · "
       "b^(-2i/d) (the rotate-half convention of Llama and Hugging Face; b defaults to 10000), for "
-      "x [B, L, d] or [B, H, L, d] and positions that broadcast to x's [..., L]: [L] or one row "
-      "per sequence ([B, L], [B, 1, L])", {"apply_rope"},
+      "x [L, d], [B, L, d] or [B, H, L, d] (L = 0 included) and positions that broadcast to x's "
+      "[..., L]: [L] or one row per sequence ([B, L], [B, 1, L])", {"apply_rope"},
       "pair feature i with i + d/2 (not 2i with 2i + 1); the angle of pair i is m / base^(2i/d), "
       "with the base given; positions may have leading axes of their own, so keep them", part=2)
 def _(data):
-    d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(sizes, "L")
-    lead = data.draw(st.sampled_from([(2,), (2, 3)]), "leading axes of x")
+    d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(st.integers(0, 5), "L")
+    lead = data.draw(st.sampled_from([(2,), (2, 3), ()]), "leading axes of x")
     x = data.draw(floats(lead + (length, d)), "x")
     positions = draw_positions(data, lead, length)
     drawn = data.draw(st.sampled_from([None, 10000.0, 500000.0]), "base")
@@ -1066,6 +1165,25 @@ def _(data):
             minattn.apply_rope(x, positions, base=base)
         close(got, ref_rope(x, positions, base or 10000.0), 1e-9,
               f"apply_rope(x, positions{'' if base is None else f', base={base}'})")
+
+
+@prop("apply_rope_is_exact_far_into_the_sequence", "apply_rope", "apply_rope of float32 or float16 "
+      "x at positions up to 100000 (far past 1024) is the rotation by the exact angles, rounded "
+      "once to x's dtype: within 2e-5 (float32) or 0.02 (float16) of the float64 rotation",
+      {"apply_rope"}, "form the angles positions * base ** (-2i/d) in float64 (position 3001 is "
+      "3000 in float16, and float32 keeps 3 digits of an angle near 100000), take cos and sin, "
+      "THEN cast them to x.dtype; a table of angles for the first 1024 (or any fixed number of) "
+      "positions does not reach them all", part=2)
+def _(data):
+    dtype = data.draw(st.sampled_from([np.float32, np.float16]), "dtype")
+    d, length = 2 * data.draw(st.integers(1, 4), "d / 2"), data.draw(sizes, "L")
+    x = data.draw(floats((length, d), dtype=dtype), "x")
+    positions = data.draw(hnp.arrays(int, (length,), elements=st.integers(1000, 100000)),
+                          "positions")
+    got = np.asarray(minattn.apply_rope(x, positions))
+    assert got.dtype == dtype, f"{np.dtype(dtype)} in, {got.dtype} out"
+    close(got.astype(np.float64), ref_rope(x.astype(np.float64), positions),
+          2e-5 if dtype == np.float32 else 0.02, f"apply_rope(x, positions) in {np.dtype(dtype)}")
 
 
 @prop("apply_rope_keeps_float32", "apply_rope", "apply_rope of float32 x is float32",
@@ -1160,35 +1278,75 @@ def _(data):
       "any lengths (a prompt, then one or several tokens at a time), each with the cache the call "
       "before returned, its own positions and the bottom-right causal mask over all the keys so "
       "far (or no mask for a single token), gives the outputs of one full causal pass, and the "
-      "last cache holds the keys and values of the whole sequence, in order", SELF_ATTENTION,
+      "last cache holds the keys and values of the whole sequence, in order; for a batch "
+      "[B, L, D] or one sequence [L, D]", SELF_ATTENTION,
       "the cache is the past: the new keys and values come after the cached ones, and a chunk's "
-      "queries are the last positions of the keys it sees", part=2)
+      "queries are the last positions of the keys it sees; x [L, D] has no batch axis (use "
+      "axis -2 and -3, never 1 or 2)", part=2)
 def _(data):
     n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
-    length, batch = data.draw(st.integers(2, 6), "L"), data.draw(st.integers(1, 2), "B")
+    length, batch = data.draw(st.integers(2, 6), "L"), data.draw(st.sampled_from([(1,), (2,), ()]),
+                                                                  "batch shape")
     starts = sorted(data.draw(st.sets(st.integers(1, length - 1), min_size=1, max_size=3),
                               "where chunks after the first start"))
-    x = data.draw(floats((batch, length, d_model)), "x")
-    positions = draw_positions(data, (batch,), length) if rope else None
+    x = data.draw(floats(batch + (length, d_model)), "x")
+    positions = draw_positions(data, batch, length) if rope else None
     cache, outs = None, []
     for a, b in zip([0, *starts], [*starts, length]):
         mask = np.arange(a, b)[:, None] >= np.arange(b)[None, :]  # query i sits at position a + i
         if b - a == 1 and data.draw(st.booleans(), f"no mask for the token at {a}"):
             mask = None
         out, cache = minattn.self_attention(
-            p, x[:, a:b], mask, n_heads=n_heads, n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
+            p, x[..., a:b, :], mask, n_heads=n_heads, n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
             rope_base=base,
             cache=cache, positions=None if positions is None else positions[..., a:b])
         outs.append(np.asarray(out))
-    got, causal = np.concatenate(outs, axis=1), np.tril(np.ones((length, length), bool))
+    got, causal = np.concatenate(outs, axis=-2), np.tril(np.ones((length, length), bool))
     chunks = ", ".join(f"{a}..{b - 1}" for a, b in zip([0, *starts], [*starts, length]))
-    for e in range(batch):
-        close(got[e], ref_self_attention(p, x[e], n_heads, n_kv_heads, causal, row(positions, e),
-                                         base), 1e-8,
+    for at in np.ndindex(batch):
+        e = at[0] if batch else 0
+        close(got[at], ref_self_attention(p, x[at], n_heads, n_kv_heads, causal, row(positions, e),
+                                          base), 1e-8,
               f"the outputs of batch entry {e}, fed as the chunks of tokens {chunks}")
-        k, v = ref_cache(p, x[e], n_heads, n_kv_heads, row(positions, e), base)
-        close(np.asarray(cache["k"])[e], k, 1e-8, f"the last cache['k'] of batch entry {e}")
-        close(np.asarray(cache["v"])[e], v, 1e-8, f"the last cache['v'] of batch entry {e}")
+        k, v = ref_cache(p, x[at], n_heads, n_kv_heads, row(positions, e), base)
+        close(np.asarray(cache["k"])[at], k, 1e-8, f"the last cache['k'] of batch entry {e}")
+        close(np.asarray(cache["v"])[at], v, 1e-8, f"the last cache['v'] of batch entry {e}")
+
+
+@prop("self_attention_continues_a_long_cache", "self_attention", "given a cache of L_past keys "
+      "and values (1000 to 1100 of them: far past 1024), self_attention of L new tokens attends "
+      "over all L_past + L keys under the bottom-right causal mask and returns the cache with "
+      "the new keys and values after the old ones, for a batch [1, L, D] or one sequence [L, D]",
+      SELF_ATTENTION, "append to the cache given (np.concatenate along axis -2), whatever its "
+      "length: no buffer of a fixed size (1024), and never the caller's cache changed", part=2)
+def _(data):
+    n_heads = data.draw(st.integers(1, 2), "n_heads")
+    d_k, length = 2, data.draw(sizes, "L")
+    p = random_params(data.draw(seeds, "params seed"), n_heads * d_k)["self_attention"]
+    past = data.draw(st.integers(1000, 1100), "L_past")
+    batch = data.draw(st.sampled_from([(1,), ()]), "batch shape")
+    rng = np.random.default_rng(data.draw(seeds, "seed of the cache"))
+    cache = {"k": rng.normal(size=batch + (n_heads, past, d_k)),
+             "v": rng.normal(size=batch + (n_heads, past, d_k))}
+    x = data.draw(floats(batch + (length, n_heads * d_k)), "x")
+    keep = np.arange(length)[:, None] + past >= np.arange(past + length)[None, :]
+    out, new = minattn.self_attention(p, x, keep, n_heads=n_heads, cache=cache)
+    out, new_k, new_v = np.asarray(out), np.asarray(new["k"]), np.asarray(new["v"])
+    assert new_k.shape == batch + (n_heads, past + length, d_k), (
+        f"the new cache['k'] has shape {new_k.shape}, expected {batch + (n_heads, past + length, d_k)}")
+    one = (0,) if batch else ()
+    x1, old_k, old_v = x[one], cache["k"][one], cache["v"][one]
+    q, k, v = (x1 @ p[f"w_{c}"] + p[f"b_{c}"] for c in "qkv")
+    heads = []
+    for h in range(n_heads):
+        part = slice(h * d_k, (h + 1) * d_k)
+        keys = np.concatenate([old_k[h], k[:, part]])
+        values = np.concatenate([old_v[h], v[:, part]])
+        heads.append(ref_attention(q[:, part], keys, values, keep)[0])
+        close(new_k[one][h], keys, 1e-12, f"the new cache['k'] of head {h}")
+        close(new_v[one][h], values, 1e-12, f"the new cache['v'] of head {h}")
+    close(out[one], np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"], 1e-8,
+          f"the output of {length} tokens after {past} cached ones")
 
 
 @prop("self_attention_keeps_float32", "self_attention", "self-attention on float32 inputs and "
@@ -1240,15 +1398,16 @@ def _(data):
     close(np.concatenate(steps, axis=1), full, 1e-9, "the step-by-step logits")
 
 
-def ref_attention_with_sinks(q, k, v, sinks, keep=None):
+def ref_attention_with_sinks(q, k, v, sinks, keep=None, scale=None):
     # one head: q [L_q, d_k], k [L_k, d_k], v [L_k, d_v], sinks [L_q] (one logit a row), keep
     # bool [L_q, L_k] -> out [L_q, d_v], w [L_q, L_k]: w_ij = exp(S_ij) / (exp(s_i) + the sum of
     # exp(S_ij') over the kept keys); masked keys 0; nothing kept and a sink of -inf -> zeros
     d_k = q.shape[-1]
+    scale = 1 / math.sqrt(d_k) if scale is None else scale
     weights = np.zeros((q.shape[0], k.shape[0]))
     for i in range(q.shape[0]):
         kept = [j for j in range(k.shape[0]) if keep is None or keep[i, j]]
-        scores = {j: sum(q[i, c] * k[j, c] for c in range(d_k)) / math.sqrt(d_k) for j in kept}
+        scores = {j: sum(q[i, c] * k[j, c] for c in range(d_k)) * scale for j in kept}
         top = max([float(sinks[i]), *scores.values()])
         if top == -math.inf:
             continue
@@ -1271,27 +1430,39 @@ def draw_heads(data, dtype=np.float64):
       "shape [H, 1] (one logit per head, broadcasting over the queries), p_ij = exp(S_ij) / "
       "(exp(s_h) + Σ_j' exp(S_ij')): each row sums to 1 − exp(s_h) / (exp(s_h) + Σ_j' "
       "exp(S_ij')), the sink's share, and the output is Σ_j p_ij v_j (a slow loop over the rows "
-      "computes the reference); with dropout=p too, the weights dropped are those", ATTENTION,
+      "computes the reference); also with a scale given (S = q kᵀ · scale) and under a mask "
+      "[L_q, L_k] or [B, 1, L_q, L_k]; with dropout=p too, the weights dropped are those",
+      ATTENTION,
       "the sink is one more logit in the denominator and holds no value: append it to the scores "
       "as a last column, softmax, then drop that column without renormalising; head h uses "
-      "sinks[h]", part=4)
+      "sinks[h]; the scores are scaled as without sinks, and the mask broadcasts as without "
+      "them (give its last axis a column of True for the sink)", part=4)
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     sinks = data.draw(floats((n_heads, 1)), "sinks")
-    out, weights = minattn.scaled_dot_product_attention(q, k, v, sinks=sinks)
+    scale = data.draw(st.sampled_from([None, 0.5, 2.0]), "scale")
+    mask_shape = data.draw(st.sampled_from([None, q.shape[2:3] + k.shape[2:3],
+                                            q.shape[:1] + (1,) + q.shape[2:3] + k.shape[2:3]]),
+                           "mask shape")
+    keep = None if mask_shape is None else data.draw(hnp.arrays(bool, mask_shape), "mask")
+    out, weights = minattn.scaled_dot_product_attention(q, k, v, keep, scale=scale, sinks=sinks)
     out, weights = np.asarray(out), np.asarray(weights)
+    factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     for b, h in np.ndindex(q.shape[:2]):
         s = sinks[h, 0]
-        scores = [[sum(q[b, h, i] * k[b, h, j]) / math.sqrt(q.shape[-1]) for j in range(k.shape[2])]
-                  for i in range(q.shape[2])]
-        share = [1 / (1 + sum(math.exp(x - s) for x in row)) for row in scores]
-        close(weights[b, h].sum(axis=-1), 1 - np.array(share), 1e-9,
-              f"the row sums of batch entry {b}, head {h} (sink {s})")
-        ref_out, ref_w = ref_attention_with_sinks(q[b, h], k[b, h], v[b, h], np.full(q.shape[2], s))
+        if keep is None:  # the sink's share, stated on its own
+            scores = [[sum(q[b, h, i] * k[b, h, j]) * factor for j in range(k.shape[2])]
+                      for i in range(q.shape[2])]
+            share = [1 / (1 + sum(math.exp(x - s) for x in row)) for row in scores]
+            close(weights[b, h].sum(axis=-1), 1 - np.array(share), 1e-9,
+                  f"the row sums of batch entry {b}, head {h} (sink {s})")
+        entry_keep = None if keep is None else keep if keep.ndim == 2 else keep[b, 0]
+        ref_out, ref_w = ref_attention_with_sinks(q[b, h], k[b, h], v[b, h], np.full(q.shape[2], s),
+                                                  entry_keep, scale)
         close(weights[b, h], ref_w, 1e-9, f"the weights of batch entry {b}, head {h}")
         close(out[b, h], ref_out, 1e-9, f"the output of batch entry {b}, head {h}")
     out, dropped = (np.asarray(a) for a in minattn.scaled_dot_product_attention(
-        q, k, v, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
+        q, k, v, keep, scale=scale, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
     check_dropout(dropped, weights, 0.5, "the weights with sinks", some=False)
     close(out, dropped @ v, 1e-9, "the output with sinks and dropout=0.5 (the dropped weights @ v)")
 
@@ -1362,8 +1533,10 @@ def ref_delta_rule(q, k, v, beta, g, scale, state):
 
 
 def draw_delta_rule(data, dtype=np.float64, heads=False):
-    # q [B, L, d_k], unit-length keys k [B, L, d_k], v [B, L, d_v], beta in [0, 1] and g in
-    # [-2, 0] [B, L], a state [B, d_k, d_v]; heads=True: [B, H, ...] instead of [B, ...] too
+    # q [B, L, d_k], keys k [B, L, d_k] of unit length or any (the formula holds for every
+    # key: unit keys alone would hide keys normalised again), v [B, L, d_v], beta in [0, 1] and
+    # g in [-2, 0] [B, L] or None (no decay), a state [B, d_k, d_v]; heads=True: [B, H, ...]
+    # instead of [B, ...] too
     lead = (data.draw(st.integers(1, 2), "B"),)
     if heads and data.draw(st.booleans(), "with a head axis"):
         lead += (data.draw(st.integers(1, 3), "H"),)
@@ -1371,12 +1544,16 @@ def draw_delta_rule(data, dtype=np.float64, heads=False):
     d_k, d_v = data.draw(sizes, "d_k"), data.draw(sizes, "d_v")
     q = data.draw(floats(lead + (length, d_k), dtype=dtype), "q")
     k = data.draw(floats(lead + (length, d_k), dtype=dtype), "k")
-    norms = np.sqrt(np.sum(k.astype(np.float64) ** 2, axis=-1, keepdims=True))
-    k = np.where(norms > 0, k / np.where(norms > 0, norms, 1), 0).astype(dtype)
-    data.show("k, unit rows", k)
+    if data.draw(st.booleans(), "unit keys"):
+        norms = np.sqrt(np.sum(k.astype(np.float64) ** 2, axis=-1, keepdims=True))
+        k = np.where(norms > 0, k / np.where(norms > 0, norms, 1), 0).astype(dtype)
+    else:  # any norm, up to sqrt(5): a few steps of (I - beta k k^T) stay small
+        k = k / dtype(3)
+    data.show("k", k)
     v = data.draw(floats(lead + (length, d_v), dtype=dtype), "v")
     beta = data.draw(floats(lead + (length,), 1.0, dtype).map(np.abs), "beta")
-    g = data.draw(floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
+    g = data.draw(st.one_of(st.none(), floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a))),
+                  "g")
     state = data.draw(floats(lead + (d_k, d_v), dtype=dtype), "initial_state")
     return q, k, v, beta, g, state
 
@@ -1384,18 +1561,21 @@ def draw_delta_rule(data, dtype=np.float64, heads=False):
 @prop("delta_rule_matches_a_loop", "delta_rule", "delta_rule(q, k, v, beta, g, scale=s, "
       "initial_state=S_0, return_state=True) equals a slow loop of the papers' update, S_t = "
       "e^{g_t} (I − β_t k_tᵀ k_t) S_{t−1} + β_t k_tᵀ v_t and o_t = (s q_t) S_t, in its output "
-      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k]", {"delta_rule"},
+      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k], keys of unit length "
+      "or any other, with a decay g or none (g=None)", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
-      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'", part=4)
+      "from initial_state; scale=0 is a valid scale (zeros), not 'not given'; use the keys as "
+      "given (never normalise them)", part=4)
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data, heads=True)
     scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
     out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
                                     return_state=True)
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    decay = np.zeros(beta.shape) if g is None else g  # g=None: no decay, e^0 = 1
     for b in np.ndindex(q.shape[:-2]):
-        ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], g[b], s, state[b])
+        ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], decay[b], s, state[b])
         close(np.asarray(out)[b], ref_out, 1e-8, f"the output of entry {b}")
         close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of entry {b}")
 
@@ -1426,7 +1606,7 @@ def _(data):
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data)
     cut = data.draw(st.integers(0, q.shape[1]), "cut")
-    part = lambda a, s: a[:, s] if a.ndim == 2 else a[:, s, :]  # noqa: E731
+    part = lambda a, s: None if a is None else a[:, s] if a.ndim == 2 else a[:, s, :]  # noqa: E731
     first, second = slice(0, cut), slice(cut, None)
     whole, end = minattn.delta_rule(q, k, v, beta, g, return_state=True)
     if cut:
@@ -1471,13 +1651,16 @@ def _(data):
 
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
-      "differences give it, along any axis (axis=0 included)", set(),
-      "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's axis",
-      part=3)
+      "differences give it, along any axis (axis=0 included, and the middle axis of a 3-D y)",
+      set(), "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's "
+      "axis, whichever it is", part=3)
 def _(data):
-    shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
+    if data.draw(st.booleans(), "three axes"):
+        shape = tuple(data.draw(st.integers(1, 3), f"n{i}") for i in range(3))
+    else:
+        shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
-    drawn = data.draw(st.sampled_from([None, -1, 1]), "axis")
+    drawn = data.draw(st.sampled_from([None, -1, 1] + ([-2] if len(shape) == 3 else [])), "axis")
     for axis in (drawn, 0):  # axis=0, the boundary (`axis or -1` loses it), in every example
         along = -1 if axis is None else axis
         soft = lambda z: np.apply_along_axis(ref_softmax, along, z)

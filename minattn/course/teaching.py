@@ -15,37 +15,30 @@ import numpy as np
 import minattn as ma
 
 
-def softmax(x, axis=-1, mask=None):
-    # The math alone; minattn's adds a speed-up and its own gradient (section 11).
-    # [..., n] -> [..., n]; a fully masked row gives zeros
-    if mask is not None:
-        x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
-    x_max = np.max(x, axis=axis, keepdims=True)
-    x_max = np.where(np.isfinite(x_max), x_max, 0.0)  # a fully masked row: shift by 0
-    e = np.exp(x - x_max)  # the largest exponent is exp(0) = 1: no overflow
+def softmax(x, axis=-1):
+    # The math alone; minattn's adds the mask of section 4, a speed-up and its own gradient.
+    # [..., n] -> [..., n]: weights >= 0 that sum to 1 along axis
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))  # the largest is exp(0) = 1: no overflow
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def masked_softmax(x, mask, axis=-1):
+    # The math alone, as minattn's softmax(x, axis, mask).
+    # [..., n], bool [..., n] -> [..., n]: weight 0 where mask is False; a row with nothing kept: 0s
+    x = np.where(mask, x, -np.inf)  # a masked entry: exp(-inf) = 0
+    x_max = np.max(x, axis=axis, keepdims=True)  # -inf where every entry is masked
+    e = np.exp(x - np.where(np.isfinite(x_max), x_max, 0.0))  # such a row: shift by 0, all 0s
     total = np.sum(e, axis=axis, keepdims=True)
-    return e / np.where(total == 0, 1.0, total)  # total == 0 only where every entry is masked
+    return e / np.where(total == 0, 1.0, total)  # 0 / 1 = 0, not 0 / 0, where nothing is kept
 
 
-def apply_dropout(weights, rate, rng):
-    # The math alone; minattn's adds dtype handling and gives NaN at rate 1.
-    # [...] -> [...]: each entry zeroed with probability `rate`, the kept ones divided by 1 - rate
-    if rate == 0:
-        return weights
-    keep = rng.random(weights.shape) >= rate
-    return np.where(keep, weights / (1.0 - rate), 0.0)
-
-
-def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None):
-    # The math alone; minattn's adds checks, its own gradient and a speed-up for long inputs.
+def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
+    # The math alone; minattn's adds checks, dropout, its own gradient and a speed-up.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]
-    if mask is not None and mask.dtype != bool:  # a floating mask is added: -inf removes a key
-        scores, mask = scores + mask, None
-    weights = softmax(scores, mask=mask)  # each row sums to 1 (or is 0 where all is masked)
-    weights = apply_dropout(weights, dropout, rng)  # training only: see the text
-    return weights @ v, weights
+    scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]: each query against each key
+    weights = softmax(scores) if mask is None else masked_softmax(scores, mask)  # rows sum to 1
+    return weights @ v, weights  # [..., L_q, d_v]: each query's weighted average of the values
 
 
 def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
@@ -66,27 +59,27 @@ def padding_mask(lengths, n):
 
 
 def split_heads(x, n_heads):
-    # The plain form (used by the plain forms below): minattn's checks its arguments first.
-    # [..., L, D] -> [..., H, L, d_k]
+    # The math alone; minattn's checks its arguments first (D divisible by H, and so on).
+    # [..., L, D] -> [..., H, L, d_k]: head h gets features h d_k .. (h + 1) d_k of every token
     *lead, length, d_model = x.shape
     x = np.reshape(x, (*lead, length, n_heads, d_model // n_heads))  # [..., L, H, d_k]
-    return np.swapaxes(x, -3, -2)
+    return np.swapaxes(x, -3, -2)  # [..., H, L, d_k]: a bare reshape would mix the tokens
 
 
 def merge_heads(x):
-    # The plain form (used by the plain forms below): minattn's checks its argument first.
-    # [..., H, L, d_k] -> [..., L, H * d_k]
+    # The math alone; minattn's checks its argument first.
+    # [..., H, L, d_k] -> [..., L, H * d_k]: each token's heads side by side again
     *lead, n_heads, length, d_k = x.shape
     return np.reshape(np.swapaxes(x, -3, -2), (*lead, length, n_heads * d_k))
 
 
-def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
+def grouped_attention(q, k, v, mask=None):
     # The plain form: minattn's broadcasts K and V over the group axis instead of copying them.
     # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> [..., H, L_q, d_k], [..., H, L_q, L_k]
     group = q.shape[-3] // k.shape[-3]  # G = H / H_kv query heads share each kv head
     k = np.repeat(k, group, axis=-3)  # [..., H, L_k, d_k]: query head h reads kv head h // G
     v = np.repeat(v, group, axis=-3)
-    return scaled_dot_product_attention(q, k, v, mask, dropout=dropout, rng=rng)
+    return scaled_dot_product_attention(q, k, v, mask)
 
 
 def linear(x, w, b):
@@ -138,7 +131,7 @@ def apply_rope(x, positions, *, base=10000.0):
 
 
 def cross_entropy(logits, targets):
-    # The math alone; minattn's picks the targets in a form its gradient can go through (below).
+    # The math alone; minattn's picks the targets in a form its gradient can go through.
     # [..., V], int [...] -> the mean of -log p(target)
     shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
@@ -186,14 +179,13 @@ def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):
     return np.sum(cdf <= u, axis=-1)  # the first token whose cdf exceeds u
 
 
-def generate(params, tokens, n_new, *, temperature=0.0, top_k=None, top_p=None, rng=None,
-             **config):
-    # The math alone; minattn's adds stopping at end of text and batches of unequal prompts.
+def generate(params, tokens, n_new, *, n_heads, temperature=0.0, top_k=None, rng=None):
+    # The math alone; minattn's adds top-p, stopping at end of text and unequal prompts.
     # int [B, L] -> int [B, L + n_new]: the prompt once, then one token at a time through the cache
-    cache, new = None, tokens
+    cache, new = empty_cache(params, tokens.shape[0], n_heads), tokens
     for _ in range(n_new):
-        logits, cache = ma.causal_lm(params, new, cache=cache, return_cache=True, **config)
-        new = next_token(logits[:, -1], temperature, top_k, top_p, rng)[:, None]  # [B, 1]
+        logits, cache = cached_language_model(params, new, cache, n_heads=n_heads)
+        new = next_token_top_k(logits[:, -1], temperature, top_k, rng)[:, None]  # [B, 1]
         tokens = np.concatenate([tokens, new], axis=1)
     return tokens
 
@@ -227,7 +219,7 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
         return multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads)[0]
 
     def feed(h):  # each token on its own
-        return ma.feed_forward(params["feed_forward"], h)
+        return feed_forward(params["feed_forward"], h)
 
     for name, sublayer in (("self_attention_norm", attend), ("feed_forward_norm", feed)):
         gamma, beta = params[name]["gamma"], params[name]["beta"]
@@ -238,41 +230,72 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, eps=1e-5):
     return x
 
 
-def self_attention(params, x, mask=None, *, n_heads, positions, cache=None):
-    # [..., L, D] -> [..., L, D] and the cache {"k", "v": [..., H, L_past + L, d_k]}
+def self_attention(params, x, mask=None, *, n_heads, positions):
+    # [..., L, D] -> [..., L, D]: multi-head attention, its queries and keys turned by RoPE
     q, k, v = (split_heads(project(x, params, name), n_heads) for name in "qkv")  # [.., H, L, d_k]
     q, k = apply_rope(q, positions), apply_rope(k, positions)  # turned by their positions
-    if cache is not None:  # the earlier tokens' keys and values, computed once
-        k = np.concatenate([cache["k"], k], axis=-2)  # [..., H, L_past + L, d_k]
-        v = np.concatenate([cache["v"], v], axis=-2)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # [..., H, L, d_k]
+    return project(merge_heads(heads), params, "o")  # [..., L, D]
+
+
+def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-5):
+    # [..., L, D] -> [..., L, D]: pre-norm, RMSNorm and SwiGLU
+    h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
+    x = x + self_attention(params["self_attention"], h, mask, n_heads=n_heads, positions=positions)
+    h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
+    return x + gated_feed_forward(params["feed_forward"], h)  # the residual stream: added to
+
+
+def language_model(params, tokens, *, n_heads, eps=1e-5):
+    # int [B, L] -> logits [B, L, V]: embed, the blocks under a causal mask, unembed
+    length = tokens.shape[-1]
+    positions, mask = np.arange(length), causal_mask(length)  # [L], [L, L]
+    x = params["token_embedding"][tokens]  # [B, L, D]
+    for layer in params["layers"]:
+        x = decoder_block(layer, x, mask, n_heads=n_heads, positions=positions, eps=eps)
+    x = rms_norm(x, params["final_norm"]["gamma"], eps)
+    return x @ params["token_embedding"].T  # [B, L, V]: the embedding, tied
+
+
+def cached_self_attention(params, x, mask, *, n_heads, positions, cache):
+    # [..., L, D], cache {"k", "v": [..., H, L_past, d_k]} -> [..., L, D] and the grown cache
+    q, k, v = (split_heads(project(x, params, name), n_heads) for name in "qkv")  # [.., H, L, d_k]
+    q, k = apply_rope(q, positions), apply_rope(k, positions)
+    k = np.concatenate([cache["k"], k], axis=-2)  # new: [..., H, L_past + L, d_k]
+    v = np.concatenate([cache["v"], v], axis=-2)  # new: the values alike
     heads, _ = scaled_dot_product_attention(q, k, v, mask)  # [..., H, L, d_k]
     return project(merge_heads(heads), params, "o"), {"k": k, "v": v}
 
 
-def decoder_block(params, x, mask=None, *, n_heads, positions, cache=None, eps=1e-5):
-    # [..., L, D] -> [..., L, D] and this layer's cache: pre-norm, RMSNorm and SwiGLU
+def empty_cache(params, batch, n_heads):
+    # -> one cache per layer, each {"k", "v": [B, H, 0, d_k]}: no token yet
+    d_k = params["token_embedding"].shape[-1] // n_heads
+    empty = np.zeros((batch, n_heads, 0, d_k))
+    return [{"k": empty, "v": empty} for _ in params["layers"]]
+
+
+def cached_decoder_block(params, x, mask, *, n_heads, positions, cache, eps=1e-5):
+    # decoder_block, passing the layer's cache to the attention and its grown cache back
     h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
-    attended, cache = self_attention(params["self_attention"], h, mask, n_heads=n_heads,
-                                     positions=positions, cache=cache)
-    x = x + attended  # the residual stream: each sublayer adds to it
+    attended, cache = cached_self_attention(params["self_attention"], h, mask, n_heads=n_heads,
+                                            positions=positions, cache=cache)
+    x = x + attended
     h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
-    return x + ma.gated_feed_forward(params["feed_forward"], h), cache
+    return x + gated_feed_forward(params["feed_forward"], h), cache
 
 
-def language_model(params, tokens, *, n_heads, cache=None, eps=1e-5):
-    # int [B, L] -> logits [B, L, V] and the new cache, one per layer (the past: L_past tokens)
-    past = 0 if cache is None else cache[0]["k"].shape[-2]
-    length = tokens.shape[-1]
+def cached_language_model(params, tokens, cache, *, n_heads, eps=1e-5):
+    # int [B, L] after L_past cached tokens -> logits [B, L, V] and the cache of L_past + L
+    past, length = cache[0]["k"].shape[-2], tokens.shape[-1]
     positions = np.arange(past, past + length)  # [L]: where the new tokens stand
     mask = causal_mask(length, past + length, align="bottom_right")  # [L, L_past + L]
-    x = params["token_embedding"][tokens]  # [B, L, D]
-    new_cache = []
-    for i, layer in enumerate(params["layers"]):
-        x, layer_cache = decoder_block(layer, x, mask, n_heads=n_heads, positions=positions,
-                                       cache=None if cache is None else cache[i])
+    x, new_cache = params["token_embedding"][tokens], []  # [B, L, D]
+    for layer, layer_cache in zip(params["layers"], cache):
+        x, layer_cache = cached_decoder_block(layer, x, mask, n_heads=n_heads,
+                                              positions=positions, cache=layer_cache, eps=eps)
         new_cache.append(layer_cache)
     x = rms_norm(x, params["final_norm"]["gamma"], eps)
-    return x @ params["token_embedding"].T, new_cache  # [B, L, V]: the embedding, tied
+    return x @ params["token_embedding"].T, new_cache  # [B, L, V]
 
 
 def next_token_top_k(logits, temperature=0.0, top_k=None, rng=None):

@@ -136,3 +136,46 @@ def save_curve(path, values, title=None, xlabel="step", ylabel="training loss"):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def save_signed_grids(path, grids, titles, columns, suptitle=None, label="score", ylabel="layer"):
+    """grids: a list of [n_layers, n_cols] signed scores (a patching experiment's: 0 nothing,
+    1 all of the effect), each with its title and its column labels (columns: a list of
+    lists) -> one image, the grids side by side on one diverging colour scale centred on 0
+    (red positive, blue negative), each cell's value printed where it is 0.1 or more away
+    from 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy
+
+    if not str(path).lower().endswith(SUFFIXES):
+        raise ValueError(f"the image file must end in {', '.join(SUFFIXES)}, got {str(path)!r}")
+    grids = [numpy.asarray(g, dtype=float) for g in grids]
+    if len(titles) != len(grids) or len(columns) != len(grids) or any(
+            g.ndim != 2 or g.shape[1] != len(c) for g, c in zip(grids, columns)):
+        raise ValueError(f"each grid must be [n_layers, n_cols] with a title and n_cols column "
+                         f"labels, got shapes {[g.shape for g in grids]}, {len(titles)} titles")
+    scale = max(1.0, max(float(numpy.abs(g).max()) for g in grids))
+    widths = [max(g.shape[1], 2) for g in grids]
+    fig, axes = plt.subplots(1, len(grids), squeeze=False, constrained_layout=True,
+                             gridspec_kw={"width_ratios": widths},
+                             figsize=(0.42 * sum(widths) + 1.0 * len(grids) + 1.2,
+                                      0.24 * max(g.shape[0] for g in grids) + 1.5))
+    for ax, grid, title, cols in zip(axes.flat, grids, titles, columns):
+        image = ax.imshow(grid, vmin=-scale, vmax=scale, cmap="RdBu_r", aspect="auto")
+        for (r, c), value in numpy.ndenumerate(grid):
+            if abs(value) >= 0.1:
+                ax.text(c, r, f"{value:.1f}", ha="center", va="center", fontsize=6,
+                        color="white" if abs(value) > 0.6 * scale else "black")
+        ax.set_xticks(range(len(cols)), [_cut(c, 10) for c in cols], fontsize=7, rotation=90)
+        ax.set_yticks(range(grid.shape[0]), range(grid.shape[0]), fontsize=6)
+        ax.set_ylabel(ylabel)
+        ax.set_title(_cut(title, TITLE_CHARS), fontsize=9)
+    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
+    if suptitle:
+        fig.suptitle(_cut(suptitle, TITLE_CHARS), fontsize=10)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

@@ -59,10 +59,12 @@ def _d_ff(params, key, d_model, where):
 
 
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
+    # (its adapters, params["lora"], are checked and read by minattn.lora's variant they select)
     d_ff = _d_ff(params, "w_gate", d_model, where)
     return _only(checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                               "w_down": (d_ff, d_model)}, where, dtype),
-                 ("w_gate", "w_up", "w_down"), where, "the gated feed-forward has no biases")
+                 ("w_gate", "w_up", "w_down") + (("lora",) if "lora" in params else ()), where,
+                 "the gated feed-forward has no biases")
 
 
 def _only(params, expected, where, why=None):

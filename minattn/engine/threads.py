@@ -46,10 +46,19 @@ on one BLAS thread: first at the third step, against the second (the first fills
 tables), then against the median of the last three steps. If the try is faster, it is tried
 again at the next step, and if it wins twice one thread is kept, and the other count is tried
 in turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
-so on quiet cores almost every step runs with every thread. On every thread, a step twice as
+so on quiet cores almost every step runs with every thread. A count found r times slower waits
+at least (r - 1) / TRY_COST steps (TRY_COST = 5 %, at most 256), so that a try costs at most
+about 5 % of the steps between tries: beside one busy process a try of two threads costs about
+ten steps, and tries after 8, 16, 32 ... steps had cost a chat reply a sixth of its speed (issue
+56). On every thread, a step twice as
 slow as the last three brings the next try forward to the next step: load that arrives costs
 those threads ten times the step, while load that leaves costs one thread about a third more,
 until its next try. A model's decode steps (its token embedding) are timed against each other.
+
+A training step is timed the same way (`training_step`, around the value_and_grad of each
+training loop in minattn/models): the tour's, `generate`'s and `attention --model`'s tiny
+models make only small products, and beside one busy process two BLAS threads made the tour
+two and a half times slower than one (issue 56; measured in docs/benchmarks.md).
 
 A prompt is one call, too few to learn from, so there the blocks are timed the same way
 (decoder_block, its variants included, for more than FEW_QUERIES tokens), per token: a
@@ -162,6 +171,24 @@ def blocks_of_a_width(params, x, *args, **kwargs):
     against each other per token (an `alike` of threads_chosen_by_timing)."""
     tokens = x.size // x.shape[-1]
     return ("block", x.shape[-1], x.dtype.str, tokens.bit_length()), tokens
+
+
+def numpy_params(params=None, *args, **kwargs):
+    """True for a call whose params (nested dicts and lists) hold NumPy arrays (a `when` of
+    threads_chosen_by_timing: a training step on the CPU, not one on CuPy)."""
+    leaf = params
+    while isinstance(leaf, (dict, list, tuple)) and leaf:
+        leaf = next(iter(leaf.values())) if isinstance(leaf, dict) else leaf[0]
+    return isinstance(leaf, numpy.ndarray)
+
+
+def training_step(f):
+    """f(params, ...), a training run's step (the value_and_grad of its loss, called once per
+    step), with each call on the BLAS thread count that the run's recent steps found faster
+    (threads_chosen_by_timing): a tiny model's step is many small products, which beside another
+    busy process wait for their second thread (the module docstring)."""
+    run = object()  # one run's steps are timed against each other, per step
+    return threads_chosen_by_timing(numpy_params, lambda *args, **kwargs: (run, 1))(f)
 
 
 class _OneBlasThread(contextlib.ContextDecorator):
@@ -277,8 +304,10 @@ class _Choice:
     # The thread count of the calls, and when to try the other: at the third call (the first,
     # which fills caches and tables, is not compared), then after `interval` calls, doubled (up
     # to LONGEST) each time the other loses, FIRST when it wins. A try that wins is tried again
-    # at the next call, and the count switches only if it wins twice.
-    FIRST, LONGEST = 8, 256
+    # at the next call, and the count switches only if it wins twice. The interval is at least
+    # what keeps a losing try's extra time under TRY_COST of the calls between tries: a count
+    # found r times slower waits (r - 1) / TRY_COST calls before its next try.
+    FIRST, LONGEST, TRY_COST = 8, 256, 0.05
 
     def __init__(self, n_all):
         self.current, self.other = n_all, 1
@@ -300,7 +329,8 @@ class _Choice:
                 self.steps, self.interval = 1, self.FIRST // 2  # try the other now, then 8, ...
             self.recent.append(seconds)
             return
-        won = seconds < statistics.median(self.recent)
+        median = statistics.median(self.recent)
+        won = seconds < median
         if won and not self.once:
             self.once, self.steps = True, 1  # again at the next call, to be sure
             return
@@ -308,7 +338,9 @@ class _Choice:
             self.current, self.other = self.other, self.current
             self.recent = collections.deque([seconds], maxlen=3)
         self.once = False
-        self.interval = self.FIRST if won else min(2 * self.interval, self.LONGEST)
+        slower = max(seconds, median) / min(seconds, median)  # the other count's, r
+        self.interval = min(max(self.FIRST if won else 2 * self.interval,
+                                round((slower - 1) / self.TRY_COST)), self.LONGEST)
         self.steps = self.interval
 
 

@@ -54,6 +54,7 @@ def dispatch(function=None, *, hooks=(), shows=None):
 
     dispatched.variants = registered
     dispatched.selecting = selecting
+    dispatched.variant_keywords = set()  # the keywords variants add to the signature shown
     parameters = inspect.signature(function).parameters.values()
     dispatched.__signature__ = inspect.signature(function).replace(
         parameters=[p for p in parameters if p.name not in hooks])
@@ -61,13 +62,15 @@ def dispatch(function=None, *, hooks=(), shows=None):
     return dispatched
 
 
-def implements(dispatched, *keywords, when=None):
+def implements(dispatched, *keywords, when=None, first=False):
     """Decorator: register a variant of `dispatched`, run for a call that sets one of
-    `keywords` or for which when(*args, **kwargs) is true."""
+    `keywords` or for which when(*args, **kwargs) is true; first=True: asked before the variants
+    registered earlier (a variant that wraps whichever of them runs: minattn.hooks's block)."""
     def register(variant):
-        dispatched.variants.append((frozenset(keywords), when, variant))
+        entry = (frozenset(keywords), when, variant)
+        dispatched.variants.insert(0, entry) if first else dispatched.variants.append(entry)
         dispatched.selecting.update(keywords)
-        _show_keywords(dispatched, dict.fromkeys(keywords))
+        _show_keywords(dispatched, dict.fromkeys(keywords), variant=True)
         return variant
     return register
 
@@ -75,10 +78,10 @@ def implements(dispatched, *keywords, when=None):
 def show(dispatched, **defaults):
     """Add keywords (with their defaults) to the signature `dispatched` shows: a variant's
     keywords that a function higher up (causal_lm, decoder_block) passes on to it."""
-    _show_keywords(dispatched, defaults)
+    _show_keywords(dispatched, defaults, variant=True)
 
 
-def _show_keywords(dispatched, keywords):
+def _show_keywords(dispatched, keywords, variant=False):
     # {keyword: default} join the dispatched function's signature, before its **keywords.
     signature = dispatched.__signature__
     parameters = list(signature.parameters.values())
@@ -86,6 +89,8 @@ def _show_keywords(dispatched, keywords):
     new = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=default)
            for k, default in keywords.items() if k not in signature.parameters]
     dispatched.__signature__ = signature.replace(parameters=parameters[:at] + new + parameters[at:])
+    if variant:  # a variant's keyword, which the canonical formula (and the course) never takes
+        dispatched.variant_keywords.update(p.name for p in new)
 
 
 def _set(value):

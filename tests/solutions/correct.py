@@ -114,7 +114,7 @@ def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
         h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
     if dropout:
         keep = rng.uniform(size=h.shape) < 1 - dropout
-        h = (h * keep / (1 - dropout)).astype(h.dtype)
+        h = (h * keep * (1 / (1 - dropout) if dropout < 1 else 0.0)).astype(h.dtype)  # p=1: 0
     return h @ params["w_2"] + params["b_2"]
 
 

@@ -1,0 +1,155 @@
+"""Reading and replacing a model's activations (hooks=): for interpretability, patching.
+
+causal_lm(params, tokens, hooks={(name, layer): function}, **config) runs the model with each
+named activation of that layer passed through function(value) -> value: return it to read it
+(run_with_cache keeps them all), return another array of its shape and dtype to replace it (by
+another run's values, zeros, a mean: replaced). The names, as TransformerLens's hook points:
+
+    resid_pre   [B, L, D]        the residual stream entering the block (layer 0: the embeddings)
+    attn_out    [B, L, D]        the self-attention sublayer's output (before a norm after it)
+    z           [B, H, L, d_v]   each head's output, its weights times the values, before w_o
+    pattern     [B, H, L, L_k]   each head's attention weights (rows: queries); a replacement
+                                 is multiplied by the values in place of the model's own
+    mlp_out     [B, L, D]        the feed-forward sublayer's output (before a norm after it)
+    resid_post  [B, L, D]        the residual stream leaving the block
+
+It is a variant (engine/variants.py), as head_mask is: the call that sets hooks= runs it, the
+model's own functions are unchanged and a call without it pays nothing. causal_lm hands each
+layer its own hooks (a list, one entry a layer, as causal_lm hands every per-layer keyword);
+the block's variant, asked before the families' blocks (first=True), reads the residual stream
+around whichever block runs, plugs its attention in through decoder_block's attention= and
+leaves its hooks for position_wise's variant while the block runs; self_attention's variant
+reads z and pattern through its core=, after any attention variant has chosen its core
+(Gemma's soft-capping, gpt-oss's sinks).
+"""
+import contextvars
+import functools
+
+import autograd.numpy as np
+
+from .engine.decoder_checks import check_hooks, check_replacement, check_selection
+from .engine.variants import implements, show
+from .kv_cache import self_attention
+from .language_model import causal_lm
+from .multi_head import grouped_attention
+from .transformer_decoder import decoder_block, position_wise
+
+ACTIVATIONS = ("resid_pre", "attn_out", "z", "pattern", "mlp_out", "resid_post")
+HEADS = ("z", "pattern")  # read inside self_attention
+
+
+def _model_hooks(params, tokens, attention_mask=None, *, hooks=None, **config):
+    return hooks is not None and not isinstance(hooks, list)  # a list: one entry a layer
+
+
+@implements(causal_lm, when=_model_hooks)
+def causal_lm_with_hooks(params, tokens, attention_mask=None, *, hooks, **config):
+    """causal_lm with hooks {(name, layer): function(value) -> value} (module docstring): each
+    named activation of that layer passed through its function; config as causal_lm's."""
+    per_layer = check_hooks(hooks, params, ACTIVATIONS)  # [{name: function}], one a layer
+    return causal_lm(params, tokens, attention_mask, hooks=per_layer, **config)
+
+
+@implements(decoder_block, "hooks", first=True)
+def decoder_block_with_hooks(params, x, mask=None, *, hooks, attention=None, cache=None,
+                             **config):
+    """decoder_block (or the family's block that runs) with hooks {name: function} on this
+    layer's activations (module docstring)."""
+    # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
+    x = _hooked(hooks, "resid_pre", x)
+    attention = functools.partial(_attention, attention=attention or self_attention, hooks=hooks)
+    feed_forward = _FEED_FORWARD.set(hooks if "mlp_out" in hooks else None)  # position_wise
+    try:
+        out = decoder_block(params, x, mask, attention=attention, cache=cache, **config)
+    finally:
+        _FEED_FORWARD.reset(feed_forward)
+    x, new_cache = out if cache is not None else (out, None)
+    x = _hooked(hooks, "resid_post", x)
+    return x if cache is None else (x, new_cache)
+
+
+# The hooks of the block running now, for its feed-forward: every block calls position_wise by
+# name (no keyword reaches it), so the block's variant leaves them here while the block runs.
+_FEED_FORWARD = contextvars.ContextVar("minattn_hooks_feed_forward", default=None)
+
+
+def _feed_forward_hooked(params, x, activation):
+    return _FEED_FORWARD.get() is not None
+
+
+@implements(position_wise, when=_feed_forward_hooked)
+def position_wise_with_hooks(params, x, activation):
+    """position_wise with its output through the running block's hook on "mlp_out"."""
+    hooks, unhooked = _FEED_FORWARD.get(), _FEED_FORWARD.set(None)  # the call below: unhooked
+    try:
+        out = position_wise(params, x, activation)
+    finally:
+        _FEED_FORWARD.reset(unhooked)
+    return _hooked(hooks, "mlp_out", out)
+
+
+@implements(self_attention, "hooks")
+def self_attention_with_hooks(params, x, mask=None, *, hooks, core=None, **config):
+    """self_attention with hooks {"z", "pattern": function} on its heads (module docstring)."""
+    core = functools.partial(_core, core=core or grouped_attention, hooks=hooks)
+    return self_attention(params, x, mask, core=core, **config)
+
+
+def _attention(params, x, mask=None, *, attention, hooks, **config):
+    # The block's attention sublayer, its output hooked ("attn_out"), its heads' hooks handed on
+    heads = {name: hooks[name] for name in HEADS if name in hooks}
+    if heads and getattr(attention, "func", attention) is not self_attention:
+        raise ValueError(f"hooks on {', '.join(heads)} read self_attention's heads; this layer's "
+                         f"attention is {getattr(attention, '__name__', attention)!r}")
+    out, new_cache = attention(params, x, mask, **config, **({"hooks": heads} if heads else {}))
+    return _hooked(hooks, "attn_out", out), new_cache
+
+
+def _core(q, k, v, mask=None, *, core, hooks):
+    # [..., H, L, d], [..., H_kv, L_k, d] x 2 -> heads [..., H, L, d], weights [..., H, L, L_k]
+    heads, weights = core(q, k, v, mask)
+    if "pattern" in hooks:  # the replaced weights read the values: query head h, kv head h // G
+        weights = _hooked(hooks, "pattern", weights)
+        heads = weights @ np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    return _hooked(hooks, "z", heads), weights
+
+
+def _hooked(hooks, name, value):
+    # value through hooks[name] (checked: the same shape and dtype), or value itself
+    function = hooks.get(name)
+    return value if function is None else check_replacement(name, value, function(value))
+
+
+def run_with_cache(params, tokens, attention_mask=None, *, names=ACTIVATIONS, **config):
+    """-> (causal_lm's logits, {(name, layer): activation}) for every name in names and every
+    layer, recorded in one forward pass. config: as causal_lm's (and hooks= of its own, which
+    run before the recording)."""
+    cache, hooks = {}, dict(config.pop("hooks", None) or {})
+    for layer in range(len(params["layers"])):
+        for name in names:
+            hooks[name, layer] = functools.partial(_kept, cache, (name, layer),
+                                                   hooks.get((name, layer)))
+    return causal_lm(params, tokens, attention_mask, hooks=hooks, **config), cache
+
+
+def _kept(cache, key, before, value):
+    value = value if before is None else before(value)
+    cache[key] = value
+    return value
+
+
+def replaced(new, *, position=None, head=None, batch=None):
+    """A hook: the activation with `new` (its shape and dtype, or one that broadcasts to it) in
+    place of the whole of it, or only at a query position (axis -2), a head (axis -3: z,
+    pattern) or a batch row (axis 0); each None: all of that axis, an int or a list: those."""
+    return functools.partial(_replaced, new, (batch, head, position))
+
+
+def _replaced(new, where, value):
+    # value [B, ..., (H,) L, d] with new at where = (batch, head, position): a boolean selection
+    selected = check_selection(value, new, where)  # bool, broadcasting to value
+    return np.where(selected, new, value)
+
+
+# causal_lm passes hooks on to its blocks (**block_config)
+show(causal_lm, hooks=None)

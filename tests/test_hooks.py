@@ -1,0 +1,206 @@
+"""causal_lm's hooks= read and replace a model's activations, against transformers (float64):
+the residual stream against output_hidden_states, the weights against output_attentions, each
+sublayer's output and each head's output before o_proj against torch forward hooks, and every
+replacement against a torch hook making the same one. Small random Llama, Qwen3 (QK-norm, its
+own head width) and Gemma 2 (sandwich norms, soft-capping, a sliding window) built from a
+config; transformers' float32 islands lifted (tests/test_hf_families.py's float64_islands)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="parity with transformers needs torch")
+transformers = pytest.importorskip("transformers", reason="parity tests need transformers")
+
+import minattn as ma  # noqa: E402
+from minattn.hooks import ACTIVATIONS, replaced, run_with_cache  # noqa: E402
+from minattn.interop import from_hf  # noqa: E402
+
+from .test_hf_families import _build, _float64_source, float64_islands  # noqa: E402, F401
+from .test_hf_parity import V  # noqa: E402
+
+FAMILIES = {
+    "llama": ("llama", {}),
+    "qwen3": ("qwen3", {"head_dim": 12}),
+    "gemma2": ("gemma2", {"head_dim": 12, "sliding_window": 3, "attn_logit_softcapping": 1.5,
+                          "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20}),
+}
+TOL = 1e-8
+
+
+@pytest.fixture
+def islands(float64_islands, monkeypatch):
+    """float64_islands, and Llama's and Qwen3's eager attention (output_attentions needs it)
+    with its softmax in float64 too (stock: float32, then cast back)."""
+    for family in ("llama", "qwen3"):
+        modeling = getattr(getattr(transformers.models, family), f"modeling_{family}")
+        monkeypatch.setattr(modeling, "eager_attention_forward",
+                            _float64_source(modeling.eager_attention_forward))
+
+
+def _models(name):
+    family, overrides = FAMILIES[name]
+    model = _build(family, torch.float64, **{**overrides, "attn_implementation": "eager"}).eval()
+    return model, *from_hf(model)
+
+
+def _tokens(seed, b=2, length=6):
+    return np.random.default_rng(seed).integers(3, V, size=(b, length))
+
+
+def _torch_run(model, tokens, hooks=()):
+    # -> logits, and the outputs of transformers (hidden states, attentions), with torch hooks
+    handles = [register(hook) for register, hook in hooks]
+    try:
+        with torch.no_grad():
+            out = model(torch.from_numpy(tokens), output_hidden_states=True,
+                        output_attentions=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out
+
+
+def _sublayers(model, layer):
+    block = model.model.layers[layer]
+    return {"attn_out": block.self_attn.register_forward_hook,
+            "mlp_out": block.mlp.register_forward_hook,
+            "z": block.self_attn.o_proj.register_forward_pre_hook,
+            "resid_pre": lambda f: block.register_forward_pre_hook(f, with_kwargs=True)}
+
+
+def _torch_value(name, output, n_heads):
+    # a torch hook's view of the activation -> minattn's layout
+    if name == "attn_out":
+        return output[0].numpy()
+    if name == "z":  # o_proj's input [B, L, H d] -> [B, H, L, d]
+        b, length, width = output[0].shape
+        return output[0].reshape(b, length, n_heads, width // n_heads).transpose(1, 2).numpy()
+    return output.numpy()
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_recorded_activations_equal_transformers(name, islands):
+    model, params, config = _models(name)
+    tokens = _tokens(0)
+    recorded, hooks = {}, []
+    for layer in range(len(params["layers"])):
+        for act, register in _sublayers(model, layer).items():
+            if act == "resid_pre":
+                continue
+            keep = (lambda key: lambda module, *args: recorded.__setitem__(
+                key, _torch_value(key[0], args[-1] if key[0] != "z" else args[0],
+                                  config["n_heads"])))((act, layer))
+            hooks.append((register, keep))
+    out = _torch_run(model, tokens, hooks)
+    logits, cache = run_with_cache(params, tokens, **config)
+    assert set(cache) == {(a, layer) for a in ACTIVATIONS for layer in range(len(params["layers"]))}
+    np.testing.assert_allclose(logits, out.logits.numpy(), rtol=0, atol=TOL)
+    n = len(params["layers"])
+    for layer in range(n):
+        np.testing.assert_allclose(cache["resid_pre", layer], out.hidden_states[layer].numpy(),
+                                   rtol=0, atol=TOL)
+        np.testing.assert_allclose(cache["pattern", layer], out.attentions[layer].numpy(),
+                                   rtol=0, atol=TOL)
+        for act in ("attn_out", "mlp_out", "z"):
+            np.testing.assert_allclose(cache[act, layer], recorded[act, layer], rtol=0, atol=TOL)
+    for layer in range(n - 1):  # transformers' last hidden state is after the final norm
+        np.testing.assert_allclose(cache["resid_post", layer], out.hidden_states[layer + 1].numpy(),
+                                   rtol=0, atol=TOL)
+
+
+def _replacing_torch_hook(name, new, n_heads, head=None, position=None):
+    # a torch hook writing `new` into the activation (numpy, minattn's layout) where selected
+    def select(value):  # value: minattn's layout; new where selected
+        out = value.copy()
+        index = (slice(None),) * (value.ndim - 2) if head is None else \
+            (slice(None), head)
+        out[index + ((slice(None) if position is None else position),)] = \
+            np.broadcast_to(new, value.shape)[index + ((slice(None) if position is None
+                                                        else position),)]
+        return out
+
+    if name == "attn_out":
+        return lambda module, args, output: (torch.from_numpy(select(output[0].numpy())),
+                                             *output[1:])
+    if name == "mlp_out":
+        return lambda module, args, output: torch.from_numpy(select(output.numpy()))
+    if name == "z":
+        def pre(module, args):
+            b, length, width = args[0].shape
+            z = args[0].reshape(b, length, n_heads, width // n_heads).transpose(1, 2).numpy()
+            z = torch.from_numpy(select(z)).transpose(1, 2).reshape(b, length, width)
+            return (z, *args[1:])
+        return pre
+
+    def resid(module, args, kwargs):
+        if args:
+            return (torch.from_numpy(select(args[0].numpy())), *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": torch.from_numpy(select(
+            kwargs["hidden_states"].numpy()))}
+    return resid
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_replacements_equal_torch_hooks_making_them(name, islands):
+    model, params, config = _models(name)
+    tokens, other = _tokens(0), _tokens(1)
+    _, other_cache = run_with_cache(params, other, **config)
+    h = config["n_heads"]
+    cases = [  # (activation, layer, new, head, position)
+        ("z", 1, np.zeros((), dtype=np.float64), 1, None),  # a head ablated
+        ("attn_out", 0, other_cache["attn_out", 0], None, None),  # another run's
+        ("mlp_out", 1, other_cache["mlp_out", 1].mean(0, keepdims=True), None, 2),  # a mean
+        ("resid_pre", 1, other_cache["resid_pre", 1], None, 3),
+        ("z", 0, other_cache["z", 0], 3, 4)]
+    for act, layer, new, head, position in cases:
+        logits = ma.causal_lm(params, tokens, hooks={(act, layer): replaced(
+            new, head=head, position=position)}, **config)
+        register = _sublayers(model, layer)[act]
+        expected = _torch_run(model, tokens, [(register, _replacing_torch_hook(
+            act, new, h, head, position))]).logits.numpy()
+        plain = _torch_run(model, tokens).logits.numpy()
+        assert np.abs(expected - plain).max() > 1e-3, (act, "the replacement must matter")
+        np.testing.assert_allclose(logits, expected, rtol=0, atol=TOL, err_msg=act)
+
+
+def test_a_replaced_pattern_is_what_the_values_are_read_with():
+    # the reference: the layer's z recomputed by hand from the replaced weights and the values
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32,
+                                       position="rope", norm="rms_norm", activation="swiglu",
+                                       bias=False, tied=False, n_kv_heads=2)
+    tokens = _tokens(2)
+    uniform = np.tril(np.ones((6, 6))) / np.arange(1, 7)[:, None]  # [L, L]: the mean of the past
+    _, cache = run_with_cache(params, tokens, hooks={("pattern", 1): replaced(uniform)}, **config)
+    attention = params["layers"][1]["self_attention"]
+    x = ma.rms_norm(cache["resid_pre", 1], params["layers"][1]["self_attention_norm"]["gamma"],
+                    config.get("eps", 1e-5))
+    v = (x @ attention["w_v"]).reshape(2, 6, 2, 6)  # [B, L, H_kv, d]
+    for head in range(4):
+        expected = np.einsum("qk,bkd->bqd", uniform, v[:, :, head // 2])  # kv head h // G
+        np.testing.assert_allclose(cache["z", 1][:, head], expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cache["pattern", 1], np.broadcast_to(uniform, (2, 4, 6, 6)))
+
+
+def test_without_hooks_the_model_runs_its_own_functions():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32)
+    tokens = _tokens(3)
+    read = ma.causal_lm(params, tokens, hooks={(a, 1): (lambda v: v) for a in ACTIVATIONS},
+                        **config)
+    np.testing.assert_array_equal(read, ma.causal_lm(params, tokens, **config))
+
+
+@pytest.mark.parametrize("hooks, message", [
+    ({("attn", 0): lambda v: v}, "no activation is called 'attn'.*resid_pre, attn_out, z"),
+    ({("z", 2): lambda v: v}, r"layer must be an int in \[0, 2\)"),
+    ({"z": lambda v: v}, "a key is \\(name, layer\\)"),
+    ({("z", 0): replaced(np.zeros((), dtype=np.float32))}, "dtype float32.*float64"),
+    ({("z", 0): replaced(np.zeros((3, 6)))}, "must broadcast"),
+    ({("z", 0): replaced(np.zeros(()), head=4)}, "head=4 is out of range.* has 4 along its head"),
+    ({("attn_out", 0): replaced(np.zeros(()), head=0)}, "no head axis"),
+    ({("mlp_out", 1): replaced(np.zeros(()), position=6)}, "position=6 is out of range"),
+    ({("mlp_out", 1): lambda v: v[:, :3]}, r"returned shape \(2, 3, 24\).*\(2, 6, 24\)"),
+    ({("mlp_out", 1): lambda v: None}, "returned NoneType"),
+])
+def test_bad_hooks_are_refused_by_name(hooks, message):
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32)
+    with pytest.raises(ValueError, match=message):
+        ma.causal_lm(params, _tokens(3), hooks=hooks, **config)
