@@ -47,6 +47,13 @@ def test_a_run_trains_evaluates_and_writes_its_adapter(files, tmp_path, capsys):
     assert "held out: the last 1 of the 12 examples" in err and "tokens/s" in err
     losses = json.loads((tmp_path / "run" / "losses.json").read_text())
     assert len(losses) == 6 and losses == loop.load_checkpoint(tmp_path / "run")["losses"]
+    assert {"adapter_model.safetensors", "adapter_config.json"} <= \
+        {p.name for p in (tmp_path / "run").iterdir()}
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (tmp_path / "run" / "loss.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_run_resumed_after_ctrl_c_ends_with_the_same_numbers(files, tmp_path, capsys,
