@@ -47,8 +47,17 @@ def test_a_run_trains_evaluates_and_writes_its_adapter(files, tmp_path, capsys):
     assert "held out: the last 1 of the 12 examples" in err and "tokens/s" in err
     losses = json.loads((tmp_path / "run" / "losses.json").read_text())
     assert len(losses) == 6 and losses == loop.load_checkpoint(tmp_path / "run")["losses"]
-    assert {"adapter_model.safetensors", "adapter_config.json"} <= \
-        {p.name for p in (tmp_path / "run").iterdir()}
+    from minattn.lora import load_adapter
+    from minattn.pretrained import load_language_model
+
+    tiny = load_language_model(model)
+    adapter, alpha = load_adapter(tmp_path / "run", tiny.params, tiny.config)
+    trained = loop.load_checkpoint(tmp_path / "run")["trainable"]
+    assert alpha == 16
+    saved = {tuple(path): a for path, a in loop._flatten(adapter)}
+    assert saved.keys() == {tuple(path) for path, _ in loop._flatten(trained)}
+    for path, b in loop._flatten(trained):  # PEFT's files hold the trained weights
+        np.testing.assert_array_equal(saved[tuple(path)], b, err_msg=str(path))
     try:
         import matplotlib  # noqa: F401
     except ImportError:

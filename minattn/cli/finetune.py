@@ -283,19 +283,16 @@ def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
 
 
 def _save(out, state, args):
+    from ..display.plot import save_curve
     from ..lora import save_adapter
 
-    save_adapter(out, state["trainable"], alpha=args.alpha)
+    save_adapter(out, state["trainable"], alpha=args.alpha, lora_dropout=args.dropout)
     (out / "losses.json").write_text(json.dumps(state["losses"]))
     print(f"adapter in {out}")
     try:
-        from ..display.plot import save_curve
-    except ImportError:
-        return 0
-    try:
         save_curve(out / CURVE, state["losses"], title=f"finetune: {args.steps} steps, rank "
                    f"{args.rank}, {','.join(args.targets)}", ylabel="loss per assistant token")
-    except ImportError:  # matplotlib not installed: the curve is skipped
+    except ImportError:  # matplotlib is not installed: no curve
         return 0
     print(f"loss curve in {out / CURVE}")
     return 0
