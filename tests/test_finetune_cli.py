@@ -126,8 +126,9 @@ class TestBadData:
         line = _refused(capsys, [model, data, "--out", tmp_path / "run"], says)
         assert str(data) in line and not (tmp_path / "run").exists()
 
-    def test_a_missing_data_file(self, files, tmp_path, capsys):
-        _refused(capsys, [files[0], tmp_path / "none.jsonl", "--out", tmp_path / "run"],
+    @pytest.mark.parametrize("with_model", [True, False])  # without: the default model's
+    def test_a_missing_data_file(self, files, tmp_path, capsys, with_model):
+        _refused(capsys, [*files[:with_model], tmp_path / "none.jsonl", "--out", tmp_path / "r"],
                  "none.jsonl' does not exist")
 
     def test_a_bad_held_out_file(self, files, tmp_path, capsys):
@@ -155,7 +156,7 @@ class TestBadOptions:
         assert not (tmp_path / "run").exists()
 
     def test_three_paths(self, files, tmp_path, capsys):
-        _refused(capsys, [*files, files[1], "--out", tmp_path], "takes [MODEL] DATA.jsonl")
+        _refused(capsys, [*files, files[1], "--out", tmp_path], "unrecognized arguments")
 
     def test_a_missing_model(self, files, tmp_path, capsys):
         _refused(capsys, [tmp_path / "no.gguf", files[1], "--out", tmp_path / "r"],

