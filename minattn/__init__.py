@@ -64,6 +64,9 @@ the family files whose blocks answer calls of the shared functions):
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
                       interop.py (from_torch, mask_from_torch; from_hf, the dispatch to
                       families/; needs torch)
+    training/         fine-tuning a real model: AdamW, clipping, the schedule (optimizer.py),
+                      chat examples and the assistant-only loss (chat_data.py), the loop with
+                      its checkpoints (loop.py); python -m minattn finetune
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli/              python -m minattn (one module per command)
 minattn.interop and minattn.pretrained are the modules in models/, under their documented names.

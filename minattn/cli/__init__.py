@@ -22,6 +22,8 @@
                                            (exercises and check: minattn/course/grader.py)
     python -m minattn chat [--prompt TEXT] talk with a real model (SmolLM2-135M-Instruct) on
                                            minattn, from its weights file (chat.py)
+    python -m minattn finetune [MODEL] DATA.jsonl --out DIR
+                                           LoRA on chat examples, on minattn (finetune.py)
 
 Each command's module has add_command(commands), its parser, and run(args), its work; the
 argparse types are in arguments.py, what the commands share in common.py.
@@ -33,10 +35,11 @@ before any training or loading. Progress bars go to stderr; stdout carries the r
 import argparse
 import sys
 
-from . import attention, chat, generate, heads, induction, patch, similarity, tour
+from . import attention, chat, finetune, generate, heads, induction, patch, similarity, tour
 from .common import EXIT_CODES, Parser, UsageError, examples
 
-COMMANDS = (similarity, attention, generate, induction, heads, patch, chat)  # in --help's order
+COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
+            finetune)  # in --help's order
 
 
 def build_parser():

@@ -35,6 +35,33 @@ def non_negative_float(text):
     return value
 
 
+def positive_float(text):
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def fraction(text):
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
+    return value
+
+
+def lora_targets(text):
+    from ..lora import TARGETS
+
+    names = tuple(name.strip() for name in text.split(","))
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown target {', '.join(map(repr, unknown))} in "
+                                         f"{text!r}: the valid ones are {', '.join(TARGETS)}")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"names a target twice, got {text!r}")
+    return names
+
+
 def probability(text):
     try:
         value = float(text)
