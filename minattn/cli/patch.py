@@ -83,7 +83,7 @@ def _print_report(args, lm, report, n_layers, n_heads):
               f"(estimate {report['attribution'][layer, head]:+.3f})")
     print(f"correlation of the two over all {n_layers * n_heads} heads: "
           f"{report['correlation']:.3f}")
-    print("\nsublayers (score by layer):")
+    print("\nsublayers scoring 0.1 or more in size (score by layer):")
     for layer in range(n_layers):
         a, m = report["attn_out"][layer], report["mlp_out"][layer]
         if max(abs(a), abs(m)) >= 0.1:
