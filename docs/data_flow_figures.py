@@ -130,8 +130,8 @@ def draw_running_example(path):
         a0, a1 = axes[left].get_position(), axes[right].get_position()
         y = (a0.y0 + a0.y1) / 2
         _arrow(fig, (a0.x1 + 0.004, y), (a1.x0 - (0.045 if right == 4 else 0.004), y), label)
-    fig.suptitle("section 3's running example through one head: the row of cabinet (4) puts 0.62"
-                 " of its weight on keys (1)", fontsize=11, y=1.08)
+    fig.suptitle("section 3's running example through one head: the row of cabinet (4) puts "
+                 f"{a['weights'][4, 1]:.2f} of its weight on keys (1)", fontsize=11, y=1.08)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
@@ -211,7 +211,8 @@ def draw_language_model(path):
     ]
     for y, text, colour in steps:
         ax.text(4, y, text, ha="center", va="center", fontsize=9, family="monospace",
-                multialignment="left", bbox=dict(boxstyle="round,pad=0.45", facecolor=colour, edgecolor="#555555"))
+                multialignment="left",
+                bbox=dict(boxstyle="round,pad=0.45", facecolor=colour, edgecolor="#555555"))
     gaps = [(8.85, 8.3), (7.95, 7.4), (7.0, 6.25), (4.95, 4.2), (3.85, 3.3), (2.9, 2.4),
             (2.0, 1.55)]
     for top, bottom in gaps:

@@ -7,11 +7,12 @@ The first reading is walkthrough.md up to its "# Second reading" heading. Each `
 of doctests becomes code cells, one per statement whose output the text prints (the `>>> ` and
 `... ` prompts removed, the printed output left for the notebook to compute); the source
 excerpts (```py), shell commands (```bash, shown as text: never run) and the prose stay
-markdown, as do the examples the
-text skips without optional packages (a `<!-- skip: ... -->` marker), which would need the
-model file. The answers folded after each section's questions (`<details>`) stay folded: their
-code is shown with what it prints, not run. jupytext turns the result into a notebook; tests/test_notebook.py checks that the
-committed notebook is what this script makes, and runs it.
+markdown. The examples the text skips without optional packages (a `<!-- skip: ... -->`
+marker: section 14's, which need the chat extra and the model's wheel) are code cells too, to
+run once those are installed. The answers folded after each section's questions
+(`<details>`) stay folded: their code is shown with what it prints, not run. jupytext turns the
+result into a notebook; tests/test_notebook.py checks that the committed notebook is what this
+script makes, and runs it.
 """
 import argparse
 import json
@@ -68,9 +69,7 @@ def first_reading_markdown(text):
     title_end = text.index("\n") + 1
     text = text[:title_end] + "\n" + intro + text[title_end:].lstrip("\n")
 
-    def convert(match):
-        if match[1]:  # skipped in CI without optional packages: shown, not run
-            return "```text\n" + match[2] + "```\n"
+    def convert(match):  # a skipped example (match[1]) too: it runs where its packages are
         return cells_of(match[2])
 
     # a folded block stays one markdown cell: its code is shown as text (```py), never run

@@ -46,6 +46,7 @@ def bad_values(tmp):
         grader._exercise_folder: ["", str(tmp / "notpy.txt"), str(tmp / "full")],
         arguments.non_negative_float: ["-1", "inf", "nan", "warm", ""],
         arguments.probability: ["0", "1.5", "-0.1", "nan", "most"],
+        arguments.temperature: ["-1", "inf", "nan", "1e9", "10.5", "hot"],
         arguments.model_path: ["/no/such/model.gguf", ""],
         arguments.message_text: [NOT_UTF8, "", " \n "],
         arguments.thread_count: ["0", "-1", "x", "100000"],

@@ -132,26 +132,6 @@ def test_softmax_vjp(x, g, axis):
     np.testing.assert_allclose(t.softmax_vjp(y, g, axis), theirs, **CLOSE)
 
 
-MODELS = {
-    "gpt2": dict(),
-    "llama": dict(position="rope", norm="rms_norm", activation="swiglu", bias=False, tied=False,
-                  n_kv_heads=2),
-}
-
-
-@pytest.fixture(scope="module", params=list(MODELS))
-def model(request):
-    return ma.init_causal_lm(np.random.default_rng(0), 13, 2, 16, 4, 24, n_positions=32,
-                             **MODELS[request.param])
-
-
-def test_causal_lm(model):
-    params, config = model
-    tokens = np.random.default_rng(1).integers(0, 13, size=(2, 9))
-    np.testing.assert_allclose(t.causal_lm(params, tokens, **config),
-                               ma.causal_lm(params, tokens, **config), **CLOSE)
-
-
 @pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8), dict(temperature=1.3, top_k=4),
                                       dict(temperature=0.9, top_p=0.8),
                                       dict(temperature=1.0, top_k=6, top_p=0.5)])

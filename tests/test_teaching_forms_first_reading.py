@@ -105,7 +105,8 @@ def test_language_model_in_one_pass_and_through_its_cache():
     assert [c["k"].shape for c in cache] == [(2, 4, 7, 4)] * 2
 
 
-@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8), dict(temperature=1.3, top_k=4)])
+@pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8),
+                                      dict(temperature=1.3, top_k=4)])
 def test_generate(sampling):
     params, config = _llama()
     prompt = np.array([[3, 1, 4], [1, 5, 9]])

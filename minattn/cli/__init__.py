@@ -36,7 +36,7 @@ import argparse
 import sys
 
 from . import attention, chat, finetune, generate, heads, induction, patch, similarity, tour
-from .common import EXIT_CODES, Parser, UsageError, examples
+from .common import EXIT_CODES, Parser, UsageError, examples, with_help
 
 COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
             finetune)  # in --help's order
@@ -67,11 +67,13 @@ def main(argv=None):
     the line `error: ...` on stderr: UsageError (refused before any work; a model file that
     cannot be used becomes one in common.model_file_refused) exits 2; an ImportError (an
     optional package missing) exits 2 too; an OSError or ValueError during the work exits 1."""
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
     except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {with_help(error, getattr(args, '_prog', 'python -m minattn'))}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

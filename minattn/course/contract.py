@@ -17,7 +17,6 @@ own parts runs them plainly), so each check costs a few calls, never a cascade.
 """
 import copy
 import functools
-import inspect
 
 import numpy
 
@@ -130,7 +129,8 @@ def agree(a, b):
     order of summation can break), else where and how they differ."""
     for (path, x), (_, y) in zip(arrays(a, "the result"), arrays(b, "the result")):
         if x.shape != y.shape or x.dtype != y.dtype:
-            return f"{path}: {x.dtype} {list(x.shape)} the first time, {y.dtype} {list(y.shape)} the second"
+            return (f"{path}: {x.dtype} {list(x.shape)} the first time, {y.dtype} "
+                    f"{list(y.shape)} the second")
         if x.dtype.kind in "fc":
             tol = 1e-7 if x.dtype == numpy.float64 else 1e-2
             scale = max(1.0, float(numpy.max(numpy.abs(x[numpy.isfinite(x)]), initial=0.0)))
@@ -138,7 +138,7 @@ def agree(a, b):
         else:
             ok = numpy.array_equal(x, y)
         if not ok:
-            return f"{path} differs:\nthe first time:\n{show(x)}\nthe second time:\n{show(y)}"
+            return f"{path} differs\nthe first time:\n{show(x)}\nthe second time:\n{show(y)}"
     if len(arrays(a, "")) != len(arrays(b, "")):
         return "the results have another structure the second time"
     return None
@@ -196,7 +196,8 @@ class Call:
                 parts.append(f"{name}: {value.dtype} {list(value.shape)}")
             elif isinstance(value, dict):
                 inside = arrays(value, "")
-                parts.append(f"{name}: a dict" + (f" of {inside[0][1].dtype} arrays" if inside else ""))
+                parts.append(f"{name}: a dict"
+                             + (f" of {inside[0][1].dtype} arrays" if inside else ""))
             elif isinstance(value, numpy.random.Generator):
                 parts.append(f"{name}: a Generator")
             else:
@@ -211,8 +212,8 @@ class Call:
         before = self.bound(*self.before)
         for name, value in self.bound(self.args, self.kwargs).items():
             if not same(before[name], value):
-                changed = [p for (p, a), (_, b) in zip(arrays(before[name], name), arrays(value, name))
-                           if not same(a, b)]
+                changed = [p for (p, a), (_, b) in zip(arrays(before[name], name),
+                                                       arrays(value, name)) if not same(a, b)]
                 shown = ""
                 if changed:
                     path = changed[0]
@@ -220,7 +221,8 @@ class Call:
                     new = dict(arrays(value, name))[path]
                     shown = f"\n{path} before the call:\n{show(old)}\nafter it:\n{show(new)}"
                 self.fail(f"changed its argument {changed[0] if changed else name} in place: a "
-                          f"function returns new arrays and leaves the caller's as they were{shown}",
+                          "function returns new arrays and leaves the caller's as they were"
+                          + shown,
                           "compute into new arrays (x = x - top, np.where(...), "
                           "np.concatenate(...), {**cache, 'k': k}), never into an argument "
                           "(x -= top, x[...] = ..., out=x, cache['k'] = ...)")
@@ -346,17 +348,21 @@ class Call:
                     f"slice of a larger array, such as a fused QKV projection): {difference}",
                     "read arrays by their shape, not their memory layout: no x.shape = ..., "
                     "np.frombuffer, or strides computed by hand")
-        if self.differs(first, self.outcome(rebuild(self.before, numpy.copy, fresh_leaf))) is not None:
+        fresh = self.outcome(rebuild(self.before, numpy.copy, fresh_leaf))
+        if self.differs(first, fresh) is not None:
             return (f"returned another result for an equal string that is another object: "
                     f"{difference}", "compare strings with ==, never with `is`")
+        given = self.bound(*self.before)
         for parameter in self.signature.parameters:
             if self.differs(first, self.outcome(self.again({parameter}, numpy.copy, same_leaf))) \
                     is not None:
-                default = self.signature.parameters[parameter].default
-                return (f"returned another result with {parameter} left out than with "
-                        f"{parameter}={default!r}, the exercise's default (or the other way "
-                        f"round): {difference}",
-                        f"give {parameter} the default of the exercise's signature, "
+                default = f"{parameter}={self.signature.parameters[parameter].default!r}"
+                how = (f"called with {default} given and again with {parameter} left out" if
+                       parameter in given else f"called with {parameter} left out and again with "
+                       f"{default} given")
+                return (f"is not the same function with the exercise's default {default}: "
+                        f"{how}, it returned other results: {difference}",
+                        f"give {parameter} the exercise's default, as in its signature "
                         f"{self.name}{self.signature}")
         return (f"returned another result when called again: {difference}",
                 "keep no state between calls, and read arrays by their shape, not their layout")

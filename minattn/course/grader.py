@@ -17,11 +17,18 @@ for the second reading): their properties wait for that part too.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
-named, and a hint. Exit codes: 0 every property checked passed; 1 a property failed (a wrong
-value, an example past its time limit, the student's code ending the process), or nothing was
-checked; 2 FILE cannot be loaded (missing, not a .py file, a syntax error, an import error, an
-exit while loading) or a function's signature does not match minattn's. Needs hypothesis (the
-extra `check`).
+named, and a hint. Every call a property makes of a student's function is also held to the
+contract of every call (minattn/course/contract.py): its arguments left as they were, its float
+dtype kept (the call is made again in float32, and in float16 where the stub promises x's
+dtype), the same results, in new memory, from a second call with fresh copies of its arguments
+(laid out non-contiguously, each argument with a default given or left out); a broken promise
+fails the property that made the call, with the contract's own hint.
+
+Exit codes: 0 every property checked passed; 1 a property failed (a wrong value, an example
+past its time limit, the student's code ending the process), or nothing was checked; 2 FILE
+cannot be loaded (missing, not a .py file, a syntax error, an import error, an exit while
+loading) or a function's signature does not match minattn's. Needs hypothesis (the extra
+`check`).
 
 Time limits: the student's code runs under a limit per example (EXAMPLE_SECONDS of CPU time,
 WAITING_FACTOR times that on the clock; the properties run once untimed first, so that imports
@@ -71,8 +78,8 @@ LATER_PARAMETERS = {
     "delta_rule": {"chunk_size": None},
     "self_attention": {"n_kv_heads": 4, "d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
                        "eps": None, "query_pre_attn_scalar": None,
-                       "attn_logit_softcapping": None, "head_mask": None},
-    "causal_lm": {"logits_to_keep": None, "head_mask": None},
+                       "attn_logit_softcapping": None, "head_mask": None, "hooks": None},
+    "causal_lm": {"logits_to_keep": None, "head_mask": None, "hooks": None},
 }
 
 
@@ -419,7 +426,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
     warm_up([p for p in chosen if p.part <= part])
-    failed_own = []
+    failed_own, broken = [], set()  # broken: the hints of the contract's failures reported
     failures = checked = not_run = 0
     with graded(functions):
         for prop in chosen:
@@ -441,11 +448,16 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 continue
             failures += 1
             reason, example = result
+            if isinstance(reason, Broken) and reason.hint in broken:  # said in full above
+                print(f"      what failed: {reason.splitlines()[0]} (the promise broken above)",
+                      file=out)
+                continue
             print(textwrap.indent(f"what failed: {reason}", "      "), file=out)
             if example:
                 print(textwrap.indent(f"counterexample:\n{textwrap.indent(example, '  ')}",
                                       "      "), file=out)
             if isinstance(reason, Broken):
+                broken.add(reason.hint)
                 failed_own += sorted(set(yours) - set(failed_own))
                 print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
             elif prop.of in functions:

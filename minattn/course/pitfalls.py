@@ -215,7 +215,7 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
                                        d_k=None, positions=None, rope_base=10000.0,
                                        rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
                                        query_pre_attn_scalar=None, attn_logit_softcapping=None,
-                                       cache=None, head_mask=None):
+                                       cache=None, head_mask=None, hooks=None):
     """self_attention that rotates the values with RoPE too, not just the queries and keys.
 
     RoPE belongs in the scores: rotating q and k makes q . k depend on the positions' offset only.
@@ -249,13 +249,15 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
                                           final_logit_softcapping=None,
                                           attention=None, cache=None,
                                           return_cache=False, logits_to_keep=None,
-                                          head_mask=None, **block_config):
+                                          head_mask=None, hooks=None, **block_config):
     """causal_lm that numbers the new tokens 0, 1, ... on every call, even after a cache.
 
     The full forward pass is right, so are the first tokens of a generation; but each token fed
     through the cache gets position 0 (learned positions or RoPE alike), as if it were the first
     of the sequence, and the cached decoding drifts away from the full pass.
     """
+    if hooks is not None:  # the real signature's, which this copy does not run
+        raise ValueError("causal_lm_without_advancing_positions takes no hooks")
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]
     past = 0 if not cache or not cache[0] else next(iter(cache[0].values())).shape[-2]

@@ -363,11 +363,9 @@ def _(data):
 
 
 @st.composite
-def qkv(draw, batch=True, dtype=np.float64, no_query=False):
-    # no_query=True: L_q may be 0 (no query: an empty output)
+def qkv(draw, batch=True, dtype=np.float64):
     b = (draw(st.integers(1, 2)),) if batch else ()
-    l_q = draw(st.integers(0 if no_query else 1, 5))
-    l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes)
+    l_q, l_k, d_k, d_v = draw(sizes), draw(sizes), draw(sizes), draw(sizes)
     return (draw(floats(b + (l_q, d_k), dtype=dtype)), draw(floats(b + (l_k, d_k), dtype=dtype)),
             draw(floats(b + (l_k, d_v), dtype=dtype)))
 
@@ -377,7 +375,13 @@ def qkv(draw, batch=True, dtype=np.float64, no_query=False):
       "d_v, L_q = 0 included (a slow loop computes the reference)", ATTENTION,
       "scores = q @ swapaxes(k, -1, -2) / sqrt(d_k); softmax over the keys (the last axis); then @ v")
 def _(data):
-    q, k, v = data.draw(qkv(no_query=True), "q, k, v")
+    q, k, v = data.draw(qkv(), "q, k, v")
+    none, no_weights = minattn.scaled_dot_product_attention(q[:, :0], k, v)  # no query at all
+    assert np.shape(none) == (q.shape[0], 0, v.shape[-1]) and \
+        np.shape(no_weights) == (q.shape[0], 0, k.shape[1]), (
+            f"with no query (q of shape {q[:, :0].shape}) the output has shape {np.shape(none)} "
+            f"and the weights {np.shape(no_weights)}, expected {(q.shape[0], 0, v.shape[-1])} and "
+            f"{(q.shape[0], 0, k.shape[1])}")
     out, weights = minattn.scaled_dot_product_attention(q, k, v)
     for b in range(q.shape[0]):
         ref_out, ref_w = ref_attention(q[b], k[b], v[b])
@@ -582,18 +586,19 @@ def _(data):
       "[:, None, None, :]; no subtraction from lengths (an unsigned 0 - 1 wraps around)")
 def _(data):
     n = data.draw(st.integers(1, 6), "n")
-    dtype = data.draw(st.sampled_from([np.int64, np.uint8, np.int32, np.uint64]), "lengths dtype")
-    lengths = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"),
-                       dtype)
-    data.show("lengths", lengths)
-    for n, lengths in ((n, lengths), (0, np.zeros_like(lengths))):  # n=0 too, in every example
+    drawn = np.array(data.draw(st.lists(st.integers(0, n), min_size=1, max_size=4), "lengths"))
+    # n=0 and every integer dtype of lengths too, in every example
+    for n, lengths in [(n, drawn.astype(dtype)) for dtype in (np.int64, np.uint8, np.int32, np.uint64)] \
+            + [(0, np.zeros_like(drawn))]:
         got = np.asarray(minattn.padding_mask(lengths, n))
         expected = np.array([[j < length for j in range(n)] for length in lengths],
                             bool).reshape(len(lengths), n)[:, None, None, :]
         assert got.shape == expected.shape, (f"padding_mask({lengths.tolist()}, {n}) has shape "
                                              f"{got.shape}, expected {expected.shape}")
-        assert got.dtype == bool, f"dtype {got.dtype}, expected bool"
-        assert (got == expected).all(), f"got\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
+        shown = f"padding_mask(np.array({lengths.tolist()}, {lengths.dtype}), {n})"
+        assert got.dtype == bool, f"{shown}: dtype {got.dtype}, expected bool"
+        assert (got == expected).all(), \
+            f"{shown}:\ngot\n{got.astype(int)}\nexpected\n{expected.astype(int)}"
 
 
 @prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
@@ -667,25 +672,30 @@ def _(data):
     query = data.draw(floats(batch + (l_q, d_model)), "query")
     key, value = data.draw(floats(batch + (l_k, d_model)), "key"), \
         data.draw(floats(batch + (l_k, d_model)), "value")
-    if len(batch) == 1:  # the form drawn, and a padding mask [B, 1, 1, L_k] in every example
-        masks = [draw_mask(data, batch[0], l_q, l_k),
-                 draw_mask(data, batch[0], l_q, l_k, "padding [B, 1, 1, L_k]", "padding mask")]
+    causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
+    if len(batch) == 1:  # the form drawn, a padding mask [B, 1, 1, L_k], and in every example
+        # the batch under one more leading axis [1, B, L, D] (causal)
+        cases = [((), draw_mask(data, batch[0], l_q, l_k)),
+                 ((), draw_mask(data, batch[0], l_q, l_k, "padding [B, 1, 1, L_k]", "padding mask")),
+                 ((1,), (causal, lambda b: causal))]
     else:  # one sequence [L, D] or [B, B', L, D], under a causal mask [L_q, L_k]
-        causal = np.array([[j <= i for j in range(l_k)] for i in range(l_q)], bool).reshape(l_q, l_k)
-        masks = [(causal, lambda b: causal)]
-    for mask, keep in masks:
-        out, weights = minattn.multi_head_attention(p, query, key, value, mask, n_heads=n_heads)
+        cases = [((), (causal, lambda b: causal))]
+    for extra, (mask, keep) in cases:
+        lead = extra + batch
+        out, weights = minattn.multi_head_attention(
+            p, *(a.reshape(extra + a.shape) for a in (query, key, value)), mask, n_heads=n_heads)
         out, weights = np.asarray(out), np.asarray(weights)
-        assert out.shape == batch + (l_q, d_model) and weights.shape == batch + (n_heads, l_q, l_k), (
-            f"output {out.shape} and weights {weights.shape}, expected {batch + (l_q, d_model)} and "
-            f"{batch + (n_heads, l_q, l_k)}")
+        assert out.shape == lead + (l_q, d_model) and weights.shape == lead + (n_heads, l_q, l_k), (
+            f"for query {list(lead + (l_q, d_model))}: output {out.shape} and weights "
+            f"{weights.shape}, expected {lead + (l_q, d_model)} and {lead + (n_heads, l_q, l_k)}")
         shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
         for at in np.ndindex(batch):
             ref_out, ref_w = ref_multi_head(p, query[at], key[at], value[at], n_heads,
                                             keep(at[0] if len(batch) == 1 else None))
-            close(weights[at], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch entry "
-                                            f"{at} with {shown}")
-            close(out[at], ref_out, 1e-8, f"the output of batch entry {at} with {shown}")
+            where = (0,) * len(extra) + at
+            close(weights[where], ref_w, 1e-8, f"the per-head weights [H, L_q, L_k] of batch "
+                                               f"entry {where} with {shown}")
+            close(out[where], ref_out, 1e-8, f"the output of batch entry {where} with {shown}")
 
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
@@ -783,13 +793,13 @@ def _(data):
 def _(data):
     d = data.draw(st.integers(1, 4), "D")
     p = random_params(data.draw(seeds, "params seed"), d)["feed_forward"]
-    lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), (), (0,)]), "leading axes")
+    lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), ()]), "leading axes")
     x = data.draw(floats(lead + (d,)), "x")
-    activation = data.draw(st.sampled_from([None, "relu", "gelu", "gelu_tanh"]), "activation")
-    got = minattn.feed_forward(p, x) if activation is None else \
-        minattn.feed_forward(p, x, activation=activation)
-    close(got, ref_feed_forward(p, x, activation or "relu"), 1e-8,
-          f"feed_forward(params, x, activation={activation!r})")
+    for activation in (None, "relu", "gelu", "gelu_tanh"):  # every one, in every example
+        got = minattn.feed_forward(p, x) if activation is None else \
+            minattn.feed_forward(p, x, activation=activation)
+        close(got, ref_feed_forward(p, x, activation or "relu"), 1e-8,
+              f"feed_forward(params, x, activation={activation!r})")
 
 
 @prop("feed_forward_dropout_is_unbiased", "feed_forward", "with dropout=p and an rng, the output "
@@ -1110,29 +1120,33 @@ def _(data):
     batch = data.draw(st.sampled_from([(1,), (2,), (), (2, 2)]), "batch shape")
     query = data.draw(floats(batch + (l_q, d_model)), "query")
     key = data.draw(floats(batch + (l_k, d_model)), "key")
-    if len(batch) == 1:  # a mask of a documented form, and one per query head [B, H, L_q, L_k]
-        masks = [draw_mask(data, batch[0], l_q, l_k)]
+    if len(batch) == 1:  # a mask of a documented form, one per query head [B, H, L_q, L_k], and
+        # in every example the first sequence alone [L, D] under its heads' masks [H, L_q, L_k]
+        mask, keep = draw_mask(data, batch[0], l_q, l_k)
         per_head = data.draw(hnp.arrays(bool, batch + (n_heads, l_q, l_k)), "mask per head")
-        masks.append((per_head, lambda b: per_head[b]))
+        cases = [(query, key, mask, lambda at: keep(at[0])),
+                 (query, key, per_head, lambda at: per_head[at[0]]),
+                 (query[0], key[0], per_head[0], lambda at: per_head[0])]
     else:  # one sequence or [B, B', L, D], under a causal mask [L_q, L_k]
         causal = np.tril(np.ones((l_q, l_k), bool))
-        masks = [(causal, lambda b: causal)]
+        cases = [(query, key, causal, lambda at: causal)]
         data.show("mask", causal)
-    for mask, keep in masks:
+    for query, key, mask, keep_of in cases:
+        lead = query.shape[:-2]
         out, weights = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
                                                     n_kv_heads=n_kv_heads)
         _, averaged = minattn.multi_head_attention(p, query, key, key, mask, n_heads=n_heads,
                                                    n_kv_heads=n_kv_heads, average_weights=True)
         out, weights, averaged = np.asarray(out), np.asarray(weights), np.asarray(averaged)
-        assert weights.shape == batch + (n_heads, l_q, l_k), (
-            f"the weights have shape {weights.shape}, expected {batch + (n_heads, l_q, l_k)} "
-            f"(one per query head, [..., H, L_q, L_k])")
-        shown = "no mask" if mask is None else f"a mask {list(np.shape(mask))}"
-        for at in np.ndindex(batch):
+        assert out.shape == query.shape and weights.shape == lead + (n_heads, l_q, l_k), (
+            f"for query {list(query.shape)}: output {out.shape} and weights {weights.shape}, "
+            f"expected {query.shape} and {lead + (n_heads, l_q, l_k)} (one per query head)")
+        shown = f"a mask {list(np.shape(mask))}" if mask is not None else "no mask"
+        for at in np.ndindex(lead):
             ref_out, ref_w = ref_grouped_multi_head(p, query[at], key[at], n_heads, n_kv_heads,
-                                                    keep(at[0] if len(batch) == 1 else None))
-            what = (f"of batch entry {at} with {n_heads} query heads, {n_kv_heads} key/value "
-                    f"heads and {shown}")
+                                                    keep_of(at))
+            what = (f"of batch entry {at} of query {list(query.shape)} with {n_heads} query "
+                    f"heads, {n_kv_heads} key/value heads and {shown}")
             close(out[at], ref_out, 1e-8, f"the output {what}")
             close(weights[at], ref_w, 1e-8, f"the weights {what}")
             close(averaged[at], ref_w.mean(axis=0), 1e-8, f"the weights averaged over the heads {what}")
@@ -1156,15 +1170,19 @@ def draw_positions(data, lead, length, name="positions"):
       "with the base given; positions may have leading axes of their own, so keep them", part=2)
 def _(data):
     d, length = 2 * data.draw(st.integers(1, 3), "d / 2"), data.draw(st.integers(0, 5), "L")
-    lead = data.draw(st.sampled_from([(2,), (2, 3), ()]), "leading axes of x")
+    lead = data.draw(st.sampled_from([(2,), (2, 3)]), "leading axes of x")
     x = data.draw(floats(lead + (length, d)), "x")
     positions = draw_positions(data, lead, length)
     drawn = data.draw(st.sampled_from([None, 10000.0, 500000.0]), "base")
-    for base in (drawn, 100.0):  # a base far from the default, in every example
+    # the first sequence alone too, x [L, d] with its positions [L], in every example
+    first = (0,) * len(lead)
+    alone = x[first], np.broadcast_to(positions, lead + (length,))[first]
+    for (x, positions), base in [((x, positions), drawn), ((x, positions), 100.0), (alone, drawn)]:
         got = minattn.apply_rope(x, positions) if base is None else \
             minattn.apply_rope(x, positions, base=base)
         close(got, ref_rope(x, positions, base or 10000.0), 1e-9,
-              f"apply_rope(x, positions{'' if base is None else f', base={base}'})")
+              f"apply_rope(x, positions{'' if base is None else f', base={base}'}) with x "
+              f"{list(x.shape)} and positions {list(np.shape(positions))}")
 
 
 @prop("apply_rope_is_exact_far_into_the_sequence", "apply_rope", "apply_rope of float32 or float16 "
@@ -1176,7 +1194,7 @@ def _(data):
       "positions does not reach them all", part=2)
 def _(data):
     dtype = data.draw(st.sampled_from([np.float32, np.float16]), "dtype")
-    d, length = 2 * data.draw(st.integers(1, 4), "d / 2"), data.draw(sizes, "L")
+    d, length = 2 * data.draw(st.integers(2, 4), "d / 2"), data.draw(sizes, "L")
     x = data.draw(floats((length, d), dtype=dtype), "x")
     positions = data.draw(hnp.arrays(int, (length,), elements=st.integers(1000, 100000)),
                           "positions")
@@ -1245,12 +1263,19 @@ def self_attention_matches_a_loop(data, grouped):
                                         n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
                                         positions=positions, rope_base=base)
     for b in range(batch):
-        close(np.asarray(out)[b], ref_self_attention(p, x[b], n_heads, n_kv_heads, keep(b),
-                                                     row(positions, b), base),
-              1e-8, f"the output of batch entry {b}")
-        k, v = ref_cache(p, x[b], n_heads, n_kv_heads, row(positions, b), base)
-        close(np.asarray(cache["k"])[b], k, 1e-8, f"cache['k'] [H_kv, L, d_k] of batch entry {b}")
-        close(np.asarray(cache["v"])[b], v, 1e-8, f"cache['v'] [H_kv, L, d_k] of batch entry {b}")
+        check_sequence(np.asarray(out)[b], {n: np.asarray(a)[b] for n, a in cache.items()}, p,
+                       x[b], n_heads, n_kv_heads, keep(b), row(positions, b), base,
+                       f"batch entry {b}")
+
+
+def check_sequence(out, cache, p, x, n_heads, n_kv_heads, keep, positions, base, what):
+    # self-attention's output [L, D] and cache {'k', 'v'} [H_kv, L, d_k] of one sequence x [L, D]
+    # against the slow loop
+    close(out, ref_self_attention(p, x, n_heads, n_kv_heads, keep, positions, base), 1e-8,
+          f"the output of {what}")
+    k, v = ref_cache(p, x, n_heads, n_kv_heads, positions, base)
+    close(np.asarray(cache["k"]), k, 1e-8, f"cache['k'] [H_kv, L, d_k] of {what}")
+    close(np.asarray(cache["v"]), v, 1e-8, f"cache['v'] [H_kv, L, d_k] of {what}")
 
 
 @prop("self_attention_matches_a_loop", "self_attention", "self_attention(params, x, mask, n_heads="
@@ -1285,32 +1310,39 @@ def _(data):
       "axis -2 and -3, never 1 or 2)", part=2)
 def _(data):
     n_heads, n_kv_heads, d_model, p, rope, base = draw_self_attention(data)
-    length, batch = data.draw(st.integers(2, 6), "L"), data.draw(st.sampled_from([(1,), (2,), ()]),
-                                                                  "batch shape")
+    length, batch = data.draw(st.integers(2, 6), "L"), data.draw(st.integers(1, 2), "B")
     starts = sorted(data.draw(st.sets(st.integers(1, length - 1), min_size=1, max_size=3),
                               "where chunks after the first start"))
-    x = data.draw(floats(batch + (length, d_model)), "x")
-    positions = draw_positions(data, batch, length) if rope else None
-    cache, outs = None, []
-    for a, b in zip([0, *starts], [*starts, length]):
+    x = data.draw(floats((batch, length, d_model)), "x")
+    positions = draw_positions(data, (batch,), length) if rope else None
+    chunks = list(zip([0, *starts], [*starts, length]))
+    masks = []
+    for a, b in chunks:
         mask = np.arange(a, b)[:, None] >= np.arange(b)[None, :]  # query i sits at position a + i
-        if b - a == 1 and data.draw(st.booleans(), f"no mask for the token at {a}"):
-            mask = None
-        out, cache = minattn.self_attention(
-            p, x[..., a:b, :], mask, n_heads=n_heads, n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
-            rope_base=base,
-            cache=cache, positions=None if positions is None else positions[..., a:b])
-        outs.append(np.asarray(out))
-    got, causal = np.concatenate(outs, axis=-2), np.tril(np.ones((length, length), bool))
-    chunks = ", ".join(f"{a}..{b - 1}" for a, b in zip([0, *starts], [*starts, length]))
-    for at in np.ndindex(batch):
-        e = at[0] if batch else 0
-        close(got[at], ref_self_attention(p, x[at], n_heads, n_kv_heads, causal, row(positions, e),
-                                          base), 1e-8,
-              f"the outputs of batch entry {e}, fed as the chunks of tokens {chunks}")
-        k, v = ref_cache(p, x[at], n_heads, n_kv_heads, row(positions, e), base)
-        close(np.asarray(cache["k"])[at], k, 1e-8, f"the last cache['k'] of batch entry {e}")
-        close(np.asarray(cache["v"])[at], v, 1e-8, f"the last cache['v'] of batch entry {e}")
+        masks.append(None if b - a == 1 and data.draw(st.booleans(), f"no mask for the token at {a}")
+                     else mask)
+
+    def decode(x, positions):
+        cache, outs = None, []
+        for (a, b), mask in zip(chunks, masks):
+            out, cache = minattn.self_attention(
+                p, x[..., a:b, :], mask, n_heads=n_heads,
+                n_kv_heads=given_kv_heads(n_heads, n_kv_heads), rope_base=base, cache=cache,
+                positions=None if positions is None else positions[..., a:b])
+            outs.append(np.asarray(out))
+        return np.concatenate(outs, axis=-2), cache
+
+    causal = np.tril(np.ones((length, length), bool))
+    shown = ", ".join(f"{a}..{b - 1}" for a, b in chunks)
+    # the batch [B, L, D], and in every example its first sequence alone [L, D]
+    for alone in (False, True):
+        got, cache = decode(x[0], row(positions, 0)) if alone else decode(x, positions)
+        for e in range(1 if alone else batch):
+            at = () if alone else (e,)
+            what = "the sequence alone (x [L, D])" if alone else f"batch entry {e}"
+            check_sequence(got[at], {n: np.asarray(a)[at] for n, a in cache.items()}, p, x[e],
+                           n_heads, n_kv_heads, causal, row(positions, e), base,
+                           f"{what}, fed as the chunks of tokens {shown} (the last cache)")
 
 
 @prop("self_attention_continues_a_long_cache", "self_attention", "given a cache of L_past keys "
@@ -1431,7 +1463,7 @@ def draw_heads(data, dtype=np.float64):
       "(exp(s_h) + Σ_j' exp(S_ij')): each row sums to 1 − exp(s_h) / (exp(s_h) + Σ_j' "
       "exp(S_ij')), the sink's share, and the output is Σ_j p_ij v_j (a slow loop over the rows "
       "computes the reference); also with a scale given (S = q kᵀ · scale) and under a mask "
-      "[L_q, L_k] or [B, 1, L_q, L_k]; with dropout=p too, the weights dropped are those",
+      "[B, 1, L_q, L_k]; with dropout=p too, the weights dropped are those",
       ATTENTION,
       "the sink is one more logit in the denominator and holds no value: append it to the scores "
       "as a last column, softmax, then drop that column without renormalising; head h uses "
@@ -1440,14 +1472,24 @@ def draw_heads(data, dtype=np.float64):
 def _(data):
     n_heads, q, k, v = draw_heads(data)
     sinks = data.draw(floats((n_heads, 1)), "sinks")
-    scale = data.draw(st.sampled_from([None, 0.5, 2.0]), "scale")
-    mask_shape = data.draw(st.sampled_from([None, q.shape[2:3] + k.shape[2:3],
-                                            q.shape[:1] + (1,) + q.shape[2:3] + k.shape[2:3]]),
-                           "mask shape")
-    keep = None if mask_shape is None else data.draw(hnp.arrays(bool, mask_shape), "mask")
+    scale = data.draw(st.sampled_from([None, 0.5]), "scale")
+    mask = data.draw(hnp.arrays(bool, q.shape[:1] + (1,) + q.shape[2:3] + k.shape[2:3]),
+                     "mask [B, 1, L_q, L_k]")
+    # the scale drawn without a mask, and in every example scale=2.0 with the mask
+    for scale, keep in ((scale, None), (2.0, mask)):
+        weights = check_sinks(q, k, v, sinks, keep, scale)
+    out, dropped = (np.asarray(a) for a in minattn.scaled_dot_product_attention(
+        q, k, v, keep, scale=scale, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
+    check_dropout(dropped, weights, 0.5, "the weights with sinks", some=False)
+    close(out, dropped @ v, 1e-9, "the output with sinks and dropout=0.5 (the dropped weights @ v)")
+
+
+def check_sinks(q, k, v, sinks, keep, scale):
+    # attention with sinks [H, 1] on q [B, H, L_q, d_k] against the slow loop -> the weights
     out, weights = minattn.scaled_dot_product_attention(q, k, v, keep, scale=scale, sinks=sinks)
     out, weights = np.asarray(out), np.asarray(weights)
     factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    given = f"scale={scale}, {'no mask' if keep is None else f'a mask {list(keep.shape)}'}"
     for b, h in np.ndindex(q.shape[:2]):
         s = sinks[h, 0]
         if keep is None:  # the sink's share, stated on its own
@@ -1455,16 +1497,12 @@ def _(data):
                       for i in range(q.shape[2])]
             share = [1 / (1 + sum(math.exp(x - s) for x in row)) for row in scores]
             close(weights[b, h].sum(axis=-1), 1 - np.array(share), 1e-9,
-                  f"the row sums of batch entry {b}, head {h} (sink {s})")
-        entry_keep = None if keep is None else keep if keep.ndim == 2 else keep[b, 0]
+                  f"the row sums of batch entry {b}, head {h} (sink {s}, {given})")
         ref_out, ref_w = ref_attention_with_sinks(q[b, h], k[b, h], v[b, h], np.full(q.shape[2], s),
-                                                  entry_keep, scale)
-        close(weights[b, h], ref_w, 1e-9, f"the weights of batch entry {b}, head {h}")
-        close(out[b, h], ref_out, 1e-9, f"the output of batch entry {b}, head {h}")
-    out, dropped = (np.asarray(a) for a in minattn.scaled_dot_product_attention(
-        q, k, v, keep, scale=scale, sinks=sinks, dropout=0.5, rng=np.random.default_rng(0)))
-    check_dropout(dropped, weights, 0.5, "the weights with sinks", some=False)
-    close(out, dropped @ v, 1e-9, "the output with sinks and dropout=0.5 (the dropped weights @ v)")
+                                                  None if keep is None else keep[b, 0], scale)
+        close(weights[b, h], ref_w, 1e-9, f"the weights of batch entry {b}, head {h} ({given})")
+        close(out[b, h], ref_out, 1e-9, f"the output of batch entry {b}, head {h} ({given})")
+    return weights
 
 
 @prop("attention_sinks_join_after_masking", "scaled_dot_product_attention", "with a boolean mask "
@@ -1533,10 +1571,9 @@ def ref_delta_rule(q, k, v, beta, g, scale, state):
 
 
 def draw_delta_rule(data, dtype=np.float64, heads=False):
-    # q [B, L, d_k], keys k [B, L, d_k] of unit length or any (the formula holds for every
-    # key: unit keys alone would hide keys normalised again), v [B, L, d_v], beta in [0, 1] and
-    # g in [-2, 0] [B, L] or None (no decay), a state [B, d_k, d_v]; heads=True: [B, H, ...]
-    # instead of [B, ...] too
+    # q [B, L, d_k], keys k [B, L, d_k] of any length (the formula holds for every key: unit
+    # keys alone would hide keys normalised again), v [B, L, d_v], beta in [0, 1] and g in
+    # [-2, 0] [B, L], a state [B, d_k, d_v]; heads=True: [B, H, ...] instead of [B, ...] too
     lead = (data.draw(st.integers(1, 2), "B"),)
     if heads and data.draw(st.booleans(), "with a head axis"):
         lead += (data.draw(st.integers(1, 3), "H"),)
@@ -1544,16 +1581,11 @@ def draw_delta_rule(data, dtype=np.float64, heads=False):
     d_k, d_v = data.draw(sizes, "d_k"), data.draw(sizes, "d_v")
     q = data.draw(floats(lead + (length, d_k), dtype=dtype), "q")
     k = data.draw(floats(lead + (length, d_k), dtype=dtype), "k")
-    if data.draw(st.booleans(), "unit keys"):
-        norms = np.sqrt(np.sum(k.astype(np.float64) ** 2, axis=-1, keepdims=True))
-        k = np.where(norms > 0, k / np.where(norms > 0, norms, 1), 0).astype(dtype)
-    else:  # any norm, up to sqrt(5): a few steps of (I - beta k k^T) stay small
-        k = k / dtype(3)
+    k = k / dtype(3)  # norms up to sqrt(5): a few steps of (I - beta k k^T) stay small
     data.show("k", k)
     v = data.draw(floats(lead + (length, d_v), dtype=dtype), "v")
     beta = data.draw(floats(lead + (length,), 1.0, dtype).map(np.abs), "beta")
-    g = data.draw(st.one_of(st.none(), floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a))),
-                  "g")
+    g = data.draw(floats(lead + (length,), 2.0, dtype).map(lambda a: -np.abs(a)), "g")
     state = data.draw(floats(lead + (d_k, d_v), dtype=dtype), "initial_state")
     return q, k, v, beta, g, state
 
@@ -1561,23 +1593,26 @@ def draw_delta_rule(data, dtype=np.float64, heads=False):
 @prop("delta_rule_matches_a_loop", "delta_rule", "delta_rule(q, k, v, beta, g, scale=s, "
       "initial_state=S_0, return_state=True) equals a slow loop of the papers' update, S_t = "
       "e^{g_t} (I − β_t k_tᵀ k_t) S_{t−1} + β_t k_tᵀ v_t and o_t = (s q_t) S_t, in its output "
-      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k], keys of unit length "
-      "or any other, with a decay g or none (g=None)", {"delta_rule"},
+      "and its final state, for q [B, L, d_k] or with heads [B, H, L, d_k], keys of any length, "
+      "with a decay g and without one (g=None)", {"delta_rule"},
       "forget first (S ← e^{g_t} S), then predict with the forgotten state (k_t S), write "
       "β_t k_tᵀ (v_t − k_t S), and read with the new state; scale multiplies the query; start "
       "from initial_state; scale=0 is a valid scale (zeros), not 'not given'; use the keys as "
       "given (never normalise them)", part=4)
 def _(data):
-    q, k, v, beta, g, state = draw_delta_rule(data, heads=True)
+    q, k, v, beta, drawn, state = draw_delta_rule(data, heads=True)
     scale = data.draw(st.sampled_from([None, 0.0, 0.5, 2.0]), "scale")
-    out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
-                                    return_state=True)
     s = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-    decay = np.zeros(beta.shape) if g is None else g  # g=None: no decay, e^0 = 1
-    for b in np.ndindex(q.shape[:-2]):
-        ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], decay[b], s, state[b])
-        close(np.asarray(out)[b], ref_out, 1e-8, f"the output of entry {b}")
-        close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of entry {b}")
+    for g in (drawn, None):  # and no decay, g=None, in every example
+        out, final = minattn.delta_rule(q, k, v, beta, g, scale=scale, initial_state=state,
+                                        return_state=True)
+        decay = np.zeros(beta.shape) if g is None else g  # g=None: no decay, e^0 = 1
+        for b in np.ndindex(q.shape[:-2]):
+            ref_out, ref_state = ref_delta_rule(q[b], k[b], v[b], beta[b], decay[b], s, state[b])
+            close(np.asarray(out)[b], ref_out, 1e-8, f"the output of entry {b}"
+                  + (" with g=None" if g is None else ""))
+            close(np.asarray(final)[b], ref_state, 1e-8, f"the final state of entry {b}"
+                  + (" with g=None" if g is None else ""))
 
 
 @prop("delta_rule_is_linear_attention_for_orthonormal_keys", "delta_rule", "with β = 1, no "
@@ -1606,7 +1641,7 @@ def _(data):
 def _(data):
     q, k, v, beta, g, state = draw_delta_rule(data)
     cut = data.draw(st.integers(0, q.shape[1]), "cut")
-    part = lambda a, s: None if a is None else a[:, s] if a.ndim == 2 else a[:, s, :]  # noqa: E731
+    part = lambda a, s: a[:, s] if a.ndim == 2 else a[:, s, :]  # noqa: E731
     first, second = slice(0, cut), slice(cut, None)
     whole, end = minattn.delta_rule(q, k, v, beta, g, return_state=True)
     if cut:
@@ -1655,13 +1690,14 @@ def _(data):
       set(), "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's "
       "axis, whichever it is", part=3)
 def _(data):
-    if data.draw(st.booleans(), "three axes"):
-        shape = tuple(data.draw(st.integers(1, 3), f"n{i}") for i in range(3))
-    else:
-        shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
+    shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
-    drawn = data.draw(st.sampled_from([None, -1, 1] + ([-2] if len(shape) == 3 else [])), "axis")
-    for axis in (drawn, 0):  # axis=0, the boundary (`axis or -1` loses it), in every example
+    drawn = data.draw(st.sampled_from([None, -1, 1]), "axis")
+    x3, g3 = data.draw(floats((2, 3, 2)), "x3"), data.draw(floats((2, 3, 2)), "g3")
+    # axis=0, the boundary (`axis or -1` loses it), and the middle axis of a 3-D array, in every
+    # example
+    for x, g, axis in ((x, g, drawn), (x, g, 0), (x3, g3, 1)):
+        shape = x.shape
         along = -1 if axis is None else axis
         soft = lambda z: np.apply_along_axis(ref_softmax, along, z)
         h, expected = 1e-6, np.zeros(shape)
@@ -1671,7 +1707,8 @@ def _(data):
             expected[index] = np.sum(g * (soft(x + step) - soft(x - step))) / (2 * h)
         axis, call = (-1, {}) if axis is None else (axis, {"axis": axis})
         got = _CURRENT["softmax_vjp"](soft(x), g, **call)
-        close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''})")
+        close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''}) with y "
+                                   f"of shape {list(shape)}")
 
 
 @prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",
@@ -1776,7 +1813,8 @@ def _(data):
     causal = data.draw(st.sampled_from([True, False]), "causal")
     drawn = data.draw(st.sampled_from([0.3, None, 2.0]), "scale")
     block_size = data.draw(st.integers(1, 4), "block_size")
-    for scale in (drawn, 0.0):  # 0, the boundary, in every example
+    # scale 0, the boundary, and the causal path, in every example
+    for scale, causal in ((drawn, causal), (0.0, causal), (drawn, True)):
         check_blockwise(data, q, k, v, causal, key_mask, scale, block_size)
 
 

@@ -4,15 +4,14 @@ minattn's own functions carry what production code needs besides the math: argum
 float16 computed in float32, hand-written gradients, one BLAS thread, other array libraries
 (walkthrough.md's appendix "The production functions"). The walkthrough shows these plain forms
 first, in plain NumPy, with the same names and arguments (for what they cover), and
-tests/test_teaching_forms.py checks that each one computes what minattn's function computes, on
+tests/test_teaching_forms*.py check that each one computes what minattn's function computes, on
 random inputs, masks and fully masked rows included. They check no arguments: give them what
-the production function accepts.
+the production function accepts. They call nothing of minattn's own: a plain form is built from
+plain NumPy and the plain forms before it.
 """
 import math
 
 import numpy as np
-
-import minattn as ma
 
 
 def softmax(x, axis=-1):
@@ -136,24 +135,6 @@ def cross_entropy(logits, targets):
     shifted = logits - np.max(logits, axis=-1, keepdims=True)  # as in softmax
     log_probs = shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))  # [..., V]
     return -np.mean(np.take_along_axis(log_probs, targets[..., None], axis=-1))
-
-
-def causal_lm(params, tokens, *, n_heads, n_kv_heads=None, d_k=None, norm="layer_norm",
-              activation="gelu_tanh", eps=1e-5, position="learned", rope_base=10000.0):
-    # The plain form: one pass, equal lengths: no KV cache, padding or window (minattn's has them).
-    # int [B, L] -> [B, L, V]: embed, run the decoder under a causal mask, unembed
-    length = tokens.shape[-1]
-    positions = np.arange(length)  # [L]
-    x = params["token_embedding"][tokens]  # [B, L, D]
-    if position == "learned":  # GPT-2: add a learned vector per position
-        x = x + params["position_embedding"][positions]
-    h = ma.decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x,
-                   causal_mask(length), n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k,
-                   norm_first=True, norm=norm, activation=activation, eps=eps,
-                   positions=positions if position == "rope" else None,  # Llama: RoPE
-                   rope_base=rope_base)  # [B, L, D]
-    unembedding = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
-    return h @ unembedding  # [B, L, V]
 
 
 def next_token(logits, temperature=0.0, top_k=None, top_p=None, rng=None):

@@ -1,5 +1,9 @@
 """Exercise 1: softmax (walkthrough.md, section 2). Grade it (from the folder above):
-python -m minattn check my_attention/01_softmax.py"""
+python -m minattn check my_attention/01_softmax.py
+
+What every exercise's function promises, whatever it is called with (the grader calls each
+function again with copies of its arguments, and cast to float32): it leaves its arguments as
+they were, returns new arrays in its inputs' float dtype, and keeps nothing between calls."""
 import numpy as np
 
 
