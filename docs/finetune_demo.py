@@ -41,12 +41,14 @@ def main(argv=None):
     if run.returncode:
         return run.returncode
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip() or "unknown"
     scores = "\n".join(f"    {line}" for line in run.stdout.splitlines()
                        if line.startswith("held out"))
     (ROOT / DATA / "RESULTS.md").write_text(
         f"# The fine-tuning demonstration: a named run\n\n"
         f"Written by `python docs/finetune_demo.py`, which ran\n\n    {shown}\n\n"
-        f"on {when}: {seconds / 60:.1f} minutes on {platform.machine()}, {os.cpu_count()} "
+        f"on {when} (commit {commit}): {seconds / 60:.1f} minutes on {platform.machine()}, {os.cpu_count()} "
         f"cores, load average {load_before[0]:.2f} before and {load_after[0]:.2f} after "
         f"(1-minute).\n\nHeld-out examples (heldout.jsonl, never trained on):\n\n{scores}\n")
     shutil.copyfile(out / "loss.png", ROOT / "docs" / "figures" / "finetune_loss.png")
