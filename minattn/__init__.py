@@ -29,6 +29,8 @@ The variants, each in its own file, answering the calls that select them (engine
     head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
     lora.py           init_lora, merge, save_adapter, load_adapter  (lora=: LoRA, low-rank
                       adapters on the projections, as PEFT computes them)
+    hooks.py          hooks=: read and replace any activation (run_with_cache, replaced;
+                      models/patching.py: the logit lens, activation and attribution patching)
 Attention and recurrence (a state of fixed size in place of the KV cache):
     causal_linear_attention.py  linear_attention  (attention without the softmax)
     gated_delta_rule.py  delta_rule, l2_normalize  (the gated delta rule: DeltaNet, Qwen3-Next)
@@ -62,6 +64,9 @@ the family files whose blocks answer calls of the shared functions):
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
                       interop.py (from_torch, mask_from_torch; from_hf, the dispatch to
                       families/; needs torch)
+    training/         fine-tuning a real model: AdamW, clipping, the schedule (optimizer.py),
+                      chat examples and the assistant-only loss (chat_data.py), the loop with
+                      its checkpoints (loop.py); python -m minattn finetune
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli/              python -m minattn (one module per command)
 minattn.interop and minattn.pretrained are the modules in models/, under their documented names.

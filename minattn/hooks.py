@@ -27,7 +27,8 @@ import functools
 
 import autograd.numpy as np
 
-from .engine.decoder_checks import check_hooks, check_replacement, check_selection
+from .engine.decoder_checks import (check_hooks, check_layer_hooks, check_replacement,
+                                    check_selection)
 from .engine.variants import implements, show
 from .kv_cache import self_attention
 from .language_model import causal_lm
@@ -56,6 +57,7 @@ def decoder_block_with_hooks(params, x, mask=None, *, hooks, attention=None, cac
     """decoder_block (or the family's block that runs) with hooks {name: function} on this
     layer's activations (module docstring)."""
     # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
+    hooks = check_layer_hooks(hooks, ACTIVATIONS)
     x = _hooked(hooks, "resid_pre", x)
     attention = functools.partial(_attention, attention=attention or self_attention, hooks=hooks)
     feed_forward = _FEED_FORWARD.set(hooks if "mlp_out" in hooks else None)  # position_wise
@@ -99,8 +101,9 @@ def _attention(params, x, mask=None, *, attention, hooks, **config):
     # The block's attention sublayer, its output hooked ("attn_out"), its heads' hooks handed on
     heads = {name: hooks[name] for name in HEADS if name in hooks}
     if heads and getattr(attention, "func", attention) is not self_attention:
+        name = getattr(getattr(attention, "func", attention), "__name__", repr(attention))
         raise ValueError(f"hooks on {', '.join(heads)} read self_attention's heads; this layer's "
-                         f"attention is {getattr(attention, '__name__', attention)!r}")
+                         f"attention is {name}")
     out, new_cache = attention(params, x, mask, **config, **({"hooks": heads} if heads else {}))
     return _hooked(hooks, "attn_out", out), new_cache
 

@@ -74,7 +74,8 @@ def test_a_text_the_model_cannot_read_is_refused_before_training(model, text, me
 def test_a_trained_models_layer_and_head_are_checked_before_training(capsys):
     assert cli.main(["attention", "ABAB", "--model", "count", "--head", "4"]) == 2
     out, err = capsys.readouterr()
-    assert err == "error: argument --head: must be in [0, 3], got 4\n" and out == ""
+    assert err == "error: argument --head: must be in [0, 3], got 4 (see python -m minattn " \
+                  "attention --help)\n" and out == ""
 
 
 def test_steps_for_a_pretrained_model_is_refused_not_ignored(capsys):

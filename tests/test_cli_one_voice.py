@@ -46,16 +46,21 @@ def bad_values(tmp):
         grader._exercise_folder: ["", str(tmp / "notpy.txt"), str(tmp / "full")],
         arguments.non_negative_float: ["-1", "inf", "nan", "warm", ""],
         arguments.probability: ["0", "1.5", "-0.1", "nan", "most"],
+        arguments.temperature: ["-1", "inf", "nan", "1e9", "10.5", "hot"],
         arguments.model_path: ["/no/such/model.gguf", ""],
         arguments.message_text: [NOT_UTF8, "", " \n "],
         arguments.thread_count: ["0", "-1", "x", "100000"],
+        arguments.positive_float: ["0", "-1", "inf", "nan", "x"],
+        arguments.fraction: ["1", "-0.1", "nan", "half"],
+        arguments.lora_targets: ["", "q,attn", "Q", "q,q"],
     }
 
 
 # a command line of each subcommand that parses (None: the tour, no subcommand)
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
          "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
-         "heads": [], "patch": ["clean", "corrupted"]}
+         "heads": [], "patch": ["clean", "corrupted"],
+         "finetune": ["data.jsonl", "--out", "run"]}
 
 
 def subcommands(parser):

@@ -77,3 +77,14 @@ def test_prompt_pair_keeps_the_tokens_and_refuses_different_lengths(smollm2):
     np.testing.assert_array_equal(clean[0] != corrupted[0], [False, True, False, False, False])
     with pytest.raises(ValueError, match="got 5 .* and 6 "):
         prompt_pair(smollm2, CLEAN, "The key to the big cabinet")
+
+
+def test_every_agreement_pair_differs_in_its_subject_token_only(smollm2):
+    from minattn.models.agreement import PAIRS
+
+    assert len(PAIRS) >= 40
+    for clean, corrupted, answer, wrong, _, _ in PAIRS:
+        a, b = prompt_pair(smollm2, clean, corrupted)
+        assert list(np.flatnonzero(a[0] != b[0])) == [1], (clean, corrupted)
+        assert {one_token(smollm2, answer), one_token(smollm2, wrong)} == {
+            one_token(smollm2, " are"), one_token(smollm2, " is")}

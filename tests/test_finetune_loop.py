@@ -76,6 +76,35 @@ def test_the_loss_of_a_padded_batch_is_each_example_alone(model):
         pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
 
 
+def test_the_counted_loss_and_its_gradient_by_hand_are_cross_entropys():
+    # The reference: minattn's cross_entropy of the counted positions' logits, times their
+    # number, differentiated by autograd; and finite differences.
+    from autograd.test_util import check_grads
+
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(3, 4, V)) * 3
+    targets = rng.integers(0, V, size=(3, 4))
+    counted = rng.random((3, 4)) < 0.5
+    counted[0, 0] = True
+
+    def reference(x):
+        return ma.cross_entropy(x[counted], targets[counted]) * int(counted.sum())
+
+    assert loop.counted_nll_sum(logits, targets, counted) == pytest.approx(reference(logits),
+                                                                           rel=1e-13)
+    np.testing.assert_allclose(grad(lambda x: loop.counted_nll_sum(x, targets, counted))(logits),
+                               grad(reference)(logits), rtol=1e-12, atol=1e-15)
+    check_grads(lambda x: loop.counted_nll_sum(x, targets, counted), modes=["rev"],
+                order=1)(logits)
+
+
+def test_the_counted_loss_keeps_float32():
+    logits = np.zeros((1, 2, V), np.float32)
+    g = grad(lambda x: loop.counted_nll_sum(x, np.array([[1, 2]]), np.array([[True, False]])))(
+        logits)
+    assert g.dtype == np.float32 and not g[0, 1].any()
+
+
 def test_accumulated_micro_batches_give_the_gradient_of_one_big_batch(model):
     forward, trainable = model
     examples = _examples(6)

@@ -199,8 +199,28 @@ def test_without_hooks_the_model_runs_its_own_functions():
     ({("mlp_out", 1): replaced(np.zeros(()), position=6)}, "position=6 is out of range"),
     ({("mlp_out", 1): lambda v: v[:, :3]}, r"returned shape \(2, 3, 24\).*\(2, 6, 24\)"),
     ({("mlp_out", 1): lambda v: None}, "returned NoneType"),
+    ([{"attn": lambda v: v}, {}], "a block's hooks must be .* names among resid_pre"),
 ])
 def test_bad_hooks_are_refused_by_name(hooks, message):
     params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32)
     with pytest.raises(ValueError, match=message):
         ma.causal_lm(params, _tokens(3), hooks=hooks, **config)
+
+
+def test_heads_of_an_attention_that_is_not_self_attention_are_refused_by_name():
+    import functools
+
+    from minattn.mla import init_latent_attention, latent_attention
+
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 24, 4, 32,
+                                       position="rope", norm="rms_norm", activation="swiglu",
+                                       bias=False, tied=False)
+    widths = {"qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 5}
+    rng = np.random.default_rng(1)
+    params = {**params, "layers": [{**layer, "self_attention": init_latent_attention(
+        rng, 24, 4, kv_lora_rank=6, q_lora_rank=7, **widths)} for layer in params["layers"]]}
+    config = {**config, "attention": functools.partial(latent_attention, **widths)}
+    logits, cache = run_with_cache(params, _tokens(3), names=("resid_pre", "attn_out"), **config)
+    np.testing.assert_array_equal(logits, ma.causal_lm(params, _tokens(3), **config))
+    with pytest.raises(ValueError, match="read self_attention's heads.*latent_attention"):
+        ma.causal_lm(params, _tokens(3), hooks={("z", 1): lambda v: v}, **config)

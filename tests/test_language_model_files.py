@@ -277,6 +277,7 @@ def _config(**changes):
 
 def test_a_folder_without_a_tokenizer_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(_config())
+    (tmp_path / "model.safetensors").write_bytes(b"")  # weights first (tests/test_cli_newcomer)
     with pytest.raises(FileNotFoundError, match="has no tokenizer.json"):
         load_language_model(tmp_path)
 

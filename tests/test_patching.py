@@ -167,3 +167,13 @@ def test_logit_lens_reads_each_layer_through_the_final_norm_and_the_unembedding(
     np.testing.assert_allclose(lens["logits"], logits[:, [ANSWER, WRONG]], rtol=0, atol=TOL)
     ranks = [[int((row > row[i]).sum()) for i in (ANSWER, WRONG)] for row in logits]
     np.testing.assert_array_equal(lens["ranks"], ranks)
+
+
+def test_a_pair_that_cannot_be_patched_is_refused(llama):
+    _, lm, clean, corrupted = llama
+    with pytest.raises(ValueError, match="same logit difference"):
+        activation_patching(lm, clean, clean, ANSWER, WRONG)
+    with pytest.raises(ValueError, match="same logit difference"):
+        attribution_patching(lm, clean, clean, ANSWER, WRONG)
+    with pytest.raises(ValueError, match=r"same length, got shapes \(1, 6\) and \(1, 5\)"):
+        activation_patching(lm, clean, corrupted[:, :5], ANSWER, WRONG)

@@ -22,6 +22,8 @@
                                            (exercises and check: minattn/course/grader.py)
     python -m minattn chat [--prompt TEXT] talk with a real model (SmolLM2-135M-Instruct) on
                                            minattn, from its weights file (chat.py)
+    python -m minattn finetune [MODEL] DATA.jsonl --out DIR
+                                           LoRA on chat examples, on minattn (finetune.py)
 
 Each command's module has add_command(commands), its parser, and run(args), its work; the
 argparse types are in arguments.py, what the commands share in common.py.
@@ -33,10 +35,11 @@ before any training or loading. Progress bars go to stderr; stdout carries the r
 import argparse
 import sys
 
-from . import attention, chat, generate, heads, induction, patch, similarity, tour
-from .common import EXIT_CODES, Parser, UsageError, examples
+from . import attention, chat, finetune, generate, heads, induction, patch, similarity, tour
+from .common import EXIT_CODES, Parser, UsageError, examples, with_help
 
-COMMANDS = (similarity, attention, generate, induction, heads, patch, chat)  # in --help's order
+COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
+            finetune)  # in --help's order
 
 
 def build_parser():
@@ -64,11 +67,13 @@ def main(argv=None):
     the line `error: ...` on stderr: UsageError (refused before any work; a model file that
     cannot be used becomes one in common.model_file_refused) exits 2; an ImportError (an
     optional package missing) exits 2 too; an OSError or ValueError during the work exits 1."""
+    args = None
     try:
         args = build_parser().parse_args(argv)
         return args.run(args)
     except UsageError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {with_help(error, getattr(args, '_prog', 'python -m minattn'))}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)

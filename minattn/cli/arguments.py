@@ -35,6 +35,48 @@ def non_negative_float(text):
     return value
 
 
+def positive_float(text):
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
+
+
+def fraction(text):
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}")
+    return value
+
+
+def lora_targets(text):
+    from ..lora import TARGETS
+
+    names = tuple(name.strip() for name in text.split(","))
+    unknown = [name for name in names if name not in TARGETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown target {', '.join(map(repr, unknown))} in "
+                                         f"{text!r}: the valid ones are {', '.join(TARGETS)}")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"names a target twice, got {text!r}")
+    return names
+
+
+TEMPERATURE_MAX = 10.0  # chat --temperature
+
+
+def temperature(text):
+    # 0 (the most likely token) to TEMPERATURE_MAX. Beyond it sampling is noise: SmolLM2's
+    # logits on a chat prompt span about 30 nats over its 49,152 tokens (measured below), which
+    # a temperature above 10 shrinks to about 3 nats or less: tens of thousands of tokens then
+    # about as likely as the best one.
+    value = non_negative_float(text)
+    if value > TEMPERATURE_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {TEMPERATURE_MAX:g} (beyond it every "
+                                         f"token is about as likely as any other), got {text!r}")
+    return value
+
+
 def probability(text):
     try:
         value = float(text)
@@ -102,8 +144,9 @@ def utf8_text(text):
 
 
 def message_text(text):
-    # A message to the model: UTF-8 text with something in it (an empty prompt would spend the
-    # whole --max-new-tokens answering nothing).
+    # A text to read (a message to the model, a sentence to attend over or compare): UTF-8 text
+    # with something in it (an empty prompt would spend the whole --max-new-tokens answering
+    # nothing; an empty sentence has no tokens to attend over).
     text = utf8_text(text)
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must not be empty (nor only spaces), got {text!r}")

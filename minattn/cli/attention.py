@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .arguments import (_is_language_model, html_file, image_file, model_choice, non_negative_int,
-                        positive_int, utf8_text)
+from .arguments import (_is_language_model, html_file, image_file, message_text, model_choice,
+                        non_negative_int, positive_int)
 from .common import (UsageError, _check_plot_available, _page_limit, _visible, _with_bar, examples,
                      language_model_file, load_language_model, model_file_refused)
 from .generate import _digit_prompt
@@ -22,7 +22,7 @@ def add_command(commands):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=examples('python -m minattn attention "The cat sat on the mat." --layer 2 --head 3',
                         'python -m minattn attention "A B A C" --model count --html page.html'))
-    att.add_argument("sentence", metavar="TEXT", type=utf8_text,
+    att.add_argument("sentence", metavar="TEXT", type=message_text,
                      help="minilm: any text (cut at 256 word pieces, said when it is); count: up "
                           "to 32 letters A-E; sort: 6 digits; induction: up to 32 words")
     att.add_argument("--layer", type=non_negative_int, default=0,

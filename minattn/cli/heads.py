@@ -105,7 +105,7 @@ def _check_sizes(args, n_layers=None, n_heads=None, context_length=None, **_):
     # --n and --k against the model, as far as they are known (None: not checked here).
     if context_length is not None and 2 * args.n > context_length:
         raise UsageError(f"--n {args.n} gives 2n = {2 * args.n} tokens, more than the model's "
-                         f"context of {context_length}")
+                         f"context of {context_length}: give --n {context_length // 2} or less")
     if n_layers is not None and n_heads is not None and args.k > n_layers * n_heads // 2:
         raise UsageError(f"--k must be at most {n_layers * n_heads // 2} (half the model's "
                          f"{n_layers * n_heads} heads), got {args.k}")

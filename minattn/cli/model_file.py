@@ -20,8 +20,13 @@ def model_limits(path):
     as the file says it: {"n_layers", "n_heads", "context_length", "vocab_size" (ints),
     "chat_template" (bool)}, each key only when known; {} for a file that cannot be read so.
     A file that is not GGUF, whose header ends early or that ends before its tensors do (a cut
-    download), is refused at once: ValueError naming the file, as the loader would."""
+    download), or a folder without its config.json, weights or tokenizer.json, is refused at
+    once (ValueError, FileNotFoundError) naming the file, as the loader would."""
     path = Path(path)
+    if path.is_dir():
+        from ..models.chat_model import folder_files
+
+        folder_files(path)  # its config, weights and tokenizer, refused as the loader does
     try:
         return _folder_limits(path) if path.is_dir() else _gguf_limits(path)
     except NotGGUF:  # said as the loader says it

@@ -2,8 +2,8 @@
 pretrained encoder (all-MiniLM-L6-v2)."""
 import argparse
 
-from .arguments import model_directory, utf8_text
-from .common import examples, model_file_refused
+from .arguments import message_text, model_directory
+from .common import UsageError, examples, model_file_refused
 
 
 def add_command(commands):
@@ -12,7 +12,8 @@ def add_command(commands):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=examples('python -m minattn similarity "A man plays guitar." '
                         '"Someone plays a guitar." "The stock market fell."'))
-    sim.add_argument("sentences", nargs="+", metavar="SENTENCE", type=utf8_text)
+    sim.add_argument("sentences", nargs="+", metavar="SENTENCE", type=message_text,
+                     help="two or more sentences, each compared with every other")
     sim.add_argument("--model", metavar="DIR", type=model_directory,
                      help="model directory (default: the packaged model)")
     sim.set_defaults(run=run)
@@ -21,6 +22,9 @@ def add_command(commands):
 def run(args):
     from ..models.pretrained import load_sentence_encoder, similarity_matrix
 
+    if len(args.sentences) < 2:
+        raise UsageError(f"argument SENTENCE: give two or more sentences to compare, got "
+                         f"{len(args.sentences)}")
     with model_file_refused():
         encoder = load_sentence_encoder(args.model)
     sims = similarity_matrix(encoder, args.sentences)

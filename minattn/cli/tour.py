@@ -96,13 +96,14 @@ def _device(name):
         import cupy
     except ImportError:
         raise UsageError("--device gpu needs CuPy: pip install cupy-cuda12x or cupy-cuda13x, "
-                         "matching your CUDA (nvidia-smi shows it)") from None
+                         "matching your CUDA (nvidia-smi shows it)", see_help=False) from None
     try:
         n_devices = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # no driver, or no device: CuPy raises CUDARuntimeError
-        raise UsageError(f"--device gpu: CuPy sees no CUDA device ({error})") from None
+        raise UsageError(f"--device gpu: CuPy sees no CUDA device ({error})",
+                         see_help=False) from None
     if n_devices == 0:
-        raise UsageError("--device gpu: CuPy sees no CUDA device")
+        raise UsageError("--device gpu: CuPy sees no CUDA device", see_help=False)
     from ..engine import cupy_autograd
 
     cupy_autograd.register(cupy.ndarray)

@@ -256,6 +256,8 @@ def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *
     through the cache gets position 0 (learned positions or RoPE alike), as if it were the first
     of the sequence, and the cached decoding drifts away from the full pass.
     """
+    if hooks is not None:  # the real signature's, which this copy does not run
+        raise ValueError("causal_lm_without_advancing_positions takes no hooks")
     length = tokens.shape[-1]
     x = params["token_embedding"][tokens]
     past = 0 if not cache or not cache[0] else next(iter(cache[0].values())).shape[-2]

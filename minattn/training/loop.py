@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from autograd import value_and_grad
 
-from ..loss import cross_entropy
+from ..engine.autograd_rules import gradient_by_hand
 from ..models.count_task import tree_map
 from .chat_data import batch
 from .optimizer import adamw_init, adamw_update, clip_by_global_norm, cosine_lr
@@ -108,6 +108,31 @@ def accumulated(loss_and_grad, trainable, parts, rngs):
     return total / count, tree_map(lambda g: g / count, grads)
 
 
+def counted_nll_vjp(wrt, g, total, logits, targets, counted):
+    # d/dlogits of -sum log softmax(logits)[target] over the counted positions:
+    # softmax(logits) - one_hot(target) at each, 0 elsewhere; times the scalar's gradient g.
+    p = np.exp(logits - _log_sum_exp(logits))  # [B, n, V], recomputed: the tape kept only logits
+    one_hot = targets[..., None] == np.arange(logits.shape[-1])  # [B, n, V]
+    return {"logits": np.where(counted[..., None], p - one_hot, 0).astype(logits.dtype) * g}
+
+
+@gradient_by_hand(counted_nll_vjp)
+def counted_nll_sum(logits, targets, counted):
+    """[B, n, V], int [B, n], bool [B, n] -> -sum of log softmax(logits)[target] over the counted
+    positions: cross_entropy's sum, with its gradient by hand, so that autograd's tape holds the
+    logits alone, not the log-probabilities and the copies its own gradient would keep
+    (tests/test_finetune_loop.py holds it to autograd's gradient of cross_entropy)."""
+    log_probs = logits - _log_sum_exp(logits)  # [B, n, V]
+    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]  # [B, n]
+    return -np.sum(np.where(counted, picked, 0))
+
+
+def _log_sum_exp(x):
+    # [..., V] -> [..., 1], shifted by the row's max as softmax is
+    top = np.max(x, axis=-1, keepdims=True)
+    return top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True))
+
+
 def lm_loss_sum(forward):
     """forward(trainable, tokens, rng, logits_to_keep) -> logits [B, n, V] of the last n
     positions: a language model -> loss_sum(trainable, batch, rng), the summed cross-entropy of
@@ -118,8 +143,7 @@ def lm_loss_sum(forward):
         tokens, targets, weights = batch  # int [B, L], int [B, L], bool [B, L]
         first = int(np.argmax(weights.any(axis=0)))  # the first position a row counts
         logits = forward(trainable, tokens, rng, tokens.shape[-1] - first)  # [B, L - first, V]
-        counted = weights[:, first:]  # [B, L - first]
-        return cross_entropy(logits[counted], targets[:, first:][counted]) * int(counted.sum())
+        return counted_nll_sum(logits, targets[:, first:], weights[:, first:])
 
     return loss_sum
 

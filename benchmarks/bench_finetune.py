@@ -1,0 +1,281 @@
+"""One LoRA fine-tuning step on minattn against torch + PEFT: SmolLM2-135M's shapes, the same
+weights, the same threads, float32, batch 8 x 128 tokens, rank 8 on q and v.
+
+    python benchmarks/bench_finetune.py [--rounds 3] [--batch 8] [--length 128] [--threads 2]
+    python benchmarks/bench_finetune.py --profile     where minattn's step goes: the forward
+                                                      pass recorded, then each operation's
+                                                      backward, timed
+
+(with minattn, torch, transformers and peft installed; from the repository root with
+PYTHONPATH=.)
+
+transformers' LlamaForCausalLM is built from a LlamaConfig with SmolLM2-135M-Instruct's shapes
+(30 layers, d_model 576, 9 heads sharing 3 KV heads of 64, SwiGLU 1536, vocabulary 49,152,
+tied embeddings, RoPE base 100,000) and random weights, its default sdpa attention;
+minattn.interop.from_hf copies the same weights into minattn. Then a LoRA of rank 8, alpha 16,
+on q_proj and v_proj, the same A (B zero) on both sides: PEFT's get_peft_model, minattn.lora.
+A step, on random tokens with every next token counted:
+- PEFT: model(ids, labels=ids).loss (transformers' shifted cross-entropy), backward,
+  clip_grad_norm_(1.0), torch.optim.AdamW.step, zero_grad;
+- minattn: value_and_grad of the summed cross-entropy (minattn/training/loop.py lm_loss_sum)
+  with respect to the LoRA tree, clip_by_global_norm(1.0), adamw_update (training/optimizer.py).
+Timed interleaved, round by round (benchmarks/_harness.py); torch and NumPy's BLAS on --threads
+threads. Beside the step, minattn's forward alone (causal_lm with the LoRA, no gradient) and
+PEFT's (under torch.no_grad), to say how much of the step the backward pass takes.
+
+Peak memory: each side's step in a child process of its own, which builds only its model (random
+weights of the same shapes), takes one step to warm up, then reports the peak resident memory of
+a second step above the resident memory before it (Linux: /proc/self/status's VmHWM, reset
+through /proc/self/clear_refs, against VmRSS): the activations the backward pass keeps, the
+gradients, the optimizer's moments, the logits.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+from _harness import describe, footer, header, interleaved, ratio  # noqa: E402
+
+SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+               num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
+               rope_theta=100000.0, max_position_embeddings=8192, tie_word_embeddings=True,
+               hidden_act="silu")
+RANK, ALPHA, LR = 8, 16.0, 1e-4
+
+
+def torch_model(seed=0):
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(**SMOLLM2)
+    return transformers.LlamaForCausalLM(config).float()
+
+
+def peft_step(model):
+    import peft
+    import torch
+
+    lora = peft.get_peft_model(model, peft.LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0,
+                                                      target_modules=["q_proj", "v_proj"]))
+    trainable = [p for p in lora.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=LR, weight_decay=0.0)
+
+    def step(ids):
+        ids = torch.from_numpy(ids)
+        loss = lora(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        return float(loss.detach())
+
+    def forward(ids):
+        with torch.no_grad():
+            return lora(input_ids=torch.from_numpy(ids)).logits
+
+    return lora, step, forward
+
+
+def minattn_step(params, config, lora):
+    from autograd import value_and_grad
+
+    import minattn as ma
+    from minattn.training.loop import accumulated, lm_loss_sum
+    from minattn.training.optimizer import adamw_init, adamw_update, clip_by_global_norm
+
+    def forward(trainable, tokens, rng, logits_to_keep=None):
+        return ma.causal_lm(params, tokens, lora=trainable, lora_alpha=ALPHA,
+                            logits_to_keep=logits_to_keep, **config)
+
+    loss_sum = lm_loss_sum(forward)
+    loss_and_grad = value_and_grad(loss_sum)
+    state = {"lora": lora, "adam": adamw_init(lora)}
+
+    def step(ids):
+        batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, dtype=bool))
+        loss, grads = accumulated(loss_and_grad, state["lora"], [batch], [None])
+        grads, _ = clip_by_global_norm(grads, 1.0)
+        state["lora"], state["adam"] = adamw_update(state["lora"], grads, state["adam"], lr=LR,
+                                                    weight_decay=0.0)
+        return loss
+
+    return step, lambda ids: forward(state["lora"], ids, None), loss_sum
+
+
+def same_lora(peft_model, n_layers):
+    # PEFT's A (lora_A.weight [r, d_in]) as minattn's [d_in, r]; B zero on both sides.
+    names = {"q": "q_proj", "v": "v_proj"}
+    modules = dict(peft_model.named_modules())
+    layers = []
+    for i in range(n_layers):
+        layer = {}
+        for target, name in names.items():
+            module = modules[f"base_model.model.model.layers.{i}.self_attn.{name}"]
+            a = module.lora_A["default"].weight.detach().numpy().T.copy()
+            b = module.lora_B["default"].weight.detach().numpy().T.copy()
+            layer[target] = {"A": a, "B": b}
+        layers.append(layer)
+    return {"layers": layers}
+
+
+def tokens(batch, length, seed=1):
+    return np.random.default_rng(seed).integers(0, SMOLLM2["vocab_size"], size=(batch, length))
+
+
+def threads(n):
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(n)
+    return threadpool_limits(limits=n, user_api="blas")
+
+
+def build():
+    from minattn.interop import from_hf
+    import minattn.lora  # noqa: F401  (causal_lm's lora= variant)
+
+    model = torch_model()
+    params, config = from_hf(model)
+    peft_model, peft, peft_forward = peft_step(model)
+    lora = same_lora(peft_model, SMOLLM2["num_hidden_layers"])
+    step, forward, loss_sum = minattn_step(params, config, lora)
+    return step, forward, peft, peft_forward, (loss_sum, lora)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--profile", action="store_true",
+                        help="time minattn's recorded forward and each backward operation")
+    parser.add_argument("--memory-child", choices=("minattn", "peft"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        return memory_child(args)
+    header(0)
+    ids = tokens(args.batch, args.length)
+    with threads(args.threads):
+        step, forward, peft, peft_forward, (loss_sum, lora) = build()
+        first = (step(ids), peft(ids))
+        print(f"SmolLM2 shapes, random weights, float32, batch {args.batch} x {args.length} "
+              f"tokens, LoRA rank {RANK} on q and v, {args.threads} threads; first step's loss: "
+              f"minattn {first[0]:.6f}, PEFT {first[1]:.6f}")
+        if args.profile:
+            return profile(loss_sum, lora, ids)
+        times = interleaved({"minattn step": lambda: step(ids), "PEFT step": lambda: peft(ids),
+                             "minattn forward": lambda: forward(ids),
+                             "PEFT forward": lambda: peft_forward(ids)}, args.rounds)
+    print("| | minattn | torch + PEFT | ratio |")
+    print("|---|---|---|---|")
+    for what in ("step", "forward"):
+        print(f"| {what} | {describe(times['minattn ' + what])} | "
+              f"{describe(times['PEFT ' + what])} | "
+              f"{ratio(times['minattn ' + what], times['PEFT ' + what])} |")
+    memory = {side: child_peak(side, args) for side in ("minattn", "peft")}
+    print(f"| step's peak memory above the model | {memory['minattn']:.0f} MiB | "
+          f"{memory['peft']:.0f} MiB | {memory['minattn'] / memory['peft']:.2f} |")
+    footer()
+
+
+def child_peak(side, args):
+    command = [sys.executable, os.path.abspath(__file__), "--memory-child", side, "--batch",
+               str(args.batch), "--length", str(args.length), "--threads", str(args.threads)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def memory_child(args):
+    # One side's model only, random weights of SmolLM2's shapes; one warm-up step, then the
+    # resident memory before the measured step and the peak during it.
+    ids = tokens(args.batch, args.length)
+    with threads(args.threads):
+        if args.memory_child == "peft":
+            _, step, _ = peft_step(torch_model())
+        else:
+            import minattn as ma
+            import minattn.lora
+
+            params, config = ma.init_causal_lm(
+                np.random.default_rng(0), SMOLLM2["vocab_size"], 30, 576, 9, 1536,
+                position="rope", norm="rms_norm", activation="swiglu", bias=False,
+                n_kv_heads=3, dtype=np.float32)
+            config = {**config, "rope_base": 100000.0}
+            lora = minattn.lora.init_lora(np.random.default_rng(0), params, rank=RANK)
+            step, _, _ = minattn_step(params, config, lora)
+        step(ids)
+        with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) reset to the present
+            f.write("5")
+        before = _status_mib("VmRSS")
+        step(ids)
+        peak = _status_mib("VmHWM")
+    print(json.dumps({"peak_mib": peak - before}))
+
+
+def _status_mib(field):
+    # Linux's /proc/self/status: VmRSS (resident now), VmHWM (its peak since the last reset)
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
+def profile(loss_sum, lora, ids):
+    # The forward pass as autograd records it (make_vjp), then the backward pass replayed node
+    # by node as autograd.core.backward_pass does, each node's VJP timed and summed by its
+    # primitive and argument shapes.
+    from collections import Counter
+
+    import autograd.core as core
+    from autograd import make_vjp
+
+    names, seconds, calls = {}, Counter(), Counter()
+    init = core.VJPNode.__init__
+
+    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
+        init(node, value, fun, args, kwargs, parent_argnums, parents)
+        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
+        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
+
+    def timed_backward_pass(g, end_node):
+        outgrads = {end_node: (g, False)}
+        for node in core.toposort(end_node):
+            outgrad = outgrads.pop(node)
+            start = time.perf_counter()
+            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
+                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
+            seconds[names.get(id(node), "?")] += time.perf_counter() - start
+            calls[names.get(id(node), "?")] += 1
+        return outgrad[0]
+
+    batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, dtype=bool))
+    start = time.perf_counter()
+    _ = loss_sum(lora, batch, None)
+    plain = time.perf_counter() - start
+    core.VJPNode.__init__, backward_pass = named_init, core.backward_pass
+    try:
+        start = time.perf_counter()
+        vjp, _ = make_vjp(loss_sum)(lora, batch, None)
+        recorded = time.perf_counter() - start
+        core.backward_pass = timed_backward_pass
+        start = time.perf_counter()
+        vjp(np.float32(1.0))
+        backward = time.perf_counter() - start
+    finally:
+        core.VJPNode.__init__, core.backward_pass = init, backward_pass
+    print(f"forward, not recorded: {plain:.1f} s; recorded: {recorded:.1f} s; backward: "
+          f"{backward:.1f} s, of which:")
+    for name, s in seconds.most_common(12):
+        print(f"  {s:6.2f} s  {calls[name]:4d} x  {name}")
+    footer()
+
+
+if __name__ == "__main__":
+    main()

