@@ -102,7 +102,8 @@ def masks(path):
     colours = ListedColormap(["#eeeeee", "#2b6cb0"])
     fig, axes = plt.subplots(1, 3, figsize=(10, 4.4))
     for ax, mask, title in zip(axes, (causal, padding, combined),
-                               ("causal_mask(5)", "padding_mask([5, 3], 5)[1]\n(sentence 1, length 3)",
+                               ("causal_mask(5)",
+                                "padding_mask([5, 3], 5)[1]\n(sentence 1, length 3)",
                                 "causal & padding, [1, 0]\n(mask[1, 0] of section 4)")):
         ax.imshow(mask, cmap=colours, vmin=0, vmax=1)
         for (i, j), value in np.ndenumerate(mask):

@@ -128,7 +128,8 @@ def test_part_one_needs_no_pytorch():
 SOLUTIONS = {
     "01_softmax.py": ("from minattn.course.teaching import masked_softmax, softmax as plain\n\n\n"
                       "def softmax(x, axis=-1, mask=None):  # exercise 3's words\n"
-                      "    return plain(x, axis) if mask is None else masked_softmax(x, mask, axis)\n",
+                      "    return plain(x, axis) if mask is None else "
+                      "masked_softmax(x, mask, axis)\n",
                       ()),
     "02_attention.py": ("from minattn.course.teaching import masked_softmax, softmax\n",
                         ("scaled_dot_product_attention",)),

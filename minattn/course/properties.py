@@ -700,7 +700,8 @@ def _(data):
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
       "average_weights=True the weights are the per-head weights averaged over the heads, "
-      "[B, L_q, L_k]", MULTI_HEAD, "average over the head axis (-3), not the batch or the queries", part=4)
+      "[B, L_q, L_k]", MULTI_HEAD, "average over the head axis (-3), not the batch or the queries",
+      part=4)
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
@@ -847,7 +848,8 @@ def _(data):
       {"feed_forward"},
       "drop the hidden units h = act(x @ w_1 + b_1): np.where(keep, h / (1 - p), 0) with keep of "
       "h's shape, THEN @ w_2 + b_2; dropping the output instead keeps the mean but not the form; "
-      "np.where(keep, h / (1 - p), 0), not h * keep / (1 - p), which is 0 / 0 = NaN at p = 1", part=4)
+      "np.where(keep, h / (1 - p), 0), not h * keep / (1 - p), which is 0 / 0 = NaN at p = 1",
+      part=4)
 def _(data):
     d = data.draw(st.integers(1, 3), "D")
     p = random_params(data.draw(seeds, "params seed"), d, d_ff=3)["feed_forward"]
