@@ -229,7 +229,7 @@ def test_the_cli_reports_a_corrupt_file_in_one_line(model, tmp_path, name):
             (tmp_path / other).write_bytes(b"{corrupt")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    result = subprocess.run([sys.executable, "-m", "minattn", "similarity", "a", "--model",
+    result = subprocess.run([sys.executable, "-m", "minattn", "similarity", "a", "b", "--model",
                              str(tmp_path)], capture_output=True, text=True, env=env, cwd=root)
     assert result.returncode == 2  # a model file that cannot be used: exit 2 in every command
     assert "Traceback" not in result.stderr and name in result.stderr
