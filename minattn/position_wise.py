@@ -5,7 +5,7 @@ import autograd.numpy as np
 import numpy
 
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
     check_gated_feed_forward_params
@@ -159,6 +159,7 @@ def silu(x):
     return x * sigmoid(x)
 
 
+@reads(gate=("gate", "up"), up=("gate",))  # the tape keeps no output
 def swiglu_vjp(wrt, g, y, gate, up):
     # With s = sigmoid(gate): d silu(gate) / d gate = s (1 + gate (1 - s)); d y / d up = silu(gate)
     s = sigmoid(gate)
