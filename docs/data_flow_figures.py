@@ -125,11 +125,20 @@ def draw_running_example(path):
         if name not in ("X", "scores"):
             ax.set_yticks([])
     fig.canvas.draw()
-    for left, right, label in ((0, 1, "x W"), (3, 4, "Q K^T"), (4, 5, "softmax"),
-                               (5, 6, "@ V")):
+    patches = __import__("matplotlib.patches", fromlist=["FancyArrowPatch"])
+    x_box = axes[0].get_position()
+    for right, label in ((1, "@ W^Q"), (2, "@ W^K"), (3, "@ W^V")):  # X to each of Q, K, V
+        box = axes[right].get_position()
+        end = ((box.x0 + box.x1) / 2, box.y0 - 0.01)
+        fig.add_artist(patches.FancyArrowPatch(
+            ((x_box.x0 + x_box.x1) / 2, x_box.y0 - 0.01), end, transform=fig.transFigure,
+            connectionstyle="arc3,rad=0.25", arrowstyle="-|>", mutation_scale=14,
+            color="#333333", lw=1.2))
+        fig.text(end[0] + 0.008, end[1] - 0.035, label, ha="left", fontsize=8, color="#333333")
+    for left, right, label in ((4, 5, "softmax"), (5, 6, "@ V")):
         a0, a1 = axes[left].get_position(), axes[right].get_position()
         y = (a0.y0 + a0.y1) / 2
-        _arrow(fig, (a0.x1 + 0.004, y), (a1.x0 - (0.045 if right == 4 else 0.004), y), label)
+        _arrow(fig, (a0.x1 + 0.004, y), (a1.x0 - 0.004, y), label)
     fig.suptitle("section 3's running example through one head: the row of cabinet (4) puts "
                  f"{a['weights'][4, 1]:.2f} of its weight on keys (1)", fontsize=11, y=1.08)
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -173,11 +182,19 @@ def draw_heads(path):
     _arrow(fig, (0.685, 0.72), (0.725, 0.62), "merge")
     _arrow(fig, (0.685, 0.26), (0.725, 0.48))
     _arrow(fig, (0.853, 0.55), (0.877, 0.55))
+    for box, (low, high, cmap, label) in (
+            ([0.20, 0.12, 0.12, 0.025], (-vmax, vmax, "RdBu_r", "value (x, Q, outputs)")),
+            ([0.73, 0.12, 0.12, 0.025], (0, 1, "Oranges", "attention weight"))):
+        scale = fig.add_axes(box)
+        fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(low, high), cmap), cax=scale,
+                     orientation="horizontal")
+        scale.set_title(label, fontsize=8)
+        scale.tick_params(labelsize=7)
     fig.text(0.5, 0.01, "split_heads: [L, D] -> [H, L, d_k] = [2, 5, 4]; attention runs on every "
              "head at once; merge_heads puts each token's heads side by side again; W^O mixes "
              "them", fontsize=9, ha="center")
     fig.suptitle("multi-head attention on section 5's example (D = 8, H = 2, d_k = 4); red and "
-                 "blue: the numbers' signs, orange: the weights", fontsize=11, y=0.99)
+                 "blue: the numbers (scale below), orange: the weights", fontsize=11, y=0.99)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 

@@ -2,7 +2,7 @@
 
 worked_example.png  the worked example's attention weights, with their values
 saturation.png      how peaked softmax gets as d_k grows, with and without the 1/sqrt(d_k)
-masks.png           causal, padding and combined masks (True = may attend)
+masks.png           causal, padding and combined masks of section 4's example
 count_heads.png     the trained count model's four heads on one held-out sequence, with values
 attention_head.png  one attention head: x -> q, k, v -> scores -> weights -> output (section 1)
 attention_block.png one Transformer block: attention and feed-forward, residuals and norms
@@ -43,12 +43,7 @@ def main(argv=None):
     delta_chunks(os.path.join(args.out, "delta_chunks.png"))
     data_flow_figures.main(["--out", args.out])  # the first reading's data flow, drawn
 
-    causal = ma.causal_mask(6)
-    padding = ma.padding_mask(np.array([4]), 6)[0, 0]  # [1, 6]
-    maps = np.stack([causal, np.broadcast_to(padding, (6, 6)), causal & padding]).astype(float)
-    save_heatmaps(os.path.join(args.out, "masks.png"), maps, range(6), range(6),
-                  titles=["causal_mask(6)", "padding_mask([4], 6)", "causal & padding"],
-                  suptitle="masks: 1 = may attend", label="mask value")
+    masks(os.path.join(args.out, "masks.png"))
 
     params = train.train_count_model(seed=0, steps=args.steps)
     seq, _ = train.make_count_task(np.random.default_rng([0, 1]), 1, train.LENGTH, train.VOCAB_SIZE)
@@ -68,14 +63,15 @@ def main(argv=None):
 
 def saturation(path):
     # The mean largest weight of a query over 10 keys, q and k with unit-variance entries: 0.1 is
-    # uniform attention, 1 is one-hot. The same measurement as walkthrough.md's section 4 table.
+    # uniform attention, 1 is one-hot. The draws of walkthrough.md's section 3 (100 queries, the
+    # generator seeded with d_k), so that the figure shows the numbers printed there.
     import matplotlib.pyplot as plt
 
-    rng = np.random.default_rng(0)
     widths = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     peak = {"unscaled: softmax(q k^T)": [], "scaled: softmax(q k^T / sqrt(d_k))": []}
     for d_k in widths:
-        q, k = rng.normal(size=(200, d_k)), rng.normal(size=(10, d_k))
+        rng = np.random.default_rng(d_k)
+        q, k = rng.normal(size=(100, d_k)), rng.normal(size=(10, d_k))
         peak["unscaled: softmax(q k^T)"].append(ma.softmax(q @ k.T).max(axis=-1).mean())
         peak["scaled: softmax(q k^T / sqrt(d_k))"].append(
             ma.softmax(q @ k.T / np.sqrt(d_k)).max(axis=-1).mean())
@@ -90,6 +86,40 @@ def saturation(path):
     ax.legend(fontsize=8)
     ax.set_title("softmax saturates as d_k grows, unless the scores are scaled")
     fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def masks(path):
+    # walkthrough.md's section 4 example: two sentences of lengths 5 and 3, padded to 5; the
+    # second one's masks. Booleans: two colours and a legend, no continuous colour scale.
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    causal = ma.causal_mask(5)
+    padding = np.broadcast_to(ma.padding_mask(np.array([5, 3]), 5)[1, 0], (5, 5))
+    combined = (causal & ma.padding_mask(np.array([5, 3]), 5))[1, 0]
+    colours = ListedColormap(["#eeeeee", "#2b6cb0"])
+    fig, axes = plt.subplots(1, 3, figsize=(10, 4.4))
+    for ax, mask, title in zip(axes, (causal, padding, combined),
+                               ("causal_mask(5)",
+                                "padding_mask([5, 3], 5)[1]\n(sentence 1, length 3)",
+                                "causal & padding, [1, 0]\n(mask[1, 0] of section 4)")):
+        ax.imshow(mask, cmap=colours, vmin=0, vmax=1)
+        for (i, j), value in np.ndenumerate(mask):
+            ax.text(j, i, "1" if value else "0", ha="center", va="center", fontsize=9,
+                    color="white" if value else "black")
+        ax.set_xticks(range(5))
+        ax.set_yticks(range(5))
+        ax.set_xlabel("key")
+        ax.set_ylabel("query")
+        ax.set_title(title, fontsize=10)
+    fig.legend(handles=[Patch(color="#2b6cb0", label="True (1): may attend"),
+                        Patch(color="#eeeeee", label="False (0): masked")],
+               loc="lower center", ncol=2, fontsize=9, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle("masks of two sentences of lengths 5 and 3, padded to 5: the second sentence's")
+    fig.tight_layout(rect=(0, 0.09, 1, 0.93))
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

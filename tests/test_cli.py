@@ -83,7 +83,8 @@ def test_attention_shows_word_pieces_and_checks_the_layer(pretrained_available, 
     out = capsys.readouterr().out
     assert "layer 1, head 2" in out and "[CLS]" in out and "cat" in out
     assert cli.main(["attention", "x", "--layer", "6"]) == 2
-    assert capsys.readouterr().err == "error: argument --layer: must be in [0, 5], got 6\n"
+    assert capsys.readouterr().err == "error: argument --layer: must be in [0, 5], got 6 (see " \
+                                      "python -m minattn attention --help)\n"
 
 
 def _run(*args):

@@ -307,7 +307,7 @@ WRONG = {
                 if dropout:
                     h = np.where(rng.random(h.shape) >= dropout, h / (1 - dropout), 0).astype(h.dtype)
                 return h @ params["w_2"] + params["b_2"]
-            """, 1, "another object"),
+            """, 4, "another object"),
         "feed-forward dropout 1 giving NaN": ("""
             def feed_forward(params, x, *, activation="relu", dropout=0.0, rng=None):
                 h = np.maximum(x @ params["w_1"] + params["b_1"], 0)
@@ -320,7 +320,7 @@ WRONG = {
                 if dropout:
                     h = (h * (rng.random(h.shape) >= dropout) / (1 - dropout)).astype(h.dtype)
                 return h @ params["w_2"] + params["b_2"]
-            """, 1, "feed_forward_drops_hidden_units"),
+            """, 4, "feed_forward_drops_hidden_units"),
         "one dropout mask for both sublayers": (edit(
             ENCODER, "    if norm_first:\n", "    shared = {}\n\n"
             "    def drop(h):\n        if not dropout:\n            return h\n"
@@ -328,7 +328,7 @@ WRONG = {
             "        return np.where(keep, h / (1 - dropout), 0).astype(h.dtype)\n"
             "    if norm_first:\n", "        x = x + out\n        x = x + feed(", "        x = x + drop(out)\n        x = x + drop(feed(")
             .replace("feed(norm(x, \"feed_forward_norm\"))", "feed(norm(x, \"feed_forward_norm\")))"),
-            1, "encoder_block_draws_each_sublayers_dropout_on_its_own"),
+            4, "encoder_block_draws_each_sublayers_dropout_on_its_own"),
     },
     "state between calls": {
         "causal mask from lru_cache, handed out as it is": ("""

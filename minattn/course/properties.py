@@ -433,7 +433,7 @@ def _(data):
       "and an rng, each weight is 0 or its value without dropout / (1 - p), the output is those "
       "weights times v, and the rng's seed alone decides which", ATTENTION,
       "keep = rng.random(weights.shape) >= p; weights = np.where(keep, weights / (1 - p), 0), "
-      "with the rng given, before the product with v")
+      "with the rng given, before the product with v", part=4)
 def _(data):
     l_q, l_k = data.draw(st.integers(3, 5), "L_q"), data.draw(st.integers(3, 5), "L_k")
     q, k, v = (data.draw(floats((2, n, 2)), name) for n, name in ((l_q, "q"), (l_k, "k"), (l_k, "v")))
@@ -452,7 +452,7 @@ def _(data):
       "no two batch entries, heads, queries or keys share their draws (Hoeffding's bound for a "
       "failure probability of 1e-9, at the fixed seed and any other)", ATTENTION,
       "p is the probability of dropping a weight, and every weight of every batch entry and "
-      "head is an independent draw")
+      "head is an independent draw", part=4)
 def _(data):
     rng = np.random.default_rng(data.draw(seeds, "seed of q, k and v"))
     q, k, v = (rng.normal(0.0, 0.5, (2, 4, 32, 3)) for _ in range(3))
@@ -700,7 +700,8 @@ def _(data):
 
 @prop("multi_head_attention_averages_weights_over_heads", "multi_head_attention", "with "
       "average_weights=True the weights are the per-head weights averaged over the heads, "
-      "[B, L_q, L_k]", MULTI_HEAD, "average over the head axis (-3), not the batch or the queries")
+      "[B, L_q, L_k]", MULTI_HEAD, "average over the head axis (-3), not the batch or the queries",
+      part=4)
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     l_q, l_k = data.draw(sizes, "L_q"), data.draw(sizes, "L_k")
@@ -728,7 +729,7 @@ def ref_output_of_weights(p, value, weights):
       "each head's weights are 0 or their value without dropout / (1 - p), the rng's seed "
       "alone decides which, and the weights returned are those the output was computed with",
       MULTI_HEAD, "pass dropout and rng on to the attention of the heads, and return the weights "
-      "of that same call")
+      "of that same call", part=4)
 def _(data):
     n_heads, d_model, p = draw_multi_head(data)
     length = data.draw(st.integers(3, 5), "L")
@@ -785,28 +786,43 @@ def _(data):
     assert np.asarray(out).dtype == np.float32, f"got {np.asarray(out).dtype}"
 
 
-@prop("feed_forward_matches_the_formula", "feed_forward", "feed_forward(params, x) = act(x w_1 + "
-      "b_1) w_2 + b_2 for every token of x [..., D] (any leading axes, none included), for relu "
-      "(the default), gelu and gelu_tanh",
-      {"feed_forward"}, "the activation goes between the two linear maps, on the hidden width F; "
-      "check which activation was asked for")
-def _(data):
+def check_feed_forward(data, activations):
     d = data.draw(st.integers(1, 4), "D")
     p = random_params(data.draw(seeds, "params seed"), d)["feed_forward"]
     lead = data.draw(st.sampled_from([(2, data.draw(sizes, "L")), (3,), ()]), "leading axes")
     x = data.draw(floats(lead + (d,)), "x")
-    for activation in (None, "relu", "gelu", "gelu_tanh"):  # every one, in every example
+    for activation in activations:  # every one, in every example
         got = minattn.feed_forward(p, x) if activation is None else \
             minattn.feed_forward(p, x, activation=activation)
         close(got, ref_feed_forward(p, x, activation or "relu"), 1e-8,
               f"feed_forward(params, x, activation={activation!r})")
 
 
+@prop("feed_forward_matches_the_formula", "feed_forward", "feed_forward(params, x) = relu(x w_1 + "
+      "b_1) w_2 + b_2 for every token of x [..., D] (any leading axes, none included)",
+      {"feed_forward"}, "the activation goes between the two linear maps, on the hidden width F")
+def _(data):
+    check_feed_forward(data, (None, "relu"))
+
+
+@prop("feed_forward_takes_gelu", "feed_forward", "feed_forward(params, x, activation=a) = "
+      "a(x w_1 + b_1) w_2 + b_2 for gelu and gelu_tanh too, float32 kept", {"feed_forward"},
+      "check which activation was asked for; np.vectorize(math.erf) and NumPy float64 scalars "
+      "return float64: cast back to x.dtype", part=4)
+def _(data):
+    check_feed_forward(data, ("gelu", "gelu_tanh"))
+    p = as_dtype(random_params(data.draw(seeds, "params seed"), 3)["feed_forward"], np.float32)
+    x = data.draw(floats((1, data.draw(sizes, "L"), 3), dtype=np.float32), "float32 x")
+    for activation in ("gelu", "gelu_tanh"):
+        out = np.asarray(minattn.feed_forward(p, x, activation=activation))
+        assert out.dtype == np.float32, f"float32 in, {out.dtype} out ({activation})"
+
+
 @prop("feed_forward_dropout_is_unbiased", "feed_forward", "with dropout=p and an rng, the output "
       "averaged over many tokens equals the output without dropout (inverted dropout rescales "
       "the kept units by 1 / (1 - p)), and the rng's seed alone decides what is dropped",
       {"feed_forward"}, "drop hidden units with the rng given and scale the kept ones by "
-      "1 / (1 - p): the expected output must not change")
+      "1 / (1 - p): the expected output must not change", part=4)
 def _(data):
     d = data.draw(st.integers(2, 4), "D")
     p = random_params(data.draw(seeds, "params seed"), d, d_ff=8)["feed_forward"]
@@ -832,7 +848,8 @@ def _(data):
       {"feed_forward"},
       "drop the hidden units h = act(x @ w_1 + b_1): np.where(keep, h / (1 - p), 0) with keep of "
       "h's shape, THEN @ w_2 + b_2; dropping the output instead keeps the mean but not the form; "
-      "np.where(keep, h / (1 - p), 0), not h * keep / (1 - p), which is 0 / 0 = NaN at p = 1")
+      "np.where(keep, h / (1 - p), 0), not h * keep / (1 - p), which is 0 / 0 = NaN at p = 1",
+      part=4)
 def _(data):
     d = data.draw(st.integers(1, 3), "D")
     p = random_params(data.draw(seeds, "params seed"), d, d_ff=3)["feed_forward"]
@@ -864,7 +881,7 @@ def _(data):
       "or units share their draws (Hoeffding's bound for a failure probability of 1e-9, at the "
       "fixed seed and any other)", {"feed_forward"},
       "p is the probability of dropping a unit, and every unit of every token is an independent "
-      "draw")
+      "draw", part=4)
 def _(data):
     rate = data.draw(st.sampled_from([0.25, 0.4]), "dropout")
     p = {"w_1": np.eye(8), "b_1": np.ones(8), "w_2": np.eye(8), "b_2": np.zeros(8)}
@@ -878,13 +895,12 @@ def _(data):
 
 
 @prop("feed_forward_keeps_float32", "feed_forward", "the feed-forward network on float32 inputs "
-      "and params returns float32, for every activation", {"feed_forward"},
-      "np.vectorize(math.erf) and NumPy float64 scalars return float64: cast back to x.dtype")
+      "and params returns float32", {"feed_forward"},
+      "a NumPy float64 scalar or a float64 array created inside upcasts float32")
 def _(data):
     p = as_dtype(random_params(data.draw(seeds, "params seed"), 3)["feed_forward"], np.float32)
     x = data.draw(floats((1, data.draw(sizes, "L"), 3), dtype=np.float32), "x")
-    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
-    out = np.asarray(minattn.feed_forward(p, x, activation=activation))
+    out = np.asarray(minattn.feed_forward(p, x))
     assert out.dtype == np.float32, f"float32 in, {out.dtype} out"
 
 
@@ -893,14 +909,29 @@ def _(data):
       "(post-norm); with norm_first=True x + self_attention(self_attention_norm(x)), then "
       "x + feed_forward(feed_forward_norm(x)) (pre-norm), for one sequence [L, D] or a batch "
       "[B, L, D]; the mask (causal [L, L], padding [B, 1, 1, L], both) reaches the attention, "
-      "activation the feed-forward network and eps both norms", BLOCK,
+      "and eps both norms", BLOCK,
       "each sublayer's output is ADDED to its input (the residual), the norm sits after the add "
-      "(post-norm) or before the sublayer (pre-norm); pass mask, n_heads, activation and eps on")
+      "(post-norm) or before the sublayer (pre-norm); pass mask, n_heads and eps on")
 def _(data):
+    check_encoder_block(data, later=False)
+
+
+@prop("encoder_block_returns_weights_and_passes_activation_on", "encoder_block", "with "
+      "return_weights=True encoder_block returns its attention's weights beside the output, and "
+      "activation reaches the feed-forward network", BLOCK,
+      "return the weights of the attention whose output the block used; pass activation on",
+      part=4)
+def _(data):
+    check_encoder_block(data, later=True)
+
+
+def check_encoder_block(data, later):
+    # later: the second reading's options too (an activation drawn, return_weights=True)
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model = n_heads * data.draw(st.integers(1, 3), "d_k")
     length = data.draw(sizes, "L")
-    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation")
+    activation = data.draw(st.sampled_from(["relu", "gelu", "gelu_tanh"]), "activation") \
+        if later else "relu"
     drawn = data.draw(st.sampled_from([0.5, 1e-5]), "eps")
     p = random_params(data.draw(seeds, "params seed"), d_model)
     batch = data.draw(st.sampled_from([(1,), (2,), ()]), "batch shape")
@@ -915,31 +946,33 @@ def _(data):
     # both norms, and eps=0 too when every row of x varies (eps=0 is refused on a constant row)
     for norm_first, eps in [(False, drawn), (True, drawn)] + (
             [(False, 0.0), (True, 0.0)] if (np.ptp(x, axis=-1) > 0).all() else []):
-        got, weights = minattn.encoder_block(p, x, mask, n_heads=n_heads,
-                                             norm_first=norm_first, activation=activation,
-                                             eps=eps, return_weights=True)
-        got, weights = np.asarray(got), np.asarray(weights)
-        assert got.shape == x.shape and weights.shape == batch + (n_heads, length, length), (
-            f"output {got.shape} and weights {weights.shape}, expected {x.shape} and "
-            f"{batch + (n_heads, length, length)}")
+        options = dict(activation=activation, return_weights=True) if later else {}
+        got = minattn.encoder_block(p, x, mask, n_heads=n_heads, norm_first=norm_first, eps=eps,
+                                    **options)
+        got, weights = (np.asarray(a) for a in got) if later else (np.asarray(got), None)
+        assert got.shape == x.shape, f"output {got.shape}, expected {x.shape}"
+        assert not later or weights.shape == batch + (n_heads, length, length), (
+            f"weights {weights.shape}, expected {batch + (n_heads, length, length)}")
         for b in range(batch[0] if batch else 1):
             at = (b,) if batch else ()
             ref_out, ref_w = ref_encoder_block(p, x[at], n_heads, keep(b), norm_first, eps,
                                                activation)
             close(got[at], ref_out, 1e-7, f"encoder_block (norm_first={norm_first}, eps={eps}), "
                                           f"batch entry {b}")
-            close(weights[at], ref_w, 1e-7, "the attention weights (return_weights=True, "
-                                            f"norm_first={norm_first}), batch entry {b}")
-        plain = minattn.encoder_block(p, x, mask, n_heads=n_heads, norm_first=norm_first,
-                                      activation=activation, eps=eps)
-        close(plain, got, 0, "encoder_block without return_weights (the output alone)")
+            if later:
+                close(weights[at], ref_w, 1e-7, "the attention weights (return_weights=True, "
+                                                f"norm_first={norm_first}), batch entry {b}")
+        if later:
+            plain = minattn.encoder_block(p, x, mask, n_heads=n_heads, norm_first=norm_first,
+                                          activation=activation, eps=eps)
+            close(plain, got, 0, "encoder_block without return_weights (the output alone)")
 
 
 @prop("encoder_block_passes_dropout_on", "encoder_block", "with dropout=p and an rng, the "
       "attention weights (return_weights=True) are 0 or their value without dropout / (1 - p), "
       "the rng's seed alone decides the output, and dropout and rng reach multi_head_attention "
       "and feed_forward (when the block calls them)", BLOCK,
-      "pass dropout and rng on to multi_head_attention and feed_forward")
+      "pass dropout and rng on to multi_head_attention and feed_forward", part=4)
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model, length = 2 * n_heads, data.draw(st.integers(3, 5), "L")
@@ -977,7 +1010,7 @@ def _(data):
       "output is zero (w_o, b_o, w_2, b_2 all 0), the block with dropout returns exactly what it "
       "returns without (x for pre-norm, the two norms of x for post-norm)", BLOCK,
       "drop the sublayer's output before adding it to x: x + dropout(sublayer(x)); never "
-      "dropout(x + sublayer(x)), and never the block's output")
+      "dropout(x + sublayer(x)), and never the block's output", part=4)
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model, length = 2 * n_heads, data.draw(st.integers(2, 5), "L")
@@ -1003,7 +1036,7 @@ def _(data):
       "the block's formula with the attention output those weights give, reaching the residual "
       "add whole or through dropout (each feature 0 or divided by 1 - p)", BLOCK,
       "return the weights of the very attention call whose output the block adds to x: another "
-      "call draws other dropout masks")
+      "call draws other dropout masks", part=4)
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model, length = 2 * n_heads, data.draw(st.integers(3, 5), "L")
@@ -1042,7 +1075,7 @@ def _(data):
       "1 / (1 - p)) + (4 or 0 or 4 / (1 - p)), and the two sublayers' dropped features are not "
       "the same ones", BLOCK,
       "draw a new mask for each sublayer (rng.random(shape) >= p each time): one mask reused "
-      "drops the same features of both")
+      "drops the same features of both", part=4)
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_model = 2 * n_heads

@@ -15,7 +15,7 @@ import numpy as np
 
 
 def softmax(x, axis=-1):
-    # The math alone; minattn's adds the mask of section 4, a speed-up and its own gradient.
+    # The math alone; minattn's computes the same, faster, and takes section 4's mask.
     # [..., n] -> [..., n]: weights >= 0 that sum to 1 along axis
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))  # the largest is exp(0) = 1: no overflow
     return e / np.sum(e, axis=axis, keepdims=True)
@@ -32,7 +32,7 @@ def masked_softmax(x, mask, axis=-1):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None):
-    # The math alone; minattn's adds checks, dropout, its own gradient and a speed-up.
+    # The math alone; minattn's computes the same, faster, after checking its arguments.
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v], [..., L_q, L_k]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = q @ np.swapaxes(k, -1, -2) * scale  # [..., L_q, L_k]: each query against each key
@@ -88,7 +88,7 @@ def linear(x, w, b):
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
-    # The math alone; minattn's adds its own gradient and dtype handling.
+    # The math alone; minattn's computes the same, after checking its arguments.
     # [..., D], [D], [D] -> [..., D]: biased variance, eps inside the square root
     mean = np.mean(x, axis=-1, keepdims=True)
     variance = np.mean((x - mean) ** 2, axis=-1, keepdims=True)

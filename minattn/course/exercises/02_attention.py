@@ -14,21 +14,18 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0,
     Returns (output [..., L_q, d_v], weights [..., L_q, L_k]).
     mask: None, or boolean broadcasting to [..., L_q, L_k]; True = the query MAY attend to the key.
     scale: None means 1 / sqrt(d_k); a number s multiplies the scores instead (q kᵀ · s).
-    dropout: a rate p in [0, 1) applied to the weights with the Generator `rng` (inverted
-    dropout: each weight is zeroed with probability p, the others divided by 1 - p); the weights
-    returned are the dropped ones, and the output is those weights @ v. dropout=0 draws nothing.
-    sinks: a later exercise's parameter (exercise 14); leave it out (or ignore it): the grader
-    asks for it only with --part 4.
+
+    For later parts: dropout and rng (the second reading: a rate p in [0, 1) applied to the
+    weights with the Generator rng, each weight zeroed with probability p and the others divided
+    by 1 - p), sinks (exercise 14). Leave them out: the grader asks for them only with --part 4.
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights
-    and a zero output (no NaN); leading axes (batch, heads) and masks broadcast; dropout zeroes a
-    fraction p of the weights, each weight drawn on its own (no mask shared by two heads or batch
-    entries), and the same rng seed gives the same dropout; float32 stays float32.
+    and a zero output (no NaN); leading axes (batch, heads) and masks broadcast; float32 inputs
+    give float32 results.
 
-    Hints: the scores are q @ np.swapaxes(k, -1, -2), one row per query. Use a Python float for
-    the scale (d_k ** -0.5): np.sqrt(d_k) is a float64 scalar, which upcasts float32.
-    minattn.softmax(scores, mask=mask) handles masks and empty rows. Dropout:
-    keep = rng.random(weights.shape) >= dropout; np.where(keep, weights / (1 - dropout), 0).
+    Hints: the scores are q @ np.swapaxes(k, -1, -2), one row per query. The scale is
+    q.shape[-1] ** -0.5 (a Python float). minattn.softmax(scores, mask=mask) handles masks and
+    empty rows.
     """
     raise NotImplementedError

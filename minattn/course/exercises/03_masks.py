@@ -6,8 +6,8 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
     """bool [n_q, n_k] (n_k defaults to n_q): True where query i may attend to key j, i.e. j <= i.
 
     No position sees the future. When n_q != n_k the mask is top-left aligned (query 0 sees key
-    0 only), as torch's is_causal=True.
-    Part II (the decoder) adds align and window; leave them out (or ignore them) until then, and
+    0 only).
+    For later parts: Part II (section 9) adds align and window; leave them out until then, and
     the grader's properties for them wait: align="bottom_right" puts the n_q queries at the LAST
     n_q positions (query i at position i + n_k - n_q, as after a KV cache), and window=w keeps
     only the w most recent keys, the query's own included. Check them with --part 2.

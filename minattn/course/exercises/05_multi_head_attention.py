@@ -12,16 +12,15 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     """Project, split into heads, attend in each head, merge, project back.
 
     params: {"w_q", "w_k", "w_v", "w_o": [D, D], "b_q", "b_k", "b_v", "b_o": [D]}; weights are
-    stored [d_in, d_out], so a projection reads x @ w + b (torch stores the transpose).
+    stored [d_in, d_out], so a projection reads x @ w + b.
     query [..., L_q, D], key and value [..., L_k, D]. n_heads: the number of heads H; each head
     attends over d_k = D / H features.
-    Returns (output [..., L_q, D], weights [..., H, L_q, L_k]); with average_weights=True the
-    weights are averaged over the heads, [..., L_q, L_k].
+    Returns (output [..., L_q, D], weights [..., H, L_q, L_k]).
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
-    dropout, rng: passed on to the attention of the heads (the weights returned are dropped).
-    average_weights: the weights averaged over the head axis. float32 stays float32.
-    n_kv_heads: a later exercise's parameter (exercise 9); leave it out (or ignore it): the
-    grader asks for it only with --part 4.
+
+    For later parts (the second reading): dropout and rng (passed on to the attention of the
+    heads), average_weights (True: the weights averaged over the heads, [..., L_q, L_k]) and
+    n_kv_heads (exercise 9). Leave them out: the grader asks for them only with --part 4.
 
     Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
     the middle (yours while graded if you pass their files too).

@@ -4,11 +4,11 @@ import numpy as np
 
 
 def layer_norm(x, gamma, beta, eps=1e-5):
-    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis, as torch.nn.LayerNorm.
+    """(x - mean) / sqrt(var + eps) * gamma + beta over the last axis.
 
     x [..., D], gamma [D], beta [D] -> [..., D], x's dtype.
 
     Conventions the grader checks: the variance is the biased one (divide by D, not D - 1); eps
-    sits inside the square root (not std + eps), and it is the eps given; float32 stays float32.
+    sits inside the square root, and it is the eps given; float32 inputs give float32 results.
     """
     raise NotImplementedError

@@ -11,16 +11,16 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
 
     params: {"self_attention": {...}, "self_attention_norm": {"gamma", "beta"},
     "feed_forward": {...}, "feed_forward_norm": {"gamma", "beta"}}, each norm named for its
-    sublayer. x [..., L, D] -> [..., L, D] (and the attention weights [..., H, L, L] too with
-    return_weights=True).
+    sublayer. x [..., L, D] -> [..., L, D].
     Post-norm (norm_first=False, the 2017 paper): x = self_attention_norm(x + self_attention(x));
     x = feed_forward_norm(x + feed_forward(x)). Pre-norm (norm_first=True):
     x = x + self_attention(self_attention_norm(x)); x = x + feed_forward(feed_forward_norm(x)).
-    activation goes to the feed-forward network, eps to both norms. dropout, rng: passed on to
-    multi_head_attention and feed_forward (torch also drops each sublayer's output before the
-    residual add; the grader does not require it). The weights returned are those of the
-    attention whose output the block used (under dropout another call would draw other
-    masks). float32 stays float32.
+    eps goes to both norms. float32 inputs give float32 results.
+
+    For later parts (the second reading): activation (passed on to the feed-forward network),
+    dropout and rng (passed on to multi_head_attention and feed_forward), return_weights (True:
+    the weights of the attention whose output the block used, beside the output). Leave them
+    out: the grader asks for them only with --part 4.
 
     Hints: minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads),
     minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass
