@@ -23,9 +23,10 @@ autograd to differentiate as written (the hand VJP has no dropout).
 among the forward's arguments and "out", its output. Autograd's tape keeps what the VJP will be
 handed until the backward pass ends; for a VJP so marked, it keeps only what the wanted
 gradients read, and hands the VJP, in place of any other array, an empty stand-in of its shape
-and dtype (no memory; read its shape only). So linear with a frozen weight keeps no copy of its input
-alive, and no function keeps its output unless its VJP reads it: for a LoRA fine-tuning step of
-SmolLM2 that is most of the memory the tape held (docs/benchmarks.md, issue 52).
+and dtype (no memory; read its shape only). So linear with a frozen weight keeps no copy of its
+input alive, and no marked function keeps its output unless its VJP reads it: in a LoRA
+fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
+(docs/benchmarks.md, issue 52).
 
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
