@@ -8,6 +8,7 @@ import autograd.numpy as np
 from .engine import checks, variants
 from .engine.threads import decode_step, same_model, threads_chosen_by_timing
 from .engine.decoder_checks import POSITIONS, check_causal_lm
+from .linear import linear
 from .masks import causal_mask
 from .transformer_decoder import decoder, init_decoder
 
@@ -94,7 +95,8 @@ def _embed(params, tokens):
 def _unembed(params, h):
     # [B, L, D] (or the last n positions, [B, n, D]) -> [B, L, V]: params["lm_head"], or the
     # token embedding transposed (tied), and the unembedding's bias where params has one
-    logits = h @ (params["lm_head"] if "lm_head" in params else params["token_embedding"].T)
+    # (linear: one 2-D product over all positions, forwards and backwards, not one per row of B)
+    logits = linear(h, params["lm_head"] if "lm_head" in params else params["token_embedding"].T)
     return logits + params["lm_head_bias"] if "lm_head_bias" in params else logits
 
 

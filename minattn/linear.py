@@ -4,16 +4,17 @@ import math
 
 import autograd.numpy as np
 
-from .engine.autograd_rules import gradient_by_hand
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.fused_products import in_one_product
 
 
+@reads(x=("w",), w=("x",), b=())  # the tape keeps no frozen weight's input, and no output
 def linear_vjp(wrt, g, y, x, w, b):
     # dx = g wᵀ, dw = xᵀ g, db = Σ g over all tokens: three products on the flattened tokens.
     n = math.prod(np.shape(x)[:-1])  # the tokens, counted (-1 is ambiguous for an empty x)
-    tokens, g_tokens = np.reshape(x, (n, w.shape[0])), np.reshape(g, (n, w.shape[1]))
+    g_tokens = np.reshape(g, (n, w.shape[1]))
     grads = {"x": lambda: np.reshape(g_tokens @ np.swapaxes(w, 0, 1), np.shape(x)),
-             "w": lambda: np.swapaxes(tokens, 0, 1) @ g_tokens,
+             "w": lambda: np.swapaxes(np.reshape(x, (n, w.shape[0])), 0, 1) @ g_tokens,
              "b": lambda: np.sum(g_tokens, axis=0)}
     return {name: grads[name]() for name in wrt}
 

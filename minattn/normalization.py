@@ -2,7 +2,7 @@
 import autograd.numpy as np
 
 from .engine import checks
-from .engine.autograd_rules import gradient_by_hand
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
 
 
@@ -44,6 +44,7 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     return centered / np.sqrt(variance + eps) * gamma + beta
 
 
+@reads(x=("x", "gamma"), gamma=("x",), eps=("x", "gamma"))  # the tape keeps no output
 def rms_norm_vjp(wrt, g, y, x, gamma, eps):
     # With r = sqrt(mean(x²) + eps), x̂ = x / r and dx̂ = g ⊙ γ:  dx = (dx̂ - x̂ ⊙ mean(dx̂ ⊙ x̂)) / r.
     # eps as the forward's

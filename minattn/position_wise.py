@@ -5,7 +5,7 @@ import autograd.numpy as np
 import numpy
 
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
     check_gated_feed_forward_params
@@ -159,6 +159,21 @@ def silu(x):
     return x * sigmoid(x)
 
 
+@reads(gate=("gate", "up"), up=("gate",))  # the tape keeps no output
+def swiglu_vjp(wrt, g, y, gate, up):
+    # With s = sigmoid(gate): d silu(gate) / d gate = s (1 + gate (1 - s)); d y / d up = silu(gate)
+    s = sigmoid(gate)
+    grads = {"gate": lambda: g * up * s * (1 + gate * (1 - s)), "up": lambda: g * gate * s}
+    return {name: grads[name]() for name in wrt}
+
+
+@gradient_by_hand(swiglu_vjp)
+def swiglu(gate, up):
+    # [..., F], [..., F] -> [..., F]: silu(gate) * up, SwiGLU's gating, one primitive so that
+    # autograd's tape keeps gate and up alone, not sigmoid(gate), silu(gate) and their products
+    return silu(gate) * up
+
+
 def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     """-> {"w_gate": [D, F], "w_up": [D, F], "w_down": [F, D]}, no biases (Llama), nn.Linear's
     default U(+-1/sqrt(fan_in)), drawn from the Generator `rng` in float64, cast to `dtype`."""
@@ -178,8 +193,8 @@ def gated_feed_forward(params, x):
     # [..., D] -> [..., F] -> [..., D]
     params, x = _check_gated_feed_forward(params, x)
     gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
-    hidden = silu(gate) * up  # [..., F]
-    return hidden @ params["w_down"]  # [..., D]
+    hidden = swiglu(gate, up)  # silu(gate) * up, [..., F]
+    return linear(hidden, params["w_down"])  # [..., D]
 
 
 # Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).

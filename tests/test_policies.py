@@ -9,7 +9,7 @@ from autograd import grad
 from autograd.test_util import check_grads
 
 import minattn as ma
-from minattn.engine.autograd_rules import gradient_by_hand
+from minattn.engine.autograd_rules import gradient_by_hand, reads
 from minattn.engine.dtypes import float16_in_float32
 from minattn.engine.signatures import binder
 
@@ -292,3 +292,27 @@ def test_apply_rope_after_positions_change_in_place_rotates_by_the_new_ones():
     reference = np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle),
                                 x2 * np.cos(angle) + x1 * np.sin(angle)], axis=-1)
     np.testing.assert_allclose(got, reference, rtol=1e-12, atol=1e-12)
+
+
+def test_gradient_by_hand_keeps_only_what_the_wanted_gradients_read():
+    # @reads: x's gradient reads w, w's reads x, neither reads the output; what is not read
+    # reaches the VJP as a stand-in of its shape and dtype holding no memory of its own.
+    seen = {}
+
+    def product_vjp(wrt, g, y, x, w):
+        seen.update(x=x, w=w, y=y)
+        grads = {"x": lambda: g * w, "w": lambda: g * x}
+        return {name: grads[name]() for name in wrt}
+
+    @gradient_by_hand(reads(x=("w",), w=("x",))(product_vjp))
+    def product(x, w):
+        return x * w
+
+    x, w = np.array([[1.0, -2.0], [0.5, 3.0]]), np.array([4.0, -1.0])
+    np.testing.assert_allclose(grad(lambda w: anp.sum(product(x, w)))(w), x.sum(axis=0))
+    assert seen["w"].shape == w.shape and seen["w"].strides == (0,)  # not kept: a stand-in
+    assert seen["y"].shape == x.shape and seen["y"].strides == (0, 0)
+    np.testing.assert_array_equal(seen["x"], x)  # read: the array itself
+    np.testing.assert_allclose(grad(lambda x: anp.sum(product(x, w)))(x), np.tile(w, (2, 1)))
+    assert seen["x"].shape == x.shape and seen["x"].dtype == x.dtype and seen["x"].strides == (0, 0)
+    np.testing.assert_array_equal(seen["w"], w)

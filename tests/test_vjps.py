@@ -1,5 +1,5 @@
-"""The hand-written VJPs (softmax, the attention core, layer_norm, rms_norm) against autograd
-differentiating the plain composition they replace, and against finite differences; second
+"""The hand-written VJPs (softmax, the attention core, layer_norm, rms_norm, swiglu) against
+autograd differentiating the plain composition they replace, and against finite differences; second
 derivatives still work (the VJPs are written in autograd.numpy, so autograd differentiates them
 too). All in float64, masks and fully masked rows included."""
 import autograd.numpy as anp
@@ -328,3 +328,17 @@ def test_sigmoid_and_silu_derivatives_hold_at_subnormal_and_tail_inputs(x):
                                second, rtol=1e-9, atol=1e-300)
     check_grads(silu, modes=["rev"], order=2)(x)
     check_grads(sigmoid, modes=["rev"], order=2)(x)
+
+
+def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
+    # The gated feed-forward's one primitive against autograd through the formula it replaces,
+    # silu(gate) * up with silu written out; up broadcast along gate's leading dims too.
+    from minattn.position_wise import swiglu
+    rng = np.random.default_rng(11)
+    gate, up = 4.0 * rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    gate[0, 0, :4] = [40.0, -40.0, 0.0, -0.0]  # the tails, where sigmoid is 1 or 0, and zero
+    r = _direction(gate.shape, 12)
+    written = lambda g, u: anp.sum(g / (1.0 + anp.exp(-g)) * u * r)  # noqa: E731
+    _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up), [0, 1])
+    _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up[0, 0]), [0, 1])
+    check_grads(swiglu, modes=["rev"], order=2)(gate, up)

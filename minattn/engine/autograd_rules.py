@@ -19,6 +19,15 @@ for the names in `wrt`; the decorator sums each gradient over the dims its argum
 broadcast along. `unless="dropout"`: when that argument is truthy, the function is left to
 autograd to differentiate as written (the hand VJP has no dropout).
 
+`@reads(x=("w",), w=("x",), b=())` on a VJP (linear's): what each argument's gradient reads,
+among the forward's arguments and "out", its output. Autograd's tape keeps what the VJP will be
+handed until the backward pass ends; for a VJP so marked, it keeps only what the wanted
+gradients read, and hands the VJP, in place of any other array, an empty stand-in of its shape
+and dtype (no memory; read its shape only). So linear with a frozen weight keeps no copy of its
+input alive, and no marked function keeps its output unless its VJP reads it: in a LoRA
+fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
+(docs/benchmarks.md, issue 52).
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
@@ -38,6 +47,7 @@ def gradient_by_hand(vjp, *, unless=None):
     """Decorator: see the module docstring."""
     def decorate(f):
         names, bind = binder(f)
+        reads = getattr(vjp, "reads", None)
 
         @primitive
         def forward(*values):  # every argument positional, so autograd sees keyword ones too
@@ -45,6 +55,10 @@ def gradient_by_hand(vjp, *, unless=None):
 
         def vjp_maker(argnums, outputs, values, kwargs):
             wrt = [names[i] for i in argnums]
+            if reads is not None:  # the tape keeps only what the wanted gradients read
+                kept = {name for n in wrt for name in reads[n]}
+                outputs = outputs if "out" in kept else _stand_in(outputs)
+                values = tuple(v if n in kept else _stand_in(v) for n, v in zip(names, values))
 
             def backward(g):
                 grads = vjp(wrt, g, outputs, **dict(zip(names, values)))
@@ -72,6 +86,24 @@ def gradient_by_hand(vjp, *, unless=None):
         return with_gradient_by_hand
 
     return decorate
+
+
+def reads(**names):
+    """Decorator for a VJP: name=(what that argument's gradient reads, ...); see the module
+    docstring."""
+    def mark(vjp):
+        vjp.reads = names
+        return vjp
+
+    return mark
+
+
+def _stand_in(x):
+    # An array's shape and dtype without its memory: a zero-strided view of one zero. Anything
+    # else (None, a number, a tuple of outputs) as it is.
+    if getattr(x, "ndim", 0) == 0 or isinstance(x, tuple):
+        return x
+    return np.broadcast_to(np.zeros_like(x, shape=()), np.shape(x))
 
 
 def constant(x):
