@@ -121,9 +121,10 @@ def test_part_one_needs_no_pytorch():
     assert len(stubs) == 8 and not [p.name for p in stubs if "torch" in p.read_text()]
 
 
-# Each solution Part I gives, as a student would save it: the plain forms the text shows (the
-# excerpts of minattn.course.teaching, and section 4's causal_mask), with the plain forms they
-# call imported -> graded by the exercise's command, exit 0. What week 1 does not teach (dropout,
+# Each solution Part I gives, pasted into its stub as a student would (after the stub's own
+# function, which it replaces): the plain forms the text shows (the excerpts of
+# minattn.course.teaching, and section 4's causal_mask), using only what the stub imports ->
+# graded by the exercise's command, exit 0. What week 1 does not teach (dropout,
 # GELU, averaged or returned weights) the grader leaves to later parts.
 SOLUTIONS = {
     "01_softmax.py": ("from minattn.course.teaching import masked_softmax, softmax as plain\n\n\n"
@@ -131,17 +132,13 @@ SOLUTIONS = {
                       "    return plain(x, axis) if mask is None else "
                       "masked_softmax(x, mask, axis)\n",
                       ()),
-    "02_attention.py": ("from minattn.course.teaching import masked_softmax, softmax\n",
-                        ("scaled_dot_product_attention",)),
+    "02_attention.py": ("", ("scaled_dot_product_attention",)),
     "03_masks.py": ("", ("padding_mask",)),
     "04_heads.py": ("", ("split_heads", "merge_heads")),
-    "05_multi_head_attention.py": ("from minattn.course.teaching import merge_heads, "
-                                   "scaled_dot_product_attention, split_heads\n",
-                                   ("project", "multi_head_attention")),
+    "05_multi_head_attention.py": ("", ("project", "multi_head_attention")),
     "06_layer_norm.py": ("", ("layer_norm",)),
     "07_feed_forward.py": ("", ("feed_forward",)),
-    "08_encoder_block.py": ("from minattn.course.teaching import feed_forward, layer_norm, "
-                            "multi_head_attention\n", ("encoder_block",)),
+    "08_encoder_block.py": ("", ("encoder_block",)),
 }
 
 
@@ -162,8 +159,8 @@ def test_each_solution_part_one_gives_passes_its_exercises_command(file, tmp_pat
         shown.insert(0, re.search(r">>> (def causal_mask\(.*?)\n>>> bool", PART_I, re.S)[1]
                      .replace(">>> ", "").replace("... ", ""))
     path = tmp_path / file
-    path.write_text("import math\n\nimport numpy as np\n" + head + "\n\n"
-                    + "\n\n".join(shown), encoding="utf-8")
+    stub = (ROOT / "minattn" / "course" / "exercises" / file).read_text(encoding="utf-8")
+    path.write_text(stub + "\n\n" + head + "\n\n" + "\n\n".join(shown), encoding="utf-8")
     run = subprocess.run([sys.executable, "-m", "minattn", "check", str(path)],
                          capture_output=True, text=True, cwd=ROOT, timeout=600,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})

@@ -1,9 +1,13 @@
 """Exercise 2: scaled dot-product attention (walkthrough.md, section 3).
 Grade it: python -m minattn check my_attention/02_attention.py
 With your softmax inside: python -m minattn check my_attention/01_softmax.py my_attention/02_attention.py"""
+import math
+
 import numpy as np
 
 import minattn  # minattn.softmax is yours while graded if you pass 01_softmax.py too
+# What the walkthrough's plain form uses; or use your own from exercises 1 and 3.
+from minattn.course.teaching import masked_softmax, softmax
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,

@@ -5,6 +5,8 @@ With your parts inside: python -m minattn check my_attention/01_softmax.py my_at
 import numpy as np
 
 import minattn
+# What the walkthrough's plain form uses; or use your own from exercises 2 and 4.
+from minattn.course.teaching import merge_heads, project, scaled_dot_product_attention, split_heads
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,

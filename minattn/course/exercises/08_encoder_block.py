@@ -3,6 +3,8 @@ Grade it: python -m minattn check my_attention/08_encoder_block.py"""
 import numpy as np
 
 import minattn
+# What the walkthrough's plain form uses; or use your own from exercises 5, 6 and 7.
+from minattn.course.teaching import feed_forward, layer_norm, multi_head_attention
 
 
 def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation="relu",
