@@ -94,6 +94,13 @@ def save_score_grids(path, grids, titles, suptitle=None, label="score"):
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_title(_cut(title, TITLE_CHARS), fontsize=10)
+    return _finish(fig, axes, image, label, suptitle, path)
+
+
+def _finish(fig, axes, image, label, suptitle, path):
+    # a grid figure's colour bar and title, written to path and closed -> path
+    import matplotlib.pyplot as plt
+
     fig.colorbar(image, ax=axes, shrink=0.6, label=label)
     if suptitle:
         fig.suptitle(_cut(suptitle, TITLE_CHARS), fontsize=10)
@@ -173,9 +180,4 @@ def save_signed_grids(path, grids, titles, columns, suptitle=None, label="score"
         ax.set_yticks(range(grid.shape[0]), range(grid.shape[0]), fontsize=6)
         ax.set_ylabel(ylabel)
         ax.set_title(_cut(title, TITLE_CHARS), fontsize=9)
-    fig.colorbar(image, ax=axes, shrink=0.6, label=label)
-    if suptitle:
-        fig.suptitle(_cut(suptitle, TITLE_CHARS), fontsize=10)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _finish(fig, axes, image, label, suptitle, path)
