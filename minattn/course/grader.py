@@ -78,11 +78,9 @@ LATER_PARAMETERS = {
     "feed_forward": {"activation": 4, "dropout": 4, "rng": 4},
     "encoder_block": {"activation": 4, "dropout": 4, "rng": 4, "return_weights": 4},
     "delta_rule": {"chunk_size": None},
-    "self_attention": {"n_kv_heads": 4, "d_k": None, "rope_scaling": None, "partial_rotary_factor": None,
-                       "eps": None, "query_pre_attn_scalar": None,
-                       "attn_logit_softcapping": None, "head_mask": None, "hooks": None},
-    "causal_lm": {"logits_to_keep": None, "head_mask": None, "hooks": None},
-}
+    "self_attention": {"n_kv_heads": 4, "d_k": None, "eps": None},
+    "causal_lm": {"logits_to_keep": None},
+}  # and every variant's keyword (head_mask, hooks, rope_scaling, ...): later_parameters
 
 
 def later_parameters(name):
