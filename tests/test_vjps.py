@@ -342,3 +342,41 @@ def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up), [0, 1])
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up[0, 0]), [0, 1])
     check_grads(swiglu, modes=["rev"], order=2)(gate, up)
+
+
+def plain_unembedded_nll_sum(h, w, b, targets, counted):
+    # The composition it fuses: the logits of every position, then cross-entropy's sum over the
+    # counted ones (minattn.cross_entropy, differentiated by autograd).
+    logits = anp.matmul(h, w) + b  # [B, n, V]
+    return ma.cross_entropy(logits[counted], targets[counted]) * int(counted.sum())
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 100])  # a chunk per row, several, one for all
+def test_fused_unembedding_and_loss_equal_autograd_of_the_composition(chunk_rows, monkeypatch):
+    from minattn.training import loop
+
+    rng = np.random.default_rng(5)
+    v = 13
+    monkeypatch.setattr(loop, "CHUNK_ELEMENTS", chunk_rows * v)
+    h, w, b = rng.normal(size=(3, 4, 6)), rng.normal(size=(6, v)), rng.normal(size=v)
+    targets, counted = rng.integers(0, v, size=(3, 4)), rng.random((3, 4)) < 0.6
+    args = (h, w, b, targets, counted)
+    assert loop.unembedded_nll_sum(*args) == pytest.approx(plain_unembedded_nll_sum(*args),
+                                                           rel=1e-13)
+    _same_gradient(loop.unembedded_nll_sum, plain_unembedded_nll_sum, args, argnums=(0, 1, 2))
+    check_grads(lambda h: loop.unembedded_nll_sum(h, w, b, targets, counted), modes=["rev"],
+                order=1)(h)
+    assert not grad(loop.unembedded_nll_sum)(*args)[~counted].any()  # no gradient: not counted
+
+
+def test_fused_loss_keeps_float32_and_refuses_a_second_derivative():
+    from minattn.training import loop
+
+    rng = np.random.default_rng(6)
+    h, w = rng.normal(size=(1, 3, 4)).astype(np.float32), rng.normal(size=(4, 5)).astype(np.float32)
+    targets, counted = np.array([[1, 2, 3]]), np.array([[True, False, True]])
+    value = loop.unembedded_nll_sum(h, w, None, targets, counted)
+    assert value.dtype == np.float32 and grad(loop.unembedded_nll_sum)(
+        h, w, None, targets, counted).dtype == np.float32
+    with pytest.raises(NotImplementedError, match="no second derivative"):
+        grad(lambda x: anp.sum(grad(loop.unembedded_nll_sum)(x, w, None, targets, counted)))(h)

@@ -28,6 +28,15 @@ input alive, and no marked function keeps its output unless its VJP reads it: in
 fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
 (docs/benchmarks.md, issue 52).
 
+`@gradient_with_the_value(value_and_grads)` is for a scalar at the end of the graph (a loss)
+whose gradients cost least in the pass that computes it: value_and_grads(wrt, **arguments) ->
+(value, {name: gradient}) computes both at once (the unembedding fused with the cross-entropy,
+training/loop.py: each chunk's logits made once, used for the loss and its gradient, never
+kept). Differentiated, the function records the gradients of the arguments autograd follows, and
+its VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
+computed on plain arrays, so they are not differentiated again: a second derivative through such
+a function is refused (NotImplementedError), not returned as zero.
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
@@ -86,6 +95,47 @@ def gradient_by_hand(vjp, *, unless=None):
         return with_gradient_by_hand
 
     return decorate
+
+
+def gradient_with_the_value(value_and_grads):
+    """Decorator: see the module docstring."""
+    def decorate(f):
+        names, bind = binder(f)
+
+        @primitive
+        def forward(wanted, *values):  # wanted: {"wrt": names}, filled with the "grads"
+            value, wanted["grads"] = value_and_grads(wanted["wrt"], **dict(zip(names, values)))
+            return value
+
+        def vjp_maker(argnums, value, args, kwargs):
+            grads, shapes = args[0]["grads"], [_stand_in(a) for a in args]  # nothing else kept
+
+            def backward(g):
+                if isbox(g):
+                    _no_second_derivative(f)
+                return tuple(unbroadcast_f(shapes[i], lambda _, n=names[i - 1]: g * grads[n])(None)
+                             for i in argnums)
+
+            return backward
+
+        defvjp_argnums(forward, vjp_maker)
+
+        @functools.wraps(f)
+        def with_the_gradient(*args, **kwargs):
+            values = bind(args, kwargs)
+            wrt = [name for name, value in zip(names, values) if isbox(value)]
+            if any(isbox(value._value) for value in values if isbox(value)):
+                _no_second_derivative(f)  # differentiated inside another differentiation
+            return forward({"wrt": wrt}, *values) if wrt else f(*args, **kwargs)
+
+        return with_the_gradient
+
+    return decorate
+
+
+def _no_second_derivative(f):
+    raise NotImplementedError(f"{f.__name__} computes its gradient with its value, on plain "
+                              "arrays: no second derivative")
 
 
 def reads(**names):
