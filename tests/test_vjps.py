@@ -380,3 +380,39 @@ def test_fused_loss_keeps_float32_and_refuses_a_second_derivative():
         h, w, None, targets, counted).dtype == np.float32
     with pytest.raises(NotImplementedError, match="no second derivative"):
         grad(lambda x: anp.sum(grad(loop.unembedded_nll_sum)(x, w, None, targets, counted)))(h)
+
+
+def _tape_bytes(f, x):
+    # The memory autograd's recorded forward pass of f at x still holds (its tape), by tracemalloc.
+    import gc
+    import tracemalloc
+
+    from autograd import make_vjp
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        vjp, _ = make_vjp(f)(x)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_attention_cores_tape_keeps_its_inputs_not_its_weights():
+    # q, k, v [2, 512, 2] float64 are 16 KiB each, the weights [2, 512, 512] 4 MiB: the tape
+    # holds the inputs (and the small arrays autograd itself records), not the weights.
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(2, 512, 2)) for _ in range(3))
+    held = _tape_bytes(lambda q: anp.sum(ma.scaled_dot_product_attention(q, k, v)[0]), q)
+    assert held < 1 * 2 ** 20
+
+
+def test_the_fused_losss_tape_keeps_its_gradient_not_the_logits():
+    from minattn.training import loop
+
+    rng = np.random.default_rng(8)
+    h, w = rng.normal(size=(4, 16, 3)), rng.normal(size=(3, 4096))  # logits: 2 MiB
+    targets, counted = rng.integers(0, 4096, size=(4, 16)), np.ones((4, 16), bool)
+    held = _tape_bytes(lambda h: loop.unembedded_nll_sum(h, w, None, targets, counted), h)
+    assert held < 2 ** 18

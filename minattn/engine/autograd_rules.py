@@ -44,8 +44,8 @@ below is the same selection, with a gradient made from g itself, so it keeps g's
 import functools
 
 import autograd.numpy as np
-from autograd.builtins import SequenceBox
-from autograd.extend import defvjp, defvjp_argnums, primitive
+from autograd.builtins import SequenceBox, container_untake
+from autograd.extend import defvjp, defvjp_argnums, primitive, vspace
 from autograd.numpy.numpy_vjps import unbroadcast_f
 from autograd.tracer import getval, isbox
 
@@ -90,7 +90,8 @@ def gradient_by_hand(vjp, *, unless=None):
                 return f(*args, **kwargs)
             out = forward(*values)
             # Several outputs come back from autograd as one boxed tuple: hand back a tuple.
-            return tuple(out) if isinstance(out, SequenceBox) else out
+            return tuple(_output(out, i) for i in range(len(out))) \
+                if isinstance(out, SequenceBox) else out
 
         return with_gradient_by_hand
 
@@ -148,10 +149,27 @@ def reads(**names):
     return mark
 
 
+@primitive
+def _output(outputs, i):
+    # outputs[i] of a primitive's tuple of outputs. autograd's own indexing keeps the whole
+    # tuple for its VJP (the attention core's weights with its output); this keeps its shapes.
+    return outputs[i]
+
+
+def _output_vjp(ans, outputs, i):
+    shapes = vspace(outputs)  # taken now: the tape keeps no output
+    return lambda g: container_untake(g, i, shapes)
+
+
+defvjp(_output, _output_vjp)
+
+
 def _stand_in(x):
-    # An array's shape and dtype without its memory: a zero-strided view of one zero. Anything
-    # else (None, a number, a tuple of outputs) as it is.
-    if getattr(x, "ndim", 0) == 0 or isinstance(x, tuple):
+    # An array's shape and dtype without its memory: a zero-strided view of one zero; a tuple of
+    # outputs, each. Anything else (None, a number) as it is.
+    if isinstance(x, tuple):
+        return tuple(map(_stand_in, x))
+    if getattr(x, "ndim", 0) == 0:
         return x
     return np.broadcast_to(np.zeros_like(x, shape=()), np.shape(x))
 
