@@ -416,3 +416,37 @@ def test_the_fused_losss_tape_keeps_its_gradient_not_the_logits():
     targets, counted = rng.integers(0, 4096, size=(4, 16)), np.ones((4, 16), bool)
     held = _tape_bytes(lambda h: loop.unembedded_nll_sum(h, w, None, targets, counted), h)
     assert held < 2 ** 18
+
+
+def plain_rope(x, positions, base, scaling):
+    # Hugging Face's form, x * cos + rotate_half(x) * sin, with the schedule's frequencies and
+    # attention factor (minattn.rope_scaling), differentiated by autograd.
+    from minattn.rope_scaling import rope_frequencies
+
+    half = x.shape[-1] // 2
+    inv_freq, factor = rope_frequencies(x.shape[-1], positions, base=base, scaling=scaling)
+    angles = np.concatenate([positions[..., None] * inv_freq] * 2, axis=-1)  # [..., L, d]
+    rotated_half = anp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * (np.cos(angles) * factor) + rotated_half * (np.sin(angles) * factor)
+
+
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "yarn", "factor": 4.0,
+                                            "original_max_position_embeddings": 16}])
+def test_rope_vjp_equals_autograd_of_the_rotate_half_formula(scaling):
+    from minattn.rope import apply_rope
+
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, 3, 5, 8))  # [B, H, L, d]
+    positions = rng.integers(0, 40, size=(2, 1, 5))  # per row, broadcast over the heads
+    r = _direction(x.shape, 10)
+    _same_gradient(lambda x: anp.sum(apply_rope(x, positions, base=100.0, scaling=scaling) * r),
+                   lambda x: anp.sum(plain_rope(x, positions, 100.0, scaling) * r), (x,), [0])
+    check_grads(lambda x: apply_rope(x, positions, scaling=scaling), modes=["rev"], order=2)(x)
+
+
+def test_ropes_tape_keeps_the_positions_not_its_input():
+    from minattn.rope import apply_rope
+
+    x = np.random.default_rng(10).normal(size=(256, 16, 64))  # 2 MiB; its tables, 12 KiB
+    positions = np.arange(16)
+    assert _tape_bytes(lambda x: anp.sum(apply_rope(x, positions)), x) < 2 ** 18
