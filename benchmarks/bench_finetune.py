@@ -2,6 +2,7 @@
 weights, the same threads, float32, batch 8 x 128 tokens, rank 8 on q and v.
 
     python benchmarks/bench_finetune.py [--rounds 3] [--batch 8] [--length 128] [--threads 2]
+                                        [--busy 1]    beside N CPU-bound processes
     python benchmarks/bench_finetune.py --profile     where minattn's step goes: the forward
                                                       pass recorded, then each operation's
                                                       backward, timed
@@ -40,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from _harness import describe, footer, header, interleaved, ratio  # noqa: E402
+from _harness import busy, describe, footer, header, interleaved, ratio  # noqa: E402
 
 SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
@@ -155,13 +156,15 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--busy", type=int, default=0,
+                        help="CPU-bound processes running beside the timed rounds")
     parser.add_argument("--profile", action="store_true",
                         help="time minattn's recorded forward and each backward operation")
     parser.add_argument("--memory-child", choices=("minattn", "peft"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
         return memory_child(args)
-    header(0)
+    header(args.busy)
     ids = tokens(args.batch, args.length)
     with threads(args.threads):
         step, forward, peft, peft_forward, (loss_sum, lora) = build()
@@ -171,9 +174,10 @@ def main(argv=None):
               f"minattn {first[0]:.6f}, PEFT {first[1]:.6f}")
         if args.profile:
             return profile(loss_sum, lora, ids)
-        times = interleaved({"minattn step": lambda: step(ids), "PEFT step": lambda: peft(ids),
-                             "minattn forward": lambda: forward(ids),
-                             "PEFT forward": lambda: peft_forward(ids)}, args.rounds)
+        with busy(args.busy):
+            times = interleaved({"minattn step": lambda: step(ids), "PEFT step": lambda: peft(ids),
+                                 "minattn forward": lambda: forward(ids),
+                                 "PEFT forward": lambda: peft_forward(ids)}, args.rounds)
     print("| | minattn | torch + PEFT | ratio |")
     print("|---|---|---|---|")
     for what in ("step", "forward"):
