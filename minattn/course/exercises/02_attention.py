@@ -21,7 +21,8 @@ def scaled_dot_product_attention(q, k, v, *, scale=None):  # section 4 adds mask
 
     For later parts: dropout=0.0, rng=None (the second reading: a rate p in [0, 1) applied to the
     weights with the Generator rng, each weight zeroed with probability p and the others divided
-    by 1 - p), sinks=None (exercise 14). Leave them out: the grader asks for them only with --part 4.
+    by 1 - p), sinks=None (exercise 14). Leave them out: the grader asks for them only with
+    --part 4.
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights
