@@ -256,6 +256,9 @@ HEADER_TERMS = [
     ("virtual environment", "A *virtual environment*"),
     ("grader", "the *grader*, `python -m minattn check`"),
     ("stub", "(a *stub*)"),
+    ("SmolLM2", "SmolLM2, a small language model"),
+    ("Jupyter", "Jupyter runs in the browser"),
+    ("KV cache", "the KV cache (the keys and values a model keeps"),
     ("init_multi_head_attention", "`ma.init_multi_head_attention(rng, D, H)` makes"),
 ]
 
