@@ -29,10 +29,12 @@ ENGINEERING = ("dtype=", "astype", "float16", "float32", "float64", "result_type
                "sinks", "softcap", "query_pre_attn_scalar", "partial_rotary", "rope_scaling",
                "head_mask", "sandwich", "qk_norm", "q_norm", "n_kv_heads", "parallel", "family")
 
-# Part I's reading time: prose at 150 words a minute; code, its output and display formulas,
-# which a reader traces line by line, at 50 words a minute (answers included); 20 minutes an
-# exercise, 5 minutes a question. A week's reading is at most 5 hours.
-WORDS_PER_MINUTE, TRACED_WORDS_PER_MINUTE, EXERCISE_MINUTES, QUESTION_MINUTES = 150, 50, 20, 5
+# Part I's time: 10 minutes for the set-up box (reading it, cloning, installing); prose at 150
+# words a minute; code, its output and display formulas, which a reader traces line by line, at
+# 50 words a minute (answers and folded solutions included); 20 minutes an exercise (its
+# "finished" boxes included), 5 minutes a question. A week's reading is at most 5 hours.
+SETUP_MINUTES, WORDS_PER_MINUTE, TRACED_WORDS_PER_MINUTE = 10, 150, 50
+EXERCISE_MINUTES, QUESTION_MINUTES = 20, 5
 TRACED = re.compile(r"^```.*?^```|^\$\$.*?\$\$", re.M | re.S)  # code blocks, display formulas
 
 
@@ -42,23 +44,27 @@ def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
     exercises = len(re.findall(r"^> \*\*Exercise \d+\.\*\*", PART_I, re.M))
     questions = len(re.findall(r"^\d\.\d+\. ", PART_I, re.M))
     reading = prose / WORDS_PER_MINUTE + traced / TRACED_WORDS_PER_MINUTE
-    minutes = reading + exercises * EXERCISE_MINUTES + questions * QUESTION_MINUTES
+    minutes = SETUP_MINUTES + reading + exercises * EXERCISE_MINUTES + questions * QUESTION_MINUTES
     assert exercises == 8 and questions >= 12, (exercises, questions)
     assert minutes <= 300, f"Part I: {prose} + {traced} words, {minutes:.0f} minutes"
     # the road map states the same estimate
     roadmap = " ".join(FIRST[:FIRST.index("\n# Part I:")].split())
-    said = re.search(r"about (\d+) hours? and (\d+) minutes: (\d+) minutes of reading \(([\d,]+) "
+    said = re.search(r"about (\d+) hours? and (\d+) minutes: (\d+) minutes of set-up, "
+                     r"(\d+) minutes of reading \(([\d,]+) "
                      r"words of prose at (\d+) a minute, and ([\d,]+) words of code and formulas "
                      r"to trace at (\d+) a minute\), (\w+) exercises of about (\d+) minutes each, "
                      r"and (\w+) questions of about (\d+)", roadmap)
     assert said, "the road map gives no reading time"
     number = lambda text: int(text.replace(",", ""))  # noqa: E731
-    assert (number(said[5]), number(said[7]), number(said[9]), number(said[11])) == (
-        WORDS_PER_MINUTE, TRACED_WORDS_PER_MINUTE, EXERCISE_MINUTES, QUESTION_MINUTES)
-    assert abs(number(said[4]) - prose) <= 0.05 * prose, (said[4], prose)
-    assert abs(number(said[6]) - traced) <= 0.05 * traced, (said[6], traced)
-    assert abs(number(said[3]) - reading) <= 5, (said[3], reading)
-    assert abs(60 * number(said[1]) + number(said[2]) - minutes) <= 10, (said[1:3], minutes)
+    words = {"eight": 8, "twelve": 12, "thirteen": 13, "fourteen": 14}
+    assert (number(said[3]), number(said[6]), number(said[8]), number(said[10]),
+            number(said[12])) == (SETUP_MINUTES, WORDS_PER_MINUTE, TRACED_WORDS_PER_MINUTE,
+                                  EXERCISE_MINUTES, QUESTION_MINUTES)
+    assert (words[said[9]], words[said[11]]) == (exercises, questions)
+    assert abs(number(said[5]) - prose) <= 0.05 * prose, (said[5], prose)
+    assert abs(number(said[7]) - traced) <= 0.05 * traced, (said[7], traced)
+    assert abs(number(said[4]) - reading) <= 5, (said[4], reading)
+    assert abs(60 * number(said[1]) + number(said[2]) - minutes) <= 5, (said[1:3], minutes)
 
 
 def test_part_one_ends_with_a_recap_and_the_road_map_gives_three_weeks():
@@ -69,13 +75,53 @@ def test_part_one_ends_with_a_recap_and_the_road_map_gives_three_weeks():
     assert [w for w, _ in weeks] == ["1", "2", "3"], weeks
 
 
-def test_the_set_up_comes_before_exercise_one_with_the_three_commands():
-    setup = BODY[BODY.index("**Set-up for the exercises.**"):BODY.index("> **Exercise 1.**")]
-    commands = re.search(r"```bash\n(.*?)```", setup, re.S)[1].splitlines()
-    assert len(commands) == 3
-    assert commands[0].startswith("git clone ") and "cd minattn" in commands[0]
-    assert commands[1].startswith('pip install ".[check]"')
-    assert commands[2].startswith("python -m minattn exercises my_attention/")
+def test_the_set_up_comes_before_any_code_with_its_commands_in_order():
+    first_code = FIRST.index("```python\n")
+    setup = FIRST[FIRST.index("**Set-up.**"):first_code]  # ValueError if it comes after the code
+    commands = [line.split("  #")[0].strip()
+                for line in re.search(r"```bash\n(.*?)```", setup, re.S)[1].splitlines()]
+    assert commands == ["git clone ADDRESS minattn", "cd minattn", "python -m venv .venv",
+                        "source .venv/bin/activate", 'pip install ".[check]"',
+                        "python -m minattn exercises my_attention/"], commands
+    setup_cfg = (ROOT / "setup.cfg").read_text(encoding="utf-8")
+    assert re.search(r"^check =\n    hypothesis", setup_cfg, re.M)  # the extra the grader needs
+
+
+EXERCISE_BOX = re.compile(r"^> \*\*Exercise (\d+)(?:, finished)?\.\*\*(.*)$", re.M)
+
+
+def test_each_exercise_box_grades_its_own_exercise_alone():
+    boxes = EXERCISE_BOX.findall(PART_I)
+    assert len(boxes) == 11, boxes  # eight exercises; 1, 2 and 3 finished later
+    stubs = {int(p.name[:2]): p.name for p in (ROOT / "minattn" / "course" / "exercises").glob(
+        "0[1-8]_*.py")}
+    for number, box in boxes:
+        commands = re.findall(r"`python -m minattn check ([^`]*)`", box)
+        assert commands == [f"my_attention/{stubs[int(number)]}"], (number, commands)
+
+
+def test_section_four_shows_the_padding_mask_without_heads():
+    section_4 = PART_I[PART_I.index("## 4. "):PART_I.index("## 5. ")]
+    assert "[B, 1, 1" not in section_4 and "[B, 1, L_k]" in section_4
+    assert "[B, 1, 1, L_k]" in PART_I[PART_I.index("## 5. "):]
+
+
+def test_a_softmax_without_its_mask_passes_exercise_one_until_section_four(tmp_path):
+    # section 2's exercise 1 leaves the mask out: its mask properties wait at --part 1, and
+    # fail from --part 2, when Part I is behind the student
+    pytest.importorskip("hypothesis")
+    import io
+
+    from minattn.course import grader
+    path = tmp_path / "01_softmax.py"
+    path.write_text("import numpy as np\n\n\ndef softmax(x, axis=-1):\n"
+                    "    e = np.exp(x - np.max(x, axis=axis, keepdims=True))\n"
+                    "    return e / np.sum(e, axis=axis, keepdims=True)\n", encoding="utf-8")
+    out = io.StringIO()
+    assert grader.grade_files([path], 5, out, part=1) == "passes", out.getvalue()
+    assert "WAIT  softmax_masked_entries_are_zero" in out.getvalue()
+    out = io.StringIO()
+    assert grader.grade_files([path], 5, out, part=2) == "fails", out.getvalue()
 
 
 def test_the_first_reading_shows_excerpts():
@@ -110,9 +156,10 @@ def test_the_first_reading_takes_no_detour(detour):
 
 
 @pytest.mark.parametrize("detour", ["dropout", "[^", "GELU", "std + eps", "warm-up",
-                                    "cross-attention", "translation", "Llama", "GPT-2"])
+                                    "cross-attention", "translation", "Llama", "GPT-2", "BERT",
+                                    "hypothesis", "float32"])
 def test_part_one_leaves_what_week_one_does_not_need_to_later(detour):
-    assert detour not in PART_I
+    assert detour not in FIRST[:FIRST.index("\n# Part II:")]
 
 
 def test_part_one_needs_no_pytorch():
@@ -199,7 +246,29 @@ TERMS = [
     ("wheel", "a *wheel*", 14),
     ("extra", "*extra*", 14),
     ("eos_token_id", "`eos_token_id` is the id", 14),
+    ("`gamma`", "$\\gamma$ `gamma` all ones", 6),
+    ("init_encoder_block", "`ma.init_encoder_block(rng, D, H, F)` returns", 6),
 ]
+
+# Terms of the header and its set-up box, before Part I: defined before use in the whole text.
+HEADER_TERMS = [
+    ("PyPI", "PyPI, Python's public package index"),
+    ("virtual environment", "A *virtual environment*"),
+    ("grader", "the *grader*, `python -m minattn check`"),
+    ("stub", "(a *stub*)"),
+    ("SmolLM2", "SmolLM2, a small language model"),
+    ("Jupyter", "Jupyter runs in the browser"),
+    ("KV cache", "the KV cache (the keys and values a model keeps"),
+    ("init_multi_head_attention", "`ma.init_multi_head_attention(rng, D, H)` makes"),
+]
+
+
+@pytest.mark.parametrize("term, definition", HEADER_TERMS, ids=[t for t, _ in HEADER_TERMS])
+def test_no_term_of_the_header_is_used_before_its_definition(term, definition):
+    prose = EXCERPT.sub("", FIRST)
+    assert prose.count(definition) == 1, f"the definition of {term} is not found once"
+    before = prose[:prose.index(definition)]
+    assert term not in before, f"{term} is used before its definition"
 
 
 @pytest.mark.parametrize("term, definition, section", TERMS, ids=[t for t, _, _ in TERMS])
