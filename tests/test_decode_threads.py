@@ -5,7 +5,7 @@ on the threads in force, then on one thread until the other count wins a try in 
 try at the third step (the first is not compared); a try whose first step is more than twice as
 slow ends there; a losing try waits twice as long before the next (8, 16, ... 256 steps), and a
 try of a count r times slower at least its steps times (r - 1) / TRY_COST steps (tries cost
-about 5 %); a new key starts from the count the most recently used one keeps; the threads in
+about 5 %); a new key starts where the most recently used one that has tried stands; the threads in
 force are restored after each call; other calls (a prompt, no cache, CuPy weights) are not
 touched; and the model's answers are those of the threads in force."""
 import numpy as np
@@ -112,16 +112,25 @@ def test_the_mean_counts_the_long_waits_the_median_would_hide():
     assert used[11:14] == [1, 1, 1]  # won against the mean: kept
 
 
-def test_a_new_key_starts_from_the_count_the_most_recently_used_key_keeps():
+def test_a_new_key_starts_where_the_most_recently_used_key_that_has_tried_stands():
+    early = threads._choice("early", 2)
     prompt = threads._choice("prompt", 2)
-    assert prompt.current == 2
-    prompt.current, prompt.other = 1, 2  # the prompt's blocks found one thread faster
+    assert (prompt.current, prompt.steps) == (2, 3)  # nothing to start from: fresh
+    for n, seconds in ((2, 9.0), (2, 10.0), (1, 1.0), (1, 1.0)):  # one thread 10x faster
+        assert prompt.next() == n
+        prompt.record(n, seconds)
+    assert (prompt.current, prompt.interval) == (1, 180)
+    assert threads._choice("early", 2) is early  # used since, but has tried nothing: not
+    assert (early.current, early.decided) == (2, False)  # the one started from
     decode = threads._choice("decode", 2)
-    assert (decode.current, decode.other) == (1, 2)  # the reply starts there
+    assert (decode.current, decode.other, decode.steps, decode.interval) == (1, 2, 180, 180)
+    used = []
+    for _ in range(180):  # on one thread, the try of two threads at the 180th step, as if
+        used.append(decode.next())
+        decode.record(used[-1], 1.0 if used[-1] == 1 else 10.0)
+    assert used == [1] * 179 + [2]  # the decode had itself just tried (tries 180 apart)
     assert threads._choice("other width", 4).current == 4  # not from a count of 2
-    threads._choice("prompt", 2).current = 2  # used again: the most recent
-    assert threads._choice("next", 2).current == 2
-    assert threads._choice("decode", 2).current == 1  # a key seen before keeps its own
+    assert threads._choice("decode", 2) is decode  # a key seen before keeps its own
 
 
 @pytest.fixture(autouse=True)

@@ -59,10 +59,11 @@ least that over TRY_COST (5 %) steps, so that tries cost about 5 % of the steps 
 and then 256). On every thread, a step twice as slow as the last three brings the next try
 forward to the next step: load that arrives costs those threads ten times the step, while load
 that leaves costs one thread about a third more, until its next try. A model's decode steps
-(its token embedding) are timed against each other. A key timed for the first time starts from
-the count the most recently used key keeps: a reply's steps from its prompt's blocks, which
-have just met the same load (before that, each reply began on two threads beside the busy
-process and lost 12 % of its speed to it: docs/benchmarks.md, issue 56).
+(its token embedding) are timed against each other. A key timed for the first time starts where
+the most recently used key that has made a try stands, its count and its wait before the next
+try: a reply's steps where its prompt's blocks stand, which have just met the same load (before
+that, each reply began on two threads beside a busy process, and its first try of two threads
+cost it another 8 %: docs/benchmarks.md, issue 56).
 
 A training step is timed the same way (`training_step`, around the value_and_grad of each
 training loop in minattn/models): the tour's, `generate`'s and `attention --model`'s tiny
@@ -302,12 +303,15 @@ _choices = {}  # (key, threads in force) -> _Choice, the most recently used last
 
 
 def _choice(key, n_all):
-    # A key seen for the first time starts from the count the most recently used choice keeps
-    # (a reply's decode steps from its prompt's blocks: the load they met is the one it meets).
+    # A key seen for the first time starts where the most recently used choice that has tried
+    # both counts stands: its count, and its wait before the next try (a reply's decode steps
+    # from its prompt's blocks: the load they met is the one it meets).
     choice = _choices.pop((key, n_all), None)
     if choice is None:
-        latest = next((c for (_, n), c in reversed(_choices.items()) if n == n_all), None)
-        choice = _Choice(n_all, latest.current if latest is not None else n_all)
+        latest = next((c for (_, n), c in reversed(_choices.items())
+                       if n == n_all and c.decided), None)
+        choice = _Choice(n_all) if latest is None else \
+            _Choice(n_all, latest.current, latest.interval)
     _choices[key, n_all] = choice
     if len(_choices) > 32:
         del _choices[next(iter(_choices))]  # the least recently used
@@ -327,11 +331,15 @@ class _Choice:
     # so it waits that over TRY_COST calls.
     FIRST, LONGEST, TRY_COST, TRIED, KEPT = 8, 256, 0.05, 2, 8
 
-    def __init__(self, n_all, current):
-        self.current, self.other = current, (1 if current != 1 else n_all)
+    def __init__(self, n_all, current=None, interval=None):
+        # a new choice: the threads in force, the first try at the third call; one that starts
+        # where another stands (current, interval): as if it had just tried
+        self.current = n_all if current is None else current
+        self.other = 1 if self.current != 1 else n_all
         self.recent = collections.deque(maxlen=self.KEPT)  # the current count's last times
         self.tried = []  # the times of the try under way
-        self.steps, self.interval = 3, self.FIRST // 2
+        self.steps, self.interval = (3, self.FIRST // 2) if interval is None else (interval,) * 2
+        self.decided = interval is not None  # a try made (or taken over)
         self.warm = False  # the first call seen
 
     def next(self):
@@ -354,7 +362,7 @@ class _Choice:
         self.tried.append(seconds)
         if len(self.tried) < self.TRIED and seconds <= 2 * mean:
             return  # the try runs on
-        tried, self.tried = self.tried, []
+        tried, self.tried, self.decided = self.tried, [], True
         won = min(tried) < mean
         if won:
             self.current, self.other = self.other, self.current
