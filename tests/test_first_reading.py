@@ -423,3 +423,142 @@ def test_the_outline_names_every_part():
     missing = [p for p in parts if p.split(":")[0] not in intro
                or (":" in p and p.split(": ", 1)[1] not in " ".join(intro.split()))]
     assert not missing, f"the outline leaves out {missing}"
+
+
+# --- issue 56's cold review of Part I: each point held ----------------------------------------
+
+def test_a_function_called_with_a_mask_it_does_not_take_gets_a_hint_naming_it(tmp_path):
+    # "Exercises 1 and 2, finished" misread: teaching's softmax (no mask) given mask=
+    pytest.importorskip("hypothesis")
+    import io
+
+    from minattn.course import grader
+    stub = (ROOT / "minattn" / "course" / "exercises" / "02_attention.py").read_text()
+    path = tmp_path / "02_attention.py"
+    path.write_text(stub + "\n\ndef scaled_dot_product_attention(q, k, v, mask=None, *, "
+                    "scale=None):\n    scale = q.shape[-1] ** -0.5 if scale is None else scale\n"
+                    "    weights = softmax(q @ np.swapaxes(k, -1, -2) * scale, mask=mask)\n"
+                    "    return weights @ v, weights\n", encoding="utf-8")
+    out = io.StringIO()
+    assert grader.grade_files([path], 2, out, shrink=False, part=1) == "fails"
+    hints = re.findall(r"^ +hint: (.*)$", out.getvalue(), re.M)
+    assert hints and all("calls softmax(..., mask=...), but that softmax takes no mask" in h
+                         and "masked_softmax(scores, mask)" in h for h in hints), hints
+
+
+def test_the_graders_summary_counts_its_wait_lines(tmp_path):
+    pytest.importorskip("hypothesis")
+    import io
+
+    from minattn.course import grader
+    path = tmp_path / "01_softmax.py"
+    path.write_text("import numpy as np\n\n\ndef softmax(x, axis=-1):\n"
+                    "    e = np.exp(x - np.max(x, axis=axis, keepdims=True))\n"
+                    "    return e / np.sum(e, axis=axis, keepdims=True)\n", encoding="utf-8")
+    out = io.StringIO()
+    grader.grade_files([path], 2, out, shrink=False, part=1)
+    text = out.getvalue()
+    said = re.search(r"; (\d+) waiting \(the WAIT lines above\); (\d+) more of later parts, "
+                     r"not listed$", text.strip())
+    assert said and int(said[1]) == len(re.findall(r"^WAIT  ", text, re.M)), text[-300:]
+
+
+def test_a_student_can_try_a_stub_as_the_set_up_says(tmp_path):
+    # the set-up's command, `python -i my_attention/01_softmax.py`, and its example typed
+    # without the prompt, on exercise 1's solution; every stub imports NumPy as np
+    import subprocess
+    import sys
+    header = " ".join(FIRST[:FIRST.index("\n# Part I:")].split())
+    command = "`python -i my_attention/01_softmax.py`, then `>>> softmax(np.array([1.0, 2.0, 3.0]))`"
+    assert command in header and "without those four characters" in header
+    for stub in sorted((ROOT / "minattn" / "course" / "exercises").glob("0[1-8]_*.py")):
+        assert re.search(r"^import numpy as np$", stub.read_text(), re.M), stub.name
+    path = tmp_path / "01_softmax.py"
+    path.write_text((ROOT / "minattn" / "course" / "exercises" / "01_softmax.py").read_text()
+                    + "\n\n" + EXCERPT_OF["softmax"], encoding="utf-8")
+    typed = command.split("`>>> ")[1].rstrip("`") + "\n"
+    run = subprocess.run([sys.executable, "-i", str(path)], input=typed, capture_output=True,
+                         text=True, timeout=60, env={**__import__("os").environ,
+                                                     "PYTHONPATH": str(ROOT)})
+    assert "array([0.09003057, 0.24472847, 0.66524096])" in run.stdout, run.stdout + run.stderr
+
+
+def test_part_one_writes_no_division_that_reads_two_ways():
+    # 6/4D reads as (6/4) D: a product after a slash is bracketed
+    maths = re.findall(r"\$\$.*?\$\$|\$[^$\n]+\$", FIRST[:FIRST.index("\n# Part II:")], re.S)
+    ambiguous = [m for m in maths if re.search(r"/\s*\d*\.?\d+\s*[A-Za-z\\(]|/\s*[A-Za-z]\w*\s"
+                                               r"*(?:\\cdot|\\times)", m)]
+    assert not ambiguous, ambiguous
+
+
+@pytest.mark.parametrize("said, wrong", [
+    ("the dict entries named `w_q`", "the keys of $W^Q$"),
+    ("key:  the  *keys*  to", "keys:  the  keys  to"),
+    ('"is early" (one of the sentence\'s first two words)', "stands early in the sentence"),
+    ("the values of both *the*s and of *to* are $[0, 0]$", "twice as strongly"),
+    ("up to, but not including, `(h+1)·d_k`", "`h·d_k … (h+1)·d_k`"),
+    ("$\\pm\\sqrt{6/(4D)}$", "recomputes them"),
+    ("you need not know why", "passed to the softmax"),
+    ("If `python` is not found (macOS, Linux), type `python3`", "using `masked_softmax` above"),
+    ("apt install python3-venv", "try it on a few rows, and grade it"),
+    ("Rows 3 and 4 are the queries of the two filler tokens", "mask[1, 0]"),
+    ("inside minattn's own functions of later sections", "tests/test_first_reading.py"),
+])
+def test_the_cold_reviews_points_are_fixed(said, wrong):
+    week_1 = " ".join(FIRST[:FIRST.index("\n# Part II:")].split())
+    assert " ".join(said.split()) in week_1 and wrong not in week_1, said
+
+
+def test_section_five_finishes_the_padding_mask_after_the_reshape_and_six_names_the_params():
+    section_5 = PART_I[PART_I.index("## 5. "):PART_I.index("## 6. ")]
+    assert section_5.index("The transpose matters") < section_5.index("def padding_mask") \
+        < section_5.index("**Exercise 3, finished.**")
+    section_6 = PART_I[PART_I.index("## 6. "):]
+    ex_7, ex_8 = section_6.index("**Exercise 7.**"), section_6.index("**Exercise 8.**")
+    prose = EXCERPT.sub("", section_6[:ex_7])
+    assert all(f"`{name}`" in prose for name in ("w_1", "b_1", "w_2", "b_2"))
+    prose = EXCERPT.sub("", section_6[:ex_8])
+    assert all(f"`{name}`" in prose for name in ("self_attention", "feed_forward",
+                                                 "self_attention_norm", "feed_forward_norm",
+                                                 "gamma", "beta"))
+    assert "`final_norm=True`" in section_6 and "`final_norm`" in section_6
+
+
+# The figures Part I shows, and the functions that draw them (docs/make_figures.py,
+# docs/data_flow_figures.py).
+PART_ONE_FIGURES = {"running_example.png": ("data_flow_figures", "draw_running_example"),
+                    "saturation.png": ("make_figures", "saturation"),
+                    "masks.png": ("make_figures", "masks"),
+                    "heads.png": ("data_flow_figures", "draw_heads"),
+                    "attention_block.png": ("make_figures", "attention_block")}
+
+
+def test_part_one_figures_name_only_what_the_text_has_printed_before_them(tmp_path, monkeypatch):
+    # each name a figure's titles and captions use as code (a call, an index, a snake_case
+    # name) appears, as written, in the code the text has shown before the figure
+    pytest.importorskip("matplotlib")
+    import importlib
+    import sys
+
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    monkeypatch.syspath_prepend(str(ROOT / "docs"))
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(
+        [t.get_text() for t in fig.texts] + [fig._suptitle.get_text() if fig._suptitle else ""]
+        + [ax.get_title() for ax in fig.axes]))
+    shown = re.findall(r"^!\[[^\]]*\]\(docs/figures/([^)]+)\)", PART_I, re.M)
+    assert sorted(shown) == sorted(PART_ONE_FIGURES)
+    for name in shown:
+        module, function = PART_ONE_FIGURES[name]
+        getattr(importlib.import_module(module), function)(str(tmp_path / name))
+        titles = " ".join(drawn[-1])
+        before = FIRST[:FIRST.index(f"(docs/figures/{name})")]
+        code = " ".join(re.findall(r"^```py(?:thon)?\n(.*?)^```", before, re.M | re.S))
+        named = set(re.findall(r"\b[A-Za-z_]\w*\[[^\]]*\]|\b[A-Za-z_]\w*(?=\()|\b[a-z]\w*_\w+",
+                               titles))
+        missing = sorted(n for n in named if n not in code)
+        assert not missing, f"{name} names {missing} before the text shows them"
+    sys.modules.pop("make_figures", None)
+    sys.modules.pop("data_flow_figures", None)
