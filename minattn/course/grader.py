@@ -50,6 +50,7 @@ import inspect
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -408,6 +409,18 @@ CALLED_WITH = {
 }
 
 
+def hint_for(reason, prop):
+    """-> the hint of a failure of the student's own function: the property's, unless the function
+    called one that takes no such keyword (teaching's softmax given a mask), which it names."""
+    called = re.search(r"TypeError: (\w+)\(\) got an unexpected keyword argument '(\w+)'", reason)
+    if not called:
+        return prop.hint
+    name, keyword = called.groups()
+    return (f"your function calls {name}(..., {keyword}=...), but that {name} takes no {keyword}"
+            + (": where a mask is given, call masked_softmax(scores, mask) instead (the stub "
+               "imports it)" if (name, keyword) == ("softmax", "mask") else ""))
+
+
 def warm_up(chosen):
     """Run each property once on minattn's own functions, untimed and unreported: the imports and
     first-call costs of the references and of minattn (scipy's erf for a GELU, say) are paid
@@ -485,7 +498,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
             elif prop.of in functions:
                 failed_own.append(prop.of)
-                print(textwrap.indent(f"hint: {prop.hint}", "      "), file=out)
+                print(textwrap.indent(f"hint: {hint_for(reason, prop)}", "      "), file=out)
             elif set(yours) & set(failed_own):
                 print(f"      caused by your {', '.join(sorted(set(yours) & set(failed_own)))}: "
                       "fix the failures of its own properties above first", file=out)
@@ -506,10 +519,14 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                     print(f"STOP  {plural(not_run, 'more property')} not run: the failure "
                           "above would repeat in each", file=out)
                 break
-    waiting = len([p for p in chosen if p.part > part]) + waited
+    later = [p for p in chosen if p.part > part]
+    listed = waited + len([p for p in later if p.of in functions])  # the WAIT lines above
+    unlisted = len(later) - len([p for p in later if p.of in functions])
     print(f"{plural(checked, 'property')} checked: {checked - failures} passed, {failures} failed"
           + (f"; {not_run} not run" if not_run else "")
-          + (f"; {waiting} waiting for a later part" if waiting else ""), file=out)
+          + (f"; {listed} waiting (the WAIT lines above)" if listed else "")
+          + (f"; {unlisted} more of later parts, not listed" if unlisted else ""),
+          file=out)
     return failures, checked
 
 

@@ -6,12 +6,15 @@ function again with copies of its arguments, and cast to float32): it leaves its
 they were, returns new arrays in its inputs' float dtype, and keeps nothing between calls."""
 import numpy as np
 
+# Section 4's plain form, for "Exercises 1 and 2, finished": masked_softmax(x, mask, axis).
+from minattn.course.teaching import masked_softmax
+
 
 def softmax(x, axis=-1):  # section 4 adds mask=None here
     """Softmax of x along `axis`: exp(x) / sum(exp(x)), each slice along `axis` summing to one.
 
     x:    float array [..., n] (any number of leading axes).
-    mask (section 4 adds it, "Exercise 1, finished"): None, or a boolean array broadcasting to
+    mask (section 4 adds it, "Exercises 1 and 2, finished"): None, or a boolean array broadcasting to
           x; True = keep the entry, False = drop it. Until you add it, the mask properties wait.
     Returns an array of x's shape and dtype (float32 in -> float32 out).
 

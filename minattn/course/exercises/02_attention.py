@@ -17,6 +17,8 @@ def scaled_dot_product_attention(q, k, v, *, scale=None):  # section 4 adds mask
     Returns (output [..., L_q, d_v], weights [..., L_q, L_k]).
     mask (section 4 adds it, as the 4th parameter, mask=None): None, or boolean broadcasting to
     [..., L_q, L_k]; True = the query MAY attend to the key. Until then its properties wait.
+    With a mask, the weights are masked_softmax(scores, mask): the softmax imported above takes
+    no mask ("Exercises 1 and 2, finished").
     scale: None means 1 / sqrt(d_k); a number s multiplies the scores instead (q kᵀ · s).
 
     For later parts: dropout=0.0, rng=None (the second reading: a rate p in [0, 1) applied to the
