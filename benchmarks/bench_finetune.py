@@ -90,9 +90,9 @@ def minattn_step(params, config, lora):
     from minattn.training.loop import accumulated, lm_loss_sum
     from minattn.training.optimizer import adamw_init, adamw_update, clip_by_global_norm
 
-    def forward(trainable, tokens, rng, logits_to_keep=None):
+    def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
         return ma.causal_lm(params, tokens, lora=trainable, lora_alpha=ALPHA,
-                            logits_to_keep=logits_to_keep, **config)
+                            logits_to_keep=logits_to_keep, unembed=unembed, **config)
 
     loss_sum = lm_loss_sum(forward)
     loss_and_grad = value_and_grad(loss_sum)

@@ -13,7 +13,7 @@ import autograd.numpy as np
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
 from .engine.threads import decoding_or_timed, one_blas_thread
@@ -59,13 +59,20 @@ def softmax(x, axis=-1, mask=None):
     return e
 
 
+_INPUTS = ("q", "k", "v", "mask")  # what each gradient of the attention core reads
+
+
+@reads(q=_INPUTS, k=_INPUTS, v=_INPUTS, mask=_INPUTS, scale=_INPUTS)  # not the weights P
 def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
     # (the gradient reaching the returned weights, often zero). See walkthrough.md,
-    # "Backpropagation by hand". The small products run on one BLAS thread, as the forward's.
-    (d_out, d_weights), (_, p) = g, outputs
-    q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
+    # "Backpropagation by hand". P is recomputed from Q and K, as FlashAttention's backward
+    # does: the tape keeps no [..., L_q, L_k] array. The small products run on one BLAS thread.
+    d_out, d_weights = g
+    q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
+        scores = (q * scale) @ np.swapaxes(k, -1, -2)  # [..., L_q, L_k], as the forward's
+        p = softmax(scores if bias is None else scores + bias, mask=keep)
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
         d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
         grads = {

@@ -48,7 +48,7 @@ PASSED_ON = {"norm": "layer_norm", "eps": 1e-5, "n_kv_heads": None, "d_k": None,
 @threads_chosen_by_timing(decode_step, same_model)
 def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_tanh",
               position="learned", window=None, cache=None, return_cache=False,
-              logits_to_keep=None, embed=None, **block_config):
+              logits_to_keep=None, embed=None, unembed=None, **block_config):
     """A decoder-only language model: int tokens [B, L] -> logits [B, L, V] for the NEXT token
     at every position (pre-norm blocks, a causal mask, the final norm, then the unembedding:
     params["lm_head"], or the token embedding transposed when tied; plus its bias
@@ -64,7 +64,9 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
     minattn.transformer_decoder), a list holding one value per layer. logits_to_keep=n: the
     logits of the last n positions only, [B, n, V] (generate needs the last one: the
     unembedding is the largest product of a long prompt). embed(params, tokens) -> [B, L, D]:
-    the token embedding, where a family plugs in its own."""
+    the token embedding, where a family plugs in its own; unembed(params, h) -> what the call
+    returns in place of the logits, from the final hidden state h [B, n, D] (a training loss
+    fused with the unembedding: minattn/training/loop.py)."""
     # int [B, L] -> [B, L, V]
     params, tokens, attention_mask, past = check_causal_lm(params, tokens, attention_mask, n_heads,
                                                            activation, position, cache,
@@ -79,12 +81,12 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
                   cache=cache, n_heads=n_heads, norm_first=True, activation=activation,
                   positions=positions if position == "rope" else None, **block_config)
     h, new_cache = out if cache is not None else (out, None)  # [B, L, D]
-    logits = _unembed(params, h if logits_to_keep is None else h[..., -logits_to_keep:, :])
+    logits = (unembed or _unembed)(params, _last(h, logits_to_keep))  # [B, n, V], or the hook's
     return logits if cache is None else (logits, new_cache)
 
 
 # Its variants, each in its own file, answer the calls that select them (engine/variants.py).
-causal_lm = variants.dispatch(causal_lm, hooks=("embed",), shows=PASSED_ON)
+causal_lm = variants.dispatch(causal_lm, hooks=("embed", "unembed"), shows=PASSED_ON)
 
 
 def _embed(params, tokens):
@@ -92,12 +94,23 @@ def _embed(params, tokens):
     return params["token_embedding"][tokens]
 
 
+def _last(h, n):
+    # [B, L, D] -> the last n positions, [B, n, D] (all of them: n None)
+    return h if n is None else h[..., -n:, :]
+
+
 def _unembed(params, h):
-    # [B, L, D] (or the last n positions, [B, n, D]) -> [B, L, V]: params["lm_head"], or the
-    # token embedding transposed (tied), and the unembedding's bias where params has one
-    # (linear: one 2-D product over all positions, forwards and backwards, not one per row of B)
-    logits = linear(h, params["lm_head"] if "lm_head" in params else params["token_embedding"].T)
-    return logits + params["lm_head_bias"] if "lm_head_bias" in params else logits
+    # [B, L, D] (or the last n positions, [B, n, D]) -> [B, L, V] (linear: one 2-D product over
+    # all positions, forwards and backwards, not one per row of B)
+    w, b = unembedding(params)
+    return linear(h, w) if b is None else linear(h, w) + b
+
+
+def unembedding(params):
+    """-> (w [D, V], b [V] or None): params["lm_head"], or the token embedding transposed
+    (tied); and the unembedding's bias params["lm_head_bias"] where params has one."""
+    w = params["lm_head"] if "lm_head" in params else params["token_embedding"].T
+    return w, params.get("lm_head_bias")
 
 
 def _masks(window, attention_mask, past, tokens):

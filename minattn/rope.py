@@ -11,12 +11,25 @@ import autograd.numpy as np
 import numpy
 
 from .engine import checks, param_checks
+from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.devices import arange, concatenate
 from .engine.memo import by_value
 from .engine.param_checks import as_int_array, check_positions, check_rope_scaling
 from .rope_scaling import rope_frequencies
 
 
+@reads(x=("positions",))  # the tape keeps the positions, not x
+def apply_rope_vjp(wrt, g, y, x, positions, base, scaling):
+    # The rotation is orthogonal (times the schedule's factor): its transpose rotates back, by
+    # -angle, which is the forward with sin's signs flipped.
+    x, positions = _check_apply_rope(x, positions, base, scaling)
+    *lead, d = x.shape
+    cos, sin = rope_tables(positions, d, base, scaling, x.dtype)  # [..., L, 1 or 2, d/2]
+    pairs = np.reshape(g, (*lead, 2, d // 2))  # [..., L, 2, d/2]
+    return {"x": np.reshape(pairs * cos - pairs[..., ::-1, :] * sin, x.shape)}
+
+
+@gradient_by_hand(apply_rope_vjp)
 def apply_rope(x, positions, *, base=10000.0, scaling=None):
     """Rotary position embedding: rotate each feature pair (x[i], x[i + d/2]) of x [..., L, d]
     (d even) by the angle positions * base^(-2i/d), positions an int array broadcasting to

@@ -21,11 +21,15 @@ def model():
     frozen = {k: v for k, v in params.items() if k not in ("final_norm", "lm_head")}
     trainable = {"final_norm": params["final_norm"], "lm_head": params["lm_head"]}
 
-    def forward(trainable, tokens, rng, logits_to_keep=None):
-        # rng: noise in place of LoRA's dropout, so that the draws must repeat on resuming
-        logits = ma.causal_lm({**frozen, **trainable}, tokens, logits_to_keep=logits_to_keep,
-                              **config)
-        return logits if rng is None else logits + 1e-3 * rng.normal(size=logits.shape)
+    def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
+        # rng: noise on the final norm's gain in place of LoRA's dropout, so that the draws
+        # must repeat on resuming
+        if rng is not None:
+            gamma = trainable["final_norm"]["gamma"]
+            trainable = {**trainable, "final_norm": {
+                **trainable["final_norm"], "gamma": gamma + 1e-3 * rng.normal(size=gamma.shape)}}
+        return ma.causal_lm({**frozen, **trainable}, tokens, logits_to_keep=logits_to_keep,
+                            unembed=unembed, **config)
 
     return forward, trainable
 
@@ -45,7 +49,8 @@ def _examples(n, seed=1):
 def _train(model, dropout=True, **options):
     forward, trainable = model
     if not dropout:  # the same weights draw no noise: what one batch and its parts share
-        forward = (lambda f: lambda t, tokens, rng, n: f(t, tokens, None, n))(forward)
+        forward = (lambda f: lambda t, tokens, rng, n, **hook: f(t, tokens, None, n, **hook))(
+            forward)
     settings = dict(steps=4, batch_size=2, pad_id=0, lr=0.05, seed=3, warmup=1,
                     weight_decay=0.01, max_grad_norm=1.0)
     return loop.train(loop.lm_loss_sum(forward), trainable, _examples(7), **{**settings,
@@ -187,12 +192,70 @@ def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(model, 
     forward, trainable = model
     calls = []
 
-    def poisoned(trainable, tokens, rng, logits_to_keep):
+    def poisoned(trainable, tokens, rng, logits_to_keep, unembed=None):
         calls.append(1)
-        logits = forward(trainable, tokens, rng, logits_to_keep)
-        return logits * np.nan if len(calls) > 3 else logits  # step 4: NaN
+        out = forward(trainable, tokens, rng, logits_to_keep, unembed)  # the loss: fused
+        return out * np.nan if len(calls) > 3 else out  # step 4: NaN
 
     with pytest.raises(loop.NonFinite, match="at step 4"):
         loop.train(loop.lm_loss_sum(poisoned), trainable, _examples(7), steps=6, batch_size=2,
                    pad_id=0, lr=0.05, out=tmp_path, every=1)
     assert loop.load_checkpoint(tmp_path)["step"] == 3
+
+
+@pytest.fixture(scope="module")
+def tied_lora_model():
+    # A tied embedding with an unembedding bias, LoRA on q and v with B drawn (not zero), so
+    # that every adapter's gradient is non-zero.
+    import minattn.lora
+
+    rng = np.random.default_rng(4)
+    params, config = ma.init_causal_lm(rng, V, 2, 8, 2, 12, position="rope", norm="rms_norm",
+                                       activation="swiglu", bias=False, n_kv_heads=1)
+    params["lm_head_bias"] = rng.normal(size=V)
+    lora = minattn.lora.init_lora(rng, params, rank=2)
+    for layer in lora["layers"]:
+        for pair in layer.values():
+            pair["B"] = rng.normal(size=pair["B"].shape)
+
+    def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
+        return ma.causal_lm(params, tokens, lora=trainable, logits_to_keep=logits_to_keep,
+                            unembed=unembed, **config)
+
+    return forward, lora, config, params
+
+
+def test_the_fused_loss_and_its_lora_gradient_equal_the_logits_then_the_loss(tied_lora_model):
+    # The reference: the logits of every unembedded position, then counted_nll_sum (held to
+    # cross_entropy above), differentiated by autograd; float64.
+    forward, lora, _, _ = tied_lora_model
+    padded = batch(_examples(4, seed=2), pad_id=0)
+    fused, plain = loop.lm_loss_sum(forward), loop.lm_loss_sum(forward, fused=False)
+    assert float(fused(lora, padded, None)) == pytest.approx(float(plain(lora, padded, None)),
+                                                             rel=1e-13)
+    for (path, g), (_, e) in zip(loop._flatten(grad(fused)(lora, padded, None)),
+                                 loop._flatten(grad(plain)(lora, padded, None))):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-13, err_msg=str(path))
+
+
+def test_soft_capped_logits_take_the_unfused_loss_by_name(tied_lora_model):
+    # Gemma 2 caps the logits after the unembedding: the fused loss would leave the cap out, so
+    # the model refuses the unembed= hook, and fusable() sends it the unfused way.
+    import minattn.families.gemma  # noqa: F401  (final_logit_softcapping's variant)
+
+    _, lora, config, params = tied_lora_model
+    capped = {**config, "final_logit_softcapping": 5.0}
+    with pytest.raises(ValueError, match="final_logit_softcapping caps the logits, which "
+                                         "unembed= replaces"):
+        ma.causal_lm(params, np.array([[1, 2]]), unembed=lambda p, h: h, **capped)
+    assert not loop.fusable(capped) and loop.fusable(config)
+
+    def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
+        return ma.causal_lm(params, tokens, lora=trainable, logits_to_keep=logits_to_keep,
+                            unembed=unembed, **capped)
+
+    examples = _examples(4, seed=2)
+    padded = batch(examples, pad_id=0)
+    loss_sum = loop.lm_loss_sum(forward, fused=loop.fusable(capped))
+    assert float(loss_sum(lora, padded, None)) / int(padded[2].sum()) == pytest.approx(
+        _nll_by_loop(forward, lora, examples), rel=1e-12)

@@ -360,3 +360,111 @@ def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up), [0, 1])
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up[0, 0]), [0, 1])
     check_grads(swiglu, modes=["rev"], order=2)(gate, up)
+
+
+def plain_unembedded_nll_sum(h, w, b, targets, counted):
+    # The composition it fuses: the logits of every position, then cross-entropy's sum over the
+    # counted ones (minattn.cross_entropy, differentiated by autograd).
+    logits = anp.matmul(h, w) + b  # [B, n, V]
+    return ma.cross_entropy(logits[counted], targets[counted]) * int(counted.sum())
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 100])  # a chunk per row, several, one for all
+def test_fused_unembedding_and_loss_equal_autograd_of_the_composition(chunk_rows, monkeypatch):
+    from minattn.training import loop
+
+    rng = np.random.default_rng(5)
+    v = 13
+    monkeypatch.setattr(loop, "CHUNK_ELEMENTS", chunk_rows * v)
+    h, w, b = rng.normal(size=(3, 4, 6)), rng.normal(size=(6, v)), rng.normal(size=v)
+    targets, counted = rng.integers(0, v, size=(3, 4)), rng.random((3, 4)) < 0.6
+    args = (h, w, b, targets, counted)
+    assert loop.unembedded_nll_sum(*args) == pytest.approx(plain_unembedded_nll_sum(*args),
+                                                           rel=1e-13)
+    _same_gradient(loop.unembedded_nll_sum, plain_unembedded_nll_sum, args, argnums=(0, 1, 2))
+    check_grads(lambda h: loop.unembedded_nll_sum(h, w, b, targets, counted), modes=["rev"],
+                order=1)(h)
+    assert not grad(loop.unembedded_nll_sum)(*args)[~counted].any()  # no gradient: not counted
+
+
+def test_fused_loss_keeps_float32_and_refuses_a_second_derivative():
+    from minattn.training import loop
+
+    rng = np.random.default_rng(6)
+    h, w = rng.normal(size=(1, 3, 4)).astype(np.float32), rng.normal(size=(4, 5)).astype(np.float32)
+    targets, counted = np.array([[1, 2, 3]]), np.array([[True, False, True]])
+    value = loop.unembedded_nll_sum(h, w, None, targets, counted)
+    assert value.dtype == np.float32 and grad(loop.unembedded_nll_sum)(
+        h, w, None, targets, counted).dtype == np.float32
+    with pytest.raises(NotImplementedError, match="no second derivative"):
+        grad(lambda x: anp.sum(grad(loop.unembedded_nll_sum)(x, w, None, targets, counted)))(h)
+
+
+def _tape_bytes(f, x):
+    # The memory autograd's recorded forward pass of f at x still holds (its tape), by tracemalloc.
+    import gc
+    import tracemalloc
+
+    from autograd import make_vjp
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        vjp, _ = make_vjp(f)(x)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_attention_cores_tape_keeps_its_inputs_not_its_weights():
+    # q, k, v [2, 512, 2] float64 are 16 KiB each, the weights [2, 512, 512] 4 MiB: the tape
+    # holds the inputs (and the small arrays autograd itself records), not the weights.
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.normal(size=(2, 512, 2)) for _ in range(3))
+    held = _tape_bytes(lambda q: anp.sum(ma.scaled_dot_product_attention(q, k, v)[0]), q)
+    assert held < 1 * 2 ** 20
+
+
+def test_the_fused_losss_tape_keeps_its_gradient_not_the_logits():
+    from minattn.training import loop
+
+    rng = np.random.default_rng(8)
+    h, w = rng.normal(size=(4, 16, 3)), rng.normal(size=(3, 4096))  # logits: 2 MiB
+    targets, counted = rng.integers(0, 4096, size=(4, 16)), np.ones((4, 16), bool)
+    held = _tape_bytes(lambda h: loop.unembedded_nll_sum(h, w, None, targets, counted), h)
+    assert held < 2 ** 18
+
+
+def plain_rope(x, positions, base, scaling):
+    # Hugging Face's form, x * cos + rotate_half(x) * sin, with the schedule's frequencies and
+    # attention factor (minattn.rope_scaling), differentiated by autograd.
+    from minattn.rope_scaling import rope_frequencies
+
+    half = x.shape[-1] // 2
+    inv_freq, factor = rope_frequencies(x.shape[-1], positions, base=base, scaling=scaling)
+    angles = np.concatenate([positions[..., None] * inv_freq] * 2, axis=-1)  # [..., L, d]
+    rotated_half = anp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * (np.cos(angles) * factor) + rotated_half * (np.sin(angles) * factor)
+
+
+@pytest.mark.parametrize("scaling", [None, {"rope_type": "yarn", "factor": 4.0,
+                                            "original_max_position_embeddings": 16}])
+def test_rope_vjp_equals_autograd_of_the_rotate_half_formula(scaling):
+    from minattn.rope import apply_rope
+
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, 3, 5, 8))  # [B, H, L, d]
+    positions = rng.integers(0, 40, size=(2, 1, 5))  # per row, broadcast over the heads
+    r = _direction(x.shape, 10)
+    _same_gradient(lambda x: anp.sum(apply_rope(x, positions, base=100.0, scaling=scaling) * r),
+                   lambda x: anp.sum(plain_rope(x, positions, 100.0, scaling) * r), (x,), [0])
+    check_grads(lambda x: apply_rope(x, positions, scaling=scaling), modes=["rev"], order=2)(x)
+
+
+def test_ropes_tape_keeps_the_positions_not_its_input():
+    from minattn.rope import apply_rope
+
+    x = np.random.default_rng(10).normal(size=(256, 16, 64))  # 2 MiB; its tables, 12 KiB
+    positions = np.arange(16)
+    assert _tape_bytes(lambda x: anp.sum(apply_rope(x, positions)), x) < 2 ** 18

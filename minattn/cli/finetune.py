@@ -108,7 +108,7 @@ def run(args):
                                                   ("held out", held_out, eval_file or data))}
         lora = _init_lora(model, args)
         forward = _forward(model, args)
-        loss_sum = loop.lm_loss_sum(forward)
+        loss_sum = loop.lm_loss_sum(forward, fused=loop.fusable(model.config))
         pad = int(np.atleast_1d(model.eos_token_id)[0])
         trainable = lora if state is None else state["trainable"]
         before = _evaluate(model, loss_sum, lora, encoded["held out"], held_out, args, pad)
@@ -205,15 +205,15 @@ def _init_lora(model, args):
 
 
 def _forward(model, args):
-    # (lora, tokens, rng, n) -> the logits of the last n positions: the model with its LoRA
-    # (minattn/lora.py's variant of causal_lm).
+    # (lora, tokens, rng, n, unembed) -> the logits of the last n positions (or unembed's
+    # output): the model with its LoRA (minattn/lora.py's variant of causal_lm).
     from .. import lora as _  # noqa: F401  (registers causal_lm's lora= variant)
     from ..language_model import causal_lm
 
-    def forward(lora, tokens, rng, logits_to_keep):
+    def forward(lora, tokens, rng, logits_to_keep, unembed=None):
         return causal_lm(model.params, tokens, lora=lora, lora_alpha=args.alpha,
                          lora_dropout=args.dropout if rng is not None else 0.0, rng=rng,
-                         logits_to_keep=logits_to_keep, **model.config)
+                         logits_to_keep=logits_to_keep, unembed=unembed, **model.config)
 
     return forward
 

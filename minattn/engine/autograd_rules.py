@@ -28,6 +28,15 @@ input alive, and no marked function keeps its output unless its VJP reads it: in
 fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
 (docs/benchmarks.md, issue 52).
 
+`@gradient_with_the_value(value_and_grads)` is for a scalar at the end of the graph (a loss)
+whose gradients cost least in the pass that computes it: value_and_grads(wrt, **arguments) ->
+(value, {name: gradient}) computes both at once (the unembedding fused with the cross-entropy,
+training/loop.py: each chunk's logits made once, used for the loss and its gradient, never
+kept). Differentiated, the function records the gradients of the arguments autograd follows, and
+its VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
+computed on plain arrays, so they are not differentiated again: a second derivative through such
+a function is refused (NotImplementedError), not returned as zero.
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
@@ -35,8 +44,8 @@ below is the same selection, with a gradient made from g itself, so it keeps g's
 import functools
 
 import autograd.numpy as np
-from autograd.builtins import SequenceBox
-from autograd.extend import defvjp, defvjp_argnums, primitive
+from autograd.builtins import SequenceBox, container_untake
+from autograd.extend import defvjp, defvjp_argnums, primitive, vspace
 from autograd.numpy.numpy_vjps import unbroadcast_f
 from autograd.tracer import getval, isbox
 
@@ -81,11 +90,53 @@ def gradient_by_hand(vjp, *, unless=None):
                 return f(*args, **kwargs)
             out = forward(*values)
             # Several outputs come back from autograd as one boxed tuple: hand back a tuple.
-            return tuple(out) if isinstance(out, SequenceBox) else out
+            return tuple(_output(out, i) for i in range(len(out))) \
+                if isinstance(out, SequenceBox) else out
 
         return with_gradient_by_hand
 
     return decorate
+
+
+def gradient_with_the_value(value_and_grads):
+    """Decorator: see the module docstring."""
+    def decorate(f):
+        names, bind = binder(f)
+
+        @primitive
+        def forward(wanted, *values):  # wanted: {"wrt": names}, filled with the "grads"
+            value, wanted["grads"] = value_and_grads(wanted["wrt"], **dict(zip(names, values)))
+            return value
+
+        def vjp_maker(argnums, value, args, kwargs):
+            grads, shapes = args[0]["grads"], [_stand_in(a) for a in args]  # nothing else kept
+
+            def backward(g):
+                if isbox(g):
+                    _no_second_derivative(f)
+                return tuple(unbroadcast_f(shapes[i], lambda _, n=names[i - 1]: g * grads[n])(None)
+                             for i in argnums)
+
+            return backward
+
+        defvjp_argnums(forward, vjp_maker)
+
+        @functools.wraps(f)
+        def with_the_gradient(*args, **kwargs):
+            values = bind(args, kwargs)
+            wrt = [name for name, value in zip(names, values) if isbox(value)]
+            if any(isbox(value._value) for value in values if isbox(value)):
+                _no_second_derivative(f)  # differentiated inside another differentiation
+            return forward({"wrt": wrt}, *values) if wrt else f(*args, **kwargs)
+
+        return with_the_gradient
+
+    return decorate
+
+
+def _no_second_derivative(f):
+    raise NotImplementedError(f"{f.__name__} computes its gradient with its value, on plain "
+                              "arrays: no second derivative")
 
 
 def reads(**names):
@@ -98,10 +149,27 @@ def reads(**names):
     return mark
 
 
+@primitive
+def _output(outputs, i):
+    # outputs[i] of a primitive's tuple of outputs. autograd's own indexing keeps the whole
+    # tuple for its VJP (the attention core's weights with its output); this keeps its shapes.
+    return outputs[i]
+
+
+def _output_vjp(ans, outputs, i):
+    shapes = vspace(outputs)  # taken now: the tape keeps no output
+    return lambda g: container_untake(g, i, shapes)
+
+
+defvjp(_output, _output_vjp)
+
+
 def _stand_in(x):
-    # An array's shape and dtype without its memory: a zero-strided view of one zero. Anything
-    # else (None, a number, a tuple of outputs) as it is.
-    if getattr(x, "ndim", 0) == 0 or isinstance(x, tuple):
+    # An array's shape and dtype without its memory: a zero-strided view of one zero; a tuple of
+    # outputs, each. Anything else (None, a number) as it is.
+    if isinstance(x, tuple):
+        return tuple(map(_stand_in, x))
+    if getattr(x, "ndim", 0) == 0:
         return x
     return np.broadcast_to(np.zeros_like(x, shape=()), np.shape(x))
 

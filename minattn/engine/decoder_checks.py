@@ -85,9 +85,14 @@ def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_fact
                          "positions are given: pass positions, or leave them None")
 
 
-def check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping):
+def check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping, unembed=None):
     # -> (embedding_scale, final_logit_softcapping) in the embedding's dtype; causal_lm checks
-    # the rest (a params without an embedding: refused there).
+    # the rest (a params without an embedding: refused there). The cap applies to the logits,
+    # which an unembed= hook (a loss fused with the unembedding) replaces: refused together.
+    if final_logit_softcapping is not None and unembed is not None:
+        raise ValueError("final_logit_softcapping caps the logits, which unembed= replaces "
+                         "(minattn.training.loop.fusable: such a model takes the unfused loss): "
+                         "not both")
     embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
     dtype = checks.as_float_array("params['token_embedding']", embedding).dtype \
         if embedding is not None else None

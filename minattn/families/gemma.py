@@ -70,9 +70,11 @@ def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=Non
                      final_logit_softcapping=None, **config):
     """Gemma's model: causal_lm with the token embeddings times embedding_scale (sqrt(D); 0
     zeroes them) and the logits soft-capped at final_logit_softcapping (minattn.softcap; None:
-    not capped). config: as causal_lm's."""
+    not capped; it caps the logits, which an unembed= hook replaces: not both). config: as
+    causal_lm's."""
     # int [B, L] -> [B, L, V] (with a cache: and the new cache)
-    scale, cap = check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping)
+    scale, cap = check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping,
+                                        config.get("unembed"))
     embed = None if scale is None else lambda p, t: p["token_embedding"][t] * scale  # [B, L, D]
     out = causal_lm(params, tokens, attention_mask, embed=embed, **config)
     logits, new_cache = out if isinstance(out, tuple) else (out, None)
