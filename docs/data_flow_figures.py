@@ -170,7 +170,7 @@ def draw_heads(path):
         panel([0.49, y, 0.075, 0.28], a["weights"][h], f"head {h}'s weights\n[5, 5]",
               weights=True)
         panel([0.62, y, 0.06, 0.28], a["heads"][h], f"head {h}'s output\n[5, 4]")
-    panel([0.73, 0.40, 0.12, 0.30], a["merged"], "merge_heads:\n[H, L, d_k] -> [5, 8]",
+    panel([0.73, 0.40, 0.12, 0.30], a["merged"], "the merge:\n[H, L, d_k] -> [5, 8]",
           split_at=4)
     panel([0.88, 0.40, 0.12, 0.30], a["output"], "@ W^O [8, 8] + b:\n[L, D] = [5, 8]")
     _arrow(fig, (0.165, 0.55), (0.195, 0.55), "@ W^Q")
@@ -190,8 +190,8 @@ def draw_heads(path):
                      orientation="horizontal")
         scale.set_title(label, fontsize=8)
         scale.tick_params(labelsize=7)
-    fig.text(0.5, 0.01, "split_heads: [L, D] -> [H, L, d_k] = [2, 5, 4]; attention runs on every "
-             "head at once; merge_heads puts each token's heads side by side again; W^O mixes "
+    fig.text(0.5, 0.01, "the split: [L, D] -> [H, L, d_k] = [2, 5, 4]; attention runs on every "
+             "head at once; the merge puts each token's heads side by side again; W^O mixes "
              "them", fontsize=9, ha="center")
     fig.suptitle("multi-head attention on section 5's example (D = 8, H = 2, d_k = 4); red and "
                  "blue: the numbers (scale below), orange: the weights", fontsize=11, y=0.99)

@@ -97,14 +97,16 @@ def masks(path):
     from matplotlib.patches import Patch
 
     causal = ma.causal_mask(5)
-    padding = np.broadcast_to(ma.padding_mask(np.array([5, 3]), 5)[1, 0], (5, 5))
-    combined = (causal & ma.padding_mask(np.array([5, 3]), 5))[1, 0]
+    padding = np.arange(5)[None, :] < np.array([5, 3])[:, None]  # as section 4 builds them
+    mask = causal & padding[:, None, :]
+    padding = np.broadcast_to(padding[1], (5, 5))
+    combined = mask[1]
     colours = ListedColormap(["#eeeeee", "#2b6cb0"])
     fig, axes = plt.subplots(1, 3, figsize=(10, 4.4))
     for ax, mask, title in zip(axes, (causal, padding, combined),
                                ("causal_mask(5)",
-                                "padding_mask([5, 3], 5)[1]\n(sentence 1, length 3)",
-                                "causal & padding, [1, 0]\n(mask[1, 0] of section 4)")):
+                                "padding[1], the same for every\nquery (sentence 1, length 3)",
+                                "mask[1]: causal & padding")):
         ax.imshow(mask, cmap=colours, vmin=0, vmax=1)
         for (i, j), value in np.ndenumerate(mask):
             ax.text(j, i, "1" if value else "0", ha="center", va="center", fontsize=9,

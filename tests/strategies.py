@@ -24,6 +24,13 @@ def float_arrays(shape, dtype=np.float64, bound=3.0):
     return hnp.arrays(np.dtype(dtype), shape, elements=elements)
 
 
+def additive_biases(shape, dtype=np.float64, bound=3.0):
+    """Floating masks (added to the scores): bounded finite floats, never only 0s and 1s with a
+    1 among them (a keep/drop mask written as floats, which minattn refuses by name)."""
+    return float_arrays(shape, dtype, bound).filter(
+        lambda b: not (np.all((b == 0) | (b == 1)) and np.any(b == 1)))
+
+
 small = st.integers(1, 5)
 lengths = st.integers(1, 6)
 

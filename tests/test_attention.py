@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 import minattn as ma
 
 from . import reference
-from .strategies import attention_inputs, bool_masks, float_arrays, tolerance
+from .strategies import additive_biases, attention_inputs, bool_masks, tolerance
 
 
 @given(attention_inputs(batch=False))
@@ -94,7 +94,7 @@ def test_additive_mask_equals_bool_mask_with_minus_inf(data):
 @given(st.data())
 def test_finite_additive_bias_is_added_to_scores(data):
     q, k, v = data.draw(attention_inputs(batch=False))
-    bias = data.draw(float_arrays((q.shape[0], k.shape[0])))
+    bias = data.draw(additive_biases((q.shape[0], k.shape[0])))
     _, w = ma.scaled_dot_product_attention(q, k, v, bias)
     scores = q @ k.T / np.sqrt(q.shape[-1]) + bias
     expected = np.array([reference.softmax_row(r) for r in scores.tolist()])

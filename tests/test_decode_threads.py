@@ -1,11 +1,13 @@
 """A decode step's BLAS thread count, chosen by timing (engine/threads.py,
 threads_chosen_by_timing on causal_lm). What it promises: a decode step runs with the threads in
-force until a step on one thread is timed faster, then on one thread until the other count is
-timed faster again, twice in a row; the first try at the third step (the first is not
-compared), then a losing try waits twice as long before the next (8, 16, ... 256 steps), and
-a count found r times slower at least (r - 1) / TRY_COST steps (a try costs under 5 %); the
-threads in force are restored after each call; other calls (a prompt, no cache, CuPy weights)
-are not touched; and the model's answers are those of the threads in force."""
+force until a try of two steps on one thread has a step faster than the mean of the last eight
+on the threads in force, then on one thread until the other count wins a try in turn; the first
+try at the third step (the first is not compared); a try whose first step is more than twice as
+slow ends there; a losing try waits twice as long before the next (8, 16, ... 256 steps), and a
+try of a count r times slower at least its steps times (r - 1) / TRY_COST steps (tries cost
+about 5 %); a new key starts where the most recently used one that has tried stands; the threads in
+force are restored after each call; other calls (a prompt, no cache, CuPy weights) are not
+touched; and the model's answers are those of the threads in force."""
 import numpy as np
 import pytest
 
@@ -21,7 +23,7 @@ def _blas_threads():
 def _choices(seconds_of, steps):
     # Drive a _Choice for `steps` steps, each step's time given by seconds_of(threads, step):
     # the thread count of every step.
-    choice, used = threads._Choice(2), []
+    choice, used = threads._Choice(2, 2), []
     for step in range(steps):
         n = choice.next()
         used.append(n)
@@ -29,22 +31,32 @@ def _choices(seconds_of, steps):
     return used
 
 
-def test_on_quiet_cores_the_tries_of_one_thread_back_off_8_16_32_up_to_256_steps():
+def _tries(used, n):
+    # the first step of each try of n threads: [start, ...]
+    return [i for i, m in enumerate(used) if m == n and (i == 0 or used[i - 1] != n)]
+
+
+def test_on_quiet_cores_the_tries_of_one_thread_back_off_up_to_256_steps():
     # One thread is always slower (by about a third, as on quiet cores): steps run on 2, with a
-    # try of 1 at the third step, then after 8 steps, 16, 32, ..., and at most every 256 steps.
+    # try of two steps on 1 at the third step. A try of a count 1.3 times slower costs
+    # 2 x 0.3 steps, so it waits at least 2 x 0.3 / 0.05 = 12 steps: 12, then doubled each time
+    # it loses (24, 48, ...), at most 256.
     used = _choices(lambda n, step: 1.0 if n == 2 else 1.3, 2000)
-    tries = [i for i, n in enumerate(used) if n == 1]
-    gaps = np.diff([-1] + tries)
-    assert list(gaps[:7]) == [3, 8, 16, 32, 64, 128, 256]
-    assert set(gaps[7:]) == {256}
-    assert used.count(2) > 0.99 * 2000 - 13
+    starts = _tries(used, 1)
+    assert all(used[i:i + 3] == [1, 1, 2] for i in starts)  # each try two steps
+    gaps = np.diff(starts) - 1  # from a try's last step to the next try's first
+    assert starts[0] == 2 and list(gaps[:6]) == [12, 24, 48, 96, 192, 256]
+    assert set(gaps[6:]) == {256}
+    time = sum(1.0 if n == 2 else 1.3 for n in used)
+    assert time < 1.01 * 2000
 
 
 def test_beside_a_busy_process_one_thread_wins_at_the_first_try_and_keeps_winning():
-    # One thread is ten times faster: the first try (the third step) wins, again at the fourth,
-    # and the steps run on one thread from then on. A try of two threads costs nine steps more,
-    # so the next waits (10 - 1) / 0.05 = 180 steps, then 256: the tries cost under 5 % of the
-    # steps, where 8, 16, 32 ... had cost a reply of 256 tokens a sixth of its time (issue 56).
+    # One thread is ten times faster: the first try (the third and fourth steps) wins, and the
+    # steps run on one thread from then on. A try of two threads, ten times slower, ends at its
+    # first step and costs nine steps more, so the next waits (10 - 1) / 0.05 = 180 steps, then
+    # 256: the tries cost under 5 % of the steps, where 8, 16, 32 ... had cost a reply of 256
+    # tokens a sixth of its time (issue 56).
     used = _choices(lambda n, step: 1.0 if n == 1 else 10.0, 1000)
     assert used[:6] == [2, 2, 1, 1, 1, 1]
     tries = [i for i, n in enumerate(used) if n == 2 and i > 3]
@@ -68,13 +80,57 @@ def test_when_the_load_comes_and_goes_the_choice_follows_it():
 
 
 def test_a_step_twice_as_slow_as_the_last_three_brings_the_try_forward():
-    # Quiet, two threads winning, the tries backed off to 256 steps; then one slow step
-    # (a hiccup): the next step tries one thread, loses, and the tries back off from 8 again.
+    # Quiet, two threads winning, the tries backed off (the one due next at 636); then one slow
+    # step at 600 (a hiccup): the next step tries one thread, loses, and the tries back off
+    # from 8 again: 610, then 16 steps after that try, then 32 (the hiccup counted in the mean
+    # makes one thread only 1.09 times slower, so 8 and 16 are the longer waits).
     used = _choices(lambda n, step: (2.5 if step == 600 else 1.0) if n == 2 else 1.3, 1000)
-    tries = [i for i, n in enumerate(used) if n == 1]
-    assert [t for t in tries if 510 < t < 700] == [601, 609, 625, 657]
+    assert [t for t in _tries(used, 1) if 520 < t < 700] == [601, 610, 627, 660]
     slower = _choices(lambda n, step: (1.9 if step == 600 else 1.0) if n == 2 else 1.3, 1000)
-    assert [i for i, n in enumerate(slower) if n == 1 and 510 < i < 700] == []  # under 2x: none
+    assert [t for t in _tries(slower, 1) if 520 < t < 700] == [636]  # under 2x: as scheduled
+
+
+def test_a_tries_faster_step_decides_so_the_first_step_after_a_switch_is_not_held_against_it():
+    # One thread's first step of the try 1.6 (the switch), its second 0.8, two threads 1.0: won.
+    used = _choices(lambda n, step: 1.0 if n == 2 else (1.6 if step == 2 else 0.8), 10)
+    assert used == [2, 2] + [1] * 8
+
+
+def test_a_try_whose_first_step_is_more_than_twice_as_slow_ends_there():
+    # One thread 2.5 times slower: each try is one step, and the next waits 1.5 / 0.05 = 30.
+    used = _choices(lambda n, step: 1.0 if n == 2 else 2.5, 100)
+    assert _tries(used, 1) == [2, 32, 92] and used.count(1) == 3
+    exactly = _choices(lambda n, step: 1.0 if n == 2 else 2.0, 5)  # exactly twice: runs on
+    assert exactly == [2, 2, 1, 1, 2]
+
+
+def test_the_mean_counts_the_long_waits_the_median_would_hide():
+    # Two threads take 1.0, but every third step 1.9 (under twice: no try brought forward):
+    # mean 1.225 over the last eight at the second try, median 1.0. One thread's 1.2 wins it.
+    used = _choices(lambda n, step: (1.9 if step % 3 == 0 else 1.0) if n == 2 else 1.2, 14)
+    assert used[:4] == [2, 2, 1, 1] and used[4:11] == [2] * 7  # lost to the one step of 1.0
+    assert used[11:14] == [1, 1, 1]  # won against the mean: kept
+
+
+def test_a_new_key_starts_where_the_most_recently_used_key_that_has_tried_stands():
+    early = threads._choice("early", 2)
+    prompt = threads._choice("prompt", 2)
+    assert (prompt.current, prompt.steps) == (2, 3)  # nothing to start from: fresh
+    for n, seconds in ((2, 9.0), (2, 10.0), (1, 1.0), (1, 1.0)):  # one thread 10x faster
+        assert prompt.next() == n
+        prompt.record(n, seconds)
+    assert (prompt.current, prompt.interval) == (1, 180)
+    assert threads._choice("early", 2) is early  # used since, but has tried nothing: not
+    assert (early.current, early.decided) == (2, False)  # the one started from
+    decode = threads._choice("decode", 2)
+    assert (decode.current, decode.other, decode.steps, decode.interval) == (1, 2, 180, 180)
+    used = []
+    for _ in range(180):  # on one thread, the try of two threads at the 180th step, as if
+        used.append(decode.next())
+        decode.record(used[-1], 1.0 if used[-1] == 1 else 10.0)
+    assert used == [1] * 179 + [2]  # the decode had itself just tried (tries 180 apart)
+    assert threads._choice("other width", 4).current == 4  # not from a count of 2
+    assert threads._choice("decode", 2) is decode  # a key seen before keeps its own
 
 
 @pytest.fixture(autouse=True)
@@ -134,7 +190,7 @@ def test_the_decorator_runs_the_chosen_count_and_restores_the_threads_in_force(c
         for _ in range(30):
             step({})
             assert _in_force() == 2  # restored after each call
-    assert seen[:4] == [2, 2, 1, 1]  # the first try, at the third step, wins twice
+    assert seen[:4] == [2, 2, 1, 1]  # the first try, at the third and fourth steps, wins
     assert seen[4:] == [1] * 26  # one thread kept; two, 20 times slower, not tried for 256
 
 
@@ -325,15 +381,6 @@ def test_only_the_main_threads_calls_are_timed(clock):
         worker.start()
         worker.join()
     assert seen == [2] * 10 and threads._choices == {}
-
-
-def test_a_try_that_wins_once_switches_nothing():
-    # A lucky try (one thread faster once, at the third step) is tried again at the fourth, loses
-    # there, and the steps stay on two threads; the first step, slower (filling caches), is not
-    # compared at all.
-    used = _choices(lambda n, step: 50.0 if step == 0 else (0.5 if step == 2 else
-                                                             (1.0 if n == 2 else 1.5)), 40)
-    assert used[:6] == [2, 2, 1, 1, 2, 2] and used[6:].count(1) == 2  # tries at 11 and 27
 
 
 def test_inside_a_timed_call_the_attention_core_runs_on_the_chosen_count(monkeypatch, clock):

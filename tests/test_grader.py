@@ -726,7 +726,7 @@ def test_plural_and_singular():
 @pytest.mark.parametrize("content, reason", [
     ("def softmax(x, axis=-1, mask=None)\n    return x\n", "syntax error on line 1"),
     ("import no_such_module_here\n", "ModuleNotFoundError"),
-    ("def softmax(x):\n    return x\n", "does not take axis, mask"),
+    ("def softmax(x):\n    return x\n", "does not take axis;"),
 ])
 def test_a_file_that_cannot_be_checked_exits_2(content, reason, tmp_path):
     path = tmp_path / "student.py"
@@ -819,8 +819,13 @@ def test_stubs_have_the_exercise_signatures():
         module = grader.load(stub)
         _, names, _ = grader.attempted(module)
         assert names, stub
-        for name in names:
-            assert inspect.signature(getattr(module, name)) == grader.exercise_signature(name)
+        for name in names:  # a stub may start without a later section's or part's parameters
+            full = grader.exercise_signature(name)
+            mine = inspect.signature(getattr(module, name))
+            left_out = set(full.parameters) - set(mine.parameters)
+            assert left_out <= set(grader.later_parameters(name)), (stub, name, left_out)
+            assert mine == full.replace(parameters=[p for p in full.parameters.values()
+                                                    if p.name not in left_out]), (stub, name)
 
 
 def run_cli(*args, cwd=ROOT, block_hypothesis=False):

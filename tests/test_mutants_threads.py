@@ -1,6 +1,6 @@
 """engine/threads.py, the cases its mutants showed untested (tests/MUTANTS.md): a timed call's
 keywords reach `when`, `alike` and the function; a call's time is recorded per unit of size;
-the step rule's boundaries (a step exactly twice as slow, a try exactly as fast); what
+the step rule's boundaries (a step exactly twice as slow, a try exactly as fast as the mean); what
 `decoding` and `decode_step` take; the affinity's fallbacks."""
 import os
 
@@ -61,7 +61,7 @@ def test_a_timed_call_passes_its_arguments_and_keywords_on(clock, n_threads):
 
 def _choice_with(times):
     # a _Choice on 2 threads fed `times` (threads, seconds) pairs through next/record
-    choice = threads._Choice(2)
+    choice = threads._Choice(2, 2)
     for n, seconds in times:
         assert choice.next() == n
         choice.record(n, seconds)
@@ -77,29 +77,31 @@ def test_a_step_exactly_twice_the_median_brings_no_try_forward_and_the_median_is
     assert choice.next() == 1
 
 
-def test_a_count_found_r_times_slower_waits_r_minus_1_over_try_cost_calls_up_to_256():
-    # lost by 3x after the first try: 40 calls (not 8); won by 2x: the loser waits 20 (not 8);
-    # 20x: LONGEST, 256
+def test_a_count_found_r_times_slower_waits_its_calls_times_r_minus_1_over_try_cost():
+    # lost by 3x after the first try (one call: more than twice): 40 calls (not 8); won by
+    # exactly 2x: the loser's try will be two calls, so it waits 2 x 1 / 0.05 = 40 (not 20, not
+    # 8); 20x: LONGEST, 256
     assert _choice_with([(2, 10.0), (2, 10.0), (1, 30.0)]).interval == 40
-    assert _choice_with([(2, 10.0), (2, 10.0), (1, 5.0), (1, 5.0)]).interval == 20
+    assert _choice_with([(2, 10.0), (2, 10.0), (1, 5.0), (1, 5.0)]).interval == 40
+    assert _choice_with([(2, 10.0), (2, 10.0), (1, 4.9), (1, 4.9)]).interval == 21  # > 2x
     assert _choice_with([(2, 20.0), (2, 20.0), (1, 1.0), (1, 1.0)]).interval == 256
     assert round((3.0 - 1) / threads._Choice.TRY_COST) == 40
 
 
-def test_a_try_exactly_as_fast_as_the_median_does_not_win():
-    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 10.0)])
-    assert choice.once is False and choice.next() == 2  # lost: backed off, not tried again now
+def test_a_try_exactly_as_fast_as_the_mean_does_not_win():
+    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 10.0), (1, 10.0)])
+    assert choice.current == 2 and choice.tried == [] and choice.next() == 2  # lost, backed off
 
 
-def test_after_a_switch_the_winning_time_is_the_new_median_and_the_next_try_waits_8():
-    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 8.0), (1, 8.0)])  # won twice: one thread
-    assert choice.current == 1 and list(choice.recent) == [8.0]
-    assert choice.interval == threads._Choice.FIRST and choice.once is False
+def test_after_a_switch_the_tries_times_are_the_new_mean_and_the_next_try_waits_8():
+    choice = _choice_with([(2, 10.0), (2, 10.0), (1, 9.6), (1, 9.5)])  # won: one thread
+    assert choice.current == 1 and list(choice.recent) == [9.6, 9.5]
+    assert choice.interval == threads._Choice.FIRST and choice.tried == []
     for _ in range(threads._Choice.FIRST - 1):
         assert choice.next() == 1
         choice.record(1, 8.0)
     assert choice.next() == 2  # the other count tried after 8 calls
-    assert choice.recent.maxlen == 3  # the current count's last three times
+    assert choice.recent.maxlen == 8  # the current count's last eight times
 
 
 def test_one_blas_thread_with_unless_refuses_the_with_statement_by_name():
@@ -129,20 +131,20 @@ def test_without_sched_getaffinity_the_cores_are_cpu_count_or_one(monkeypatch):
     assert threads._blas_threads() == 1
 
 
-def test_a_try_that_wins_after_backing_off_resets_the_interval_to_8_not_doubles_it():
-    # The documented schedule, traced by hand: the first try at call 3; each lost try waits
-    # twice as long before the next (8, 16, 32 calls); a win tried again at once and switching;
-    # then the other count tried after FIRST = 8 calls, whatever the interval had grown to.
+def test_a_try_that_wins_after_backing_off_resets_the_interval_not_doubles_it():
+    # The documented schedule, traced by hand: the first try at calls 3 and 4; a try of a count
+    # 1.2 times slower waits 2 x 0.2 / 0.05 = 8 calls, doubled each time it loses (16, 32); a
+    # win switches; then the other count (1.25 times slower) tried after
+    # max(FIRST, 2 x 0.25 / 0.05) = 10 calls, whatever the interval had grown to, and, lost,
+    # after max(2 x 10, 10) = 20.
     def seconds(call, n):  # two threads 10 s; one thread 12 s (loses), from call 40 on 8 s (wins)
         return 10.0 if n == 2 else (12.0 if call < 40 else 8.0)
 
-    choice, tries = threads._Choice(2), []
+    choice, tries = threads._Choice(2, 2), []
     for call in range(1, 80):
         n = choice.next()
         if n != choice.current:
             tries.append(call)
         choice.record(n, seconds(call, n))
-    # tries of one thread at 3, 11, 27 (lost), 59 and 60 (won twice: the switch), then of two
-    # threads 8 calls later, at 68, and (lost, 10 > 8) 16 calls after that
-    assert tries == [3, 11, 27, 59, 60, 68]
-    assert choice.current == 1 and choice.interval == 16
+    assert tries == [3, 4, 12, 13, 29, 30, 62, 63, 73, 74]
+    assert choice.current == 1 and choice.interval == 20

@@ -330,6 +330,24 @@ def test_sigmoid_and_silu_derivatives_hold_at_subnormal_and_tail_inputs(x):
     check_grads(sigmoid, modes=["rev"], order=2)(x)
 
 
+def test_gelu_tanh_vjp_equals_autograd_of_the_formula_and_stays_finite_in_the_tails():
+    # The hand VJP against autograd through the written tanh formula, where autograd's own tanh
+    # gradient (1 / cosh²) is finite; then far out, where cosh overflows (a RuntimeWarning, an
+    # error here): the derivative is 1 for large x and 0 for very negative x, with no warning.
+    from minattn.position_wise import gelu_tanh
+    x = 3.0 * np.random.default_rng(3).normal(size=(4, 5))
+    r = _direction(x.shape, 4)
+    c = np.sqrt(2.0 / np.pi)
+    written = lambda x: anp.sum(0.5 * x * (1.0 + anp.tanh(c * (x + 0.044715 * x ** 3))) * r)  # noqa: E731,E501
+    _same_gradient(lambda x: anp.sum(gelu_tanh(x) * r), written, (x,), [0])
+    check_grads(gelu_tanh, modes=["rev"], order=2)(x)
+    for dtype in (np.float32, np.float64):
+        far = np.array([30.0, 1e3, 1e12, -30.0, -1e3, -1e12], dtype)
+        d = grad(lambda x: anp.sum(gelu_tanh(x)))(far)
+        assert d.dtype == dtype
+        np.testing.assert_array_equal(d, np.array([1, 1, 1, 0, 0, 0], dtype))
+
+
 def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
     # The gated feed-forward's one primitive against autograd through the formula it replaces,
     # silu(gate) * up with silu written out; up broadcast along gate's leading dims too.

@@ -13,7 +13,9 @@ the language model; learning); part 4 is everything the second reading's exercis
 (grouped-query attention, blockwise attention, attention sinks, the delta rule). `--part N`
 checks what parts 1..N teach (default 1); the others are listed as waiting. An answer may leave
 out the parameters a later part adds (`align` and `window` for Part II; `n_kv_heads` and `sinks`
-for the second reading): their properties wait for that part too.
+for the second reading): their properties wait for that part too. Within Part I, softmax and
+attention may leave out `mask` until section 4 teaches it: at --part 1 the properties that pass
+a mask then wait, from --part 2 they fail.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
@@ -48,6 +50,7 @@ import inspect
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -71,10 +74,11 @@ PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
 # exercise asks for it): a call that uses one (a value other than the default) fails with a
 # sentence saying so. `like` (the array whose device the mask follows) is never graded.
 LATER_PARAMETERS = {
+    "softmax": {"mask": 1},  # Part I, section 4: until then its properties wait (Waiting)
     "causal_mask": {"align": 2, "window": 2, "like": None},
     "multi_head_attention": {"n_kv_heads": 4, "dropout": 4, "rng": 4, "average_weights": 4},
     "apply_rope": {"scaling": None},
-    "scaled_dot_product_attention": {"sinks": 4, "dropout": 4, "rng": 4},
+    "scaled_dot_product_attention": {"mask": 1, "sinks": 4, "dropout": 4, "rng": 4},
     "feed_forward": {"activation": 4, "dropout": 4, "rng": 4},
     "encoder_block": {"activation": 4, "dropout": 4, "rng": 4, "return_weights": 4},
     "delta_rule": {"chunk_size": None},
@@ -152,6 +156,10 @@ def time_limit(seconds, what):
 
 class NotTakenYet(TypeError):
     """A student's function was called with a parameter it leaves out (a later part's)."""
+
+    def __init__(self, message, part):
+        super().__init__(message)
+        self.part = part
 
 
 def plural(n, word):
@@ -264,9 +272,10 @@ def adapt(name, function, reference, missing):
             # minattn's composites pass the default on (dropout=0.0): equal is the default too
             if parameter != "like" and not (value is default or (
                     type(value) is type(default) and value == default)):
+                part = later_parameters(name)[parameter]
                 raise NotTakenYet(f"your {name} does not take {parameter} (taught in "
-                                  f"{PART_NAMES[later_parameters(name)[parameter]]}), but this "
-                                  f"check calls it with {parameter}={value!r}")
+                                  f"{'section 4 of ' if part == 1 else ''}{PART_NAMES[part]}), "
+                                  f"but this check calls it with {parameter}={value!r}", part)
         return function(*bound.args, **bound.kwargs)
     return adapted
 
@@ -284,6 +293,11 @@ class Broken(str):
         self = super().__new__(cls, reason)
         self.hint = hint
         return self
+
+
+class Waiting(str):
+    """A failure's reason that is a Part I parameter (a mask) the student's function leaves out:
+    at --part 1 the property waits for it (section 4 teaches it) instead of failing."""
 
 
 class Named:
@@ -358,6 +372,9 @@ def run_property(prop, max_examples, shrink=True, seconds=EXAMPLE_SECONDS):
                     show_drawn(last[0].drawn) if last else "")
         except contract.BrokenContract as error:
             return Broken(str(error).strip(), error.hint), show_drawn(last[0].drawn) if last else ""
+        except NotTakenYet as error:
+            reason = str(error).strip()
+            return (Waiting(reason) if error.part == 1 else reason), ""
         except Exception as error:
             reason = str(error).strip() if isinstance(error, (AssertionError, NotTakenYet)) \
                 else f"{type(error).__name__}: {error}".strip()
@@ -390,6 +407,18 @@ CALLED_WITH = {
     "apply_rope": "q and k split into heads [B, H, L, d_k], with positions [L] or [B, 1, L] "
                   "that broadcast over the heads",
 }
+
+
+def hint_for(reason, prop):
+    """-> the hint of a failure of the student's own function: the property's, unless the function
+    called one that takes no such keyword (teaching's softmax given a mask), which it names."""
+    called = re.search(r"TypeError: (\w+)\(\) got an unexpected keyword argument '(\w+)'", reason)
+    if not called:
+        return prop.hint
+    name, keyword = called.groups()
+    return (f"your function calls {name}(..., {keyword}=...), but that {name} takes no {keyword}"
+            + (": where a mask is given, call masked_softmax(scores, mask) instead (the stub "
+               "imports it)" if (name, keyword) == ("softmax", "mask") else ""))
 
 
 def warm_up(chosen):
@@ -430,7 +459,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
     warm_up([p for p in chosen if p.part <= part])
     failed_own, broken = [], set()  # broken: the hints of the contract's failures reported
-    failures = checked = not_run = 0
+    failures = checked = not_run = waited = 0
     with graded(functions):
         for prop in chosen:
             yours = sorted(prop.uses & set(functions))
@@ -446,6 +475,10 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 status(label)
             # only the first failure is shrunk to its smallest example: the rest follow from it
             result = run_property(prop, max_examples, shrink and not failures, seconds)
+            if result is not None and isinstance(result[0], Waiting) and part == 1:
+                checked, waited = checked - 1, waited + 1
+                print(f"WAIT  {label}: {result[0]}", file=out)
+                continue
             print(f"{'PASS' if result is None else 'FAIL'}  {label}: {prop.statement}", file=out)
             if result is None:
                 continue
@@ -465,7 +498,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                 print(textwrap.indent(f"hint: {reason.hint}", "      "), file=out)
             elif prop.of in functions:
                 failed_own.append(prop.of)
-                print(textwrap.indent(f"hint: {prop.hint}", "      "), file=out)
+                print(textwrap.indent(f"hint: {hint_for(reason, prop)}", "      "), file=out)
             elif set(yours) & set(failed_own):
                 print(f"      caused by your {', '.join(sorted(set(yours) & set(failed_own)))}: "
                       "fix the failures of its own properties above first", file=out)
@@ -486,10 +519,14 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
                     print(f"STOP  {plural(not_run, 'more property')} not run: the failure "
                           "above would repeat in each", file=out)
                 break
-    waiting = len([p for p in chosen if p.part > part])
+    later = [p for p in chosen if p.part > part]
+    listed = waited + len([p for p in later if p.of in functions])  # the WAIT lines above
+    unlisted = len(later) - len([p for p in later if p.of in functions])
     print(f"{plural(checked, 'property')} checked: {checked - failures} passed, {failures} failed"
           + (f"; {not_run} not run" if not_run else "")
-          + (f"; {waiting} waiting for a later part" if waiting else ""), file=out)
+          + (f"; {listed} waiting (the WAIT lines above)" if listed else "")
+          + (f"; {unlisted} more of later parts, not listed" if unlisted else ""),
+          file=out)
     return failures, checked
 
 

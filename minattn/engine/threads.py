@@ -41,19 +41,29 @@ threads read them fastest, but beside one other busy process each product waits 
 thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with one (a 2-core AVX2
 VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
 minattn cannot know in advance (the load average lags by a minute and counts minattn's own
-threads). So it measures: decode steps run with the threads in force, and now and then one runs
-on one BLAS thread: first at the third step, against the second (the first fills caches and
-tables), then against the median of the last three steps. If the try is faster, it is tried
-again at the next step, and if it wins twice one thread is kept, and the other count is tried
-in turn. A try that loses waits twice as long before the next (8 steps, then 16, ... up to 256),
-so on quiet cores almost every step runs with every thread. A count found r times slower waits
-at least (r - 1) / TRY_COST steps (TRY_COST = 5 %, at most 256), so that a try costs at most
-about 5 % of the steps between tries: beside one busy process a try of two threads costs about
-ten steps, and tries after 8, 16, 32 ... steps had cost a chat reply a sixth of its speed (issue
-56). On every thread, a step twice as
-slow as the last three brings the next try forward to the next step: load that arrives costs
-those threads ten times the step, while load that leaves costs one thread about a third more,
-until its next try. A model's decode steps (its token embedding) are timed against each other.
+threads). So it measures: decode steps run with the threads in force, and now and then two run
+on the other count (a try): first at the third and fourth steps, against the second (the first
+fills caches and tables), then against the mean of the last eight steps of the count in force.
+The mean, not the median: beside a busy process most steps on two threads are only a quarter
+slower than on one, but now and then one waits for its second thread and takes three to six
+times as long, and those are what two threads cost (SmolLM2's reply, bench_smollm2.py --chat
+--busy 1, 2026-11-28: 64 ms a typical step on two threads, 176 to 326 ms the long ones, 51 ms
+on one). A try wins if the faster of its two steps beats that mean (the first step after a
+switch pays for it: one thread's first step after two took 66 to 96 ms where the next took
+51), and then its count is kept and the other tried in turn; a try whose first step takes more
+than twice the mean has lost and ends there. A try that loses waits twice as long before the
+next (8 steps, then 16, ... up to 256), so on quiet cores almost every step runs with every
+thread; and since a try of a count r times slower costs its steps times r - 1, it waits at
+least that over TRY_COST (5 %) steps, so that tries cost about 5 % of the steps between them
+(beside one busy process a try of two threads, ten times slower in issue 43, waits 180 steps
+and then 256). On every thread, a step twice as slow as the last three brings the next try
+forward to the next step: load that arrives costs those threads ten times the step, while load
+that leaves costs one thread about a third more, until its next try. A model's decode steps
+(its token embedding) are timed against each other. A key timed for the first time starts where
+the most recently used key that has made a try stands, its count and its wait before the next
+try: a reply's steps where its prompt's blocks stand, which have just met the same load (before
+that, each reply began on two threads beside a busy process, and its first try of two threads
+cost it another 8 %: docs/benchmarks.md, issue 56).
 
 A training step is timed the same way (`training_step`, around the value_and_grad of each
 training loop in minattn/models): the tour's, `generate`'s and `attention --model`'s tiny
@@ -293,7 +303,15 @@ _choices = {}  # (key, threads in force) -> _Choice, the most recently used last
 
 
 def _choice(key, n_all):
-    choice = _choices.pop((key, n_all), None) or _Choice(n_all)
+    # A key seen for the first time starts where the most recently used choice that has tried
+    # both counts stands: its count, and its wait before the next try (a reply's decode steps
+    # from its prompt's blocks: the load they met is the one it meets).
+    choice = _choices.pop((key, n_all), None)
+    if choice is None:
+        latest = next((c for (_, n), c in reversed(_choices.items())
+                       if n == n_all and c.decided), None)
+        choice = _Choice(n_all) if latest is None else \
+            _Choice(n_all, latest.current, latest.interval)
     _choices[key, n_all] = choice
     if len(_choices) > 32:
         del _choices[next(iter(_choices))]  # the least recently used
@@ -303,19 +321,30 @@ def _choice(key, n_all):
 class _Choice:
     # The thread count of the calls, and when to try the other: at the third call (the first,
     # which fills caches and tables, is not compared), then after `interval` calls, doubled (up
-    # to LONGEST) each time the other loses, FIRST when it wins. A try that wins is tried again
-    # at the next call, and the count switches only if it wins twice. The interval is at least
-    # what keeps a losing try's extra time under TRY_COST of the calls between tries: a count
-    # found r times slower waits (r - 1) / TRY_COST calls before its next try.
-    FIRST, LONGEST, TRY_COST = 8, 256, 0.05
+    # to LONGEST) each time the other loses, FIRST when it wins. A try is TRIED calls on the
+    # other count, or one if that one took more than twice as long (clearly lost); it wins if
+    # its faster call beats the mean of the current count's last KEPT calls (the mean, not the
+    # median: the occasional long wait for a second thread is what two threads cost beside a
+    # busy process; its faster call: the first after a switch pays for the switch). The
+    # interval is at least what keeps a losing try's extra time under TRY_COST of the calls
+    # between tries: a try of a count r times slower (the means) costs its calls times (r - 1),
+    # so it waits that over TRY_COST calls.
+    FIRST, LONGEST, TRY_COST, TRIED, KEPT = 8, 256, 0.05, 2, 8
 
-    def __init__(self, n_all):
-        self.current, self.other = n_all, 1
-        self.recent = collections.deque(maxlen=3)  # the current count's last times
-        self.steps, self.interval = 3, self.FIRST // 2
-        self.warm = self.once = False  # the first call seen; a try won once
+    def __init__(self, n_all, current=None, interval=None):
+        # a new choice: the threads in force, the first try at the third call; one that starts
+        # where another stands (current, interval): as if it had just tried
+        self.current = n_all if current is None else current
+        self.other = 1 if self.current != 1 else n_all
+        self.recent = collections.deque(maxlen=self.KEPT)  # the current count's last times
+        self.tried = []  # the times of the try under way
+        self.steps, self.interval = (3, self.FIRST // 2) if interval is None else (interval,) * 2
+        self.decided = interval is not None  # a try made (or taken over)
+        self.warm = False  # the first call seen
 
     def next(self):
+        if self.tried:  # a try under way runs on
+            return self.other
         self.steps -= 1
         return self.other if self.steps <= 0 and self.recent else self.current
 
@@ -324,23 +353,24 @@ class _Choice:
             self.warm = True
             return
         if n == self.current:
-            if self.current > 1 and len(self.recent) == 3 and \
-                    seconds > 2 * statistics.median(self.recent):
+            last = list(self.recent)[-3:]
+            if self.current > 1 and len(last) == 3 and seconds > 2 * statistics.median(last):
                 self.steps, self.interval = 1, self.FIRST // 2  # try the other now, then 8, ...
             self.recent.append(seconds)
             return
-        median = statistics.median(self.recent)
-        won = seconds < median
-        if won and not self.once:
-            self.once, self.steps = True, 1  # again at the next call, to be sure
-            return
+        mean = statistics.fmean(self.recent)
+        self.tried.append(seconds)
+        if len(self.tried) < self.TRIED and seconds <= 2 * mean:
+            return  # the try runs on
+        tried, self.tried, self.decided = self.tried, [], True
+        won = min(tried) < mean
         if won:
             self.current, self.other = self.other, self.current
-            self.recent = collections.deque([seconds], maxlen=3)
-        self.once = False
-        slower = max(seconds, median) / min(seconds, median)  # the other count's, r
+            self.recent = collections.deque(tried, maxlen=self.KEPT)
+        slower = max(statistics.fmean(tried), mean) / min(statistics.fmean(tried), mean)  # r
+        calls = 1 if slower > 2 else self.TRIED  # what a try of the slower count will cost
         self.interval = min(max(self.FIRST if won else 2 * self.interval,
-                                round((slower - 1) / self.TRY_COST)), self.LONGEST)
+                                round(calls * (slower - 1) / self.TRY_COST)), self.LONGEST)
         self.steps = self.interval
 
 

@@ -10,18 +10,21 @@ import minattn  # minattn.softmax is yours while graded if you pass 01_softmax.p
 from minattn.course.teaching import masked_softmax, softmax
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, *, scale=None, dropout=0.0, rng=None,
-                                 sinks=None):
+def scaled_dot_product_attention(q, k, v, *, scale=None):  # section 4 adds mask=None after v
     """softmax(q kᵀ · scale) v, and the weights.
 
     q [..., L_q, d_k], k [..., L_k, d_k], v [..., L_k, d_v]; leading axes broadcast.
     Returns (output [..., L_q, d_v], weights [..., L_q, L_k]).
-    mask: None, or boolean broadcasting to [..., L_q, L_k]; True = the query MAY attend to the key.
+    mask (section 4 adds it, as the 4th parameter, mask=None): None, or boolean broadcasting to
+    [..., L_q, L_k]; True = the query MAY attend to the key. Until then its properties wait.
+    With a mask, the weights are masked_softmax(scores, mask): the softmax imported above takes
+    no mask ("Exercises 1 and 2, finished").
     scale: None means 1 / sqrt(d_k); a number s multiplies the scores instead (q kᵀ · s).
 
-    For later parts: dropout and rng (the second reading: a rate p in [0, 1) applied to the
+    For later parts: dropout=0.0, rng=None (the second reading: a rate p in [0, 1) applied to the
     weights with the Generator rng, each weight zeroed with probability p and the others divided
-    by 1 - p), sinks (exercise 14). Leave them out: the grader asks for them only with --part 4.
+    by 1 - p), sinks=None (exercise 14). Leave them out: the grader asks for them only with
+    --part 4.
 
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights

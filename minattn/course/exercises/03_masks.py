@@ -1,4 +1,5 @@
-"""Exercise 3: masks (walkthrough.md, section 4). Grade it: python -m minattn check my_attention/03_masks.py"""
+"""Exercise 3: masks (walkthrough.md: causal_mask in section 4, padding_mask in section 5).
+Grade it: python -m minattn check my_attention/03_masks.py"""
 import numpy as np
 
 
