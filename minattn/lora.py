@@ -51,7 +51,7 @@ from .engine.variants import implements
 from .language_model import causal_lm
 from .linear import linear
 from .multi_head import _projections
-from .position_wise import gated_feed_forward, gelu_tanh, silu
+from .position_wise import gated_feed_forward, geglu, swiglu
 from .transformer_decoder import geglu_tanh
 
 __all__ = ["TARGETS", "init_lora", "merge", "unmerge", "save_adapter", "load_adapter"]
@@ -151,21 +151,22 @@ def _low_rank(x, adapter, p):
 @implements(gated_feed_forward, when=_adapted)
 def lora_gated_feed_forward(params, x):
     """gated_feed_forward (SwiGLU) with the projections params["lora"] adapts."""
-    return _gated(params, x, silu)
+    return _gated(params, x, swiglu)
 
 
 @implements(geglu_tanh, when=_adapted)
 def lora_geglu_tanh(params, x):
     """geglu_tanh (Gemma's feed-forward) with the projections params["lora"] adapts."""
-    return _gated(params, x, gelu_tanh)
+    return _gated(params, x, geglu)
 
 
-def _gated(params, x, activation):
-    # [..., D] -> [..., F] -> [..., D]: down(activation(gate(x)) * up(x)), through lora_projections
+def _gated(params, x, gating):
+    # [..., D] -> [..., F] -> [..., D]: down(gating(gate(x), up(x))), through lora_projections
+    # (gating: position_wise's swiglu or geglu, activation(gate) * up with its VJP by hand)
     x = checks.as_float_array("x", x)
     params = check_gated_feed_forward_params(params, x.shape[-1], dtype=x.dtype)
     gate, up = _projections(params, x, ("gate", "up"))  # [..., F] each
-    return _projections(params, activation(gate) * up, ("down",))[0]  # [..., D]
+    return _projections(params, gating(gate, up), ("down",))[0]  # [..., D]
 
 
 def merge(params, lora, *, alpha):

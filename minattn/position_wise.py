@@ -185,6 +185,22 @@ def swiglu(gate, up):
     return silu(gate) * up
 
 
+@reads(gate=("gate", "up"), up=("gate",))  # the tape keeps no output
+def geglu_vjp(wrt, g, y, gate, up):
+    # d y / d gate = up · gelu_tanh'(gate), through tanh as gelu_tanh_vjp (finite in the tails);
+    # d y / d up = gelu_tanh(gate)
+    grads = {"gate": lambda: gelu_tanh_vjp(("x",), g * up, None, gate)["x"],
+             "up": lambda: g * gelu_tanh(gate)}
+    return {name: grads[name]() for name in wrt}
+
+
+@gradient_by_hand(geglu_vjp)
+def geglu(gate, up):
+    # [..., F], [..., F] -> [..., F]: gelu_tanh(gate) * up, GEGLU's gating (Gemma), one primitive
+    # as swiglu is
+    return gelu_tanh(gate) * up
+
+
 def init_gated_feed_forward(rng, d_model, d_ff, *, dtype=np.float64):
     """-> {"w_gate": [D, F], "w_up": [D, F], "w_down": [F, D]}, no biases (Llama), nn.Linear's
     default U(+-1/sqrt(fan_in)), drawn from the Generator `rng` in float64, cast to `dtype`."""

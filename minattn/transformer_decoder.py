@@ -16,10 +16,10 @@ from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
-from .linear import linears
+from .linear import linear, linears
 from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
-from .position_wise import (feed_forward, gated_feed_forward, gelu_tanh, init_feed_forward,
+from .position_wise import (feed_forward, gated_feed_forward, geglu, init_feed_forward,
                             init_gated_feed_forward)
 
 
@@ -28,8 +28,8 @@ def geglu_tanh(params, x):
     [..., D]; params as gated_feed_forward's."""
     # [..., D] -> [..., F] -> [..., D]
     gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
-    hidden = gelu_tanh(gate) * up  # [..., F]
-    return hidden @ params["w_down"]
+    hidden = geglu(gate, up)  # gelu_tanh(gate) * up, [..., F]
+    return linear(hidden, params["w_down"])  # [..., D]
 
 
 # Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).

@@ -468,3 +468,24 @@ def test_ropes_tape_keeps_the_positions_not_its_input():
     x = np.random.default_rng(10).normal(size=(256, 16, 64))  # 2 MiB; its tables, 12 KiB
     positions = np.arange(16)
     assert _tape_bytes(lambda x: anp.sum(apply_rope(x, positions)), x) < 2 ** 18
+
+
+def test_geglu_vjp_equals_autograd_of_gelu_tanh_gate_times_up_and_stays_finite_in_the_tails():
+    # Gemma's gated feed-forward's one primitive against autograd through the formula it
+    # replaces, the tanh GELU written out times up (up broadcast too); then far out, where
+    # autograd's tanh gradient (1 / cosh²) overflows: the gradient is up times 1 or 0.
+    from minattn.position_wise import geglu
+    rng = np.random.default_rng(13)
+    gate, up = 3.0 * rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    r = _direction(gate.shape, 14)
+    c = np.sqrt(2.0 / np.pi)
+    written = lambda g, u: anp.sum(0.5 * g * (1.0 + anp.tanh(c * (g + 0.044715 * g ** 3))) * u * r)  # noqa: E731,E501
+    _same_gradient(lambda g, u: anp.sum(geglu(g, u) * r), written, (gate, up), [0, 1])
+    _same_gradient(lambda g, u: anp.sum(geglu(g, u) * r), written, (gate, up[0, 0]), [0, 1])
+    check_grads(geglu, modes=["rev"], order=2)(gate, up)
+    for dtype in (np.float32, np.float64):
+        far, up = np.array([30.0, 1e3, -30.0, -1e3], dtype), np.array([2.0, -3.0, 5.0, 7.0], dtype)
+        d_gate, d_up = grad(lambda g, u: anp.sum(geglu(g, u)), (0, 1))(far, up)
+        assert d_gate.dtype == d_up.dtype == dtype
+        np.testing.assert_array_equal(d_gate, np.array([2.0, -3.0, 0.0, 0.0], dtype))
+        np.testing.assert_array_equal(d_up, np.array([30.0, 1e3, 0.0, 0.0], dtype))
