@@ -18,8 +18,8 @@ on q_proj and v_proj, the same A (B zero) on both sides: PEFT's get_peft_model, 
 A step, on random tokens with every next token counted:
 - PEFT: model(ids, labels=ids).loss (transformers' shifted cross-entropy), backward,
   clip_grad_norm_(1.0), torch.optim.AdamW.step, zero_grad;
-- minattn: value_and_grad of the summed cross-entropy (minattn/training/loop.py lm_loss_sum)
-  with respect to the LoRA tree, clip_by_global_norm(1.0), adamw_update (training/optimizer.py).
+- minattn: value_and_grad of the summed cross-entropy (minattn/training/loop.py lm_loss_sum:
+  the unembedding fused with the loss) with respect to the LoRA tree, clip_by_global_norm(1.0), adamw_update (training/optimizer.py).
 Timed interleaved, round by round (benchmarks/_harness.py); torch and NumPy's BLAS on --threads
 threads. Beside the step, minattn's forward alone (causal_lm with the LoRA, no gradient) and
 PEFT's (under torch.no_grad), to say how much of the step the backward pass takes.

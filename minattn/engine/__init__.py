@@ -10,7 +10,9 @@
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
     fused_products.py  several weights of one input in one product, where they lie side by side
-    autograd_rules.py  autograd rules that keep a gradient's dtype and device (where)
+    autograd_rules.py  autograd rules: gradients by hand (gradient_by_hand, and reads: what the
+                       tape keeps for them; gradient_with_the_value: a loss's gradient computed
+                       with it), and where, which keeps a gradient's dtype and device
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
 
 The concepts import from here; nothing here imports a concept, but for decoder_checks.py, which

@@ -5,8 +5,9 @@
                    transformers' get_cosine_schedule_with_warmup)
     chat_data.py   chat examples (JSONL of {"messages": [...]}) checked, rendered by the model's
                    own chat template, tokenized, the loss kept on the assistant's tokens only
-    loop.py        the training loop: gradient accumulation, checkpoints written then renamed,
-                   resuming to the same numbers, a NaN loss stopped
+    loop.py        the loss (the unembedding fused with the cross-entropy, its gradient
+                   computed with it) and the training loop: gradient accumulation, checkpoints
+                   written then renamed, resuming to the same numbers, a NaN loss stopped
 
 Built on the concepts and models/ (LoRA: minattn/lora.py); `python -m minattn finetune` runs it
 (minattn/cli/finetune.py). walkthrough.md, "Fine-tuning: gradients through a real model".
