@@ -46,9 +46,9 @@ on the other count (a try): first at the third and fourth steps, against the sec
 fills caches and tables), then against the mean of the last eight steps of the count in force.
 The mean, not the median: beside a busy process most steps on two threads are only a quarter
 slower than on one, but now and then one waits for its second thread and takes three to six
-times as long, and those are what two threads cost (SmolLM2's reply, bench_smollm2.py --chat
---busy 1, 2026-11-28: 64 ms a typical step on two threads, 176 to 326 ms the long ones, 51 ms
-on one). A try wins if the faster of its two steps beats that mean (the first step after a
+times as long, and those are what two threads cost (a traced SmolLM2 reply beside one busy
+process, 2026-11-28: 64 ms a typical step on two threads, 176 to 326 ms the long ones, 51 ms
+on one; docs/benchmarks.md, issue 56). A try wins if the faster of its two steps beats that mean (the first step after a
 switch pays for it: one thread's first step after two took 66 to 96 ms where the next took
 51), and then its count is kept and the other tried in turn; a try whose first step takes more
 than twice the mean has lost and ends there. A try that loses waits twice as long before the
@@ -61,9 +61,9 @@ forward to the next step: load that arrives costs those threads ten times the st
 that leaves costs one thread about a third more, until its next try. A model's decode steps
 (its token embedding) are timed against each other. A key timed for the first time starts where
 the most recently used key that has made a try stands, its count and its wait before the next
-try: a reply's steps where its prompt's blocks stand, which have just met the same load (before
-that, each reply began on two threads beside a busy process, and its first try of two threads
-cost it another 8 %: docs/benchmarks.md, issue 56).
+try: a reply's steps where its prompt's blocks stand, which have just met the same load
+(taking over the count without the wait, a reply that started on one thread still tried two at
+its third step: 721 ms, where a step on one thread took 58, beside other work).
 
 A training step is timed the same way (`training_step`, around the value_and_grad of each
 training loop in minattn/models): the tour's, `generate`'s and `attention --model`'s tiny
