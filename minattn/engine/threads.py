@@ -77,6 +77,18 @@ dtype and of about its length (within a factor of two). Layers of unlike cost (a
 and global ones) are timed together; a try on a costlier one can lose where one thread would
 have won. A timed call inside another runs as it is. The 32 most recent such timings are kept.
 
+A fine-tuning step splits its batch by rows over the cores instead (`row_pieces` and `on_workers`,
+in minattn/training/loop.py's `accumulated`): each worker thread runs the forward and backward pass
+of its rows with one BLAS thread, and their sums and gradients are added in order. NumPy's
+elementwise passes (the norms, SwiGLU, the softmaxes and their gradients) run on one core, and
+the attention core's small products gain nothing from a second BLAS thread, so two BLAS threads
+made a LoRA step of SmolLM2 at 8 x 128 only about 1.45 times faster than one, where torch's gets
+1.8 times; the same step as two halves of 4 rows on two worker threads took 3.2 s against 4.3 s
+for the whole batch on two BLAS threads (benchmarks/bench_finetune.py's model, quiet, 2026-11-28:
+docs/benchmarks.md, issue 52). The gradients are those of the whole batch up to float rounding;
+dropout draws from each piece's own generator (`Generator.spawn`), so a run is the same for a
+seed and a thread count.
+
 `TIMED_THREADS = False` (or MINATTN_TIMED_THREADS=0 in the environment) runs every call on the
 threads in force; with one BLAS thread in force there is nothing to choose. The thread count can
 change the last bits of a product (BLAS may group a sum differently), so a run that must repeat
@@ -261,6 +273,25 @@ def in_threads(f, items, n_threads):
         return [f(item) for item in items]
     with ThreadPoolExecutor(min(n_threads, len(items))) as pool:
         return list(pool.map(f, items))
+
+
+def row_pieces(x, n_rows):
+    """range(n_rows) as contiguous slices, one per worker thread that BLAS may use now
+    (n_workers of the NumPy array x; at most n_rows): a training step's rows split over the
+    cores (module docstring). Read before on_workers sets its BLAS limit."""
+    n = max(1, min(n_workers(x, numpy.inf), n_rows))
+    bounds = [n_rows * i // n for i in range(n + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def on_workers(f, items):
+    """[f(item) for item in items], each item on a worker thread of its own, with one BLAS
+    thread for the whole call (one item: here, on the threads in force)."""
+    items = list(items)
+    if len(items) <= 1:
+        return [f(item) for item in items]
+    with one_blas_thread():
+        return in_threads(f, items, len(items))
 
 
 TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force

@@ -28,6 +28,7 @@ import numpy as np
 from autograd import value_and_grad
 
 from ..engine.autograd_rules import gradient_by_hand, gradient_with_the_value
+from ..engine.threads import on_workers, row_pieces
 from ..language_model import unembedding
 from ..models.count_task import tree_map
 from .chat_data import batch
@@ -99,14 +100,27 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
 def accumulated(loss_and_grad, trainable, parts, rngs):
     """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
     together: their sums and gradients added, then divided by their counted targets, as one
-    batch of all of them would give. loss_and_grad: value_and_grad(loss_sum)."""
+    batch of all of them would give. loss_and_grad: value_and_grad(loss_sum). Each micro-batch's
+    rows are split over the cores, each piece on a worker thread with one BLAS thread
+    (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
+    micro-batch's generator."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
     total, grads = 0.0, None
     for part, rng in zip(parts, rngs):
-        value, g = loss_and_grad(trainable, part, rng)
-        total += float(value)
-        grads = g if grads is None else tree_map(np.add, grads, g)
+        for value, g in _on_workers(loss_and_grad, trainable, part, rng):
+            total += float(value)
+            grads = g if grads is None else tree_map(np.add, grads, g)
     return total / count, tree_map(lambda g: g / count, grads)
+
+
+def _on_workers(loss_and_grad, trainable, part, rng):
+    # [(sum, gradient)] of the pieces of a micro-batch's rows, each on a worker thread
+    pieces = row_pieces(part[0], len(part[0]))
+    if len(pieces) == 1:
+        return [loss_and_grad(trainable, part, rng)]
+    rngs = [None] * len(pieces) if rng is None else rng.spawn(len(pieces))
+    return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
+                                              rngs[i]), range(len(pieces)))
 
 
 def counted_nll_vjp(wrt, g, total, logits, targets, counted):
