@@ -26,9 +26,11 @@ PEFT's (under torch.no_grad), to say how much of the step the backward pass take
 
 Peak memory: each side's step in a child process of its own, which builds only its model (random
 weights of the same shapes), takes one step to warm up, then reports the peak resident memory of
-a second step above the resident memory before it (Linux: /proc/self/status's VmHWM, reset
-through /proc/self/clear_refs, against VmRSS): the activations the backward pass keeps, the
-gradients, the optimizer's moments, the logits.
+a second step above the resident memory before the first (Linux: /proc/self/status's VmHWM,
+reset through /proc/self/clear_refs, against VmRSS): the activations the backward pass keeps,
+the gradients, the optimizer's moments, the logits, and what the allocator kept from the first
+step. (Until 2026-11-28 13:45 UTC it was measured from the second step's start, which left out
+the heaps glibc keeps per worker thread once minattn split a step over them.)
 """
 import argparse
 import json
@@ -198,8 +200,10 @@ def child_peak(side, args):
 
 
 def memory_child(args):
-    # One side's model only, random weights of SmolLM2's shapes; one warm-up step, then the
-    # resident memory before the measured step and the peak during it.
+    # One side's model only, random weights of SmolLM2's shapes; the resident memory once the
+    # model is built, then a warm-up step, then the peak during the measured step. Measured
+    # from before the warm-up, not from the measured step's start: memory the warm-up freed but
+    # the allocator kept (glibc keeps a heap per worker thread) is the process's all the same.
     ids = tokens(args.batch, args.length)
     with threads(args.threads):
         if args.memory_child == "peft":
@@ -215,10 +219,10 @@ def memory_child(args):
             config = {**config, "rope_base": 100000.0}
             lora = minattn.lora.init_lora(np.random.default_rng(0), params, rank=RANK)
             step, _, _ = minattn_step(params, config, lora)
+        before = _status_mib("VmRSS")
         step(ids)
         with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) reset to the present
             f.write("5")
-        before = _status_mib("VmRSS")
         step(ids)
         peak = _status_mib("VmHWM")
     print(json.dumps({"peak_mib": peak - before}))
