@@ -16,7 +16,9 @@ TEXT = WALKTHROUGH.read_text(encoding="utf-8")
 FIRST = TEXT[:TEXT.index("\n# Second reading\n")]
 SECOND = TEXT[len(FIRST):]
 BODY = FIRST[FIRST.index("\n# Part I:"):]  # the first reading after its introduction
-PART_I = FIRST[FIRST.index("\n# Part I:"):FIRST.index("\n# Part II:")]
+PART_I = FIRST[FIRST.index("\n# Part I:"):FIRST.index("\n# Part II:")]  # sections 1-5, week 1
+# section 6, the block, opens Part II (week 2); its exercises 6 to 8 are graded with Part I's
+SECTION_6 = FIRST[FIRST.index("\n## 6. "):FIRST.index("\n## 7. ")]
 EXCERPT = re.compile(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", re.S)
 FOLDED = re.compile(r"^<details>.*?^</details>\n", re.M | re.S)
 
@@ -75,7 +77,7 @@ def part_one_minutes():
 def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
     minutes, parts, counts = part_one_minutes()
     assert minutes <= 300, f"Part I: {minutes:.0f} minutes, {parts}"
-    assert counts["shown"] + counts["folded"] == 8 and counts["questions"] >= 12, counts
+    assert counts["shown"] + counts["folded"] == 5 and counts["questions"] >= 10, counts
     # the road map states the model and the estimate it gives
     roadmap = " ".join(FIRST[:FIRST.index("\n# Part I:")].split())
     said = re.search(r"Week 1 is about (\d+) hours? and (\d+) minutes, counted from the text: "
@@ -86,7 +88,9 @@ def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
                      r"is shown above its box, (\d+) for the (\d+) whose solutions? (?:is|are) "
                      r"folded, and (\d+) for each of the (\d+) boxes that finish an earlier "
                      r"exercise; (\d+) minutes for each of the (\d+) questions \((\d+) for a "
-                     r"question of several parts", roadmap)
+                     r"question of several parts.*?\)\. This is an estimate for a student who "
+                     r"types the forms the text shows; plan for up to about a third more for a "
+                     r"student who works everything out alone\.", roadmap)
     assert said, "the road map does not state the time model"
     n = [int(g.replace(",", "")) for g in said.groups()]
     assert (n[2], n[4], n[6], n[10], n[12], n[14], n[16], n[18]) == (
@@ -127,12 +131,34 @@ def test_the_set_up_comes_before_any_code_with_its_commands_in_order():
     assert re.search(r"^check =\n    hypothesis", setup_cfg, re.M)  # the extra the grader needs
 
 
+def test_part_one_is_sections_one_to_five_in_the_road_map_its_headings_and_its_recap():
+    roadmap = FIRST[:FIRST.index("\n# Part I:")]
+    rows = {week: (int(first), int(last)) for week, first, last in re.findall(
+        r"^\| (\d) \| \*Part [IV]+: [^*]+\*[^|]* \| (\d+)–(\d+) \|", roadmap, re.M)}
+    assert rows["1"] == (1, 5) and rows["2"] == (6, 10), rows
+    assert [int(n) for n in re.findall(r"^## (\d+)\. ", PART_I, re.M)] == [1, 2, 3, 4, 5]
+    part_2 = FIRST[FIRST.index("\n# Part II:"):FIRST.index("\n# Part III:")]
+    assert [int(n) for n in re.findall(r"^## (\d+)\. ", part_2, re.M)] == [6, 7, 8, 9, 10]
+    assert "Week 2 starts here." in part_2[:part_2.index("\n## 6. ")]
+    recap = PART_I[PART_I.index("**Recap of Part I.**"):]
+    for taught in ("softmax", "$\\sqrt{d_k}$", "causal mask", "padding mask", "heads"):
+        assert taught in recap, taught
+    for later in ("LayerNorm", "block", "feed-forward", "residual", "encoder"):
+        assert later not in recap, later
+    # no sentence anywhere still puts section 6 into Part I or week 1
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (TEXT, readme):
+        flat = " ".join(text.split())
+        assert not re.search(r"sections 1[–-]6|section 6 of Part I\b|Part I \(sections 1", flat)
+
+
 def test_each_exercise_box_grades_its_own_exercises():
-    boxes = BOX.findall(PART_I)
-    # eight exercises; 1 and 2 finished in one box after masks, 3 after heads
+    boxes = BOX.findall(PART_I + SECTION_6)
+    # eight exercises; 1 and 2 finished in one box after masks, 3 after heads; 6 to 8 in section 6
     assert [(n, bool(f)) for n, f, _ in boxes] == [
         ("1", False), ("2", False), ("3", False), ("1 and 2", True), ("4", False), ("3", True),
         ("5", False), ("6", False), ("7", False), ("8", False)], boxes
+    assert [n for n, _, _ in BOX.findall(PART_I)][-1] == "5"
     stubs = {int(p.name[:2]): p.name for p in (ROOT / "minattn" / "course" / "exercises").glob(
         "0[1-8]_*.py")}
     for numbers, _, box in boxes:
@@ -208,12 +234,12 @@ def test_part_one_leaves_what_week_one_does_not_need_to_later(detour):
 
 
 def test_part_one_needs_no_pytorch():
-    assert not re.search(r"torch|PyTorch", PART_I)
+    assert not re.search(r"torch|PyTorch", PART_I + SECTION_6)
     stubs = sorted((ROOT / "minattn" / "course" / "exercises").glob("0[1-8]_*.py"))
     assert len(stubs) == 8 and not [p.name for p in stubs if "torch" in p.read_text()]
 
 
-# Each solution Part I gives, pasted into its stub as a student would (after the stub's own
+# Each solution Part I and section 6 give, pasted into its stub as a student would (after the stub's own
 # function, which it replaces): the plain forms the text shows (the excerpts of
 # minattn.course.teaching, and section 4's causal_mask), with the steps of "Exercises 1 and 2,
 # finished" done as that box words them, using only what the stub imports -> graded by the
@@ -484,8 +510,17 @@ def test_part_one_writes_no_division_that_reads_two_ways():
     ('"is early" (one of the sentence\'s first two words)', "stands early in the sentence"),
     ("the values of both *the*s and of *to* are $[0, 0]$", "twice as strongly"),
     ("up to, but not including, `(h+1)·d_k`", "`h·d_k … (h+1)·d_k`"),
-    ("$\\pm\\sqrt{6/(4D)}$", "recomputes them"),
-    ("you need not know why", "passed to the softmax"),
+    ("in a range that keeps the outputs' scale near the inputs'", "recomputes them"),
+    ("nudges each number of the model", "passed to the softmax"),
+    ("barely moves the numbers", "sqrt{6/(4D)}"),
+    ("readers who know Python and NumPy.", "NumPy and gradient descent"),
+    ("until section 5, which adds an axis for the heads", "for section 5."),
+    ("With $D = 8$ features, someone proposes", "the stub imports both; its `softmax`"),
+    ("the imported `softmax` takes no mask", "biases may be added"),
+    ("`--part 2`, which adds the properties Part II teaches", "head 2 hold?"),
+    ("a vector added after the product", "as WAIT: section 4 adds the mask."),
+    ("Heads count from 0", "you need not know why"),
+    ("you can skip them when you read the report", "Week 1 is about 4 hours and 54"),
     ("If `python` is not found (macOS, Linux), type `python3`", "using `masked_softmax` above"),
     ("apt install python3-venv", "try it on a few rows, and grade it"),
     ("Rows 3 and 4 are the queries of the two filler tokens", "mask[1, 0]"),
@@ -497,10 +532,10 @@ def test_the_cold_reviews_points_are_fixed(said, wrong):
 
 
 def test_section_five_finishes_the_padding_mask_after_the_reshape_and_six_names_the_params():
-    section_5 = PART_I[PART_I.index("## 5. "):PART_I.index("## 6. ")]
+    section_5 = PART_I[PART_I.index("## 5. "):]
     assert section_5.index("The transpose matters") < section_5.index("def padding_mask") \
         < section_5.index("**Exercise 3, finished.**")
-    section_6 = PART_I[PART_I.index("## 6. "):]
+    section_6 = SECTION_6
     ex_7, ex_8 = section_6.index("**Exercise 7.**"), section_6.index("**Exercise 8.**")
     prose = EXCERPT.sub("", section_6[:ex_7])
     assert all(f"`{name}`" in prose for name in ("w_1", "b_1", "w_2", "b_2"))
@@ -511,7 +546,7 @@ def test_section_five_finishes_the_padding_mask_after_the_reshape_and_six_names_
     assert "`final_norm=True`" in section_6 and "`final_norm`" in section_6
 
 
-# The figures Part I shows, and the functions that draw them (docs/make_figures.py,
+# The figures Part I and section 6 show, and the functions that draw them (docs/make_figures.py,
 # docs/data_flow_figures.py).
 PART_ONE_FIGURES = {"running_example.png": ("data_flow_figures", "draw_running_example"),
                     "saturation.png": ("make_figures", "saturation"),
@@ -535,7 +570,7 @@ def test_part_one_figures_name_only_what_the_text_has_printed_before_them(tmp_pa
     monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: drawn.append(
         [t.get_text() for t in fig.texts] + [fig._suptitle.get_text() if fig._suptitle else ""]
         + [ax.get_title() for ax in fig.axes]))
-    shown = re.findall(r"^!\[[^\]]*\]\(docs/figures/([^)]+)\)", PART_I, re.M)
+    shown = re.findall(r"^!\[[^\]]*\]\(docs/figures/([^)]+)\)", PART_I + SECTION_6, re.M)
     assert sorted(shown) == sorted(PART_ONE_FIGURES)
     for name in shown:
         module, function = PART_ONE_FIGURES[name]

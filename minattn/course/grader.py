@@ -7,15 +7,16 @@ implements (a body that is more than `raise NotImplementedError`) is swapped in 
 `minattn.swap`, so minattn's own composites call it too: a student's softmax runs inside
 attention, multi-head attention and the encoder block. Several files (or a folder) may be given.
 
-Grading goes by part of the walkthrough: each property belongs to the part that teaches it.
-Parts 1 to 3 are walkthrough.md's Parts I to III, the first reading (attention and the encoder;
-the language model; learning); part 4 is everything the second reading's exercises add
-(grouped-query attention, blockwise attention, attention sinks, the delta rule). `--part N`
-checks what parts 1..N teach (default 1); the others are listed as waiting. An answer may leave
-out the parameters a later part adds (`align` and `window` for Part II; `n_kv_heads` and `sinks`
-for the second reading): their properties wait for that part too. Within Part I, softmax and
-attention may leave out `mask` until section 4 teaches it: at --part 1 the properties that pass
-a mask then wait, from --part 2 they fail.
+Grading goes by part of the walkthrough: each property belongs to the part that teaches it. Parts 1
+to 3 are walkthrough.md's Parts I to III, the first reading (attention; the language model;
+learning), except that part 1 also holds section 6, the block that opens Part II (layer_norm,
+feed_forward and encoder_block, exercises 6 to 8), so that its boxes need no --part; part 4 is
+everything the second reading's exercises add (grouped-query attention, blockwise attention,
+attention sinks, the delta rule). `--part N` checks what parts 1..N teach (default 1); the others
+are listed as waiting. An answer may leave out the parameters a later part adds (`align` and
+`window` for Part II; `n_kv_heads` and `sinks` for the second reading): their properties wait for
+that part too. Within Part I, softmax and attention may leave out `mask` until section 4 teaches
+it: at --part 1 the properties that pass a mask then wait, from --part 2 they fail.
 
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
@@ -68,6 +69,8 @@ import minattn
 from . import contract
 
 EXERCISES = Path(__file__).parent / "exercises"
+# what --part 1 checks: Part I (sections 1 to 5) and section 6, the first section of Part II
+PART_ONE = "sections 1 to 6 (Part I, and section 6 of Part II)"
 PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
               None: "the model families, which no exercise asks for"}
 # Parameters a student's function may leave out, and the part that teaches each (None: no
@@ -580,7 +583,7 @@ def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
         return "nothing to check"
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
           + (f" (not implemented yet: {', '.join(stubs)})" if stubs else "")
-          + ("; what Part I teaches" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
+          + (f"; what {PART_ONE} teach" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
     for name, parameters in left_out.items():
         if parameters:
             print(f"your {name} leaves out {', '.join(parameters)}: the properties that need them "
@@ -589,7 +592,7 @@ def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
                               status=status)
     if not checked:
         later = min(p.part for p in _properties_of(functions))
-        print(f"nothing here is taught by {PART_NAMES[part] if part == 1 else f'parts 1 to {part}'}: "
+        print(f"nothing here is taught by {PART_ONE if part == 1 else f'parts 1 to {part}'}: "
               f"run python -m minattn check {shown} --part {later}", file=out)
         return "waits for a later part"
     return "fails" if failures else "passes"
@@ -840,7 +843,8 @@ def add_commands(commands):
     chk.add_argument("--pitfall", metavar="NAME", type=_pitfall_name,
                      help="grade one of minattn.course.pitfalls instead: a bug being caught")
     chk.add_argument("--part", type=int, choices=[1, 2, 3, 4], default=1,
-                     help="check what walkthrough.md's parts 1..N teach: 1 Part I (default), "
+                     help="check what walkthrough.md's parts 1..N teach: 1 sections 1 to 6, Part I and "
+                          "section 6 (default), "
                           "2 Part II (the language model), 3 Part III (learning), 4 the second "
                           "reading (grouped-query attention, blockwise attention, sinks, the "
                           "delta rule)")
