@@ -3,29 +3,29 @@
 Read the modules in the order the math builds; walkthrough.md follows the same path (its
 section numbers in brackets):
 
-Part I, attention and the encoder:
+Part I, attention, and the start of Part II, the block:
     attention.py      softmax, scaled_dot_product_attention                    [2, 3]
-    masks.py          causal_mask, padding_mask   (True = may attend)          [5]
-    heads.py          split_heads, merge_heads                                 [7]
-    linear.py         linear (x @ w + b);  multi_head.py  multi_head_attention [8]
-    normalization.py  layer_norm, rms_norm                                     [9]
-    position_wise.py  feed_forward;  dropout.py  dropout                       [10, 11]
-    transformer_encoder.py  encoder_block, encoder                             [11, 12]
-    positional.py     positional_encoding                                      [12]
-Part II, the decoder and the language model:
-    multi_head.py     grouped_attention, n_kv_heads=  (grouped-query attention) [13]
-    rope.py           apply_rope  (rotary position embedding, rotate-half)     [14]
-    kv_cache.py       self_attention (a KV cache; causal_mask(align=, window=)) [15]
-    position_wise.py  gated_feed_forward (SwiGLU)                              [16]
-    transformer_decoder.py  decoder_block, decoder                             [16]
-    language_model.py causal_lm;  loss.py  cross_entropy                       [17]
-    generation.py     generate  (greedy, temperature, top-k, top-p)            [18]
+    masks.py          causal_mask, padding_mask   (True = may attend)          [4, 5]
+    heads.py          split_heads, merge_heads                                 [5]
+    linear.py         linear (x @ w + b);  multi_head.py  multi_head_attention [5]
+    normalization.py  layer_norm, rms_norm                                     [6, 8]
+    position_wise.py  feed_forward;  dropout.py  dropout (second reading)      [6]
+    transformer_encoder.py  encoder_block, encoder                             [6]
+    positional.py     positional_encoding                                      [7]
+Part II, the decoder and the language model (and the second reading's grouped queries):
+    multi_head.py     grouped_attention, n_kv_heads=  (grouped-query attention) [15]
+    rope.py           apply_rope  (rotary position embedding, rotate-half)     [7, 16]
+    kv_cache.py       self_attention (a KV cache; causal_mask(align=, window=)) [9]
+    position_wise.py  gated_feed_forward (SwiGLU)                              [8]
+    transformer_decoder.py  decoder_block, decoder                             [8]
+    language_model.py causal_lm;  loss.py  cross_entropy                       [8]
+    generation.py     generate  (greedy, temperature, top-k, top-p)            [10]
 The variants, each in its own file, answering the calls that select them (engine/variants.py):
     rope_scaling.py   rope_frequencies (long-context RoPE schedules; long_context.py puts them in
-                      self_attention);  softcap.py  soft_cap, capped_attention (Gemma 2) [19]
-    mla.py            latent_attention  (DeepSeek's multi-head latent attention) [20]
+                      self_attention);  softcap.py  soft_cap, capped_attention (Gemma 2) [23]
+    mla.py            latent_attention  (DeepSeek's multi-head latent attention) [24]
     sinks.py          attention_with_sinks (sinks=, gpt-oss), streaming_cache (StreamingLLM)
-    differential.py   differential_attention  (Differential Transformer, DiffLlama) [20]
+    differential.py   differential_attention  (Differential Transformer, DiffLlama) [24]
     head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
     lora.py           init_lora, merge, save_adapter, load_adapter  (lora=: LoRA, low-rank
                       adapters on the projections, as PEFT computes them)
@@ -37,10 +37,10 @@ Attention and recurrence (a state of fixed size in place of the KV cache):
     gated_deltanet.py gated_deltanet  (Qwen3-Next's recurrent layer; causal_conv1d, gated_rms_norm)
     gated_attention.py  gated_attention  (Qwen3-Next's attention layers; rope.apply_partial_rope)
 Parts III and IV, learning and cost:
-    the hand-written gradients sit beside their forwards                       [21]
-    models/           count_task (a model that learns) [22], induction (what it learns) [23],
+    the hand-written gradients sit beside their forwards                       [11, 17]
+    models/           count_task (a model that learns) [12], induction (what it learns) [13],
                       heads_of_a_model (what a real model's heads do: minattn.pretrained)
-    blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [25]
+    blockwise.py      blockwise_attention  (FlashAttention's online softmax)   [22]
 
 Around the concepts, each in a sub-package named for what it holds. The engine room is what the
 concepts import; the families, the course, the models and the display import the concepts, never
