@@ -89,8 +89,9 @@ def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
                      r"folded, and (\d+) for each of the (\d+) boxes that finish an earlier "
                      r"exercise; (\d+) minutes for each of the (\d+) questions \((\d+) for a "
                      r"question of several parts.*?\)\. This is an estimate for a student who "
-                     r"types the forms the text shows; plan for up to about a third more for a "
-                     r"student who works everything out alone\.", roadmap)
+                     r"types the forms the text shows; plan for up to about a quarter more \(about "
+                     r"(\d+) hours and (\d+) minutes\) for a student who works everything out "
+                     r"alone\.", roadmap)
     assert said, "the road map does not state the time model"
     n = [int(g.replace(",", "")) for g in said.groups()]
     assert (n[2], n[4], n[6], n[10], n[12], n[14], n[16], n[18]) == (
@@ -103,6 +104,7 @@ def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
     assert abs(n[5] - counts["traced"]) <= 0.02 * counts["traced"], (n[5], counts)
     assert abs(n[7] - parts["prose"] - parts["traced"]) <= 2, (n[7], parts)
     assert abs(60 * n[0] + n[1] - minutes) <= 5, (n[:2], minutes)
+    assert abs(60 * n[19] + n[20] - 1.25 * minutes) <= 5 and 60 * n[19] + n[20] <= 300, n[19:]
 
 
 def test_each_question_of_part_one_asks_one_thing_its_why_first():
