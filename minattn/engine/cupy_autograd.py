@@ -48,11 +48,13 @@ class DeviceArrayVSpace(VSpace):
 
 def _sum_vjp(ans, x, axis=None, keepdims=False, dtype=None, **kwargs):
     # autograd's own broadcasts g back with `+ np.zeros(shape)`, a host array; this one adds
-    # zeros_like(x) instead: the same values and dtype, on x's device.
+    # zeros of x's dtype on x's device instead: one zero, broadcast, so that the tape keeps no
+    # copy of x (a loss's sum would keep its whole input alive until the backward pass).
     shape = anp.shape(x)
     axes = range(len(shape)) if axis is None else [axis] if isinstance(axis, int) else axis
     kept = [1 if (a in axes or a - len(shape) in axes) else n for a, n in enumerate(shape)]
-    return lambda g: anp.reshape(g, kept) + anp.zeros_like(x)
+    zero = anp.zeros_like(x, shape=())
+    return lambda g: anp.reshape(g, kept) + anp.broadcast_to(zero, shape)
 
 
 def register(array_type=None):
