@@ -117,6 +117,22 @@ def test_gradient_runs_on_device_arrays_and_equals_numpys(covers, index, build):
         np.testing.assert_allclose(device_grad.get(), host_grad, rtol=1e-12, atol=1e-14)
 
 
+def test_the_registered_sums_gradient_keeps_no_copy_of_its_input():
+    # register() replaces autograd's VJP of np.sum (whose zeros are host arrays) with one whose
+    # zeros follow the input's device: it keeps one zero, not the input, on the tape (a loss's
+    # sum would keep its whole input alive until the backward pass); the gradient is unchanged.
+    from autograd import grad
+
+    from .test_vjps import _tape_bytes
+
+    x = np.random.default_rng(0).normal(size=(256, 1024))  # 2 MiB
+    assert _tape_bytes(lambda x: anp.sum(x * 2.0), x) < 2 ** 16
+    np.testing.assert_array_equal(grad(lambda x: anp.sum(x * 2.0, axis=0)[3])(x[:3, :5]),
+                                  np.array([[0, 0, 0, 2, 0]] * 3, float))
+    d = grad(lambda x: anp.sum(to_device(np.ones((2, 3))) * x))(to_device(np.ones((2, 3))))
+    assert isinstance(d, DeviceArray) and d.shape == (2, 3)
+
+
 def test_every_public_differentiable_function_has_gradient_cases():
     differentiable = {n for n in ma.__all__ if not n.startswith("init_")} - {
         "causal_mask", "padding_mask", "positional_encoding", "generate"}  # generate: int tokens
