@@ -375,11 +375,13 @@ def run_property(prop, max_examples, shrink=True, seconds=EXAMPLE_SECONDS):
                     show_drawn(last[0].drawn) if last else "")
         except contract.BrokenContract as error:
             return Broken(str(error).strip(), error.hint), show_drawn(last[0].drawn) if last else ""
-        except NotTakenYet as error:
+        except NotTakenYet as error:  # a later part's parameter: Part I's mask waits
             reason = str(error).strip()
-            return (Waiting(reason) if error.part == 1 else reason), ""
+            if error.part == 1:
+                return Waiting(reason), ""
+            return reason, show_drawn(last[0].drawn) if last else ""
         except Exception as error:
-            reason = str(error).strip() if isinstance(error, (AssertionError, NotTakenYet)) \
+            reason = str(error).strip() if isinstance(error, AssertionError) \
                 else f"{type(error).__name__}: {error}".strip()
             if isinstance(error, AssertionError) and not reason:
                 reason = "AssertionError"
