@@ -1,6 +1,7 @@
 import json
 import os
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 # deadline=None: timing varies on shared machines, and a slow example is not a wrong one.
@@ -33,3 +34,16 @@ def pytest_collection_modifyitems(items):
     except (OSError, ValueError, KeyError):
         return
     items.sort(key=lambda item: durations.get(item.nodeid, 0.0))
+
+
+@pytest.fixture
+def float64_islands():
+    """The test's torch peers (transformers, PEFT, TransformerLens) compute in float64 where they
+    would compute in float32 inside a float64 model (tests/float64_peers.py says how)."""
+    try:
+        from .float64_peers import float64_throughout
+    except ImportError:  # no torch: the tests that use this fixture skip on their own
+        yield
+        return
+    with float64_throughout():
+        yield

@@ -1,37 +1,40 @@
-"""transformers' own torch functions of Qwen3-Next's gated delta rule, run in float64.
+"""transformers' own torch functions of Qwen3-Next's gated delta rule, stock and in float64.
 
 Stock transformers casts q, k, v, β and g to float32 inside torch_chunk_gated_delta_rule and
 torch_recurrent_gated_delta_rule (the FLA kernels compute in float32), whatever the model's
-dtype, so its outputs agree with an exact float64 computation only to about 1e-7. To compare
-in float64 we run the same source with that one cast changed: the function's text is read with
-inspect (the plain function under transformers' kernel-hub decorator, `__wrapped__`), the single
-`torch.float32` replaced by `torch.float64`, and executed in the module's namespace. Nothing
-else changes; test_delta_rule.py checks that the float64 copy agrees with the stock float32
-function at float32 tolerance, so it is still transformers' computation.
-"""
-import inspect
-import textwrap
+dtype, so its outputs agree with an exact float64 computation only to about 1e-7. `in_float64`
+runs the same functions with every float32 request answered in float64 (tests/float64_peers.py:
+torch's public TorchFunctionMode, nothing of the source read or rewritten); test_delta_rule.py
+checks that it agrees with the stock function at float32 tolerance, so it is still
+transformers' computation.
 
+The two functions are named in transformers' model file, not in its documentation: no public entry
+point takes the delta rule alone with its own chunk size and initial state (the model reaches both
+through Qwen3NextForCausalLM, which tests/test_qwen3_next.py compares as a whole), so they are read
+through tests/peers.py's `undocumented`, at the version the lock holds.
+"""
 import pytest
+
+from .peers import undocumented
 
 torch = pytest.importorskip("torch")
 modeling = pytest.importorskip("transformers.models.qwen3_next.modeling_qwen3_next")
 
 
 def stock(name):
-    """The stock function (float32 inside), without the kernel-hub wrapper."""
-    function = getattr(modeling, name)
-    return getattr(function, "__wrapped__", function)
+    """transformers' function (float32 inside; on the CPU, its torch implementation)."""
+    return undocumented(modeling, name)
 
 
 def in_float64(name):
     """The same function, computing in float64."""
-    source = textwrap.dedent(inspect.getsource(stock(name)))
-    source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
-    assert source.count("torch.float32") == 1, "transformers' function changed: re-read it"
-    namespace = dict(vars(modeling))
-    exec(source.replace("torch.float32", "torch.float64"), namespace)  # noqa: S102
-    return namespace[name]
+    from .float64_peers import float64_throughout
+
+    def function(*args, **kwargs):
+        with float64_throughout():
+            return stock(name)(*args, **kwargs)
+
+    return function
 
 
 def call(function, q, k, v, beta, g, initial_state=None, **kwargs):

@@ -19,7 +19,8 @@ import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
 
 from . import gguf_writer  # noqa: E402
-from .test_hf_families import _build, _hf_logits, float64_islands  # noqa: E402,F401
+from .float64_peers import float32_rounded  # noqa: E402
+from .test_hf_families import _build, _hf_logits  # noqa: E402
 
 V = len(gguf_writer.TOKENS)
 
@@ -29,7 +30,7 @@ def make_llama():
                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     with torch.no_grad():  # what a float32 file holds exactly
         for p in model.parameters():
-            p.copy_(p.float().double())
+            p.copy_(float32_rounded(p))
     return model
 
 

@@ -17,7 +17,8 @@ import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
 
 from . import gguf_writer  # noqa: E402
-from .test_hf_families import FAMILIES, _build, _hf_logits, float64_islands  # noqa: E402,F401
+from .float64_peers import float32_rounded  # noqa: E402
+from .test_hf_families import FAMILIES, _build, _hf_logits  # noqa: E402
 
 V = len(gguf_writer.TOKENS)
 # What a GGUF holds of each family: the configurations of test_hf_families.py, changed only
@@ -56,9 +57,9 @@ def build(name):
     with torch.no_grad():  # the weights a float32 file holds exactly (Gemma's norms as 1 + w)
         for name, p in model.named_parameters():
             if family.startswith("gemma") and name.endswith("norm.weight"):
-                p.copy_((p + 1).float().double() - 1)
+                p.copy_(float32_rounded(p + 1) - 1)
             else:
-                p.copy_(p.float().double())
+                p.copy_(float32_rounded(p))
     return model
 
 

@@ -3,41 +3,30 @@ Instruct), in float64: head_scores against the attention weights of output_atten
 (eager attention), causal_lm's head_mask against transformers with a forward pre-hook on o_proj
 that scales each head's slice of its input, in_context_loss against torch's cross-entropy.
 
-The reference: transformers' float64 Llama keeps float32 islands (RMSNorm, the rotary tables:
-lifted as tests/test_language_model.py lifts them; and the eager softmax, lifted by an eager
-attention registered under its own name that keeps the softmax in float64), checked against the
-stock eager model at float32 tolerance. Each model is loaded once (about 10 s each); the
+The reference: transformers' float64 Llama keeps float32 islands (RMSNorm, the rotary tables,
+the eager softmax), lifted to float64 as tests/test_language_model.py lifts them (every float32
+request answered in float64: tests/float64_peers.py), checked against the stock eager model at
+float32 tolerance. Each model is loaded once (about 10 s each); the
 sequences are short (12 random tokens, then the same 12; batch 2), the whole 30 layers."""
 import numpy as np
 import pytest
 
-from tests.test_language_model import GGUF, lifted, stock  # its import skips without the extras
+import contextlib
+
+from tests.test_language_model import GGUF  # its import skips without the extras
 
 import minattn as ma  # noqa: E402
 from minattn.pretrained import (ablation_mask, head_scores, in_context_loss,  # noqa: E402
                                 load_language_model, repeated_random_tokens)
 from minattn.models.heads_of_a_model import attention_weights, random_heads, top_heads  # noqa: E402
 
+from .float64_peers import float64_throughout  # noqa: E402
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-EAGER_FLOAT64 = "minattn_test_eager_float64"
 N, BATCH = 12, 2
 MASK = {(0, 0): 0.0, (17, 4): 0.0, (18, 6): 0.0, (29, 8): 0.0, (5, 3): 0.5, (23, 7): 2.0}
-
-
-def eager_float64(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """transformers' eager_attention_forward (modeling_llama) with its softmax in the inputs'
-    dtype (stock: float32, then cast back)."""
-    repeat_kv = transformers.models.llama.modeling_llama.repeat_kv
-    key_states = repeat_kv(key, module.num_key_value_groups)
-    value_states = repeat_kv(value, module.num_key_value_groups)
-    attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        attn_weights = attn_weights + attention_mask
-    attn_weights = torch.nn.functional.softmax(attn_weights, dim=-1)
-    attn_output = torch.matmul(attn_weights, value_states).transpose(1, 2).contiguous()
-    return attn_output, attn_weights
 
 
 @pytest.fixture(scope="module")
@@ -47,13 +36,10 @@ def model():
 
 @pytest.fixture(scope="module")
 def hf_model():
-    transformers.AttentionInterface.register(EAGER_FLOAT64, eager_float64)
-    # its mask as eager's: additive, 0 and the dtype's minimum (a new name gets sdpa's booleans)
-    transformers.masking_utils.AttentionMaskInterface.register(
-        EAGER_FLOAT64, transformers.masking_utils.eager_mask)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        GGUF.parent, gguf_file=GGUF.name, dtype=torch.float64, attn_implementation="eager")
-    return lifted(model.eval())
+    with float64_throughout():  # (its rotary tables made in float64)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            GGUF.parent, gguf_file=GGUF.name, dtype=torch.float64, attn_implementation="eager")
+    return model.eval()
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +55,16 @@ def head_mask():
     return mask
 
 
-def _hf_run(hf_model, tokens, implementation, head_mask=None):
+def _hf_run(hf_model, tokens, head_mask=None, lifted=True):
     # -> (logits [B, L, V], attention weights n_layers of [B, H, L, L])
-    hf_model.set_attn_implementation(implementation)
-    out = _hf_forward(hf_model, tokens, head_mask)
+    with float64_throughout() if lifted else contextlib.nullcontext():
+        out = _hf_forward(hf_model, tokens, head_mask)
     return out.logits.numpy(), [a.numpy() for a in out.attentions]
 
 
 @pytest.fixture(scope="module")
 def hf_intact(hf_model, tokens):
-    return _hf_run(hf_model, tokens, EAGER_FLOAT64)
+    return _hf_run(hf_model, tokens)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +74,7 @@ def hf_weights(hf_intact):
 
 @pytest.fixture(scope="module")
 def hf_ablated(hf_model, tokens, head_mask):
-    return _hf_run(hf_model, tokens, EAGER_FLOAT64, head_mask)[0]
+    return _hf_run(hf_model, tokens, head_mask)[0]
 
 
 def _hf_forward(hf_model, tokens, head_mask=None):
@@ -113,8 +99,7 @@ def _hf_forward(hf_model, tokens, head_mask=None):
 
 def test_the_float64_eager_reference_is_stock_eager_at_float32_tolerance(hf_model, tokens,
                                                                          hf_weights):
-    stock_weights = _hf_run(stock(hf_model), tokens, "eager")[1]
-    lifted(hf_model)
+    stock_weights = _hf_run(hf_model, tokens, lifted=False)[1]
     gaps = [np.abs(a - b).max() for a, b in zip(hf_weights, stock_weights)]
     assert max(gaps) < 1e-4 and max(gaps) > 0  # the same weights, and the islands were lifted
 

@@ -3,8 +3,6 @@
 and end-of-sequence tokens, each against the stock transformers model built from a config with
 random weights (nothing is downloaded). Each configuration makes its feature matter: scaled RoPE
 reaches beyond the original context, the window is shorter than the sequence."""
-import inspect
-import textwrap
 import types
 
 import numpy as np
@@ -198,93 +196,6 @@ FAMILIES = {
                                  "attn_logit_softcapping": 1.0, "final_logit_softcapping": 1.5,
                                  "attn_implementation": "eager"}),
 }
-
-
-def _float64_source(fn):
-    # transformers' own function, re-run with its float32 tensors (torch.float) in float64.
-    source = textwrap.dedent(inspect.getsource(fn)).replace("dtype=torch.float)",
-                                                            "dtype=torch.float64)")
-    source = source.replace("dtype=torch.float32", "dtype=torch.float64")
-    source = source.replace("device=device, dtype=torch.float)",
-                            "device=device, dtype=torch.float64)")
-    source = source.replace(".float()", ".to(torch.float64)")  # LongRoPE's exponents
-    source = "\n".join(line for line in source.splitlines() if not line.startswith("@"))
-    namespace = dict(vars(inspect.getmodule(fn)))
-    exec(source, namespace)
-    return namespace[fn.__name__]
-
-
-@pytest.fixture
-def float64_islands(monkeypatch):
-    """transformers computes RMSNorm, the RoPE frequencies (inv_freq, in float32 by its rope
-    init functions) and cos/sin in float32 even in a float64 model: ~1e-7 from an exact float64
-    computation. For the 1e-10 comparisons those islands run in float64 here: RMSNorm and the
-    rotary forward rewritten in the input's dtype, the rope init functions re-run from their
-    own source with float64 in place of float32, and torch's default dtype float64 (dynamic
-    NTK's length ratio is a tensor of the default dtype)."""
-    default_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    rope_utils = transformers.modeling_rope_utils
-    for name, fn in list(rope_utils.ROPE_INIT_FUNCTIONS.items()):
-        monkeypatch.setitem(rope_utils.ROPE_INIT_FUNCTIONS, name, _float64_source(fn))
-
-    def rms_norm_forward(self, hidden_states):
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-    @rope_utils.dynamic_rope_update
-    def rotary_forward(self, x, position_ids):
-        freqs = position_ids[..., None].to(torch.float64) * self.inv_freq.to(torch.float64)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return ((emb.cos() * self.attention_scaling).to(x.dtype),
-                (emb.sin() * self.attention_scaling).to(x.dtype))
-
-    def gemma_rms_norm_forward(self, x):  # Gemma: (1 + w)
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
-
-    @rope_utils.dynamic_rope_update
-    def gemma3_rotary_forward(self, x, position_ids, layer_type):
-        inv_freq = getattr(self, f"{layer_type}_inv_freq").to(torch.float64)
-        scaling = getattr(self, f"{layer_type}_attention_scaling")
-        freqs = position_ids[..., None].to(torch.float64) * inv_freq
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * scaling).to(x.dtype), (emb.sin() * scaling).to(x.dtype)
-
-    for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3",
-                   "granite", "gpt_neox", "stablelm", "smollm3", "olmo2", "olmo3", "phi"):
-        module = getattr(transformers.models, family)
-        modeling = getattr(module, f"modeling_{family}")
-        prefix = {"llama": "Llama", "mistral": "Mistral", "qwen2": "Qwen2", "qwen3": "Qwen3",
-                  "gemma": "Gemma", "gemma2": "Gemma2", "gemma3": "Gemma3",
-                  "phi3": "Phi3", "granite": "Granite", "gpt_neox": "GPTNeoX",
-                  "stablelm": "StableLm", "smollm3": "SmolLM3", "olmo2": "Olmo2",
-                  "olmo3": "Olmo3", "phi": "Phi"}[family]
-        rotary = getattr(modeling, f"{prefix}RotaryEmbedding")
-        gemma = family.startswith("gemma")
-        if hasattr(modeling, f"{prefix}RMSNorm"):  # (GPT-NeoX: torch's LayerNorm)
-            monkeypatch.setattr(getattr(modeling, f"{prefix}RMSNorm"), "forward",
-                                gemma_rms_norm_forward if gemma else rms_norm_forward)
-        monkeypatch.setattr(rotary, "forward", gemma3_rotary_forward
-                            if family in ("gemma3", "olmo3") else rotary_forward)
-        if gemma:  # the eager attention (soft-capping) computes its softmax in float32
-            monkeypatch.setattr(modeling, "eager_attention_forward",
-                                _float64_source(modeling.eager_attention_forward))
-        monkeypatch.setattr(rotary, "compute_default_rope_parameters", staticmethod(
-            _float64_source(rotary.compute_default_rope_parameters)))
-    # Cohere: its LayerNorm, interleaved cos/sin and apply_rotary_pos_emb cast to float32
-    cohere = transformers.models.cohere.modeling_cohere
-    monkeypatch.setattr(cohere.CohereLayerNorm, "forward", lambda self, x: self.weight * (
-        (x - x.mean(-1, keepdim=True)) * torch.rsqrt(
-            (x - x.mean(-1, keepdim=True)).pow(2).mean(-1, keepdim=True) + self.variance_epsilon)))
-    monkeypatch.setattr(cohere.CohereRotaryEmbedding, "forward", rope_utils.dynamic_rope_update(
-        _float64_source(cohere.CohereRotaryEmbedding.forward)))
-    monkeypatch.setattr(cohere, "apply_rotary_pos_emb",
-                        _float64_source(cohere.apply_rotary_pos_emb))
-    monkeypatch.setattr(cohere.CohereRotaryEmbedding, "compute_default_rope_parameters",
-                        staticmethod(_float64_source(
-                            cohere.CohereRotaryEmbedding.compute_default_rope_parameters)))
-    yield
-    torch.set_default_dtype(default_dtype)
 
 
 def _tokens(b=2, length=20, seed=0):

@@ -41,40 +41,6 @@ def _randomized(model, dtype):
     return model
 
 
-@pytest.fixture
-def float64_llama(monkeypatch):
-    """transformers computes Llama's RMSNorm (LlamaRMSNorm.forward casts to float32) and RoPE's
-    cos/sin (LlamaRotaryEmbedding: inv_freq built in float32, freqs in float32) in float32 even in
-    a float64 model, so the stock model lands ~1e-7 from any exact float64 computation. For the
-    1e-10 comparison both run in the input's dtype here, by replacing those two forwards. (The
-    models use attn_implementation="sdpa": the "eager" one computes the softmax in float32 too.)"""
-    llama = transformers.models.llama.modeling_llama
-    patch_float64_islands(monkeypatch, llama.LlamaRMSNorm, llama.LlamaRotaryEmbedding)
-
-
-def float64_rms_norm_forward(self, hidden_states):
-    # transformers' RMSNorm forward without its cast to float32: in the input's dtype
-    variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    return self.weight * (hidden_states * torch.rsqrt(variance + self.variance_epsilon))
-
-
-def float64_rotary_forward(self, x, position_ids):
-    # transformers' rotary-embedding forward with inv_freq and the angles in float64
-    dim = self.inv_freq.shape[0] * 2
-    base = self.config.rope_parameters["rope_theta"]
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
-    freqs = position_ids[..., None].to(torch.float64) * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-
-
-def patch_float64_islands(monkeypatch, rms_norm_class, rotary_class):
-    """Replace a transformers model's RMSNorm and rotary-embedding forwards (float32 inside a
-    float64 model) by the same computations in the input's dtype (Llama's, DeepSeek-V3's and
-    DiffLlama's are the same code)."""
-    monkeypatch.setattr(rms_norm_class, "forward", float64_rms_norm_forward)
-    monkeypatch.setattr(rotary_class, "forward", float64_rotary_forward)
-
 def _tokens(b=2, length=7, seed=0):
     return np.random.default_rng(seed).integers(0, V, size=(b, length))
 
@@ -90,7 +56,7 @@ LLAMAS = {"gqa": {}, "mqa": {"n_kv_heads": 1}, "mha": {"n_kv_heads": 4}, "tied":
 
 
 @pytest.mark.parametrize("variant", LLAMAS)
-def test_llama_logits_float64(variant, float64_llama):
+def test_llama_logits_float64(variant, float64_islands):
     model = _llama(torch.float64, **LLAMAS[variant])
     params, kwargs = from_hf(model)
     tokens = _tokens()
@@ -134,7 +100,7 @@ def _hf_generate(model, tokens, n):
 @pytest.mark.parametrize("build", [lambda: _llama(torch.float64), lambda: _gpt2(torch.float64),
                                    lambda: _llama(torch.float32, n_kv_heads=1)],
                          ids=["llama64", "gpt2_64", "llama_mqa32"])
-def test_greedy_generation_equals_hf_generate(build, float64_llama):
+def test_greedy_generation_equals_hf_generate(build, float64_islands):
     model = build()
     params, kwargs = from_hf(model)
     tokens = _tokens(2, 5, seed=3)

@@ -3,7 +3,7 @@ the residual stream against output_hidden_states, the weights against output_att
 sublayer's output and each head's output before o_proj against torch forward hooks, and every
 replacement against a torch hook making the same one. Small random Llama, Qwen3 (QK-norm, its
 own head width) and Gemma 2 (sandwich norms, soft-capping, a sliding window) built from a
-config; transformers' float32 islands lifted (tests/test_hf_families.py's float64_islands)."""
+config; transformers' float32 islands lifted (the float64_islands fixture, tests/float64_peers.py)."""
 import numpy as np
 import pytest
 
@@ -14,7 +14,7 @@ import minattn as ma  # noqa: E402
 from minattn.hooks import ACTIVATIONS, replaced, run_with_cache  # noqa: E402
 from minattn.interop import from_hf  # noqa: E402
 
-from .test_hf_families import _build, _float64_source, float64_islands  # noqa: E402, F401
+from .test_hf_families import _build  # noqa: E402
 from .test_hf_parity import V  # noqa: E402
 
 FAMILIES = {
@@ -24,16 +24,6 @@ FAMILIES = {
                           "final_logit_softcapping": 2.0, "query_pre_attn_scalar": 20}),
 }
 TOL = 1e-8
-
-
-@pytest.fixture
-def islands(float64_islands, monkeypatch):
-    """float64_islands, and Llama's and Qwen3's eager attention (output_attentions needs it)
-    with its softmax in float64 too (stock: float32, then cast back)."""
-    for family in ("llama", "qwen3"):
-        modeling = getattr(getattr(transformers.models, family), f"modeling_{family}")
-        monkeypatch.setattr(modeling, "eager_attention_forward",
-                            _float64_source(modeling.eager_attention_forward))
 
 
 def _models(name):
@@ -78,7 +68,7 @@ def _torch_value(name, output, n_heads):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_recorded_activations_equal_transformers(name, islands):
+def test_recorded_activations_equal_transformers(name, float64_islands):
     model, params, config = _models(name)
     tokens = _tokens(0)
     recorded, hooks = {}, []
@@ -140,7 +130,7 @@ def _replacing_torch_hook(name, new, n_heads, head=None, position=None):
 
 
 @pytest.mark.parametrize("name", FAMILIES)
-def test_replacements_equal_torch_hooks_making_them(name, islands):
+def test_replacements_equal_torch_hooks_making_them(name, float64_islands):
     model, params, config = _models(name)
     tokens, other = _tokens(0), _tokens(1)
     _, other_cache = run_with_cache(params, other, **config)

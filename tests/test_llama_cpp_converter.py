@@ -28,7 +28,8 @@ for _module in ("tokenizers", "jinja2", "safetensors"):
 import minattn as ma  # noqa: E402
 from minattn.pretrained import load_language_model  # noqa: E402
 
-from .test_hf_families import _build, _hf_logits, float64_islands  # noqa: E402,F401
+from .float64_peers import float32_rounded  # noqa: E402
+from .test_hf_families import _build, _hf_logits  # noqa: E402
 
 SDIST = "llama-cpp-python==0.3.36"  # vendors llama.cpp's convert_hf_to_gguf.py and conversion/
 
@@ -109,7 +110,7 @@ def saved(name, folder, tokenizer):
     with torch.no_grad():  # what a float32 file holds exactly (Gemma's norms as 1 + w)
         for key, p in model.named_parameters():
             shift = 1.0 if family.startswith("gemma") and key.endswith("norm.weight") else 0.0
-            p.copy_((p + shift).float().double() - shift)
+            p.copy_(float32_rounded(p + shift) - shift)
     model.save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({

@@ -18,7 +18,7 @@ import minattn as ma  # noqa: E402
 from minattn import lora as L  # noqa: E402
 from minattn.interop import from_hf  # noqa: E402
 
-from .test_hf_families import _build, float64_islands  # noqa: E402,F401
+from .test_hf_families import _build  # noqa: E402
 
 # PEFT 0.21 asks transformers 5's model a deprecated property (PEFT's code, not minattn's)
 pytestmark = pytest.mark.filterwarnings(

@@ -25,7 +25,7 @@ from minattn.pretrained import load_language_model  # noqa: E402
 from . import gguf_writer  # noqa: E402
 from .test_checkpoints import assert_same_tree, save  # noqa: E402
 from .test_gguf_families import CASES, build  # noqa: E402
-from .test_hf_families import _build, float64_islands  # noqa: E402,F401
+from .test_hf_families import _build  # noqa: E402
 
 V = len(gguf_writer.TOKENS)
 

@@ -7,6 +7,7 @@ blocks the families register as decoder_block's variants (OLMo 2's, Gemma's sand
 parallel block), each against its formula written out with minattn's parts, with its defaults
 and its refusals of what it has no params for."""
 import inspect
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -137,14 +138,27 @@ def test_a_scaled_rope_is_refused_where_only_default_rope_is_read():
 
 @pytest.mark.parametrize("mscale_all_dim", [None, 0, 0.5, 1.0])
 @pytest.mark.parametrize("factor", [0.5, 1.0, 1.5, 4.0, 40.0])
-def test_deepseek_v3s_yarn_softmax_scale_is_transformers_mscale_squared(mscale_all_dim, factor):
+def test_deepseek_v3s_yarn_softmax_scale_is_transformers(mscale_all_dim, factor):
     from minattn.families.deepseek_v3 import _yarn_softmax_mscale
-    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_get_mscale
 
-    # transformers' DeepseekV3Attention: scaling * mscale^2 where mscale_all_dim is truthy
-    rope = {"rope_type": "yarn", "factor": factor, "mscale_all_dim": mscale_all_dim}
-    expected = yarn_get_mscale(factor, mscale_all_dim) ** 2 if mscale_all_dim else 1.0
-    assert _yarn_softmax_mscale(rope) == pytest.approx(expected, rel=1e-15)
+    # transformers' public behaviour: the softmax scale its DeepSeek-V3 attention is built with,
+    # over the plain 1/sqrt(d_qk) (d_qk = 4 + 4), for a config with this YaRN
+    rope = {"rope_type": "yarn", "rope_theta": 100.0, "factor": factor,
+            "original_max_position_embeddings": 8}
+    if mscale_all_dim is not None:
+        rope["mscale_all_dim"] = mscale_all_dim
+    config = transformers.DeepseekV3Config(
+        vocab_size=11, hidden_size=16, intermediate_size=8, moe_intermediate_size=4,
+        num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, kv_lora_rank=4,
+        q_lora_rank=None, qk_nope_head_dim=4, qk_rope_head_dim=4, v_head_dim=4,
+        first_k_dense_replace=1, n_routed_experts=2, n_group=1, topk_group=1,
+        num_experts_per_tok=1, max_position_embeddings=int(8 * max(factor, 1)),
+        rope_parameters=rope)
+    theirs = transformers.DeepseekV3Model(config).layers[0].self_attn.scaling * 8 ** 0.5
+    # and the formula (DeepSeek-V2's YaRN: m = 0.1 mscale_all_dim ln(factor) + 1 above factor 1)
+    m = 0.1 * mscale_all_dim * math.log(factor) + 1 if mscale_all_dim and factor > 1 else 1.0
+    assert _yarn_softmax_mscale(rope) == pytest.approx(theirs, rel=1e-14)
+    assert _yarn_softmax_mscale(rope) == pytest.approx(m ** 2, rel=1e-14)
 
 
 # OLMo 2's block, decoder_block's variant for its params (norms after the sublayers only)

@@ -3,7 +3,7 @@ against independent references, float64, on a small random Llama built from a co
 TransformerLens (its TransformerBridge around the same transformers model: run_with_cache and
 its patching functions), transformers' hidden states through the model's own final norm and
 lm_head, torch autograd for the attribution gradient. transformers' float32 islands lifted
-(tests/test_hf_families.py)."""
+(the float64_islands fixture, tests/float64_peers.py)."""
 import types
 
 import numpy as np
@@ -17,22 +17,14 @@ from minattn.interop import from_hf  # noqa: E402
 from minattn.models.patching import (activation_patching, attribution_patching,  # noqa: E402
                                      logit_difference, logit_lens)
 
-from .test_hf_families import _build, _float64_source, float64_islands  # noqa: E402, F401
+from .test_hf_families import _build  # noqa: E402
 from .test_hf_parity import V  # noqa: E402
 
 ANSWER, WRONG, TOL = 5, 9, 1e-8
 
 
 @pytest.fixture
-def islands(float64_islands, monkeypatch):
-    # and Llama's eager attention (TransformerLens forces it) with its softmax in float64
-    modeling = transformers.models.llama.modeling_llama
-    monkeypatch.setattr(modeling, "eager_attention_forward",
-                        _float64_source(modeling.eager_attention_forward))
-
-
-@pytest.fixture
-def llama(islands):
+def llama(float64_islands):
     model = _build("llama", torch.float64, attn_implementation="eager",
                    num_hidden_layers=3).eval()
     params, config = from_hf(model)
@@ -44,17 +36,13 @@ def llama(islands):
 
 
 @pytest.fixture
-def bridge(llama, monkeypatch):
+def bridge(llama):
     """TransformerLens's TransformerBridge around the same transformers model (a word-level
-    tokenizer made here: nothing downloaded), its attention's softmax (float32 in TransformerLens
-    4.3, whatever the model's dtype) in the scores' dtype."""
+    tokenizer made here: nothing downloaded); its attention's softmax (float32 in TransformerLens
+    4.3, whatever the model's dtype) computes in float64 under the float64_islands fixture that
+    `llama` holds (tests/float64_peers.py)."""
     transformer_lens = pytest.importorskip("transformer_lens")
     from tokenizers import Tokenizer, models
-    from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
-
-    softmax = AttentionBridge._masked_softmax
-    monkeypatch.setattr(AttentionBridge, "_masked_softmax",
-                        lambda self, scores, dtype=None: softmax(self, scores, scores.dtype))
     backend = Tokenizer(models.WordLevel({f"t{i}": i for i in range(V)}, unk_token="t0"))
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, name_or_path="minattn-test", add_bos_token=True,

@@ -4,18 +4,13 @@ downloaded), dense layers only, eval mode: logits, greedy generation, left paddi
 cache (prefill, then single tokens).
 
 Stock transformers computes several parts of this model in float32 even in a float64 model:
-Qwen3NextRMSNorm (x.float(), (1 + w).float()), Qwen3NextRMSNormGated, the rotary embedding's
-angles, g = -A_log.float().exp() * softplus(a.float() + dt_bias) in Qwen3NextGatedDeltaNet, and
-both delta-rule functions (their inputs cast to float32). For the 1e-10 comparison the fixture
-`float64_qwen3_next` runs them in the input's dtype: the norms and the rotary embedding by
-replacing their forwards with the same formulas, Qwen3NextGatedDeltaNet.forward and the two
-delta-rule functions by running transformers' own source with `.float()` -> `.double()` and
-`torch.float32` -> `torch.float64` (tests/qwen3_next_reference.py). The float64 reference is
-checked against the stock model at float32 tolerance, so it is still transformers' model.
+Qwen3NextRMSNorm, Qwen3NextRMSNormGated, the rotary embedding's angles, g = -A_log.float().exp()
+* softplus(a.float() + dt_bias) in Qwen3NextGatedDeltaNet, and both delta-rule functions (their
+inputs cast to float32). For the 1e-10 comparison the fixture `float64_islands` runs the stock
+model with every float32 request answered in float64 (tests/float64_peers.py); the float64
+reference is checked against the stock model at float32 tolerance, so it is still transformers'
+model.
 """
-import inspect
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -25,8 +20,8 @@ transformers = pytest.importorskip("transformers", reason="parity tests need tra
 import minattn as ma  # noqa: E402
 from minattn.interop import from_hf  # noqa: E402
 
-from . import qwen3_next_reference as reference  # noqa: E402
-from .test_hf_parity import _randomized, patch_float64_islands  # noqa: E402
+from .float64_peers import float64_throughout  # noqa: E402
+from .test_hf_parity import _randomized  # noqa: E402
 
 V = 37
 modeling = transformers.models.qwen3_next.modeling_qwen3_next
@@ -47,37 +42,6 @@ def _qwen3_next(dtype=torch.float64, **changes):
                        dtype)
 
 
-def _float64_source(function, namespace):
-    # transformers' own source of `function`, decorators dropped, with every float32 cast made
-    # float64, executed in `namespace` (the module's names): -> the new function.
-    source = textwrap.dedent(inspect.getsource(getattr(function, "__wrapped__", function)))
-    lines = source.splitlines()
-    source = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("def")):])
-    source = source.replace(".float()", ".double()").replace("torch.float32", "torch.float64")
-    exec(source, namespace)  # noqa: S102
-    return namespace[function.__name__]
-
-
-@pytest.fixture
-def float64_qwen3_next(monkeypatch):
-    """Qwen3-Next's float32 islands run in float64 (the module docstring says which and how)."""
-    def rms_norm_forward(self, x):  # Qwen3NextRMSNorm: x / rms(x) * (1 + w)
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight)
-
-    def gated_norm_forward(self, x, gate):  # Qwen3NextRMSNormGated: w * x / rms(x) * silu(gate)
-        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * normed * torch.nn.functional.silu(gate)
-
-    patch_float64_islands(monkeypatch, modeling.Qwen3NextRMSNorm, modeling.Qwen3NextRotaryEmbedding)
-    monkeypatch.setattr(modeling.Qwen3NextRMSNorm, "forward", rms_norm_forward)
-    monkeypatch.setattr(modeling.Qwen3NextRMSNormGated, "forward", gated_norm_forward)
-    namespace = dict(vars(modeling))
-    for name in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
-        namespace[name] = reference.in_float64(name)
-    monkeypatch.setattr(modeling.Qwen3NextGatedDeltaNet, "forward",
-                        _float64_source(modeling.Qwen3NextGatedDeltaNet.forward, namespace))
-
-
 def _hf_logits(model, tokens, attention_mask=None, position_ids=None):
     t = torch.from_numpy(tokens)
     mask = torch.ones_like(t) if attention_mask is None else torch.from_numpy(attention_mask)
@@ -89,7 +53,7 @@ def _tokens(b=2, length=9, seed=0):
     return np.random.default_rng(seed).integers(3, V, size=(b, length))
 
 
-def test_logits_equal_transformers_float64(float64_qwen3_next):
+def test_logits_equal_transformers_float64(float64_islands):
     model = _qwen3_next()
     params, config = from_hf(model)
     tokens = _tokens()
@@ -112,7 +76,7 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_other_hybrid_patterns_equal_transformers_float64(variant, float64_qwen3_next):
+def test_other_hybrid_patterns_equal_transformers_float64(variant, float64_islands):
     model = _qwen3_next(**VARIANTS[variant])
     params, config = from_hf(model)
     tokens = _tokens(seed=1)
@@ -120,12 +84,12 @@ def test_other_hybrid_patterns_equal_transformers_float64(variant, float64_qwen3
                                rtol=0, atol=1e-10)
 
 
-def test_the_float64_reference_is_stock_transformers_at_float32_tolerance(monkeypatch):
-    model = _qwen3_next()
+def test_the_float64_reference_is_stock_transformers_at_float32_tolerance():
+    with float64_throughout():
+        model = _qwen3_next()  # (its RoPE buffers made in float64)
     tokens = _tokens()
     stock = _hf_logits(model, tokens)
-    with monkeypatch.context() as patched:
-        float64_qwen3_next.__wrapped__(patched)
+    with float64_throughout():
         exact = _hf_logits(model, tokens)
     np.testing.assert_allclose(stock, exact, rtol=0, atol=1e-5)
     assert np.abs(stock - exact).max() > 1e-12  # stock really rounded through float32
@@ -166,7 +130,7 @@ def _hf_generate(model, tokens, n, attention_mask=None, eos_token_id=None):
         return model.generate(t, attention_mask=mask, max_new_tokens=n, do_sample=False).numpy()
 
 
-def test_greedy_generation_equals_transformers_generate(float64_qwen3_next):
+def test_greedy_generation_equals_transformers_generate(float64_islands):
     model = _qwen3_next()
     params, config = from_hf(model)
     tokens = _tokens(2, 5, seed=3)
@@ -182,7 +146,7 @@ def _left_padded(seed=5):
     return np.where(attention_mask == 1, tokens, 0), attention_mask
 
 
-def test_left_padded_logits_equal_transformers_and_each_row_alone(float64_qwen3_next):
+def test_left_padded_logits_equal_transformers_and_each_row_alone(float64_islands):
     model = _qwen3_next()
     params, config = from_hf(model)
     tokens, attention_mask = _left_padded()
@@ -198,7 +162,7 @@ def test_left_padded_logits_equal_transformers_and_each_row_alone(float64_qwen3_
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_left_padded_generation_with_eos_equals_transformers(use_cache, float64_qwen3_next):
+def test_left_padded_generation_with_eos_equals_transformers(use_cache, float64_islands):
     model = _qwen3_next()
     params, config = from_hf(model)
     tokens, attention_mask = _left_padded()

@@ -13,7 +13,16 @@ from minattn.rope_scaling import rope_frequencies
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers import modeling_rope_utils  # noqa: E402
+
+from .peers import undocumented  # noqa: E402
+
+
+def _rope_init(rope_type):
+    # transformers' table of RoPE initialisations, from which its models build inv_freq and the
+    # attention factor: no documented function returns them for a config alone, so the table is
+    # read at the version the lock holds.
+    return undocumented(modeling_rope_utils, "ROPE_INIT_FUNCTIONS")[rope_type]
 
 # transformers computes in float32 (its arange cast to torch.float, then pow and YaRN's ramp
 # blended in): against minattn's float64 that is a few dozen float32 ulps (6e-8 each), 2.02e-6
@@ -30,7 +39,7 @@ def _theirs(d, base, parameters, seq_len=None, max_position_embeddings=2048):
         hidden_size=d * 2, num_attention_heads=2, head_dim=d,
         max_position_embeddings=max_position_embeddings,
         rope_parameters={"rope_theta": base, **parameters})
-    inv_freq, factor = ROPE_INIT_FUNCTIONS[parameters["rope_type"]](config, None, seq_len=seq_len)
+    inv_freq, factor = _rope_init(parameters["rope_type"])(config, None, seq_len=seq_len)
     return inv_freq.double().numpy(), factor
 
 

@@ -13,7 +13,16 @@ from minattn.rope_scaling import rope_frequencies
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
+from transformers import modeling_rope_utils  # noqa: E402
+
+from .peers import undocumented  # noqa: E402
+
+
+def _rope_init(rope_type):
+    # transformers' table of RoPE initialisations, from which its models build inv_freq and the
+    # attention factor: no documented function returns them for a config alone, so the table is
+    # read at the version the lock holds.
+    return undocumented(modeling_rope_utils, "ROPE_INIT_FUNCTIONS")[rope_type]
 
 RTOL = 2e-6  # transformers computes in float32
 
@@ -26,7 +35,7 @@ def _config(d, parameters, base=10000.0, max_position_embeddings=2048):
 
 
 def _theirs(d, parameters, seq_len=None, **config):
-    inv_freq, factor = ROPE_INIT_FUNCTIONS[parameters["rope_type"]](
+    inv_freq, factor = _rope_init(parameters["rope_type"])(
         _config(d, parameters, **config), None, seq_len=seq_len)
     return inv_freq.double().numpy(), factor
 

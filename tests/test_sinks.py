@@ -11,6 +11,8 @@ import minattn as ma
 from minattn.multi_head import grouped_attention
 from minattn.sinks import streaming_cache
 
+from .peers import undocumented
+
 
 def _inputs(seed, b=2, h=4, h_kv=4, l_q=6, l_k=6, d=8):
     rng = np.random.default_rng(seed)
@@ -39,7 +41,9 @@ def test_sinks_equal_gpt_oss_eager_attention(window, h_kv):
                                    training=False)
     additive = torch.from_numpy(np.where(keep, 0.0, -np.inf))[None, None]  # HF's mask: 0 / -inf
     t = lambda a: torch.from_numpy(a)
-    expected, expected_weights = gpt_oss.eager_attention_forward(
+    # GPT-OSS's attention core alone, with its weights: the model file's function (no public
+    # entry point takes q, k, v), at the version the lock holds
+    expected, expected_weights = undocumented(gpt_oss, "eager_attention_forward")(
         module, t(q), t(k), t(v), additive, scaling=8 ** -0.5)
     out, weights = grouped_attention(q, k, v, ma.causal_mask(6, window=window), sinks=sinks)
     np.testing.assert_allclose(out, expected.numpy().transpose(0, 2, 1, 3), rtol=0, atol=1e-12)
@@ -166,7 +170,9 @@ def test_self_attention_with_sinks_equals_gpt_oss_attention(window):
                                        head_dim=8, attention_bias=True, sliding_window=window,
                                        attn_implementation="eager")
     torch.manual_seed(0)
-    module = transformers.models.gpt_oss.modeling_gpt_oss.GptOssAttention(config, 0).double()
+    # one attention layer of GPT-OSS: the model file's class, at the version the lock holds
+    modeling = transformers.models.gpt_oss.modeling_gpt_oss
+    module = undocumented(modeling, "GptOssAttention")(config, 0).double()
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn_like(p) * 0.3)

@@ -10,8 +10,7 @@ import minattn as ma  # noqa: E402
 from minattn.families.deepseek_v3 import from_hf as deepseek_v3_from_hf  # noqa: E402
 from minattn.families.diffllama import from_hf as diffllama_from_hf  # noqa: E402
 
-from .test_hf_parity import (_hf_generate, _hf_logits, _randomized, _tokens,  # noqa: E402
-                              patch_float64_islands)
+from .test_hf_parity import _hf_generate, _hf_logits, _randomized, _tokens  # noqa: E402
 
 V = 37
 
@@ -29,16 +28,6 @@ def _deepseek(dtype, q_lora_rank=12, interleave=True, n_layers=2, bias=False, de
                attn_implementation="sdpa"), **overrides})
     torch.manual_seed(0)
     return _randomized(transformers.DeepseekV3ForCausalLM(config), dtype)
-
-
-@pytest.fixture
-def float64_deepseek(monkeypatch):
-    """DeepseekV3RMSNorm (also the latents' norms) and DeepseekV3RotaryEmbedding compute in
-    float32 inside a float64 model, as Llama's (tests/test_hf_parity.py, float64_llama): both
-    re-run here in the input's dtype for the 1e-10 comparison."""
-    deepseek = transformers.models.deepseek_v3.modeling_deepseek_v3
-    patch_float64_islands(monkeypatch, deepseek.DeepseekV3RMSNorm,
-                          deepseek.DeepseekV3RotaryEmbedding)
 
 
 def _lm(params, tokens, kwargs, cache=None):
@@ -72,7 +61,7 @@ DEEPSEEKS = {"q_lora": {}, "no_q_lora": {"q_lora_rank": None},
 
 @pytest.mark.parametrize("variant", DEEPSEEKS)
 @pytest.mark.parametrize("absorb", [False, True])
-def test_deepseek_v3_logits_float64(variant, absorb, float64_deepseek):
+def test_deepseek_v3_logits_float64(variant, absorb, float64_islands):
     model = _deepseek(torch.float64, **DEEPSEEKS[variant])
     params, kwargs = deepseek_v3_from_hf(model)
     kwargs["attention"] = lambda *a, **k: kwargs_attention(*a, absorb=absorb, **k)
@@ -107,7 +96,7 @@ def _greedy(params, kwargs, tokens, n, empty_cache):
 
 
 @pytest.mark.parametrize("q_lora_rank", [12, None])
-def test_deepseek_v3_greedy_generation_equals_hf_generate(q_lora_rank, float64_deepseek):
+def test_deepseek_v3_greedy_generation_equals_hf_generate(q_lora_rank, float64_islands):
     from minattn.mla import empty_latent_cache
 
     model = _deepseek(torch.float64, q_lora_rank=q_lora_rank)
@@ -142,34 +131,12 @@ def _diffllama(dtype, n_heads=4, n_kv_heads=2, n_layers=2, bias=False):
     return _randomized(transformers.DiffLlamaForCausalLM(config), dtype)
 
 
-class _SumInDtype:
-    """transformers' DiffLlamaAttention sums λ_q · λ_k with dtype=torch.float32; this stand-in
-    for the module's `torch` drops that argument, so a float64 model sums in float64."""
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-    @staticmethod
-    def sum(*args, dtype=None, **kwargs):
-        return torch.sum(*args, **kwargs)
-
-
-@pytest.fixture
-def float64_diffllama(monkeypatch):
-    """DiffLlama's float32 islands (its RMSNorm, RoPE's angles, the λ dot products) re-run in
-    the input's dtype, as float64_deepseek."""
-    diffllama = transformers.models.diffllama.modeling_diffllama
-    patch_float64_islands(monkeypatch, diffllama.DiffLlamaRMSNorm,
-                          diffllama.DiffLlamaRotaryEmbedding)
-    monkeypatch.setattr(diffllama, "torch", _SumInDtype())
-
-
 DIFFLLAMAS = {"gqa": {}, "mha": {"n_kv_heads": 4}, "bias": {"bias": True},
               "eight_heads": {"n_heads": 8, "n_kv_heads": 4, "n_layers": 3}}
 
 
 @pytest.mark.parametrize("variant", DIFFLLAMAS)
-def test_diffllama_logits_float64(variant, float64_diffllama):
+def test_diffllama_logits_float64(variant, float64_islands):
     model = _diffllama(torch.float64, **DIFFLLAMAS[variant])
     params, kwargs = diffllama_from_hf(model)
     tokens = _tokens()
@@ -190,7 +157,7 @@ def test_diffllama_logits_float32_and_stock_float64():
     np.testing.assert_allclose(logits, _hf_logits(model, tokens), rtol=0, atol=1e-4)
 
 
-def test_diffllama_greedy_generation_equals_hf_generate(float64_diffllama):
+def test_diffllama_greedy_generation_equals_hf_generate(float64_islands):
     model = _diffllama(torch.float64)
     params, kwargs = diffllama_from_hf(model)
     tokens = _tokens(2, 5, seed=3)
@@ -202,7 +169,7 @@ def test_diffllama_greedy_generation_equals_hf_generate(float64_diffllama):
 # Through minattn's own language model: from_hf's (params, config) straight into causal_lm and
 # generate, the variant's cache ({"c_kv", "k_rope"} for MLA) starting empty.
 @pytest.mark.parametrize("q_lora_rank", [12, None])
-def test_deepseek_v3_through_causal_lm_and_generate(q_lora_rank, float64_deepseek):
+def test_deepseek_v3_through_causal_lm_and_generate(q_lora_rank, float64_islands):
     from minattn.interop import from_hf
 
     model = _deepseek(torch.float64, q_lora_rank=q_lora_rank)
@@ -218,7 +185,7 @@ def test_deepseek_v3_through_causal_lm_and_generate(q_lora_rank, float64_deepsee
                                   expected)
 
 
-def test_diffllama_through_causal_lm_and_generate(float64_diffllama):
+def test_diffllama_through_causal_lm_and_generate(float64_islands):
     from minattn.interop import from_hf
 
     model = _diffllama(torch.float64)
@@ -238,31 +205,8 @@ YARN = {"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "mscale": 0.8,
         "mscale_all_dim": 0.6, "beta_fast": 8.0, "original_max_position_embeddings": 8}
 
 
-@pytest.fixture
-def float64_deepseek_yarn(monkeypatch):
-    """As float64_deepseek, with the rotary embedding's own (YaRN) frequencies: the yarn init
-    function re-run from its source in float64 (tests/test_hf_families.py's _float64_source),
-    cos and sin in float64."""
-    from .test_hf_families import _float64_source
-
-    deepseek = transformers.models.deepseek_v3.modeling_deepseek_v3
-    rope_utils = transformers.modeling_rope_utils
-    patch_float64_islands(monkeypatch, deepseek.DeepseekV3RMSNorm,
-                          deepseek.DeepseekV3RotaryEmbedding)
-    monkeypatch.setitem(rope_utils.ROPE_INIT_FUNCTIONS, "yarn",
-                        _float64_source(rope_utils.ROPE_INIT_FUNCTIONS["yarn"]))
-
-    def rotary_forward(self, x, position_ids):
-        freqs = position_ids[..., None].to(torch.float64) * self.inv_freq.to(torch.float64)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return ((emb.cos() * self.attention_scaling).to(x.dtype),
-                (emb.sin() * self.attention_scaling).to(x.dtype))
-
-    monkeypatch.setattr(deepseek.DeepseekV3RotaryEmbedding, "forward", rotary_forward)
-
-
 @pytest.mark.parametrize("q_lora_rank", [12, None])
-def test_deepseek_v3_yarn_equals_hf(q_lora_rank, float64_deepseek_yarn):
+def test_deepseek_v3_yarn_equals_hf(q_lora_rank, float64_islands):
     from minattn.interop import from_hf
 
     model = _deepseek(torch.float64, q_lora_rank=q_lora_rank, qk_rope_head_dim=8,
