@@ -7,18 +7,29 @@ functions with their own chunk size and initial state, say), the test names the 
 holds the version it was read from. When a release moves the name, the test fails with one line
 naming the peer, its version and what moved, not with an ImportError at collection.
 """
+import importlib
 import importlib.metadata
 
 import pytest
 
 
 def undocumented(module, name):
-    """module.name, or a failure naming the peer, its installed version and the name."""
+    """module.name, or a failure naming the peer, its installed version and the name. `module`
+    may be a module's dotted name."""
+    if isinstance(module, str):
+        try:
+            module = importlib.import_module(module)
+        except ModuleNotFoundError:
+            _gone(module, None)
     try:
         return getattr(module, name)
     except AttributeError:
-        peer = module.__name__.split(".")[0]
-        version = importlib.metadata.version(peer.replace("_", "-"))
-        pytest.fail(f"{peer} {version}: {module.__name__}.{name} is gone (the test reads it "
-                    f"outside {peer}'s documented API; see the comment where it is used)",
-                    pytrace=False)
+        _gone(module.__name__, name)
+
+
+def _gone(module, name):
+    peer = module.split(".")[0]
+    version = importlib.metadata.version(peer.replace("_", "-"))
+    what = module if name is None else f"{module}.{name}"
+    pytest.fail(f"{peer} {version}: {what} is gone (the test reads it outside {peer}'s "
+                f"documented API; see the comment where it is used)", pytrace=False)

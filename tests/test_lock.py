@@ -66,3 +66,16 @@ def test_the_parity_tests_are_the_files_that_reach_a_peer():
     files = lock.parity_tests()
     assert "tests/test_hf_parity.py" in files and "tests/test_lora_peft.py" in files
     assert "tests/test_softmax.py" not in files
+
+
+def test_a_peer_name_that_moved_fails_in_one_line_naming_the_peer_its_version_and_the_name():
+    from .peers import undocumented
+
+    version = importlib.metadata.version("pytest")
+    with pytest.raises(pytest.fail.Exception, match=rf"^pytest {version}: pytest.no_such_name "
+                                                    r"is gone \(the test reads it outside"):
+        undocumented(pytest, "no_such_name")
+    with pytest.raises(pytest.fail.Exception, match=rf"^pytest {version}: pytest.no_such_module "
+                                                    r"is gone"):
+        undocumented("pytest.no_such_module", "x")
+    assert undocumented("importlib.metadata", "version") is importlib.metadata.version

@@ -24,7 +24,6 @@ from .float64_peers import float64_throughout  # noqa: E402
 from .test_hf_parity import _randomized  # noqa: E402
 
 V = 37
-modeling = transformers.models.qwen3_next.modeling_qwen3_next
 
 
 def _qwen3_next(dtype=torch.float64, **changes):

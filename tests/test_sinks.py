@@ -34,7 +34,8 @@ def _window_mask(n, window):
 @pytest.mark.parametrize("h_kv", [4, 2, 1])
 def test_sinks_equal_gpt_oss_eager_attention(window, h_kv):
     torch = pytest.importorskip("torch")
-    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    pytest.importorskip("transformers")
+    gpt_oss = "transformers.models.gpt_oss.modeling_gpt_oss"
     q, k, v, sinks = _inputs(0, h_kv=h_kv)
     keep = _window_mask(q.shape[-2], window)
     module = types.SimpleNamespace(sinks=torch.from_numpy(sinks), num_key_value_groups=4 // h_kv,
@@ -171,8 +172,8 @@ def test_self_attention_with_sinks_equals_gpt_oss_attention(window):
                                        attn_implementation="eager")
     torch.manual_seed(0)
     # one attention layer of GPT-OSS: the model file's class, at the version the lock holds
-    modeling = transformers.models.gpt_oss.modeling_gpt_oss
-    module = undocumented(modeling, "GptOssAttention")(config, 0).double()
+    module = undocumented("transformers.models.gpt_oss.modeling_gpt_oss",
+                          "GptOssAttention")(config, 0).double()
     with torch.no_grad():
         for p in module.parameters():
             p.copy_(torch.randn_like(p) * 0.3)
