@@ -91,9 +91,10 @@ def _newest_venv(folder):
 
 
 def moved(locked, newest):
-    """The packages whose version differs between the lock and `newest`, as lines."""
-    return [f"{name}: {locked.get(name, '-')} -> {newest.get(name, '-')}"
-            for name in sorted(set(locked) | set(newest)) if locked.get(name) != newest.get(name)]
+    """The packages of `newest` at another version than the lock's (or not in it), as lines;
+    what the lock holds for other commands (mutmut) and the newest venv lacks is not named."""
+    return [f"{name}: {locked.get(name, '-')} -> {version}"
+            for name, version in sorted(newest.items()) if locked.get(name) != version]
 
 
 def main(argv):
