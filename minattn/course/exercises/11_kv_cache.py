@@ -3,6 +3,9 @@ Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
 import numpy as np
 
 import minattn
+# What the walkthrough's solution uses; or use your own from exercises 2, 4 and 10.
+from minattn import apply_rope  # float32 stays float32
+from minattn.course.teaching import merge_heads, project, scaled_dot_product_attention, split_heads
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=None,
