@@ -281,12 +281,18 @@ def _(data):
 
 
 @prop("softmax_matches_the_formula", "softmax", "softmax(x) equals exp(x_i) / sum_j exp(x_j), row "
-      "by row, also for huge logits (|x| up to 1e4)", {"softmax"},
-      "subtract each row's max before exp(): softmax is unchanged by it, and exp() cannot overflow")
+      "by row, also for huge logits (|x| up to 1e4) and for rows all of one sign far from zero "
+      "(x + 1000, x - 1000, in every example)", {"softmax"},
+      "subtract each row's own max before exp() (not max(row max, 0), not a constant): softmax "
+      "is unchanged by it, exp() cannot overflow, and the largest entry of every row is exp(0)")
 def _(data):
     bound = data.draw(st.sampled_from([3.0, 1e4]), "bound")
     x = data.draw(floats((data.draw(sizes, "rows"), data.draw(sizes, "n")), bound), "x")
-    close(minattn.softmax(x), np.array([ref_softmax(r) for r in x]), 1e-9, "softmax(x)")
+    # the drawn rows, then the same rows moved far from zero, above it and below it: a shift by
+    # anything but the row's own max underflows (or overflows) one of them
+    for shifted, what in ((x, "softmax(x)"), (x + 1000, "softmax(x + 1000)"),
+                          (x - 1000, "softmax(x - 1000)")):
+        close(minattn.softmax(shifted), np.array([ref_softmax(r) for r in shifted]), 1e-9, what)
 
 
 @prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
@@ -350,6 +356,28 @@ def _(data):
     expected = np.array([ref_softmax(r, k) for r, k in zip(x, keep)])
     close(minattn.softmax(x, mask=keep), expected, 1e-9,
           f"softmax(x, mask=mask) with the masked entries at {loud:g}")
+
+
+@prop("softmax_takes_minus_inf_without_a_mask", "softmax", "with no boolean mask (mask=None, an "
+      "additive mask already added to x), entries of -inf get weight exactly 0 and a row of "
+      "nothing but -inf is all zeros, not NaN, along the last axis or axis=0; and the same with "
+      "a boolean mask given too", {"softmax"},
+      "the guard for a row with nothing left (shift by 0 where the max is -inf, divide by 1 "
+      "where the sum is 0) belongs on every path, not only the one with a mask", part=4)
+def _(data):
+    shape = (data.draw(st.integers(2, 4), "rows"), data.draw(st.integers(1, 4), "n"))
+    x = data.draw(floats(shape), "x (finite entries)")
+    dropped = data.draw(hnp.arrays(bool, shape), "entries set to -inf")
+    axis = data.draw(st.sampled_from([-1, 0]), "axis")
+    dropped[(0, slice(None)) if axis == -1 else (slice(None), 0)] = True  # a slice of only -inf
+    x = np.where(dropped, -np.inf, x)
+    data.show("x", x)
+    call = {} if axis == -1 else {"axis": 0}
+    close(minattn.softmax(x, **call), ref_softmax_along(x, ~dropped, axis), 1e-9,
+          f"softmax(x{', axis=0' if call else ''}) with -inf entries and no mask")
+    keep = np.ones(shape, bool)
+    close(minattn.softmax(x, mask=keep, **call), ref_softmax_along(x, ~dropped, axis), 1e-9,
+          f"softmax(x{', axis=0' if call else ''}, mask=mask) with -inf entries, every one kept")
 
 
 @prop("softmax_keeps_float32", "softmax", "softmax of a float32 array is float32, masked or not",
@@ -603,33 +631,39 @@ def _(data):
 
 @prop("split_heads_takes_feature_slices", "split_heads", "split_heads(x, H)[..., h, i, :] is "
       "token i's features h*d_k .. (h+1)*d_k - 1, in x's dtype, for x [L, D], [B, L, D] or "
-      "[B, B', L, D]", {"split_heads"},
-      "reshape to [..., L, H, d_k] THEN swap the L and H axes: a bare reshape mixes tokens")
+      "[B, B', L, D], L = 0 (no token yet) included in every example", {"split_heads"},
+      "reshape to [..., L, H, d_k] THEN swap the L and H axes: a bare reshape mixes tokens; give "
+      "reshape every length (x.shape[:-1] + (H, d_k)), not -1, which cannot be solved when L = 0")
 def _(data):
     n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
     lead = data.draw(st.sampled_from([(2,), (), (2, 3)]), "leading axes of x")
     x = data.draw(floats(lead + (data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
-    got = np.asarray(minattn.split_heads(x, n_heads))
-    expected = lead + (n_heads, x.shape[-2], d_k)
-    assert got.shape == expected, f"split_heads of x {x.shape} has shape {got.shape}, expected {expected}"
-    assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
-    for h in range(n_heads):
-        close(got[..., h, :, :], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
+    for x in (x, x[..., :0, :]):  # the drawn length, and L = 0, in every example
+        got = np.asarray(minattn.split_heads(x, n_heads))
+        expected = lead + (n_heads, x.shape[-2], d_k)
+        assert got.shape == expected, (f"split_heads of x {x.shape} has shape {got.shape}, "
+                                       f"expected {expected}")
+        assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
+        for h in range(n_heads):
+            close(got[..., h, :, :], x[..., h * d_k:(h + 1) * d_k], 0, f"head {h}")
 
 
 @prop("merge_heads_inverts_split_heads", "merge_heads", "merge_heads(split_heads(x, H)) == x, in "
-      "x's dtype, for heads [H, L, d_k], [B, H, L, d_k] or [B, B', H, L, d_k]", {"merge_heads"},
-      "swap the H and L axes back, then reshape to [..., L, H * d_k]")
+      "x's dtype, for heads [H, L, d_k], [B, H, L, d_k] or [B, B', H, L, d_k], L = 0 included "
+      "in every example", {"merge_heads"},
+      "swap the H and L axes back, then reshape to [..., L, H * d_k] (every length given, not "
+      "-1, which cannot be solved when L = 0)")
 def _(data):
     n_heads, d_k = data.draw(st.integers(1, 3), "n_heads"), data.draw(st.integers(1, 3), "d_k")
     dtype = data.draw(st.sampled_from([np.float64, np.float32]), "dtype")
     lead = data.draw(st.sampled_from([(2,), (), (2, 3)]), "leading axes of x")
     x = data.draw(floats(lead + (data.draw(sizes, "L"), n_heads * d_k), dtype=dtype), "x")
-    heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=-3)
-    got = np.asarray(minattn.merge_heads(heads))
-    assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
-    close(got, x, 0, "merge_heads(heads)")
+    for x in (x, x[..., :0, :]):  # the drawn length, and L = 0, in every example
+        heads = np.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(n_heads)], axis=-3)
+        got = np.asarray(minattn.merge_heads(heads))
+        assert got.dtype == x.dtype, f"{x.dtype} in, {got.dtype} out"
+        close(got, x, 0, f"merge_heads(heads) of heads {list(heads.shape)}")
 
 
 def draw_multi_head(data, n_kv=False):
@@ -760,15 +794,17 @@ def _(data):
 @prop("layer_norm_matches_the_formula", "layer_norm", "layer_norm(x, gamma, beta, eps) = (x - mean)"
       " / sqrt(var + eps) * gamma + beta over the last axis of x [..., D] (any leading axes, none "
       "included), with the biased variance (divide by D), as torch.nn.LayerNorm — also for rows "
-      "of tiny variance and any eps", {"layer_norm"},
-      "mean and variance over axis=-1 with keepdims; variance divides by D; eps (the argument, "
-      "even 0: `eps or 1e-5` ignores it) inside the sqrt")
+      "of tiny variance, rows of mean 1e6 (in every example) and any eps", {"layer_norm"},
+      "mean and variance over axis=-1 with keepdims; variance divides by D, as the mean of "
+      "(x - mean)² (E[x²] - E[x]² cancels to nothing, even below 0, when the mean is large); eps "
+      "(the argument, even 0: `eps or 1e-5` ignores it) inside the sqrt")
 def _(data):
     d = data.draw(st.integers(2, 6), "D")
     lead = data.draw(st.sampled_from([(data.draw(sizes, "rows"),), (2, 3), (), (0,)]),
                      "leading axes")
     x = data.draw(floats(lead + (d,)), "x")
-    x = x * data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")  # tiny variances show eps
+    scale = data.draw(st.sampled_from([1.0, 1e-3]), "x scaled by")
+    unscaled, x = x, x * scale  # tiny variances show eps
     gamma, beta = data.draw(floats((d,)), "gamma"), data.draw(floats((d,)), "beta")
     drawn = data.draw(st.sampled_from([0.1, None, 1e-5]), "eps")
     # eps=0 too, in every example whose rows all vary (eps=0 is refused on a constant row)
@@ -776,6 +812,12 @@ def _(data):
         got = minattn.layer_norm(x, gamma, beta) if eps is None else minattn.layer_norm(x, gamma, beta, eps)
         close(got, ref_layer_norm(x, gamma, beta, 1e-5 if eps is None else eps), 1e-7,
               f"layer_norm(x, gamma, beta{'' if eps is None else f', eps={eps}'})")
+    # and in every example, rows with a large common offset (mean 1e6, exact in float64): the
+    # variance as E[x²] - E[x]² loses every digit to cancellation there
+    offset = unscaled + 1e6
+    data.show("x + 1e6 (x unscaled)", offset)
+    close(minattn.layer_norm(offset, gamma, beta, 1e-5), ref_layer_norm(offset, gamma, beta, 1e-5),
+          1e-7, "layer_norm(x + 1e6, gamma, beta, eps=1e-5), rows of mean near 1e6")
 
 
 @prop("layer_norm_keeps_float32", "layer_norm", "layer_norm of float32 inputs is float32",
@@ -1380,10 +1422,12 @@ def _(data):
 
 @prop("self_attention_continues_a_long_cache", "self_attention", "given a cache of L_past keys "
       "and values (1000 to 1100 of them: far past 1024), self_attention of L new tokens attends "
-      "over all L_past + L keys under the bottom-right causal mask and returns the cache with "
+      "over all L_past + L keys under the bottom-right causal mask, or with mask=None over all "
+      "of them unmasked (in every example), and returns the cache with "
       "the new keys and values after the old ones, for a batch [1, L, D] or one sequence [L, D]",
       SELF_ATTENTION, "append to the cache given (np.concatenate along axis -2), whatever its "
-      "length: no buffer of a fixed size (1024), and never the caller's cache changed", part=2)
+      "length: no buffer of a fixed size (1024), and never the caller's cache changed; mask=None "
+      "means no mask, a cache or not (never a causal mask imposed)", part=2)
 def _(data):
     n_heads = data.draw(st.integers(1, 2), "n_heads")
     d_k, length = 2, data.draw(sizes, "L")
@@ -1395,6 +1439,12 @@ def _(data):
              "v": rng.normal(size=batch + (n_heads, past, d_k))}
     x = data.draw(floats(batch + (length, n_heads * d_k)), "x")
     keep = np.arange(length)[:, None] + past >= np.arange(past + length)[None, :]
+    check_long_cache(p, x, keep, n_heads, cache, batch, past, length, d_k)
+    # mask=None is no mask, with a cache too, in every example: every query sees every key
+    check_long_cache(p, x, None, n_heads, cache, batch, past, length, d_k)
+
+
+def check_long_cache(p, x, keep, n_heads, cache, batch, past, length, d_k):
     out, new = minattn.self_attention(p, x, keep, n_heads=n_heads, cache=cache)
     out, new_k, new_v = np.asarray(out), np.asarray(new["k"]), np.asarray(new["v"])
     assert new_k.shape == batch + (n_heads, past + length, d_k), (
@@ -1411,7 +1461,8 @@ def _(data):
         close(new_k[one][h], keys, 1e-12, f"the new cache['k'] of head {h}")
         close(new_v[one][h], values, 1e-12, f"the new cache['v'] of head {h}")
     close(out[one], np.concatenate(heads, axis=-1) @ p["w_o"] + p["b_o"], 1e-8,
-          f"the output of {length} tokens after {past} cached ones")
+          f"the output of {length} tokens after {past} cached ones, "
+          + ("mask=None (no mask)" if keep is None else "under the bottom-right causal mask"))
 
 
 @prop("self_attention_keeps_float32", "self_attention", "self-attention on float32 inputs and "
@@ -1717,11 +1768,24 @@ def _(data):
 
 # --- Part III: gradients; the second reading (part 4): blockwise attention ---
 
+def ref_softmax_vjp(y, g, axis):
+    # slice by slice along axis, in float64 with an exactly rounded sum: y_j (g_j - sum_i g_i y_i)
+    rows, grads = np.moveaxis(y, axis, -1), np.moveaxis(g, axis, -1)
+    out = np.empty(rows.shape)
+    for index in np.ndindex(rows.shape[:-1]):
+        total = math.fsum(float(a) * float(b) for a, b in zip(rows[index], grads[index]))
+        out[index] = [float(a) * (float(b) - total) for a, b in zip(rows[index], grads[index])]
+    return np.moveaxis(out, -1, axis)
+
+
 @prop("softmax_vjp_matches_finite_differences", "softmax_vjp", "softmax_vjp(y, g, axis) with y = "
       "softmax(x) is the gradient of sum(g · softmax(x)) with respect to x, as central finite "
-      "differences give it, along any axis (axis=0 included, and the middle axis of a 3-D y)",
-      set(), "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's "
-      "axis, whichever it is", part=3)
+      "differences give it, along any axis (axis=0 included, and the middle axis of a 3-D y); "
+      "and, in float64, it equals y ⊙ (g - Σ g ⊙ y) computed exactly in float64 (to 1e-12: no "
+      "float32 inside), along every axis of a 3-D y", set(),
+      "dL/dx = y * (g - sum(g * y, axis, keepdims=True)): the sum runs over the softmax's "
+      "axis, whichever it is; compute in the inputs' dtype, and if you move the axis to the end, "
+      "move it back with np.moveaxis(r, -1, axis)", part=3)
 def _(data):
     shape = (data.draw(sizes, "n0"), data.draw(sizes, "n1"))
     x, g = data.draw(floats(shape), "x"), data.draw(floats(shape), "g")
@@ -1742,6 +1806,12 @@ def _(data):
         got = _CURRENT["softmax_vjp"](soft(x), g, **call)
         close(got, expected, 1e-6, f"softmax_vjp(y, g{f', axis={axis}' if call else ''}) with y "
                                    f"of shape {list(shape)}")
+    # float64 against the exact float64 product, at float64's tolerance, along every axis of the
+    # 3-D array (finite differences cannot see a float32 step inside)
+    y3 = np.apply_along_axis(ref_softmax, -1, x3)
+    for axis in (0, 1, 2, -1, -2, -3):
+        close(_CURRENT["softmax_vjp"](y3, g3, axis=axis), ref_softmax_vjp(y3, g3, axis), 1e-12,
+              f"softmax_vjp(y, g, axis={axis}) with y of shape {list(y3.shape)}, in float64")
 
 
 @prop("softmax_vjp_keeps_float32", "softmax_vjp", "softmax_vjp of float32 y and g is float32",

@@ -224,7 +224,7 @@ def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-5):
     h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
     x = x + self_attention(params["self_attention"], h, mask, n_heads=n_heads, positions=positions)
     h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
-    return x + gated_feed_forward(params["feed_forward"], h)  # the residual stream: added to
+    return x + gated_feed_forward(params["feed_forward"], h)  # each sublayer adds to x
 
 
 def language_model(params, tokens, *, n_heads, eps=1e-5):
