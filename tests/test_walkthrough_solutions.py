@@ -194,3 +194,37 @@ def test_each_stub_says_where_its_function_passes_a_parameter_on(number, name, f
                 assert SAID.get((name, callee), callee) in doc, (number, name, parameter, callee)
             else:
                 assert callee in passed[1] or callee in doc, (number, name, parameter, callee)
+
+
+# --- a box that sends the student back to an earlier exercise ----------------------------------
+
+EXCERPTS = [(match.start(), dotted.rsplit(".", 1)[1], shown)
+            for match in re.finditer(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", TEXT, re.S)
+            for dotted, shown in [match.groups()] if dotted.startswith("minattn.course.teaching.")]
+AGAIN = [(int(numbers.split()[0]), m[0], match.end()) for match in BOX.finditer(TEXT)
+         for numbers, _, box in [match.groups()] for m in COMMAND.finditer(box)
+         if m[1].lstrip("0") not in numbers.split(" and ")]
+
+
+def test_the_boxes_that_send_back_to_an_earlier_exercise():
+    assert [(n, c) for n, c, _ in AGAIN] == [
+        (11, "python -m minattn check my_attention/03_masks.py --part 2")], AGAIN
+
+
+@pytest.mark.parametrize("number, command, end", AGAIN, ids=[c for _, c, _ in AGAIN])
+def test_an_earlier_exercise_checked_again_passes_with_the_plain_forms_shown_before(
+        number, command, end, tmp_path):
+    # exercise 11's box: "add them to your causal_mask and check it again": the plain forms of
+    # the stub's functions, the last shown before the box, pasted into the stub
+    pytest.importorskip("hypothesis")
+    stub = STUBS[int(COMMAND.search(command)[1])]
+    source = stub.read_text(encoding="utf-8")
+    names = re.findall(r"^def (\w+)\(", source, re.M)
+    shown = {name: code for at, name, code in EXCERPTS if at < end and name in names}
+    assert sorted(shown) == sorted(names), (names, sorted(shown))
+    path = tmp_path / "my_attention" / stub.name
+    path.parent.mkdir()
+    path.write_text(source + "\n\n" + "\n\n".join(shown[n] for n in names), encoding="utf-8")
+    run = subprocess.run([sys.executable, *command.split()[1:]], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0 and "FAIL" not in run.stdout, run.stdout + run.stderr
