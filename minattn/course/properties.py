@@ -296,12 +296,13 @@ def _(data):
 
 
 @prop("softmax_along_any_axis", "softmax", "softmax(x, axis=a) normalises along axis a, "
-      "axis=0 included", {"softmax"}, "use the axis argument in the max and the sum, not a fixed "
-      "-1; `axis or -1` turns axis=0 into -1: test `if axis is None`, or use axis as given")
+      "every axis of a 3-D x (0, 1, 2, -1, -2, -3) in every example", {"softmax"},
+      "use the axis argument in the max and the sum, not a fixed -1; `axis or -1` turns axis=0 "
+      "into -1: test `if axis is None`, or use axis as given; an axis moved to the end goes back "
+      "with np.moveaxis(r, -1, axis)")
 def _(data):
     x = data.draw(floats((data.draw(sizes, "n0"), data.draw(sizes, "n1"), data.draw(sizes, "n2"))), "x")
-    drawn = data.draw(st.sampled_from([1, -1, -2]), "axis")
-    for axis in (drawn, 0):  # 0, the boundary, in every example
+    for axis in (0, 1, 2, -1, -2, -3):  # 0, the boundary, and every other, in every example
         expected = np.apply_along_axis(ref_softmax, axis, x)
         close(minattn.softmax(x, axis=axis), expected, 1e-9, f"softmax(x, axis={axis})")
 
