@@ -1,4 +1,4 @@
-"""The grader's classes of issue 62, each closed where it lives (minattn/course/properties.py and
+"""The grader's classes of issue 62, each closed where it lives (minattn/course/properties/ and
 contract.py), so that a variant of it is caught too: draws that hold rows of a large common
 offset and rows of one sign far from zero in every example; float64 results compared with an
 exact float64 reference at float64 tolerance beside the finite-difference check; every axis of
