@@ -58,7 +58,7 @@ the family files whose blocks answer calls of the shared functions):
                       one_blas_thread and threads_chosen_by_timing (threads.py), attention by query blocks
                       (query_blocks.py), tables built once per value (memo.py),
                       arrays on another array's device (devices.py), autograd on CuPy
-    course/           exercises/, properties.py, grader.py (python -m minattn check), pitfalls.py,
+    course/           exercises/, properties/, grader.py (python -m minattn check), pitfalls.py,
                       swap.py (minattn.swap: use your own function wherever minattn calls one),
                       teaching.py (the walkthrough's plain forms, tested equal to the concepts)
     models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),

@@ -42,7 +42,7 @@ EXAMPLE_MINUTES, SHOWN_MINUTES, FOLDED_MINUTES, FINISHED_MINUTES = 1, 10, 30, 5
 QUESTION_MINUTES, PARTS_QUESTION_MINUTES = 6, 8
 TRACED = re.compile(r"^```.*?^```|^\$\$.*?\$\$", re.M | re.S)  # code blocks, display formulas
 BOX = re.compile(r"^> \*\*Exercises? (\d+(?: and \d+)?)(, finished)?\.\*\*(.*)$", re.M)
-QUESTION = re.compile(r"^(\d\.\d+)\. (.*)$", re.M)
+QUESTION = re.compile(r"^(\d+\.\d+)\. (.*)$", re.M)
 
 
 def several_parts(question):
@@ -52,16 +52,20 @@ def several_parts(question):
 
 
 def part_one_minutes():
-    traced = len(" ".join(TRACED.findall(PART_I)).split())
-    prose = len(TRACED.sub(" ", PART_I).split())
-    examples = len(re.findall(r"^```python\n", PART_I, re.M))
-    figures = len(re.findall(r"^!\[", PART_I, re.M))
-    boxes = BOX.findall(PART_I)
+    return week_minutes(PART_I, SETUP_MINUTES)
+
+
+def week_minutes(week, setup=0):
+    traced = len(" ".join(TRACED.findall(week)).split())
+    prose = len(TRACED.sub(" ", week).split())
+    examples = len(re.findall(r"^```python\n", week, re.M))
+    figures = len(re.findall(r"^!\[", week, re.M))
+    boxes = BOX.findall(week)
     folded = [n for n, finished, box in boxes if not finished and "folded below" in box]
     shown = [n for n, finished, box in boxes if not finished and "folded below" not in box]
     finished = [n for n, done, _ in boxes if done]
-    questions = [q for _, q in QUESTION.findall(PART_I)]
-    parts = {"set-up": SETUP_MINUTES, "prose": prose / WORDS_PER_MINUTE,
+    questions = [q for _, q in QUESTION.findall(week)]
+    parts = {"set-up": setup, "prose": prose / WORDS_PER_MINUTE,
              "traced": traced / TRACED_WORDS_PER_MINUTE,
              "examples and figures": EXAMPLE_MINUTES * (examples + figures),
              "exercises": SHOWN_MINUTES * len(shown) + FOLDED_MINUTES * len(folded),
@@ -105,6 +109,23 @@ def test_part_one_is_a_weeks_reading_of_at_most_five_hours():
     assert abs(n[7] - parts["prose"] - parts["traced"]) <= 2, (n[7], parts)
     assert abs(60 * n[0] + n[1] - minutes) <= 5, (n[:2], minutes)
     assert abs(60 * n[19] + n[20] - 1.25 * minutes) <= 5 and 60 * n[19] + n[20] <= 300, n[19:]
+
+
+# weeks 2 and 3: Part II (sections 6-10), then Part III and A real model (sections 11-14)
+PART_II = FIRST[FIRST.index("\n# Part II:"):FIRST.index("\n# Part III:")]
+PART_III = FIRST[FIRST.index("\n# Part III:"):]
+
+
+def test_weeks_two_and_three_state_their_time_by_the_same_model_each_at_most_five_hours():
+    roadmap = " ".join(FIRST[:FIRST.index("\n# Part I:")].split())
+    said = re.search(r"By the same count, week 2 is about (\d+) hours? and (\d+) minutes and week "
+                     r"3 about (\d+) hours? and (\d+) minutes\.", roadmap)
+    assert said, "the road map does not state weeks 2 and 3"
+    n = [int(g) for g in said.groups()]
+    for week, (hours, minutes) in ((PART_II, n[:2]), (PART_III, n[2:])):
+        counted, parts, counts = week_minutes(week)
+        assert abs(60 * hours + minutes - counted) <= 5, (hours, minutes, counted, parts, counts)
+        assert counted <= 300, (counted, parts)
 
 
 def test_each_question_of_part_one_asks_one_thing_its_why_first():

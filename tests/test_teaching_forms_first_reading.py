@@ -70,13 +70,16 @@ def test_self_attention_and_decoder_block():
 
 
 @pytest.mark.parametrize("past", [0, 3])
-def test_cached_self_attention_and_decoder_block(past):
+@pytest.mark.parametrize("per_sequence", [False, True])  # positions [L], or [B, L] (exercise 11)
+def test_cached_self_attention_and_decoder_block(past, per_sequence):
     params, _ = _llama()
     layer = params["layers"][0]
     rng = np.random.default_rng(5)
     x = rng.normal(size=(2, 4, 16))
     cache = {"k": rng.normal(size=(2, 4, past, 4)), "v": rng.normal(size=(2, 4, past, 4))}
     positions = np.arange(past, past + 4)
+    if per_sequence:  # the second sequence numbered from 10 more
+        positions = np.stack([positions, positions + 10])
     mask = ma.causal_mask(4, past + 4, align="bottom_right")
     ours = t.cached_self_attention(layer["self_attention"], x, mask, n_heads=4,
                                    positions=positions, cache=cache)

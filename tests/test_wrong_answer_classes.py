@@ -1,5 +1,5 @@
 """Classes of wrong answers that pass a property drawing only small, typical values, and the
-properties (minattn/course/properties.py) that catch them, held against minattn itself: an
+properties (minattn/course/properties/) that catch them, held against minattn itself: an
 argument of 0 treated as "not given" (scale=0, eps=0, n=0), a mask applied after the exponential
 or a row maximum taken over masked entries (masked values thousands above the kept ones),
 dropout at the wrong point of a block (on the feed-forward output, on the residual sum), and

@@ -319,6 +319,18 @@ class Call:
                       "results are views of memory it reuses (a module-level buffer)",
                       "return new arrays from each call, not views of one buffer kept between "
                       "calls")
+        # the defaults toggled give a memo keyed on the arguments (functools.lru_cache) another
+        # key: the call again exactly as it was made too, its arrays fresh copies
+        exact = self.outcome(self.again(set(), numpy.copy, same_leaf))
+        for other in (second, exact):
+            self.no_memory_shared_with(result, other)
+        difference = self.differs(result, second)
+        if difference is not None:
+            self.fail(*self.why_not_again(difference))
+
+    def no_memory_shared_with(self, result, second):
+        if isinstance(second, Exception):
+            return  # a call that raised shares nothing; same_again says why it raised
         for p, a in arrays(result, "the result"):
             for q, b in arrays(second, "the result"):
                 if (a.flags.writeable or b.flags.writeable) and overlaps(a, b):
@@ -328,9 +340,6 @@ class Call:
                               "module-level array handed out as it is)",
                               "return a new array each call (a .copy() of what you keep), or "
                               "make what you hand out read-only")
-        difference = self.differs(result, second)
-        if difference is not None:
-            self.fail(*self.why_not_again(difference))
 
     def why_not_again(self, difference):
         """Two calls with fresh copies of the same arguments disagree: which change of them

@@ -1,5 +1,5 @@
 """The grader: `python -m minattn check FILE.py` holds a student's functions to minattn's
-properties (minattn/course/properties.py).
+properties (minattn/course/properties/, one file per exercise).
 
 FILE may define any of minattn's public functions (and the course's own, such as softmax_vjp),
 by their names and signatures (plain `import numpy as np` is fine). Each one it really
@@ -586,6 +586,11 @@ def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
           + (f" (not implemented yet: {', '.join(stubs)})" if stubs else "")
           + (f"; what {PART_ONE} teach" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
+    written = sorted({p.check.__module__.rsplit(".", 1)[1] for p in _properties_of(functions)
+                      if p.of in functions})
+    if written:  # where a student reads what each function is held to
+        print("the properties, written out: "
+              + ", ".join(f"minattn/course/properties/{w}.py" for w in written), file=out)
     for name, parameters in left_out.items():
         if parameters:
             print(f"your {name} leaves out {', '.join(parameters)}: the properties that need them "

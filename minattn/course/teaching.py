@@ -224,7 +224,7 @@ def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-5):
     h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
     x = x + self_attention(params["self_attention"], h, mask, n_heads=n_heads, positions=positions)
     h = rms_norm(x, params["feed_forward_norm"]["gamma"], eps)
-    return x + gated_feed_forward(params["feed_forward"], h)  # the residual stream: added to
+    return x + gated_feed_forward(params["feed_forward"], h)  # each sublayer adds to x
 
 
 def language_model(params, tokens, *, n_heads, eps=1e-5):
@@ -241,6 +241,7 @@ def language_model(params, tokens, *, n_heads, eps=1e-5):
 def cached_self_attention(params, x, mask, *, n_heads, positions, cache):
     # [..., L, D], cache {"k", "v": [..., H, L_past, d_k]} -> [..., L, D] and the grown cache
     q, k, v = (split_heads(project(x, params, name), n_heads) for name in "qkv")  # [.., H, L, d_k]
+    positions = positions[..., None, :]  # [L] or [B, L] -> [..., 1, L]: one row for all heads
     q, k = apply_rope(q, positions), apply_rope(k, positions)
     k = np.concatenate([cache["k"], k], axis=-2)  # new: [..., H, L_past + L, d_k]
     v = np.concatenate([cache["v"], v], axis=-2)  # new: the values alike

@@ -20,9 +20,11 @@ def encoder_block(params, x, mask=None, *, n_heads, norm_first=False, activation
     eps goes to both norms. float32 inputs give float32 results.
 
     For later parts (the second reading): activation (passed on to the feed-forward network),
-    dropout and rng (passed on to multi_head_attention and feed_forward), return_weights (True:
-    the weights of the attention whose output the block used, beside the output). Leave them
-    out: the grader asks for them only with --part 4.
+    dropout and rng (passed on to multi_head_attention and feed_forward; minattn's block, as the
+    2017 paper, also drops each sublayer's output before it is added to the residual stream,
+    which the grader allows but does not ask), return_weights (True: the weights of the attention whose
+    output the block used, beside the output). Leave them out: the grader asks for them only with
+    --part 4.
 
     Hints: minattn.multi_head_attention(params["self_attention"], h, h, h, mask, n_heads=n_heads),
     minattn.layer_norm and minattn.feed_forward are the parts (yours while graded if you pass

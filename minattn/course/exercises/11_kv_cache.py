@@ -3,6 +3,9 @@ Grade it: python -m minattn check my_attention/11_kv_cache.py --part 2"""
 import numpy as np
 
 import minattn
+# What the walkthrough's solution uses; or use your own from exercises 2, 4 and 10.
+from minattn import apply_rope  # float32 stays float32
+from minattn.course.teaching import merge_heads, project, scaled_dot_product_attention, split_heads
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=None,
@@ -17,10 +20,12 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=
     consecutive query heads, and the cache holds the n_kv_heads heads.)
     positions: None, or int positions broadcasting to [..., L] ([L], or [B, L]: one row per
     sequence): rotate q and k (never v) with RoPE, apply_rope(..., base=rope_base), before the
-    keys go into the cache; q and k [..., H, L, d_k] have a head axis that positions lack.
+    keys go into the cache; q and k [..., H, L, d_k] have a head axis that positions lack
+    (positions[..., None, :] gives it them).
     cache: None, or the cache a previous call returned: its keys and values come first, the
-    new ones are appended along the key axis (-2). mask: None, or bool covering all L_past + L
-    keys (for a causal model causal_mask(L, L_past + L, align="bottom_right")).
+    new ones are appended along the key axis (-2). mask: None (no mask: every query sees every
+    key, a cache or not), or bool covering all L_past + L keys (for a causal model
+    causal_mask(L, L_past + L, align="bottom_right")).
 
     The grader checks the output and the cache against a slow loop, and that a sequence fed in
     chunks (one token or several at a time, each with its bottom-right causal mask) through the
