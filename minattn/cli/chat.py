@@ -10,7 +10,8 @@ import numpy as np
 from ..models.conversation import ChatCache
 from .arguments import (TEMPERATURE_MAX, message_text, model_path, non_negative_int, positive_int,
                         probability, temperature, thread_count, utf8_text)
-from .common import UsageError, examples, language_model_file, load_language_model
+from .common import (UsageError, examples, language_model_file, load_language_model,
+                     model_file_refused)
 
 
 def add_command(commands):
@@ -97,6 +98,11 @@ def _check_against_the_file(args, path, limits):
     if vocab is not None and args.top_k is not None and args.top_k > vocab:
         raise UsageError(f"argument --top-k: must be at most the model's vocabulary of {vocab} "
                          f"tokens, got {args.top_k}")
+    if args.adapter is not None:  # its config, tensor names and shapes, from the headers
+        from .model_file import check_adapter
+
+        with model_file_refused():
+            check_adapter(path, args.adapter, limits)
 
 
 def _no_chat_template(path):
