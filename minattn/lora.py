@@ -37,7 +37,6 @@ step 1.008 (IQR 0.969-1.024).
 """
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy
@@ -46,6 +45,7 @@ from .dropout import dropout
 from .engine import checks
 from .engine.lora_checks import TARGETS, WEIGHTS, check_adapter, check_alpha, \
     check_layers, check_lora_settings, check_rank, check_targets, model_weight
+from .engine.files import write_replacing
 from .engine.param_checks import check_gated_feed_forward_params
 from .engine.variants import implements
 from .language_model import causal_lm
@@ -208,7 +208,7 @@ def save_adapter(directory, lora, *, alpha, lora_dropout=0.0, base_model_name_or
     layout: Qwen2, Qwen3, Gemma 2, ...): adapter_model.safetensors (lora_A.weight [r, d_in] and
     lora_B.weight [d_out, r], torch's Linear layout) and adapter_config.json (r, lora_alpha,
     lora_dropout, target_modules), for peft.PeftModel.from_pretrained. Each file is written
-    under another name, then renamed."""
+    under another name, then renamed, with the mode the umask gives (engine/files.py)."""
     layers, rank, targets = _check_saved(lora, alpha, lora_dropout)
     tensors = {TENSOR.format(i=i, module=MODULES[t], which=which): numpy.ascontiguousarray(
         numpy.asarray(pair[which]).T) for i, layer in enumerate(layers)
@@ -222,8 +222,9 @@ def save_adapter(directory, lora, *, alpha, lora_dropout=0.0, base_model_name_or
               "alpha_pattern": {}}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    _write(directory / WEIGHTS_FILE, lambda f: _save_tensors(tensors, f))
-    _write(directory / CONFIG_FILE, lambda f: Path(f).write_text(json.dumps(config, indent=2)))
+    write_replacing(directory / WEIGHTS_FILE, lambda f: _save_tensors(tensors, f))
+    write_replacing(directory / CONFIG_FILE,
+                    lambda f: Path(f).write_text(json.dumps(config, indent=2)))
 
 
 def _check_saved(lora, alpha, rate):
@@ -248,13 +249,6 @@ def _save_tensors(tensors, file):
     from safetensors.numpy import save_file
 
     save_file(tensors, file, metadata={"format": "pt"})  # as PEFT (torch) writes it
-
-
-def _write(path, write):
-    # write(temporary name), then renamed to path: an interrupted write leaves no half file
-    partial = path.with_name(path.name + ".partial")
-    write(str(partial))
-    os.replace(partial, path)
 
 
 def load_adapter(directory, params, config=None, *, base_model=None):

@@ -78,16 +78,18 @@ def check_adapter(path, adapter, limits):
     naming the file and the tensor as the file names it."""
     from ..lora import check_adapter_files
 
-    shapes = _adapted_weights(Path(path))
+    shapes = adapted_weights(path)
     n_layers = limits.get("n_layers") or 1 + max((i for i, _ in shapes), default=-1)
     check_adapter_files(adapter, n_layers, lambda i, target: shapes.get((i, target)))
 
 
-def _adapted_weights(path):
-    # -> {(layer, target): (d_in, d_out)} for the weights the header names; {} where it cannot
-    # be read cheaply (the load then checks the adapter against the weights themselves)
+def adapted_weights(path):
+    """A .gguf file or a save_pretrained folder -> {(layer, LoRA target): (d_in, d_out)} of the
+    weights its header names (a GGUF's tensor records, a folder's safetensors headers); {} where
+    they cannot be read so (the load then checks against the weights themselves)."""
     import re
 
+    path = Path(path)
     try:
         if path.is_dir():
             from ..lora import MODULES, _tensor_shapes

@@ -43,7 +43,7 @@ def run(args):
     from ..models import patching
 
     if args.png:
-        _check_plot_available()
+        _check_plot_available("--png")
     path, _ = language_model_file(args.model)
     lm = load_language_model(path)
     n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
