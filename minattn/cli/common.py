@@ -100,6 +100,11 @@ def figure_left_out(what):
     return False
 
 
+def counted(n, noun):
+    """A status line's count: "1 token", "0 tokens", "2 tokens" (a noun with a plain -s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _with_bar(steps, train):
     from tqdm import tqdm
 
