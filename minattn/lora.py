@@ -223,8 +223,7 @@ def save_adapter(directory, lora, *, alpha, lora_dropout=0.0, base_model_name_or
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_replacing(directory / WEIGHTS_FILE, lambda f: _save_tensors(tensors, f))
-    write_replacing(directory / CONFIG_FILE,
-                    lambda f: Path(f).write_text(json.dumps(config, indent=2)))
+    write_replacing(directory / CONFIG_FILE, lambda f: Path(f).write_text(json.dumps(config, indent=2)))
 
 
 def _check_saved(lora, alpha, rate):
