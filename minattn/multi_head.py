@@ -4,7 +4,7 @@ import math
 import autograd.numpy as np
 
 from .engine import checks, variants
-from .engine.param_checks import PROJECTIONS, check_multi_head_params
+from .engine.param_checks import PROJECTIONS, check_multi_head_params, n_kv_heads_hint
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .linear import linears
@@ -100,10 +100,11 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
                          f"value {tuple(value.shape)}")
     checks.check_n_heads(n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
-    params = check_multi_head_params(params, d_model,
-                                     d_kv=(n_kv_heads or n_heads) * (d_model // n_heads),
-                                     n_heads=n_heads,
-                                     dtype=np.result_type(query.dtype, key.dtype, value.dtype))
+    with n_kv_heads_hint(params, d_model // n_heads, n_heads, n_kv_heads):
+        params = check_multi_head_params(params, d_model,
+                                         d_kv=(n_kv_heads or n_heads) * (d_model // n_heads),
+                                         n_heads=n_heads,
+                                         dtype=np.result_type(query.dtype, key.dtype, value.dtype))
     batch = checks.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
