@@ -1,10 +1,11 @@
 """What a kernel author checking a Llama block against minattn gets wrong without a word, each
 either refused naming the keyword or said where the default is documented:
 
-- a RoPE base given without positions (RoPE would be off): refused, naming positions;
+- a RoPE schedule given without positions (RoPE would be off): refused, naming positions;
 - grouped-query weights given without n_kv_heads: the error names the n_kv_heads they hold;
-- positions=None is the documented "no RoPE" (a NoPE layer): the same as a block whose
-  attention has no rotation.
+- positions=None is the documented "no RoPE" (a NoPE layer), whatever rope_base says (the
+  course's properties hold self_attention to taking a base without positions): the same as a
+  block whose attention has no rotation.
 """
 import numpy as np
 import pytest
@@ -17,17 +18,6 @@ LLAMA = dict(norm="rms_norm", activation="swiglu", norm_first=True, eps=1e-6)
 BLOCK = ma.init_decoder_block(rng, D, H, F, n_kv_heads=H_KV, norm="rms_norm",
                               activation="swiglu", bias=False)
 X = rng.normal(size=(2, 5, D))
-
-
-@pytest.mark.parametrize("call", [
-    lambda: ma.decoder_block(BLOCK, X, n_heads=H, n_kv_heads=H_KV, rope_base=500000.0, **LLAMA),
-    lambda: ma.self_attention(BLOCK["self_attention"], X, n_heads=H, n_kv_heads=H_KV,
-                              rope_base=500000.0),
-])
-def test_a_rope_base_without_positions_is_refused_naming_positions(call):
-    with pytest.raises(ValueError, match=r"rope_base=500000.0 set RoPE, which rotates q and k "
-                                         r"only where positions are given: pass positions"):
-        call()
 
 
 @pytest.mark.parametrize("call", [
@@ -48,6 +38,13 @@ def test_weights_of_no_whole_head_count_get_no_hint():
     with pytest.raises(ValueError) as error:
         ma.self_attention(odd, X, n_heads=H)
     assert "n_kv_heads=" not in str(error.value)
+
+
+def test_a_rope_schedule_without_positions_is_refused_naming_positions():
+    with pytest.raises(ValueError, match=r"rope_scaling=.* set RoPE, which rotates q and k only "
+                                         r"where positions are given: pass positions"):
+        ma.decoder_block(BLOCK, X, n_heads=H, n_kv_heads=H_KV, **LLAMA,
+                         rope_scaling={"rope_type": "linear", "factor": 2.0})
 
 
 def test_positions_none_is_no_rope_as_documented():

@@ -82,8 +82,6 @@ def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_fact
         check_partial_rotary_factor(partial_rotary_factor, d_k)
     unused = [f"{name}={value!r}" for name, value in (("rope_scaling", rope_scaling),
               ("partial_rotary_factor", partial_rotary_factor)) if value is not None]
-    if rope_base is not None and rope_base != ROPE_BASE:  # a base chosen: RoPE was meant
-        unused.insert(0, f"rope_base={rope_base!r}")
     if positions is None and unused:
         raise ValueError(f"{' and '.join(unused)} set RoPE, which rotates q and k only where "
                          "positions are given: pass positions, or leave them None")
@@ -167,9 +165,6 @@ def check_head_width(d_k, n_heads, d_model):
         return d_model // n_heads
     checks.check_size("n_heads", n_heads)
     return checks.check_size("d_k", d_k)
-
-
-ROPE_BASE = 10000.0  # self_attention's default rope_base: given otherwise, RoPE was meant
 
 
 def check_attention_params(params, d_model, n_heads, n_kv_heads, d_k, where="params",
