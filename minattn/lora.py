@@ -278,8 +278,8 @@ def load_adapter(directory, params, config=None, *, base_model=None):
 def check_adapter_files(directory, n_layers, weight_shape):
     """The checks of load_adapter, from the files alone: adapter_config.json and the header of
     adapter_model.safetensors (its tensors' names and shapes; no weight is read), against a
-    model of n_layers layers whose weight adapted by target in layer i is weight_shape(i,
-    target) = (d_in, d_out), or None where that is not known before the load. Raises
+    model of n_layers layers (None: not known) whose weight adapted by target in layer i is
+    weight_shape(i, target) = (d_in, d_out), or None where that is not known before the load. Raises
     FileNotFoundError or ValueError naming the file and the tensor as the file names it; returns
     the adapter's settings."""
     directory = Path(directory)
@@ -310,11 +310,14 @@ def _check_tensors(directory, settings, shapes, n_layers, weight_shape):
     # every tensor a LoRA weight of a layer the model has, of rank r and the shape its
     # projection needs (lora_A [r, d_in], lora_B [d_out, r]); every layer adapting the config's
     # target_modules with both
+    # (n_layers None: not known before the load; the layers the file names are checked)
     file = directory / WEIGHTS_FILE
     targets, rank = _config_targets(settings, directory), settings.get("r")
-    found = [{} for _ in range(n_layers)]
-    for name, shape in shapes.items():
-        i, target, which = _tensor_place(name, n_layers, directory)
+    places = [(name, shape, *_tensor_place(name, n_layers, directory))
+              for name, shape in shapes.items()]
+    found = [{} for _ in range(n_layers if n_layers is not None else
+                               1 + max((i for _, _, i, _, _ in places), default=-1))]
+    for name, shape, i, target, which in places:
         found[i].setdefault(target, set()).add(which)
         known = weight_shape(i, target)
         d_in, d_out = known if known is not None else (None, None)
@@ -386,7 +389,7 @@ def _tensor_place(name, n_layers, directory):
         raise ValueError(f"{directory / WEIGHTS_FILE}: tensor {name!r} is not a LoRA weight of a Llama-layout "
                          f"layer's {', '.join(MODULES.values())}")
     i = int(found.group(1))
-    if i >= n_layers:
+    if n_layers is not None and i >= n_layers:
         raise ValueError(f"{directory / WEIGHTS_FILE}: tensor {name!r} adapts layer {i}, the model has "
                          f"{n_layers} layers: an adapter made for another model")
     target = next(t for t, module in MODULES.items() if module == found.group(2))

@@ -159,3 +159,20 @@ def test_the_files_check_and_the_load_agree_on_a_fitting_adapter(tiny, tmp_path)
     directory, _ = _adapter(tmp_path, model.params)
     check_adapter(tiny, directory, model_limits(tiny))  # no refusal
     L.load_adapter(directory, model.params, model.config)
+
+
+def test_an_adapter_is_checked_by_what_the_file_names_where_the_model_says_nothing(tiny,
+                                                                                   tmp_path):
+    # a model file whose header tells neither its layers nor its shapes: the adapter's own
+    # files are still checked (its config, its tensors' names and ranks), nothing refused
+    # for want of the model's numbers
+    model = chat_model.load_language_model(tiny)
+    directory, _ = _adapter(tmp_path, model.params)
+    settings = L.check_adapter_files(directory, None, lambda i, target: None)
+    assert settings["r"] == 2
+    (directory / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 3, '
+                                                   '"lora_alpha": 4, "target_modules": '
+                                                   '["q_proj", "k_proj", "v_proj", "down_proj"]}')
+    with pytest.raises(ValueError, match=r"down_proj\.lora_A\.weight. has shape \[2, \d+\], "
+                                         r"expected \[3 x \?\]"):
+        L.check_adapter_files(directory, None, lambda i, target: None)

@@ -79,7 +79,7 @@ def check_adapter(path, adapter, limits):
     from ..lora import check_adapter_files
 
     shapes = adapted_weights(path)
-    n_layers = limits.get("n_layers") or 1 + max((i for i, _ in shapes), default=-1)
+    n_layers = limits.get("n_layers") or (1 + max(i for i, _ in shapes) if shapes else None)
     check_adapter_files(adapter, n_layers, lambda i, target: shapes.get((i, target)))
 
 
