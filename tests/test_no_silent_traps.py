@@ -57,3 +57,18 @@ def test_positions_none_is_no_rope_as_documented():
                                **LLAMA)
     assert np.abs(rotated - out).max() > 1e-3
     assert "positions" in ma.self_attention.__doc__ and "no RoPE" in ma.decoder_block.__doc__
+
+
+def test_a_per_head_bias_is_refused_in_self_attention_with_the_shape_that_works():
+    attention = BLOCK["self_attention"]
+    bias = rng.normal(size=(H, 5, 5))  # [H, L_q, L_k]: one additive bias per head (ALiBi's kind)
+    with pytest.raises(ValueError, match=r"mask of shape \(4, 5, 5\) is ambiguous .* or a "
+                                         r"per-head mask or bias with its batch axis, \(1, H, "
+                                         r"L_q, L_k\) \(e.g. mask\[None\]\)"):
+        ma.self_attention(attention, X, bias, n_heads=H, n_kv_heads=H_KV)
+    out, _ = ma.self_attention(attention, X, bias[None], n_heads=H, n_kv_heads=H_KV)
+    # the same computation written out: project, split, grouped attention with the bias, merge
+    q, k, v = (ma.split_heads(X @ attention[f"w_{p}"], n) for p, n in (("q", H), ("k", H_KV),
+                                                                         ("v", H_KV)))
+    heads, _ = ma.grouped_attention(q, k, v, bias)
+    np.testing.assert_allclose(out, ma.merge_heads(heads) @ attention["w_o"], rtol=0, atol=1e-12)
