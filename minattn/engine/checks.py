@@ -146,6 +146,14 @@ def check_grouped_attention(q, k, v, mask, dropout, rng):
     """grouped_attention's arguments: q [..., H, L_q, d_k], k [..., H_kv, L_k, d_k], v [...,
     H_kv, L_k, d_v], H_kv dividing H, their batch dims broadcasting; mask broadcasting to the
     per-head scores [..., H, L_q, L_k]. Returns q, k, v, mask (as arrays)."""
+    if _plain_float(q) and _plain_float(k) and _plain_float(v) and \
+            q.ndim == k.ndim == v.ndim >= 3 and q.shape[:-3] == k.shape[:-3] == v.shape[:-3] and \
+            k.shape[-1] == q.shape[-1] and k.shape[-3:-1] == v.shape[-3:-1] and \
+            k.shape[-3] and not q.shape[-3] % k.shape[-3] and \
+            type(dropout) is float and dropout == 0.0 and \
+            (mask is None or type(mask) is numpy.ndarray and mask.dtype == bool and broadcasts_to(
+                mask.shape, q.shape[:-3] + (q.shape[-3], q.shape[-2], k.shape[-2]))):
+        return q, k, v, mask  # the common case first (a model's layers), as below
     q, k, v = as_float_array("q", q), as_float_array("k", k), as_float_array("v", v)
     check_min_ndim("q", q, 3, "(..., H, L_q, d_k)")
     check_min_ndim("k", k, 3, "(..., H_kv, L_k, d_k)")
