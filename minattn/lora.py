@@ -37,7 +37,6 @@ step 1.008 (IQR 0.969-1.024).
 """
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy
@@ -46,6 +45,7 @@ from .dropout import dropout
 from .engine import checks
 from .engine.lora_checks import TARGETS, WEIGHTS, check_adapter, check_alpha, \
     check_layers, check_lora_settings, check_rank, check_targets, model_weight
+from .engine.files import write_replacing
 from .engine.param_checks import check_gated_feed_forward_params
 from .engine.variants import implements
 from .language_model import causal_lm
@@ -208,7 +208,7 @@ def save_adapter(directory, lora, *, alpha, lora_dropout=0.0, base_model_name_or
     layout: Qwen2, Qwen3, Gemma 2, ...): adapter_model.safetensors (lora_A.weight [r, d_in] and
     lora_B.weight [d_out, r], torch's Linear layout) and adapter_config.json (r, lora_alpha,
     lora_dropout, target_modules), for peft.PeftModel.from_pretrained. Each file is written
-    under another name, then renamed."""
+    under another name, then renamed, with the mode the umask gives (engine/files.py)."""
     layers, rank, targets = _check_saved(lora, alpha, lora_dropout)
     tensors = {TENSOR.format(i=i, module=MODULES[t], which=which): numpy.ascontiguousarray(
         numpy.asarray(pair[which]).T) for i, layer in enumerate(layers)
@@ -222,8 +222,8 @@ def save_adapter(directory, lora, *, alpha, lora_dropout=0.0, base_model_name_or
               "alpha_pattern": {}}
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    _write(directory / WEIGHTS_FILE, lambda f: _save_tensors(tensors, f))
-    _write(directory / CONFIG_FILE, lambda f: Path(f).write_text(json.dumps(config, indent=2)))
+    write_replacing(directory / WEIGHTS_FILE, lambda f: _save_tensors(tensors, f))
+    write_replacing(directory / CONFIG_FILE, lambda f: Path(f).write_text(json.dumps(config, indent=2)))
 
 
 def _check_saved(lora, alpha, rate):
@@ -250,32 +250,92 @@ def _save_tensors(tensors, file):
     save_file(tensors, file, metadata={"format": "pt"})  # as PEFT (torch) writes it
 
 
-def _write(path, write):
-    # write(temporary name), then renamed to path: an interrupted write leaves no half file
-    partial = path.with_name(path.name + ".partial")
-    write(str(partial))
-    os.replace(partial, path)
-
-
 def load_adapter(directory, params, config=None, *, base_model=None):
     """PEFT's adapter in directory (adapter_config.json, adapter_model.safetensors; a LoRA of a
     Llama-layout model) -> (lora, lora_alpha) for the model params (its config, the keywords of
     causal_lm, where given: refused if its attention is not one lora adapts). Refuses by name
     what PEFT's adapter would compute and minattn would not (DoRA, rsLoRA, biases, modules to
-    save, per-layer ranks) and an adapter of another model: layer count, targets, shapes, and
-    its base_model_name_or_path where both it and base_model (a name) are given."""
+    save, per-layer ranks) and an adapter of another model: layer count, targets, shapes (each
+    tensor named as the file names it), and its base_model_name_or_path where both it and
+    base_model (a name) are given. check_adapter_files makes the same checks from the files'
+    headers, before a model is loaded."""
     directory = Path(directory)
     settings = _read_config(directory, base_model)
     tensors = _read_tensors(directory / WEIGHTS_FILE)
     n_layers = check_layers(params)
+    shapes = {name: tensor.shape for name, tensor in tensors.items()}
+    _check_tensors(directory, settings, shapes, n_layers,
+                   lambda i, target: model_weight(params, i, target).shape)
     lora = {"layers": [{} for _ in range(n_layers)]}
     for name, tensor in tensors.items():
         i, target, which = _tensor_place(name, n_layers, directory)
         dtype = model_weight(params, i, target).dtype
         lora["layers"][i].setdefault(target, {})[which] = numpy.asarray(tensor.T, dtype=dtype)
-    _check_loaded(lora, settings, directory)
     _check_lora_call(params, lora, dict(config or {}), f"{directory}: lora")
     return lora, settings["lora_alpha"]
+
+
+def check_adapter_files(directory, n_layers, weight_shape):
+    """The checks of load_adapter, from the files alone: adapter_config.json and the header of
+    adapter_model.safetensors (its tensors' names and shapes; no weight is read), against a
+    model of n_layers layers (None: not known) whose weight adapted by target in layer i is
+    weight_shape(i, target) = (d_in, d_out), or None where that is not known before the load. Raises
+    FileNotFoundError or ValueError naming the file and the tensor as the file names it; returns
+    the adapter's settings."""
+    directory = Path(directory)
+    settings = _read_config(directory, None)
+    _check_tensors(directory, settings, _tensor_shapes(directory / WEIGHTS_FILE), n_layers,
+                   weight_shape)
+    return settings
+
+
+def _tensor_shapes(file):
+    # safetensors' header: 8 bytes (its length, little-endian), then JSON {name: {"shape", ...}}
+    if not file.is_file():
+        raise FileNotFoundError(f"{str(file)!r} does not exist (PEFT writes the adapter's "
+                                f"weights there)")
+    try:
+        with open(file, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size <= file.stat().st_size - 8:
+                raise ValueError(f"a header of {size} bytes in a file of {file.stat().st_size}")
+            header = json.loads(f.read(size).decode("utf-8"))
+        return {name: tuple(entry["shape"]) for name, entry in header.items()
+                if name != "__metadata__"}
+    except (ValueError, UnicodeDecodeError, TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"{file} cannot be read as safetensors: {error}") from None
+
+
+def _check_tensors(directory, settings, shapes, n_layers, weight_shape):
+    # every tensor a LoRA weight of a layer the model has, of rank r and the shape its
+    # projection needs (lora_A [r, d_in], lora_B [d_out, r]); every layer adapting the config's
+    # target_modules with both
+    # (n_layers None: not known before the load; the layers the file names are checked)
+    file = directory / WEIGHTS_FILE
+    targets, rank = _config_targets(settings, directory), settings.get("r")
+    places = [(name, shape, *_tensor_place(name, n_layers, directory))
+              for name, shape in shapes.items()]
+    found = [{} for _ in range(n_layers if n_layers is not None else
+                               1 + max((i for _, _, i, _, _ in places), default=-1))]
+    for name, shape, i, target, which in places:
+        found[i].setdefault(target, set()).add(which)
+        known = weight_shape(i, target)
+        d_in, d_out = known if known is not None else (None, None)
+        wanted = (rank, d_in) if which == "A" else (d_out, rank)
+        if len(shape) != 2 or any(w is not None and s != w for s, w in zip(shape, wanted)):
+            said = " x ".join("?" if w is None else str(w) for w in wanted)
+            raise ValueError(f"{file}: tensor {name!r} has shape {list(shape)}, expected "
+                             f"[{said}] (r={rank} of adapter_config.json; the model's "
+                             f"{MODULES[target]} is [{d_out or '?'} x {d_in or '?'}] as torch "
+                             "stores it): an adapter made for another model")
+    for i, layer in enumerate(found):
+        incomplete = [t for t, which in layer.items() if which != {"A", "B"}]
+        if set(layer) != targets or incomplete:
+            raise ValueError(f"{file}: layer {i} has LoRA weights for "
+                             f"{sorted(MODULES[t] for t in layer)} "
+                             f"({'without A or B: ' + str(incomplete) if incomplete else 'whole'}),"
+                             f" target_modules of {CONFIG_FILE} says "
+                             f"{sorted(MODULES[t] for t in targets)}")
 
 
 def _read_config(directory, base_model):
@@ -326,32 +386,24 @@ def _tensor_place(name, n_layers, directory):
     found = re.fullmatch(r"base_model\.model\.model\.layers\.(\d+)\.(" + modules +
                          r")\.lora_([AB])\.weight", name)
     if found is None:
-        raise ValueError(f"{directory}: tensor {name!r} is not a LoRA weight of a Llama-layout "
+        raise ValueError(f"{directory / WEIGHTS_FILE}: tensor {name!r} is not a LoRA weight of a Llama-layout "
                          f"layer's {', '.join(MODULES.values())}")
     i = int(found.group(1))
-    if i >= n_layers:
-        raise ValueError(f"{directory}: tensor {name!r} adapts layer {i}, the model has "
+    if n_layers is not None and i >= n_layers:
+        raise ValueError(f"{directory / WEIGHTS_FILE}: tensor {name!r} adapts layer {i}, the model has "
                          f"{n_layers} layers: an adapter made for another model")
     target = next(t for t, module in MODULES.items() if module == found.group(2))
     return i, target, found.group(3)
 
 
-def _check_loaded(lora, settings, directory):
-    # every layer adapts the config's target_modules, each with A and B of rank r
-    modules = settings.get("target_modules")
+def _config_targets(settings, directory):
+    # adapter_config.json's target_modules and r -> minattn's targets, refused by name
+    modules, rank = settings.get("target_modules"), settings.get("r")
     names = {module.split(".")[1]: t for t, module in MODULES.items()}
     if isinstance(modules, str) or not isinstance(modules, list) or \
             any(m not in names for m in modules):
-        raise ValueError(f"{directory}: target_modules={modules!r}; minattn reads a list of "
-                         f"{', '.join(names)}")
-    targets = {names[m] for m in modules}
-    for i, layer in enumerate(lora["layers"]):
-        incomplete = [t for t, pair in layer.items() if set(pair) != {"A", "B"}]
-        if set(layer) != targets or incomplete:
-            raise ValueError(f"{directory}: layer {i} has LoRA weights for {sorted(layer)} "
-                             f"({'without A or B: ' + str(incomplete) if incomplete else 'whole'}),"
-                             f" target_modules says {sorted(targets)}")
-        for t, pair in layer.items():
-            if pair["A"].shape[1] != settings.get("r"):
-                raise ValueError(f"{directory}: layer {i}'s {MODULES[t]} has rank "
-                                 f"{pair['A'].shape[1]}, adapter_config.json r={settings.get('r')}")
+        raise ValueError(f"{directory / CONFIG_FILE}: target_modules={modules!r}; minattn reads "
+                         f"a list of {', '.join(names)}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"{directory / CONFIG_FILE}: r={rank!r}; LoRA's rank is a positive int")
+    return {names[m] for m in modules}

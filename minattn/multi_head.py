@@ -4,7 +4,7 @@ import math
 import autograd.numpy as np
 
 from .engine import checks, variants
-from .engine.param_checks import PROJECTIONS, check_multi_head_params
+from .engine.param_checks import PROJECTIONS, check_multi_head_params, n_kv_heads_hint
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .linear import linears
@@ -100,10 +100,11 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
                          f"value {tuple(value.shape)}")
     checks.check_n_heads(n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
-    params = check_multi_head_params(params, d_model,
-                                     d_kv=(n_kv_heads or n_heads) * (d_model // n_heads),
-                                     n_heads=n_heads,
-                                     dtype=np.result_type(query.dtype, key.dtype, value.dtype))
+    with n_kv_heads_hint(params, d_model // n_heads, n_heads, n_kv_heads):
+        params = check_multi_head_params(params, d_model,
+                                         d_kv=(n_kv_heads or n_heads) * (d_model // n_heads),
+                                         n_heads=n_heads,
+                                         dtype=np.result_type(query.dtype, key.dtype, value.dtype))
     batch = checks.broadcast_or_raise(
         [("query", query.shape[:-2]), ("key", key.shape[:-2]), ("value", value.shape[:-2])],
         "the batch dims of query, key, value",
@@ -116,10 +117,16 @@ def _check_multi_head_attention(params, query, key, value, mask, n_heads, dropou
 
 
 def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
-    # [..., H, L_q, d_k], [..., H_kv, L_k, d_k] x 2 -> heads [..., H, L_q, d_k], weights
-    # [..., H, L_q, L_k]. Query head h reads kv head h // G, G = H / H_kv. The query heads are
-    # grouped, [..., H_kv, G, L_q, d_k], and K, V broadcast over the group axis G: no copies,
-    # unlike HF's repeat_kv. H_kv = H (G = 1) is ordinary multi-head attention.
+    """Attention of heads already projected (and rotated), grouped-query: q [..., H, L_q, d_k],
+    k [..., H_kv, L_k, d_k], v [..., H_kv, L_k, d_v] -> (heads [..., H, L_q, d_v], weights
+    [..., H, L_q, L_k]). Query head h reads kv head h // (H / H_kv), as torch's
+    scaled_dot_product_attention(enable_gqa=True) and transformers' repeat_kv; H_kv = H is
+    multi-head attention, H_kv = 1 multi-query. H_kv must divide H (ValueError naming both).
+    mask as in scaled_dot_product_attention (True = may attend; floating: added), broadcasting
+    to [..., H, L_q, L_k]: a per-head mask or bias is (H, L_q, L_k) or (B, H, L_q, L_k)."""
+    # Query heads grouped, [..., H_kv, G, L_q, d_k]; K, V broadcast over the group axis G: no
+    # copies, unlike HF's repeat_kv.
+    q, k, v, mask = checks.check_grouped_attention(q, k, v, mask, dropout, rng)
     n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
     q = _group_heads(q, n_kv_heads)
     k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]

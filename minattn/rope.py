@@ -10,7 +10,7 @@ import math
 import autograd.numpy as np
 import numpy
 
-from .engine import checks, param_checks
+from .engine import checks, param_checks, variants
 from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.devices import arange, concatenate
 from .engine.memo import by_value
@@ -50,6 +50,27 @@ def apply_rope(x, positions, *, base=10000.0, scaling=None):
     return rotated.reshape(x.shape)
 
 
+# Its variant (interleaved=True: features paired as neighbours, below) answers the calls that
+# select it (engine/variants.py).
+apply_rope = variants.dispatch(apply_rope)
+
+
+@variants.implements(apply_rope, "interleaved")
+def apply_interleaved_rope(x, positions, *, interleaved, base=10000.0, scaling=None):
+    """apply_rope(x, positions, interleaved=True): RoPE with neighbours paired, (x[2i],
+    x[2i + 1]), as GPT-J, the RoPE paper and Cohere write it (transformers' rotate_every_two),
+    where apply_rope pairs x[i] with x[i + d/2] (Llama's rotate_half). The same rotation on the
+    features in another order: taken apart into (even..., odd...), rotated, put back."""
+    # [..., L, d], int [..., L] -> [..., L, d]
+    x = _check_apply_interleaved_rope(x, interleaved)
+    d = x.shape[-1]
+    halves = concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)  # (x0, x2, ..., x1, x3, ...)
+    rotated = apply_rope(halves, positions, base=base, scaling=scaling)
+    pairs = concatenate([rotated[..., :d // 2, None], rotated[..., d // 2:, None]],
+                        axis=-1)  # [..., d/2, 2]
+    return np.reshape(pairs, x.shape)  # (x0, x1, x2, ...) again
+
+
 @by_value()  # every layer rotates by the same tables: built once (engine/memo.py)
 def rope_tables(positions, d, base, scaling, dtype):
     """RoPE's tables for d features at positions (int [..., L]): cos [..., L, 1, d/2] and sin
@@ -85,6 +106,19 @@ def _check_apply_partial_rope(x, partial_rotary_factor):
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")
     return x, param_checks.check_partial_rotary_factor(partial_rotary_factor, x.shape[-1])
+
+
+def _check_apply_interleaved_rope(x, interleaved):
+    # interleaved selects this variant when set; only True is one of its values (apply_rope
+    # checks the rest, the feature size's parity among them)
+    if interleaved is not True:
+        raise TypeError(f"interleaved must be True or False, got {interleaved!r}")
+    x = checks.as_float_array("x", x)
+    checks.check_min_ndim("x", x, 2, "(..., L, d)")
+    if x.shape[-1] % 2:
+        raise ValueError(f"apply_rope needs an even feature size d (features rotate in pairs), "
+                         f"got x of shape {tuple(x.shape)}")
+    return x
 
 
 def _check_apply_rope(x, positions, base, scaling):

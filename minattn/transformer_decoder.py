@@ -103,7 +103,10 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     feed-forward (activation: "relu", "gelu", "gelu_tanh", or gated: "swiglu", "geglu_tanh").
     attention: the self-attention sublayer (None: minattn.self_attention), a function with its
     signature, where an attention variant plugs in; attention_config: its further keywords
-    (n_kv_heads, d_k, positions, rope_base, rope_scaling, ...)."""
+    (n_kv_heads, d_k, positions, rope_base, rope_scaling, ...). The defaults are torch's
+    TransformerDecoderLayer's: post-norm, LayerNorm, ReLU, eps 1e-5, and no RoPE (positions
+    None); a Llama block gives norm_first=True, norm="rms_norm", activation="swiglu", its
+    model's eps (rms_norm_eps) and positions (README, "Check your own kernel")."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads,
                                              attention_config.get("n_kv_heads"), norm, activation,

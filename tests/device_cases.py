@@ -108,6 +108,13 @@ def multi_head_attention(put, dtype):
     return ma.multi_head_attention(params, query, key, key, mask, n_heads=H, average_weights=True)
 
 
+@case("grouped_attention")
+def grouped_attention(put, dtype):
+    q = put(_normal(B, 4, L, 3, dtype=dtype, seed=1))  # [B, H, L, d_k]: 4 query heads
+    k, v = (put(_normal(B, 2, L, 3, dtype=dtype, seed=s)) for s in (2, 3))  # 2 kv heads
+    return ma.grouped_attention(q, k, v, ma.causal_mask(L, like=q))
+
+
 @case("init_layer_norm")
 def init_layer_norm(put, dtype):
     return put(_cast(ma.init_layer_norm(D), dtype))
@@ -220,6 +227,14 @@ def grad_multi_head_attention(put, dtype):
     mask = ma.causal_mask(L, 4, like=query)
     return (lambda p, q, k, v: ma.multi_head_attention(p, q, k, v, mask, n_heads=H,
                                                        average_weights=True)), [params, query, key, value]
+
+
+@grad_case("grouped_attention", (0, "q"), (1, "k"), (2, "v"))
+def grad_grouped_attention(put, dtype):
+    q = put(_normal(B, 4, L, 3, dtype=dtype, seed=1))
+    k, v = (put(_normal(B, 2, L, 3, dtype=dtype, seed=s)) for s in (2, 3))
+    mask = ma.causal_mask(L, like=q)
+    return (lambda q, k, v: ma.grouped_attention(q, k, v, mask)), [q, k, v]
 
 
 @grad_case("layer_norm", (0, "x"), (1, "gamma"), (2, "beta"))

@@ -69,6 +69,8 @@ CASES = {
         ma.scaled_dot_product_attention(x_(dt), x_(dt), x_(dt), scale=a))),
     ("scaled_dot_product_attention", "sinks"): (rng.normal(size=3), lambda dt, a: (
         ma.scaled_dot_product_attention(x_(dt), x_(dt), x_(dt), sinks=a))),
+    ("grouped_attention", "sinks"): (rng.normal(size=2), lambda dt, a: (  # X: 2 query heads
+        ma.grouped_attention(x_(dt), x_(dt)[:1], x_(dt)[:1], sinks=a))),
     ("blockwise_attention", "scale"): (SCALAR, lambda dt, a: (
         ma.blockwise_attention(x_(dt), x_(dt), x_(dt), scale=a, block_size=2))),
     ("multi_head_attention", "params"): (MHA, lambda dt, p: (

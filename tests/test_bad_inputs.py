@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 rng0 = np.random.default_rng(0)
 X = rng0.normal(size=(2, 3, 4))
 MHA = ma.init_multi_head_attention(np.random.default_rng(0), 4, 2)
+Q4, KV2 = rng0.normal(size=(2, 4, 3, 4)), rng0.normal(size=(2, 2, 3, 4))  # 4 query, 2 kv heads
 FF = ma.init_feed_forward(np.random.default_rng(0), 4, 8)
 BLOCK = ma.init_encoder_block(np.random.default_rng(0), 4, 2, 8)
 ENC = ma.init_encoder(np.random.default_rng(0), 1, 4, 2, 8)
@@ -54,6 +55,11 @@ CASES = {
                    {**MHA, "w_k": torch.ones(4, 4)}],
         "query": ARRAYS, "key": ARRAYS, "value": ARRAYS, "mask": MASKS + [np.ones((2, 3, 3), bool)],
         "n_heads": N_HEADS, "dropout": DROPOUTS}),
+    "grouped_attention": (lambda **a: ma.grouped_attention(
+        a.get("q", Q4), a.get("k", KV2), a.get("v", KV2), a.get("mask"),
+        dropout=a.get("dropout", 0.0), rng=a.get("rng")), {
+        "q": ARRAYS + [np.ones((2, 4, 3, 5))], "k": ARRAYS + [np.ones((2, 3, 3, 4)), np.ones((2, 2, 3, 5))],
+        "v": ARRAYS + [np.ones((2, 2, 4, 4))], "mask": MASKS, "dropout": DROPOUTS}),
     "layer_norm": (lambda **a: ma.layer_norm(a.get("x", X), a.get("gamma", np.ones(4)),
                                              a.get("beta", np.zeros(4)), a.get("eps", 1e-5)),
                    {"x": ARRAYS, "gamma": ARRAYS + [np.ones(3)], "beta": ARRAYS + [np.ones(5)],

@@ -61,6 +61,15 @@ def test_check_attention(q, k, v, mask, d):
 
 
 @many
+@given(q=shapes, k=shapes, v=shapes, mask=st.none() | shapes,
+       d=st.sampled_from([np.float64, np.float32]))
+def test_check_grouped_attention(q, k, v, mask, d):
+    args = [arrays(q), arrays(k, d), arrays(v), None if mask is None else arrays(mask) > 0.1]
+    same(answer(checks.check_grouped_attention, *args, 0.0, None),
+         answer(checks.check_grouped_attention, *map(slow, args), 0.0, None))
+
+
+@many
 @given(x=shapes, mask=st.none() | shapes, axis=st.sampled_from([-1, 0, 1]))
 def test_check_softmax(x, mask, axis):
     args = [arrays(x), axis, None if mask is None else arrays(mask) > 0.1]

@@ -115,7 +115,7 @@ def test_layer_and_head_have_help_with_their_ranges():
 def test_missing_matplotlib_hint_does_not_point_at_a_registry(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(cli.UsageError) as error:
-        common._check_plot_available()
+        common._check_plot_available("--plot")
     assert "pip install matplotlib" in str(error.value) and "minattn[" not in str(error.value)
 
 

@@ -60,6 +60,19 @@ def test_prompt_answers_once_with_what_generate_computes(model, run):
     assert stats.startswith("[prompt 37 tokens, read in ") and "tokens/s" in stats
 
 
+@pytest.mark.parametrize("text, said", [("", "reply 0 tokens]"), (" Paris", "reply 1 token]"),
+                                        (" Paris is", "reply 2 tokens, ")])
+def test_the_status_line_counts_in_words_and_gives_a_rate_from_two_tokens(model, run,
+                                                                          monkeypatch, text,
+                                                                          said):
+    tokens = model.tokenizer.encode(text)
+    monkeypatch.setattr(model, "reply", lambda ids, *a, **k: iter(tokens))
+    code, _, err = run("--prompt", "hi", "--max-new-tokens", "5")
+    stats = err.splitlines()[-1]
+    assert code == 0 and said in stats, stats
+    assert ("tokens/s" in stats) == (len(tokens) > 1), stats
+
+
 def test_the_system_message_replaces_the_templates(model, run, monkeypatch):
     seen = []
     monkeypatch.setattr(model, "reply", lambda ids, *a, **k: seen.append(ids) or iter([]))

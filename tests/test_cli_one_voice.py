@@ -169,12 +169,28 @@ def test_a_value_refused_after_parsing_is_refused_before_any_work(argv, message,
     assert message in err, err
 
 
+# every option that asks for a figure (matplotlib), on a command line that is otherwise valid
+FIGURES = (["--plot", "x.png"], ["induction", "--plot", "x.png"],
+           ["attention", "AB", "--model", "count", "--plot", "x.png"],
+           ["heads", "--plot", "x.png"], ["patch", "A B", "A C", "--png", "x.png"])
+
+
+def test_every_figure_option_of_every_command_is_in_the_figure_sweep():
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if a.choices and "patch" in a.choices).choices
+    asked = {(name, option) for name, sub in [("", parser), *commands.items()]
+             for action in sub._actions if action.metavar == "FILE.png"
+             for option in action.option_strings}
+    swept = {(argv[0] if argv[0] != "--plot" else "", argv[-2]) for argv in FIGURES}
+    assert asked == swept
+
+
 def test_a_missing_optional_package_is_the_one_voice_before_any_work(monkeypatch, capsys,
                                                                       no_work, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    for argv in (["--plot", "x.png"], ["induction", "--plot", "x.png"],
-                 ["attention", "AB", "--model", "count", "--plot", "x.png"]):
-        assert "needs matplotlib" in one_voice(capsys, cli.main(argv))
+    for argv in FIGURES:
+        err = one_voice(capsys, cli.main(argv))
+        assert f"{argv[-2]} needs matplotlib" in err and "pip install '.[plot]'" in err, err
     monkeypatch.setitem(sys.modules, "cupy", None)
     assert "needs CuPy" in one_voice(capsys, cli.main(["--device", "gpu"]))
     monkeypatch.setitem(sys.modules, "hypothesis", None)

@@ -10,7 +10,7 @@ import pytest
 
 from minattn import cli
 from minattn.models import chat_model
-from minattn.models.patching import one_token, prompt_pair
+from minattn.models.patching import one_token, prompt_pair, spacing_warning
 
 try:
     GGUF = chat_model.default_model_path()
@@ -48,6 +48,35 @@ def test_patch_prints_the_top_heads_as_the_heads_command_names_them(two_layers, 
     assert 0 <= layer < 2 and 0 <= head < two_layers.config["n_heads"]
     assert "correlation of the two over all 18 heads" in out
     assert "·keys" in out and png.stat().st_size > 0
+
+
+def test_patch_names_the_tokens_compared_the_position_that_differs_and_the_patching_mode(
+        two_layers, capsys):
+    assert cli.main(["patch", CLEAN, CORRUPTED, "--top", "1"]) == 0
+    out, err = capsys.readouterr()
+    are, is_ = one_token(two_layers, " are"), one_token(two_layers, " is")
+    assert f"(tokens \u00b7are = {are} and \u00b7is = {is_};" in out, out
+    assert "the prompts differ at position 1 (\u00b7keys / \u00b7key)" in out, out
+    assert "activation patching (denoising)" in out and "one head's output (its z, before " \
+        "o_proj)\nat every position" in out
+    assert "warning" not in err
+
+
+def test_an_answer_without_its_leading_space_is_measured_and_warned_about(two_layers, capsys):
+    assert cli.main(["patch", CLEAN, CORRUPTED, "--answer", "are", "--top", "1"]) == 0
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "--answer 'are' has no leading space" in warnings[0]
+    assert "give --answer ' are'" in warnings[0]
+    assert f"(tokens are = {one_token(two_layers, 'are')} and" in out  # what was measured
+
+
+def test_spacing_warning_only_where_the_spaced_word_is_one_token(smollm2):
+    assert "give answer ' are'" in spacing_warning(smollm2, "are", CLEAN)
+    assert spacing_warning(smollm2, " are", CLEAN) is None
+    assert spacing_warning(smollm2, "are", CLEAN + " ") is None  # the space is in the prompt
+    assert len(smollm2.tokenizer.encode(" zqxv")) > 1
+    assert spacing_warning(smollm2, "zqxv", CLEAN) is None
 
 
 @pytest.mark.parametrize("argv, message", [

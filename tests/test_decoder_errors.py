@@ -60,7 +60,8 @@ CASES = [
     (lambda: ma.self_attention(MHA, x, np.ones((2, 3, 3), bool), n_heads=2), ValueError,
      'mask of shape (2, 3, 3) is ambiguous for the per-head scores of shape (2, 2, 3, 3): give'
      ' (L_q, L_k), or a per-batch mask with its head axis, (B, 1, L_q, L_k) (e.g. mask[:, '
-     'None])'),
+     'None]), or a per-head mask or bias with its batch axis, (1, H, L_q, L_k) (e.g. '
+     'mask[None])'),
     # sa bad rope_scaling
     (lambda: ma.self_attention(MHA, x, n_heads=2, positions=np.arange(3),
                                rope_scaling="linear"), ValueError,

@@ -156,6 +156,10 @@ for _chunks in (None, 2):
     CASES[f"linear_attention dq chunk_size={_chunks}"] = lambda chunks=_chunks: (
         _x(2, 5, 3), lambda a: ma.linear_attention(a, _UNIT, _x(2, 5, 4), chunk_size=chunks))
 CASES["l2_normalize dx"] = lambda: (_x(2, 5, 3), ma.l2_normalize)
+_GQA = [_x(2, 4, 5, 3), _x(2, 2, 5, 3, seed=1), _x(2, 2, 5, 3, seed=2)]  # 4 query, 2 kv heads
+for _i, _name in enumerate("qkv"):
+    CASES[f"grouped_attention d{_name}"] = lambda i=_i: (_GQA[i], lambda a: ma.grouped_attention(
+        *(a if j == i else _GQA[j] for j in range(3)), MASK))
 
 
 def _scalar(out):

@@ -128,6 +128,8 @@ MASKED = {
         X.astype(dt), X.astype(dt), X.astype(dt), m),
     "multi_head_attention": lambda m, dt: ma.multi_head_attention(
         _cast(MHA, dt), X.astype(dt), X.astype(dt), X.astype(dt), m, n_heads=H),
+    "grouped_attention": lambda m, dt: ma.grouped_attention(  # X as 2 query heads, 1 kv head
+        X.astype(dt), X[:1].astype(dt), X[1:].astype(dt), m),
     "encoder_block": lambda m, dt: ma.encoder_block(
         _cast(BLOCK, dt), X.astype(dt), m, n_heads=H, return_weights=True),
     "encoder": lambda m, dt: ma.encoder(
@@ -275,6 +277,7 @@ DIFFERENTIABLE = {
     "split_heads": lambda x: ma.split_heads(x, 2) ** 2,
     "merge_heads": lambda x: ma.merge_heads(x[None]) ** 2,
     "multi_head_attention": lambda x: ma.multi_head_attention(MHA, x, KV3, x, n_heads=2)[0],
+    "grouped_attention": lambda x: ma.grouped_attention(x, KV3[:1], x[:1] ** 2, CAUSAL)[0],
     "layer_norm": lambda x: ma.layer_norm(x, KV3[0, 0], KV3[1, 1]),
     "rms_norm": lambda x: ma.rms_norm(x, KV3[0, 0]),
     "feed_forward": lambda x: sum(ma.feed_forward(FF, x, activation=a)

@@ -92,12 +92,16 @@ def test_a_run_resumed_after_ctrl_c_ends_with_the_same_numbers(files, tmp_path, 
         np.testing.assert_array_equal(a, b, err_msg=str(path))
 
 
-def _refused(capsys, argv, says, started=False):
-    # started: refused during training (the held-out score before it is on stdout)
+def _refused(capsys, argv, says, started=False, loaded=False):
+    # started: refused during training (the held-out score before it is on stdout); loaded:
+    # refused once the model is loaded (what needs its tokenizer). Otherwise the error is all
+    # that is said: no message about the run it will not do comes before it.
     code, out, err = _run(capsys, *argv)
     assert code == 2 and (started or out == ""), (code, out, err)
     lines = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1 and says in lines[0], err
+    if not (started or loaded):
+        assert err == lines[0] + "\n", err
     return lines[0]
 
 
@@ -137,7 +141,7 @@ class TestBadData:
 
     def test_an_example_longer_than_max_length_is_refused_not_cut(self, files, tmp_path, capsys):
         _refused(capsys, [*files, "--out", tmp_path / "run", "--max-length", 8],
-                 "examples are longer than --max-length 8 tokens (the longest, line")
+                 "examples are longer than --max-length 8 tokens (the longest, line", loaded=True)
         assert not (tmp_path / "run").exists()
 
 
@@ -172,6 +176,13 @@ class TestBadRuns:
                  "was started otherwise: lr 0.05 then, 0.01 now")
         assert (tmp_path / loop.CHECKPOINT).read_bytes() == before
 
+    def test_an_out_that_is_a_file_is_refused_before_anything_is_said(self, files, tmp_path,
+                                                                      capsys):
+        model, data = files
+        (tmp_path / "file").write_text("mine")
+        _refused(capsys, [model, data, "--out", tmp_path / "file"], "is a file, not a folder")
+        assert (tmp_path / "file").read_text() == "mine"
+
     def test_resume_without_a_checkpoint(self, files, tmp_path, capsys):
         _refused(capsys, [*files, "--out", tmp_path, "--resume"], "holds no checkpoint.npz")
 
@@ -192,3 +203,35 @@ class TestBadRuns:
                  "the loss became nan (gradient norm nan) at step 4: stopped; the last good "
                  "checkpoint, step 2, stays in", started=True)
         assert loop.load_checkpoint(tmp_path)["step"] == 2
+
+
+def test_without_matplotlib_the_curve_is_left_out_said_once_before_the_run(
+        files, tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` fail
+    code, out, err = _run(capsys, *files, "--out", tmp_path / "run", *OPTIONS)
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "matplotlib" in line]
+    assert len(said) == 1 and "no loss curve" in said[0] and "pip install '.[plot]'" in said[0]
+    assert err.index("matplotlib") < err.index("loading")  # before the work
+    assert "loss curve" not in out and "adapter in" in out
+    assert not (tmp_path / "run" / "loss.png").exists()
+    assert (tmp_path / "run" / "losses.json").is_file()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_the_files_a_run_writes_get_the_mode_the_umask_gives(files, tmp_path, capsys, umask):
+    import os
+
+    before = os.umask(umask)
+    try:
+        code, _, err = _run(capsys, *files, "--out", tmp_path / "run", *OPTIONS)
+    finally:
+        os.umask(before)
+    assert code == 0, err
+    written = sorted(p.name for p in (tmp_path / "run").iterdir())
+    assert {"adapter_model.safetensors", "adapter_config.json", loop.CHECKPOINT,
+            "losses.json"} <= set(written), written
+    for name in written:
+        assert (tmp_path / "run" / name).stat().st_mode & 0o777 == 0o666 & ~umask, name

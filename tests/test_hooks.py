@@ -179,7 +179,7 @@ def test_without_hooks_the_model_runs_its_own_functions():
 
 
 @pytest.mark.parametrize("hooks, message", [
-    ({("attn", 0): lambda v: v}, "no activation is called 'attn'.*resid_pre, attn_out, z"),
+    ({("attn", 0): lambda v: v}, "no activation is called 'attn'.*resid_pre, rot_q, rot_k, attn_out, z"),
     ({("z", 2): lambda v: v}, r"layer must be an int in \[0, 2\)"),
     ({"z": lambda v: v}, "a key is \\(name, layer\\)"),
     ({("z", 0): replaced(np.zeros((), dtype=np.float32))}, "dtype float32.*float64"),
@@ -214,3 +214,39 @@ def test_heads_of_an_attention_that_is_not_self_attention_are_refused_by_name():
     np.testing.assert_array_equal(logits, ma.causal_lm(params, _tokens(3), **config))
     with pytest.raises(ValueError, match="read self_attention's heads.*latent_attention"):
         ma.causal_lm(params, _tokens(3), hooks={("z", 1): lambda v: v}, **config)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3"])  # qwen3: QK-norm before the rotation
+def test_rotated_queries_and_keys_equal_transformers_after_apply_rotary_pos_emb(name, islands,
+                                                                                monkeypatch):
+    family = FAMILIES[name][0]
+    modeling = getattr(getattr(transformers.models, family), f"modeling_{family}")
+    rotated, rotate = [], modeling.apply_rotary_pos_emb
+
+    def recording(q, k, *args, **kwargs):  # each layer's q and k as transformers rotates them
+        q, k = rotate(q, k, *args, **kwargs)
+        rotated.append((q.numpy(), k.numpy()))
+        return q, k
+    monkeypatch.setattr(modeling, "apply_rotary_pos_emb", recording)
+    model, params, config = _models(name)
+    tokens = _tokens(1)
+    _torch_run(model, tokens)
+    _, cache = run_with_cache(params, tokens, names=("rot_q", "rot_k"), **config)
+    assert len(rotated) == len(params["layers"])
+    for layer, (q, k) in enumerate(rotated):
+        np.testing.assert_allclose(cache["rot_q", layer], q, rtol=0, atol=TOL)
+        np.testing.assert_allclose(cache["rot_k", layer], k, rtol=0, atol=TOL)
+
+
+def test_keys_replaced_by_zeros_give_every_query_the_mean_of_the_values_it_sees():
+    params, config = ma.init_causal_lm(np.random.default_rng(0), V, 2, 16, 4, 24,
+                                       n_kv_heads=2, position="rope", norm="rms_norm",
+                                       activation="swiglu", bias=False)
+    tokens = _tokens(2, b=1, length=5)
+    zeros = lambda k: np.zeros_like(k)  # noqa: E731  (every score 0: uniform weights)
+    _, cache = run_with_cache(params, tokens, hooks={("rot_k", 1): zeros},
+                              names=("pattern",), **config)
+    causal = np.tril(np.ones((5, 5))) / np.arange(1, 6)[:, None]
+    np.testing.assert_allclose(cache["pattern", 1], np.broadcast_to(causal, (1, 4, 5, 5)),
+                               rtol=0, atol=1e-14)
+    assert np.abs(cache["pattern", 0] - causal).max() > 1e-3  # layer 0 keeps its own keys

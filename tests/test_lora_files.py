@@ -47,8 +47,9 @@ def test_an_adapter_of_another_model_is_refused_naming_it(tiny, tmp_path):
     other, _ = ma.init_causal_lm(np.random.default_rng(0), 10, 2, 8, 2, 16, position="rope",
                                  norm="rms_norm", activation="swiglu", bias=False)
     directory, _ = _adapter(tmp_path, other)
-    with pytest.raises(ValueError, match=r"adapter: lora\['layers'\]\[0\]\['down'\]\['A'\] "
-                                         r"has shape \(16, 2\), expected \(64, r\)"):
+    with pytest.raises(ValueError, match=r"adapter_model.safetensors: tensor 'base_model\.model"
+                                         r"\.model\.layers\.0\.mlp\.down_proj\.lora_A\.weight' "
+                                         r"has shape \[2, 16\], expected \[2 x 64\]"):
         chat_model.load_language_model(tiny, adapter=directory)
 
 
@@ -84,3 +85,94 @@ def test_chat_with_a_missing_adapter_says_so_in_one_line(run, tmp_path):
     assert code == 2 and out == ""
     message = err.splitlines()[-1]
     assert "none/adapter_config.json' does not exist" in message and "Traceback" not in err
+
+
+def _loads_nothing(monkeypatch):
+    def load(*args, **kwargs):
+        raise AssertionError("the model was loaded before the adapter was refused")
+    monkeypatch.setattr(chat_model, "load_language_model", load)
+
+
+@pytest.fixture
+def no_load(monkeypatch):
+    """The checks made before the load: a load is a failure of the test."""
+    _loads_nothing(monkeypatch)
+
+
+def _other_model():
+    return ma.init_causal_lm(np.random.default_rng(0), 10, 2, 8, 2, 16, position="rope",
+                             norm="rms_norm", activation="swiglu", bias=False)[0]
+
+
+def _chat(capsys, model, adapter):
+    code = cli.main(["chat", "--model", str(model), "--adapter", str(adapter), "--prompt", "the",
+                     "--max-new-tokens", "4"])
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err and "loading" not in err, err
+    return code, err.splitlines()[-1]
+
+
+def test_chat_refuses_an_adapter_of_other_shapes_from_the_headers_naming_the_tensor(
+        tiny, tmp_path, no_load, capsys):
+    directory, _ = _adapter(tmp_path, _other_model())
+    code, line = _chat(capsys, tiny, directory)
+    assert code == 2 and line.startswith("error: ")
+    assert "adapter/adapter_model.safetensors: tensor 'base_model.model.model.layers.0.mlp." \
+           "down_proj.lora_A.weight' has shape [2, 16], expected [2 x 64]" in line, line
+
+
+def test_chat_refuses_a_missing_adapter_folder_before_the_load(tiny, tmp_path, no_load, capsys):
+    code, line = _chat(capsys, tiny, tmp_path / "none")
+    assert code == 2 and "none/adapter_config.json' does not exist" in line
+
+
+def test_chat_refuses_an_adapter_whose_rank_is_not_its_configs_before_the_load(
+        tiny, tmp_path, monkeypatch, capsys):
+    import json
+
+    directory, _ = _adapter(tmp_path, chat_model.load_language_model(tiny).params)
+    _loads_nothing(monkeypatch)
+    config = directory / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "r": 3}))
+    code, line = _chat(capsys, tiny, directory)
+    assert code == 2 and "expected [3 x " in line and "(r=3 of adapter_config.json" in line, line
+
+
+def test_an_adapter_of_a_folder_model_of_other_shapes_is_refused_from_the_headers(tmp_path,
+                                                                                   no_load):
+    from minattn.cli.model_file import check_adapter, model_limits
+
+    from .test_language_model_files import hf_tensors, write_folder
+
+    folder = tmp_path / "model"
+    write_folder(folder, hf_tensors(np.random.default_rng(0)))
+    directory, _ = _adapter(tmp_path, _other_model())
+    with pytest.raises(ValueError, match=r"down_proj\.lora_A\.weight' has shape \[2, 16\], "
+                                         r"expected \[2 x 64\]"):
+        check_adapter(folder, directory, model_limits(folder))
+
+
+def test_the_files_check_and_the_load_agree_on_a_fitting_adapter(tiny, tmp_path):
+    from minattn.cli.model_file import check_adapter, model_limits
+
+    model = chat_model.load_language_model(tiny)
+    directory, _ = _adapter(tmp_path, model.params)
+    check_adapter(tiny, directory, model_limits(tiny))  # no refusal
+    L.load_adapter(directory, model.params, model.config)
+
+
+def test_an_adapter_is_checked_by_what_the_file_names_where_the_model_says_nothing(tiny,
+                                                                                   tmp_path):
+    # a model file whose header tells neither its layers nor its shapes: the adapter's own
+    # files are still checked (its config, its tensors' names and ranks), nothing refused
+    # for want of the model's numbers
+    model = chat_model.load_language_model(tiny)
+    directory, _ = _adapter(tmp_path, model.params)
+    settings = L.check_adapter_files(directory, None, lambda i, target: None)
+    assert settings["r"] == 2
+    (directory / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 3, '
+                                                   '"lora_alpha": 4, "target_modules": '
+                                                   '["q_proj", "k_proj", "v_proj", "down_proj"]}')
+    with pytest.raises(ValueError, match=r"down_proj\.lora_A\.weight. has shape \[2, \d+\], "
+                                         r"expected \[3 x \?\]"):
+        L.check_adapter_files(directory, None, lambda i, target: None)

@@ -204,8 +204,9 @@ def _peft_adapter(tmp_path, name="llama_gqa_tied", targets=("q", "v"), **setting
 def test_an_adapter_of_a_model_of_other_shapes_is_refused_by_name(tmp_path, float64_islands):
     _peft_adapter(tmp_path)  # d_model 32
     params, _ = from_hf(_build("llama", torch.float64, hidden_size=48))
-    with pytest.raises(ValueError, match=r"\['q'\]\['A'\] has shape \(32, 3\), expected "
-                                         r"\(48, r\)"):
+    with pytest.raises(ValueError, match=r"adapter_model.safetensors: tensor 'base_model\.model"
+                                         r"\.model\.layers\.0\.self_attn\.q_proj\.lora_A"
+                                         r"\.weight' has shape \[3, 32\], expected \[3 x 48\]"):
         L.load_adapter(tmp_path, params)
 
 
@@ -239,8 +240,11 @@ def test_an_adapter_for_another_base_model_is_refused_by_name(tmp_path, float64_
     ({"target_modules": ["c_attn"]}, r"target_modules=\['c_attn'\]; minattn reads a list of "
                                      "q_proj, k_proj"),
     ({"target_modules": ["q_proj", "k_proj", "v_proj"]},
-     r"layer 0 has LoRA weights for \['q', 'v'\] \(whole\), target_modules says \['k', 'q', 'v'\]"),
-    ({"r": 4}, "layer 0's self_attn.q_proj has rank 3, adapter_config.json r=4"),
+     r"layer 0 has LoRA weights for \['self_attn.q_proj', 'self_attn.v_proj'\] \(whole\), "
+     r"target_modules of adapter_config.json says \['self_attn.k_proj', 'self_attn.q_proj', "
+     r"'self_attn.v_proj'\]"),
+    ({"r": 4}, r"tensor '[^']*layers\.0\.self_attn\.q_proj\.lora_A\.weight' has shape "
+               r"\[3, 32\], expected \[4 x 32\] \(r=4 of adapter_config.json"),
     ({"lora_alpha": 0}, "lora_alpha"),
 ])
 def test_an_adapter_minattn_would_compute_otherwise_is_refused_by_name(tmp_path, settings,

@@ -116,7 +116,8 @@ CASES = [
                  "(..., H, L, L_past + L) of shape (2, 2, 3, 4)"),
     (lambda: call(mask=np.ones((2, 3, 3), bool)), ValueError,
      "mask of shape (2, 3, 3) is ambiguous for the per-head scores of shape (2, 2, 3, 3): give "
-     "(L_q, L_k), or a per-batch mask with its head axis, (B, 1, L_q, L_k) (e.g. mask[:, None])"),
+     "(L_q, L_k), or a per-batch mask with its head axis, (B, 1, L_q, L_k) (e.g. mask[:, None]), "
+     "or a per-head mask or bias with its batch axis, (1, H, L_q, L_k) (e.g. mask[None])"),
     (lambda: call(mask=np.ones((3, 3), int)), TypeError, "mask must be boolean (True = may "
      "attend) or floating (added to the scores), got dtype int64"),
 ]

@@ -34,8 +34,8 @@ NUMERIC_NAMES = {"scale", "n_heads", "n_kv_heads", "d_k", "d_model", "d_ff", "n_
 # (function, argument) -> the test below that takes it to its limits
 COVERED = {
     **{(f, "dropout"): "test_dropout_one_drops_everything_as_torch" for f in (
-        "scaled_dot_product_attention", "multi_head_attention", "feed_forward", "encoder_block",
-        "encoder")},
+        "scaled_dot_product_attention", "multi_head_attention", "grouped_attention",
+        "feed_forward", "encoder_block", "encoder")},
     **{(f, "eps"): "test_eps_zero_is_the_limit_and_refused_where_it_is_0_over_0" for f in (
         "layer_norm", "rms_norm", "encoder_block", "encoder", "self_attention", "decoder_block",
         "causal_lm")},
@@ -126,6 +126,10 @@ def _dropout_cases():
         "scaled_dot_product_attention": (
             lambda: ma.scaled_dot_product_attention(X, X, X, dropout=1.0, rng=rng)[0],
             lambda: F.scaled_dot_product_attention(t(X), t(X), t(X), dropout_p=1.0)),
+        "grouped_attention": (  # X as 2 query heads over 1 kv head: torch's enable_gqa
+            lambda: ma.grouped_attention(X, X[:1], X[1:], dropout=1.0, rng=rng)[0],
+            lambda: F.scaled_dot_product_attention(t(X), t(X[:1]), t(X[1:]), dropout_p=1.0,
+                                                   enable_gqa=True)),
         "multi_head_attention": (
             lambda: ma.multi_head_attention(mha_params, X, X, X, n_heads=2, dropout=1.0,
                                             rng=rng)[0],

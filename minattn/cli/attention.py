@@ -50,7 +50,7 @@ def run(args):
     from ..display.terminal import heatmap_text
 
     if args.plot:
-        _check_plot_available()
+        _check_plot_available("--plot")
     tokens, weights, name = _attention_of(args)
     n_layers, n_heads = len(weights), weights[0].shape[0]
     shown = min(len(tokens), TERMINAL_TOKENS)

@@ -10,7 +10,8 @@ import numpy as np
 from ..models.conversation import ChatCache
 from .arguments import (TEMPERATURE_MAX, message_text, model_path, non_negative_int, positive_int,
                         probability, temperature, thread_count, utf8_text)
-from .common import UsageError, examples, language_model_file, load_language_model
+from .common import (UsageError, counted, examples, language_model_file, load_language_model,
+                     model_file_refused)
 
 
 def add_command(commands):
@@ -97,6 +98,11 @@ def _check_against_the_file(args, path, limits):
     if vocab is not None and args.top_k is not None and args.top_k > vocab:
         raise UsageError(f"argument --top-k: must be at most the model's vocabulary of {vocab} "
                          f"tokens, got {args.top_k}")
+    if args.adapter is not None:  # its config, tensor names and shapes, from the headers
+        from .model_file import check_adapter
+
+        with model_file_refused():
+            check_adapter(path, args.adapter, limits)
 
 
 def _no_chat_template(path):
@@ -194,11 +200,13 @@ def _answer(model, messages, args, rng, chat_cache):
     text = model.tokenizer.decode(reply)
     print(text[len(shown):], flush=True)
     end = time.perf_counter()
-    rate = (len(reply) - 1) / (end - first) if len(reply) > 1 and end > first else 0.0
+    # a rate needs two tokens: the first one's time is the prompt's
+    rate = f", {(len(reply) - 1) / (end - first):.1f} tokens/s" \
+        if len(reply) > 1 and end > first else ""
     cached = f", {chat_cache.n_cached} of them cached" if chat_cache.n_cached else ""
     cut = code == 0 and len(reply) == args.max_new_tokens  # reply() stops early only at the end
-    print(f"[prompt {len(ids)} tokens{cached}, read in {first - start:.2f} s; reply "
-          f"{len(reply)} tokens, {rate:.1f} tokens/s"
+    print(f"[prompt {counted(len(ids), 'token')}{cached}, read in {first - start:.2f} s; reply "
+          f"{counted(len(reply), 'token')}{rate}"
           f"{f'; cut at --max-new-tokens {args.max_new_tokens}' if cut else ''}"
           f"{'; stopped' if code else ''}]", file=sys.stderr)
     return text, code

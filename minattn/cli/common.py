@@ -69,12 +69,40 @@ def examples(*lines):
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _check_plot_available():
+# One rule for every figure the commands draw (matplotlib, the `plot` extra): a figure asked
+# for by an option (--plot, --png) without matplotlib is refused before any work, naming the
+# option and the extra (exit 2); a figure drawn unasked (finetune's loss curve) is left out,
+# said once on stderr before the work starts.
+PLOT_EXTRA = "pip install matplotlib (or, in your minattn clone, pip install '.[plot]')"
+
+
+def plot_available():
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError("--plot needs matplotlib: pip install matplotlib (or, in your minattn "
-                         "clone, pip install '.[plot]')", see_help=False) from None
+        return False
+    return True
+
+
+def _check_plot_available(option):
+    """option (the figure asked for, "--plot" or "--png"), refused before any work where
+    matplotlib is not installed."""
+    if not plot_available():
+        raise UsageError(f"{option} needs matplotlib: {PLOT_EXTRA}", see_help=False)
+
+
+def figure_left_out(what):
+    """-> False, said once on stderr where matplotlib is missing (a figure nobody asked for);
+    True where it can be drawn."""
+    if plot_available():
+        return True
+    print(f"without matplotlib, no {what}: {PLOT_EXTRA}", file=sys.stderr)
+    return False
+
+
+def counted(n, noun):
+    """A status line's count: "1 token", "0 tokens", "2 tokens" (a noun with a plain -s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _with_bar(steps, train):

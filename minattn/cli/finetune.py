@@ -19,7 +19,8 @@ import numpy as np
 
 from .arguments import (fraction, lora_targets, model_path, non_negative_float, non_negative_int,
                         positive_float, positive_int, thread_count)
-from .common import UsageError, examples, language_model_file, load_language_model
+from .common import (UsageError, examples, figure_left_out, language_model_file,
+                     load_language_model)
 
 CURVE = "loss.png"
 
@@ -45,7 +46,8 @@ def add_command(commands):
     tune.add_argument("data", metavar="DATA.jsonl", help="the examples, one conversation a line")
     tune.add_argument("--out", metavar="DIR", required=True,
                       help="where the adapter (adapter_model.safetensors, adapter_config.json), "
-                           "the checkpoint and the loss curve go")
+                           "the checkpoint, the losses (losses.json) and, with matplotlib, the "
+                           "loss curve (loss.png) go")
     tune.add_argument("--eval", metavar="FILE.jsonl",
                       help="held-out examples, never trained on (default: the last tenth of "
                            "DATA, kept out of training)")
@@ -90,17 +92,24 @@ def run(args):
     from .chat import blas_threads
 
     model_file, data = _check_model(args.model), args.data
-    train, held_out, eval_file = _examples(data, args.eval)
+    train, held_out, eval_file, split = _examples(data, args.eval)
     out = _check_out(Path(args.out), args.resume)
     path, limits = language_model_file(model_file)
     if limits.get("chat_template") is False:
         raise UsageError(f"{path} has no chat template: finetune needs one to write the "
                          "examples as the model reads a conversation")
+    _check_rank(path, args)
     settings = {**{k: v for k, v in vars(args).items()
                    if k not in ("model", "data", "out", "eval", "resume", "threads", "every", "run")},
                 "targets": list(args.targets), "model": str(path), "data": _digest(data),
                 "eval": _digest(eval_file) if eval_file else None}
     state = _resumed(out, settings) if args.resume else None
+    # everything refusable has been checked: what the run will do is said from here on
+    if split:
+        print(split, file=sys.stderr)
+    if state is not None:
+        print(f"resuming at step {state['step']} of {settings['steps']}", file=sys.stderr)
+    curve = figure_left_out(f"loss curve ({out / CURVE})")
     with blas_threads(args.threads):
         model = load_language_model(path)
         encoded = {name: _encode(model, examples, source, args.max_length)
@@ -118,7 +127,7 @@ def run(args):
         after = _evaluate(model, loss_sum, state["trainable"], encoded["held out"], held_out,
                           args, pad)
         print(f"held out, after:  {_said(after)}", flush=True)
-    return _save(out, state, args)
+    return _save(out, state, args, curve)
 
 
 def _check_model(model):
@@ -131,22 +140,35 @@ def _check_model(model):
 
 
 def _examples(data, eval_file):
-    # -> (training examples, held-out ones, the held-out file or None): [(line, messages)]
+    # -> (training examples, held-out ones, the held-out file or None, the line that says how
+    # DATA was split or None): examples as [(line, messages)]
     from ..training.chat_data import DataError, read_examples
 
     try:
         train = read_examples(data)
         if eval_file is not None:
-            return train, read_examples(eval_file), eval_file
+            return train, read_examples(eval_file), eval_file, None
     except DataError as error:
         raise UsageError(error) from None
     if len(train) < 2:
         raise UsageError(f"{data} has one example: held out, none would be left to train on "
                          "(give more, or --eval FILE.jsonl)")
     n = max(1, len(train) // 10)
-    print(f"held out: the last {n} of the {len(train)} examples of {data} (--eval to choose)",
-          file=sys.stderr)
-    return train[:-n], train[-n:], None
+    return train[:-n], train[-n:], None, (f"held out: the last {n} of the {len(train)} "
+                                          f"examples of {data} (--eval to choose)")
+
+
+def _check_rank(path, args):
+    # --rank against the projections it adapts, from the model file's header (where it says)
+    from ..engine.lora_checks import check_rank
+    from .model_file import adapted_weights
+
+    for (i, target), (d_in, d_out) in sorted(adapted_weights(path).items()):
+        if target in args.targets:
+            try:
+                check_rank(args.rank, d_in, d_out, f"layer {i}'s {target} projection")
+            except ValueError as error:
+                raise UsageError(f"argument --rank: {error}") from None
 
 
 def _check_out(out, resume):
@@ -176,7 +198,6 @@ def _resumed(out, settings):
         said = ", ".join(f"{key.replace('_', '-')} {saved.get(key)!r} then, {settings[key]!r} now"
                          for key in changed)
         raise UsageError(f"argument --resume: the run in {out} was started otherwise: {said}")
-    print(f"resuming at step {state['step']} of {settings['steps']}", file=sys.stderr)
     return state
 
 
@@ -281,17 +302,17 @@ def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
             raise
 
 
-def _save(out, state, args):
+def _save(out, state, args, curve):
     from ..display.plot import save_curve
     from ..lora import save_adapter
+    from ..engine.files import write_replacing
 
     save_adapter(out, state["trainable"], alpha=args.alpha, lora_dropout=args.dropout)
-    (out / "losses.json").write_text(json.dumps(state["losses"]))
+    write_replacing(out / "losses.json",
+                    lambda file: Path(file).write_text(json.dumps(state["losses"])))
     print(f"adapter in {out}")
-    try:
+    if curve:  # else said before the run: matplotlib is missing
         save_curve(out / CURVE, state["losses"], title=f"finetune: {args.steps} steps, rank "
                    f"{args.rank}, {','.join(args.targets)}", ylabel="loss per assistant token")
-    except ImportError:  # matplotlib is not installed: no curve
-        return 0
-    print(f"loss curve in {out / CURVE}")
+        print(f"loss curve in {out / CURVE}")
     return 0

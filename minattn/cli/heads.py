@@ -51,7 +51,7 @@ def run(args):
     from ..models import heads_of_a_model as study
 
     if args.plot:
-        _check_plot_available()
+        _check_plot_available("--plot")
     if args.html and 2 * args.n > _page_limit():
         raise UsageError(f"--html draws at most {_page_limit()} tokens; --n {args.n} gives "
                          f"{2 * args.n}: give --n {_page_limit() // 2} or less")

@@ -36,7 +36,7 @@ def run(args):
     from ..models import induction as task
 
     if args.plot:
-        _check_plot_available()
+        _check_plot_available("--plot")
     config = {**task.CONFIG, "n_layers": args.layers}
     n_heads = config["n_heads"]
     print(f"Training a {args.layers}-layer, attention-only causal transformer ({n_heads} heads a "

@@ -43,7 +43,7 @@ def run(args):
     from ..models import patching
 
     if args.png:
-        _check_plot_available()
+        _check_plot_available("--png")
     path, _ = language_model_file(args.model)
     lm = load_language_model(path)
     n_layers, n_heads = len(lm.params["layers"]), lm.config["n_heads"]
@@ -53,6 +53,10 @@ def run(args):
         patching.prompt_pair(lm, args.clean, args.corrupted)
     except ValueError as error:
         raise UsageError(f"{error} (see python -m minattn patch --help)") from None
+    for text, name in ((args.answer, "--answer"), (args.wrong, "--wrong")):
+        warning = patching.spacing_warning(lm, text, args.clean, name)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     start = time.perf_counter()
     with tqdm(total=n_layers + 1, unit="layer", ncols=80, file=sys.stderr) as bar:
         report = patching.patching_report(lm, args.clean, args.corrupted, args.answer,
@@ -72,11 +76,20 @@ def _print_report(args, lm, report, n_layers, n_heads):
     from ..models.patching import top_heads
 
     clean, corrupted = (" ".join(_visible(t) for t in tokens) for tokens in report["tokens"])
-    print(f"{lm.path.name}: logit({args.answer!r}) - logit({args.wrong!r}) at the last position"
+    differ = [f"{i} ({_visible(a)} / {_visible(b)})" for i, (a, b) in
+              enumerate(zip(*report["tokens"])) if a != b]
+    print(f"{lm.path.name}: d = logit({args.answer!r}) - logit({args.wrong!r}) at the last "
+          f"position (tokens {_visible(args.answer)} = {report['answer']} and "
+          f"{_visible(args.wrong)} = {report['wrong']}; \u00b7 is a space)"
           f"\n  clean      {clean:50s} {report['clean']:+.3f}"
-          f"\n  corrupted  {corrupted:50s} {report['corrupted']:+.3f}")
-    print("\neach patch runs the corrupted prompt with one activation from the clean run; its "
-          "score:\n(d - d_corrupted) / (d_clean - d_corrupted): 0 = nothing restored, 1 = all")
+          f"\n  corrupted  {corrupted:50s} {report['corrupted']:+.3f}"
+          f"\n  the prompts differ at position{'s' if len(differ) > 1 else ''} "
+          f"{', '.join(differ) or 'none'}")
+    print("\nactivation patching (denoising): each patch runs the corrupted prompt with one "
+          "activation\nfrom the clean run: the residual stream entering a layer at one position; "
+          "a layer's\nattention or MLP output at every position; one head's output (its z, "
+          "before o_proj)\nat every position. Its score: (d - d_corrupted) / (d_clean - "
+          "d_corrupted):\n0 = nothing restored, 1 = all")
     print(f"\ntop {args.top} heads (score by patching; attribution patching's estimate):")
     for layer, head in top_heads(report["heads"], args.top):
         print(f"  layer {layer:2d} head {head}   {report['heads'][layer, head]:+.3f}   "

@@ -47,7 +47,7 @@ def tour(args):
     from ..display.terminal import heatmap_text
 
     if args.plot:
-        _check_plot_available()
+        _check_plot_available("--plot")
     to_device, to_host = _device(args.device)
     worked_example()
     print(f"\n2. Training a {train.N_HEADS}-head encoder to count: for each token, how many times "

@@ -14,6 +14,8 @@
                        tape keeps for them; gradient_with_the_value: a loss's gradient computed
                        with it), and where, which keeps a gradient's dtype and device
     cupy_autograd.py   autograd on CuPy arrays (loaded only with CuPy)
+    files.py           a run's files written under another name, then renamed, with the mode
+                       the umask gives (write_replacing: adapters, checkpoints, losses)
 
 The concepts import from here; nothing here imports a concept, but for decoder_checks.py, which
 checks a block's sublayers with their own param checks (multi_head, position_wise, rope,

@@ -142,6 +142,39 @@ def check_softmax(x, axis, mask):
     return x, axis, mask
 
 
+def check_grouped_attention(q, k, v, mask, dropout, rng):
+    """grouped_attention's arguments: q [..., H, L_q, d_k], k [..., H_kv, L_k, d_k], v [...,
+    H_kv, L_k, d_v], H_kv dividing H, their batch dims broadcasting; mask broadcasting to the
+    per-head scores [..., H, L_q, L_k]. Returns q, k, v, mask (as arrays)."""
+    if _plain_float(q) and _plain_float(k) and _plain_float(v) and \
+            q.ndim == k.ndim == v.ndim >= 3 and q.shape[:-3] == k.shape[:-3] == v.shape[:-3] and \
+            k.shape[-1] == q.shape[-1] and k.shape[-3:-1] == v.shape[-3:-1] and \
+            k.shape[-3] and not q.shape[-3] % k.shape[-3] and \
+            type(dropout) is float and dropout == 0.0 and \
+            (mask is None or type(mask) is numpy.ndarray and mask.dtype == bool and broadcasts_to(
+                mask.shape, q.shape[:-3] + (q.shape[-3], q.shape[-2], k.shape[-2]))):
+        return q, k, v, mask  # the common case first (a model's layers), as below
+    q, k, v = as_float_array("q", q), as_float_array("k", k), as_float_array("v", v)
+    check_min_ndim("q", q, 3, "(..., H, L_q, d_k)")
+    check_min_ndim("k", k, 3, "(..., H_kv, L_k, d_k)")
+    check_min_ndim("v", v, 3, "(..., H_kv, L_k, d_v)")
+    if k.shape[-1] != q.shape[-1] or k.shape[-3:-1] != v.shape[-3:-1]:
+        raise ValueError(f"q, k and v must be (..., H, L_q, d_k), (..., H_kv, L_k, d_k) and "
+                         f"(..., H_kv, L_k, d_v): got q {tuple(q.shape)}, k {tuple(k.shape)}, "
+                         f"v {tuple(v.shape)}")
+    n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
+    if n_kv_heads == 0 or n_heads % n_kv_heads:
+        raise ValueError(f"the key-value heads must divide the query heads: q has H={n_heads} "
+                         f"heads and k, v H_kv={n_kv_heads} (axis -3 of each; query head h reads "
+                         f"kv head h // (H / H_kv)): q {tuple(q.shape)}, k {tuple(k.shape)}")
+    batch = broadcast_or_raise([("q", q.shape[:-3]), ("k", k.shape[:-3]), ("v", v.shape[:-3])],
+                               "the batch dims of q, k, v")
+    scores = batch + (n_heads, q.shape[-2], k.shape[-2])
+    mask = check_mask(mask, scores, "the per-head scores (..., H, L_q, L_k)")
+    check_dropout(dropout, rng)
+    return q, k, v, mask
+
+
 def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     """scaled_dot_product_attention's arguments; returns q, k, v, keep, bias, scale and sinks: the
     mask split by kind, keep (a boolean mask, or None) and bias (a floating mask, added to the
@@ -368,12 +401,14 @@ def check_init(rng, dtype, need_rng=True):
 
 def check_mask_has_head_axis(mask, scores_shape, name="mask"):
     # A (B, L_q, L_k) mask would broadcast against (B, H, L_q, L_k) with B read as H: silently
-    # wrong whenever B == H. Masks with batch dims must spell out the head axis.
+    # wrong whenever B == H. A 3-D mask is read neither way: a per-batch mask spells out its
+    # head axis, a per-head one (ALiBi's bias) its batch axis.
     if mask is not None and 2 < mask.ndim < len(scores_shape):
         raise ValueError(
             f"{name} of shape {tuple(mask.shape)} is ambiguous for the per-head scores of shape "
             f"{tuple(scores_shape)}: give (L_q, L_k), or a per-batch mask with its head axis, "
-            f"(B, 1, L_q, L_k) (e.g. mask[:, None])"
+            f"(B, 1, L_q, L_k) (e.g. mask[:, None]), or a per-head mask or bias with its batch "
+            f"axis, (1, H, L_q, L_k) (e.g. mask[None])"
         )
 
 

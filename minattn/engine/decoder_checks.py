@@ -16,6 +16,7 @@ import numpy
 
 from . import checks
 from .param_checks import (ACTIVATIONS, PROJECTIONS, as_int_array, check_feed_forward_params,
+                           n_kv_heads_hint,
                            check_gated_feed_forward_params, check_multi_head_params,
                            check_partial_rotary_factor, check_positions, check_rope_scaling)
 
@@ -51,7 +52,8 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
     d_k = check_head_width(d_k, n_heads, d_model)
     checks.check_n_kv_heads(n_kv_heads, n_heads)
     n_kv = n_kv_heads or n_heads
-    params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
+    with n_kv_heads_hint(params, d_k, n_heads, n_kv_heads):
+        params = check_attention_params(params, d_model, n_heads, n_kv, d_k, dtype=x.dtype)
     past = 0
     if cache is not None:  # {}: an empty cache, to be filled
         cache = _check_layer_cache(cache, x.shape[:-2] + (n_kv, d_k), "cache")

@@ -8,6 +8,7 @@ them from here (and keep their names).
 ROPE_SCHEDULES is filled by rope_scaling.py, which defines the schedules (a name -> function
 table read here for the keywords each takes).
 """
+import contextlib
 import inspect
 
 import autograd.numpy as np
@@ -18,6 +19,22 @@ from . import checks
 PROJECTIONS = ("q", "k", "v", "o")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 ROPE_SCHEDULES = {}  # rope_type -> schedule function: filled by minattn/rope_scaling.py
+
+
+@contextlib.contextmanager
+def n_kv_heads_hint(params, d_k, n_heads, n_kv_heads):
+    """A params check refusing w_k, in a call without n_kv_heads, whose width is a whole number
+    of heads dividing n_heads: the error then says which n_kv_heads the weights hold."""
+    try:
+        yield
+    except ValueError as error:
+        w_k = params.get("w_k") if isinstance(params, checks.DICT_TYPES) else None
+        width = numpy.shape(w_k)[-1] if numpy.ndim(w_k) == 2 else 0
+        if n_kv_heads is not None or "w_k" not in str(error) or not width or width % d_k or \
+                n_heads % (width // d_k) or width // d_k == n_heads:
+            raise
+        raise ValueError(f"{error}; w_k holds {width // d_k} heads of d_k={d_k}: a grouped-query "
+                         f"model's, give n_kv_heads={width // d_k}") from None
 
 
 def check_multi_head_params(params, d_model, where="params", d_kv=None, *, n_heads, dtype=None):

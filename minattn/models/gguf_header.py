@@ -27,6 +27,17 @@ def gguf_header(path):
     its length (its items are skipped). Raises NotGGUF, naming the file, for a file that does not
     begin as GGUF does, whose header ends early, or that ends before one of the tensors its
     header lists (naming the first such tensor and the bytes missing)."""
+    return _header(path)[0]
+
+
+def gguf_tensor_shapes(path):
+    """A GGUF file -> {tensor name: its dims as the file lists them} (GGML's order, the
+    fastest-varying first: a linear layer's weight is (d_in, d_out)), from the header alone;
+    refused as gguf_header refuses."""
+    return _header(path)[1]
+
+
+def _header(path):
     try:
         return _read_header(path)
     except NotGGUF as error:
@@ -82,19 +93,20 @@ def _read_header(path):
             key, at = string(at)
             kind, at = read("I", at)
             fields[key], at = value(kind, at)
-        tensors = []  # (name, type, number of elements, offset in the data)
+        tensors, shapes = [], {}  # (name, type, number of elements, offset in the data)
         for _ in range(n_tensors):
             name, at = string(at)
             n_dims, at = read("I", at)
-            n_elements = 1
+            n_elements, shapes[name] = 1, ()
             for _ in range(n_dims):
                 dim, at = read("Q", at)
                 n_elements *= dim
+                shapes[name] += (dim,)
             kind, at = read("I", at)
             offset, at = read("Q", at)
             tensors.append((name, kind, n_elements, offset))
     _check_extents(tensors, _aligned(at, fields.get("general.alignment")), size)
-    return fields
+    return fields, shapes
 
 
 def _aligned(at, alignment):

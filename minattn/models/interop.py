@@ -40,7 +40,9 @@ def _import_torch():
 def from_torch(module):
     """Copy a torch module's weights into minattn params: -> (params, kwargs) such that the
     matching minattn function reproduces the module in eval mode. Takes nn.MultiheadAttention
-    (-> multi_head_attention), nn.LayerNorm (-> layer_norm), nn.TransformerEncoderLayer
+    (-> multi_head_attention), nn.LayerNorm (-> layer_norm), nn.RMSNorm (-> rms_norm: eps None
+    becomes the weight dtype's machine epsilon, as torch's), nn.Linear (-> minattn.linear.linear:
+    {"w": [d_in, d_out]} and "b" where it has one), nn.TransformerEncoderLayer
     (-> encoder_block), nn.TransformerEncoder (-> encoder). Weights are transposed to minattn's
     [d_in, d_out] and copied (later changes to the module do not leak in). Raises TypeError for
     other modules and ValueError for configurations minattn does not implement."""
@@ -60,11 +62,28 @@ def from_torch(module):
         return _multi_head_from_torch(module)
     if isinstance(module, nn.LayerNorm):
         return _layer_norm_from_torch(module)
+    if isinstance(module, nn.RMSNorm):
+        return _rms_norm_from_torch(module, torch)
+    if isinstance(module, nn.Linear):  # -> ({"w": [d_in, d_out], "b": [d_out] if it has one}, {})
+        return {"w": _weight(module.weight),
+                **({"b": _array(module.bias)} if module.bias is not None else {})}, {}
     raise TypeError(
-        f"from_torch supports torch.nn.MultiheadAttention, LayerNorm, TransformerEncoderLayer, "
-        f"TransformerEncoder, TransformerDecoderLayer and TransformerDecoder, "
+        f"from_torch supports torch.nn.MultiheadAttention, LayerNorm, RMSNorm, Linear, "
+        f"TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer and TransformerDecoder, "
         f"got {type(module).__name__}"
     )
+
+
+def _rms_norm_from_torch(norm, torch):
+    # -> ({"gamma": [D]}, {"eps": eps}); torch's eps=None is its dtype's machine epsilon
+    if len(norm.normalized_shape) != 1:
+        raise ValueError(f"RMSNorm over normalized_shape={tuple(norm.normalized_shape)} is not "
+                         "supported: minattn normalizes the last dim only")
+    if not norm.elementwise_affine:
+        raise ValueError("RMSNorm with elementwise_affine=False is not supported (it has no "
+                         "parameters to copy, so no dtype to give gamma)")
+    eps = norm.eps if norm.eps is not None else torch.finfo(norm.weight.dtype).eps
+    return {"gamma": _array(norm.weight)}, {"eps": float(eps)}
 
 
 def _bias(tensor, weight):

@@ -35,6 +35,20 @@ def one_token(lm, text, name="answer"):
     return ids[0]
 
 
+def spacing_warning(lm, text, prompt, name="answer"):
+    """-> a warning (a str) where text, a one-token answer, has no leading space though the
+    prompt ends inside no word and the tokenizer has the word with its space as one token: the
+    token that follows a word (' are') is then not the one measured ('are', which continues a
+    word); else None."""
+    if not text or text[0].isspace() or not prompt or prompt[-1].isspace():
+        return None
+    if len(lm.tokenizer.encode(" " + text)) != 1:
+        return None
+    return (f"{name} {text!r} has no leading space: after {prompt[-20:]!r} the next word is "
+            f"the token {' ' + text!r}, and {text!r} is another token (one that continues a "
+            f"word); give {name} {' ' + text!r} to measure the next word")
+
+
 def prompt_pair(lm, clean, corrupted):
     """-> (clean, corrupted) int tokens [1, L] each, refused (ValueError showing both
     tokenizations) unless they have the same number of tokens."""

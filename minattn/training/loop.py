@@ -21,13 +21,13 @@ import functools
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from autograd import value_and_grad
 
 from ..engine.autograd_rules import gradient_by_hand, gradient_with_the_value
+from ..engine.files import write_replacing
 from ..engine.threads import on_workers, row_pieces
 from ..language_model import unembedding
 from ..models.count_task import tree_map
@@ -240,24 +240,22 @@ def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):
 
 
 def save_checkpoint(folder, state):
-    """Write state to folder/checkpoint.npz: a temporary file in the folder, then renamed over
-    the last (os.replace is atomic), so a crash mid-write leaves the last checkpoint whole."""
+    """Write state to folder/checkpoint.npz: a file of another name in the folder, then renamed
+    over the last (engine/files.py), so a crash mid-write leaves the last checkpoint whole."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     flat = _flatten({"trainable": state["trainable"], "adam": state["adam"]})
     meta = {"step": state["step"], "losses": state["losses"], "paths": [p for p, _ in flat],
             "settings": state.get("settings")}
     arrays = {f"a{i}": np.asarray(a) for i, (_, a) in enumerate(flat)}
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".checkpoint-", suffix=".npz")
-    try:
-        with os.fdopen(handle, "wb") as file:
+
+    def write(name):
+        with open(name, "wb") as file:
             np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, folder / CHECKPOINT)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+
+    write_replacing(folder / CHECKPOINT, write)
 
 
 def load_checkpoint(folder):
