@@ -12,14 +12,14 @@ What the policy does:
   prompt (decoder_block, more than FEW_QUERIES tokens) and on each training step
   (`training_step`): the call runs on the threads in force or on one, whichever recent alike
   calls found faster. Which is faster depends on what else the machine runs at that moment (the
-  load average lags and counts minattn's own threads), so it measures: now and then two calls
-  run on the other count (a try), first at the third call, then after an interval that doubles
-  each time a try loses (8 to 256 calls, and long enough that a losing try costs about 5 % of
-  the calls); a try wins if its faster call beats the mean of the last eight on the count in
-  force, and its count is kept. On every thread, a call twice as slow as the last three brings
-  the next try forward. A key timed for the first time starts where the key most recently used
-  that has made a try stands (a reply's steps where its prompt's blocks stand). `_Choice` holds
-  the rule; the 32 most recently used keys are kept.
+  system's count of busy processes lags by a minute and counts minattn's own threads), so it
+  measures: now and then two calls run on the other count (a try), first at the third call,
+  then after an interval that doubles each time a try loses (8 to 256 calls, and long enough
+  that a losing try costs about 5 % of the calls); a try wins if its faster call beats the mean
+  of the last eight on the count in force, and its count is kept. On every thread, a call
+  twice as slow as the last three brings the next try forward. A key timed for the first time
+  starts where the key most recently used that has made a try stands (a reply's steps where its
+  prompt's blocks stand). `_Choice` holds the rule; the 32 most recently used keys are kept.
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
