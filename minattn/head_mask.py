@@ -31,7 +31,7 @@ def scale_heads(params, head_mask):
     return {**params, "w_o": params["w_o"] * rows}
 
 
-@implements(self_attention, "head_mask")
+@implements(self_attention, "head_mask", priority=30)
 def self_attention_with_head_mask(params, x, mask=None, *, n_heads, head_mask, **config):
     """self_attention with each head's output times head_mask [H] before the output projection
     (0 ablates the head)."""
