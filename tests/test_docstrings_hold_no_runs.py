@@ -57,3 +57,19 @@ def test_the_rule_sees_dates_load_averages_and_issues_in_docstrings_and_comments
 def test_the_pending_files_exist():
     # a pending file that moved or was split: the list names it where it is now
     assert all((PACKAGE / name).is_file() for name in PENDING)
+
+
+def test_each_run_a_docstring_names_is_in_docs_benchmarks():
+    # `docs/benchmarks.md, "Section"`: a heading that starts so, or a paragraph led in bold
+    page = (PACKAGE.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    headings = [line.lstrip("#").strip() for line in page.splitlines() if line.startswith("#")]
+    named = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = re.sub(r"\n\s*#?\s*", " ", path.read_text(encoding="utf-8"))  # lines joined
+        for quotes in re.findall(r'docs/benchmarks\.md[,:;]? *((?:"[^"]+"(?:, (?:and )?)?)+)',
+                                 text):
+            named += [(path.name, name) for name in re.findall(r'"([^"]+)"', quotes)]
+    assert len(named) >= 10  # the rule below reads the docstrings it should
+    missing = [(file, name) for file, name in named
+               if not any(h.startswith(name) for h in headings) and f"**{name}" not in page]
+    assert missing == []
