@@ -65,7 +65,7 @@ def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_nor
     return x if cache is None else (x, new_cache)
 
 
-@implements(causal_lm, "embedding_scale", "final_logit_softcapping", priority=10)
+@implements(causal_lm, "embedding_scale", "final_logit_softcapping", priority=30)
 def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=None,
                      final_logit_softcapping=None, **config):
     """Gemma's model: causal_lm with the token embeddings times embedding_scale (sqrt(D); 0
