@@ -20,7 +20,8 @@ Part II, the decoder and the language model (and the second reading's grouped qu
     transformer_decoder.py  decoder_block, decoder                             [8]
     language_model.py causal_lm;  loss.py  cross_entropy                       [8]
     generation.py     generate  (greedy, temperature, top-k, top-p)            [10]
-The variants, each in its own file, answering the calls that select them (engine/variants.py):
+The variants, each in its own file, answering the calls that select them, in the order of the
+priority each states (engine/variants.py; variants.trace lists the variants a call runs):
     rope_scaling.py   rope_frequencies (long-context RoPE schedules; long_context.py puts them in
                       self_attention);  softcap.py  soft_cap, capped_attention (Gemma 2) [23]
     mla.py            latent_attention  (DeepSeek's multi-head latent attention) [24]

@@ -31,7 +31,7 @@ def scale_heads(params, head_mask):
     return {**params, "w_o": params["w_o"] * rows}
 
 
-@implements(self_attention, "head_mask")
+@implements(self_attention, "head_mask", priority=30)
 def self_attention_with_head_mask(params, x, mask=None, *, n_heads, head_mask, **config):
     """self_attention with each head's output times head_mask [H] before the output projection
     (0 ablates the head)."""
@@ -44,7 +44,9 @@ def _model_head_mask(params, tokens, attention_mask=None, *, head_mask=None, **c
     return head_mask is not None and not isinstance(head_mask, list)  # a list: one row a layer
 
 
-@implements(causal_lm, when=_model_head_mask)
+# after lora's variant (equal priorities run as registered: minattn/__init__.py imports lora
+# first), which refuses a head_mask its o path would miss
+@implements(causal_lm, when=_model_head_mask, priority=0)
 def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, **config):
     """causal_lm with head_mask [n_layers, H]: each head's output times head_mask[layer, head]
     before the output projection, as transformers' head_mask (0 ablates a head): w_o scaled

@@ -11,7 +11,7 @@ from .kv_cache import self_attention
 from .rope import apply_rope
 
 
-@implements(self_attention, "rope_scaling")
+@implements(self_attention, "rope_scaling", priority=20)
 def self_attention_with_scaled_rope(params, x, mask=None, *, rope_scaling, rope=None, **config):
     """self_attention with RoPE's frequencies from the schedule rope_scaling (a dict
     {"rope_type", its keywords}: minattn.rope_scaling). config: as self_attention's."""

@@ -157,11 +157,9 @@ def sigmoid_vjp(wrt, g, s, x):
 def sigmoid(x):
     # 1 / (1 + e^-x) through e = exp(-|x|) <= 1: e / (1 + e) where x < 0, 1 / (1 + e) elsewhere,
     # so no overflow for any x and full relative precision in the tails. The numerator, e where
-    # x < 0 and 1 elsewhere, is exp(min(x, 0)): the same numbers, without np.where, which took
-    # 2.7 to 3.1 ms on a [512, 1536] float32 gate of random signs (0.4 ms with the same signs
-    # sorted: it branches on each element) where the second exp takes 0.25 ms (timeit,
-    # 2026-11-25). NumPy computes exp with SIMD instructions and logaddexp (the former way)
-    # without.
+    # x < 0 and 1 elsewhere, is exp(min(x, 0)): the same numbers, without np.where, which
+    # branches on each element and took about ten times the second exp (docs/benchmarks.md,
+    # "sigmoid without np.where").
     return np.exp(np.minimum(x, 0)) / (1.0 + np.exp(-np.abs(x)))
 
 

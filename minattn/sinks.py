@@ -78,7 +78,7 @@ def multi_head_attention_with_sinks(params, query, key, value, mask=None, *, n_h
                                 **config)
 
 
-@implements(self_attention, when=_has_sinks)
+@implements(self_attention, when=_has_sinks, priority=10)
 def self_attention_with_sinks(params, x, mask=None, *, n_heads, **config):
     """self_attention with params["sinks"] [H]: one attention-sink logit per head (gpt-oss)."""
     check_sinks_alone(config)

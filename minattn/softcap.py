@@ -42,7 +42,7 @@ def capped_attention(q, k, v, mask=None, *, scale=None, cap=None):
     return _ungroup_heads(weights @ v), _ungroup_heads(weights)
 
 
-@implements(self_attention, "query_pre_attn_scalar", "attn_logit_softcapping")
+@implements(self_attention, "query_pre_attn_scalar", "attn_logit_softcapping", priority=50)
 def scaled_self_attention(params, x, mask=None, *, query_pre_attn_scalar=None,
                           attn_logit_softcapping=None, **config):
     """self_attention with the scores scaled by query_pre_attn_scalar^-1/2 (default d_k^-1/2)

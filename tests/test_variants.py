@@ -90,3 +90,90 @@ def test_a_call_missing_its_arguments_gets_the_canonical_functions_own_error():
         if any(when for _, when, _ in f.variants):
             with pytest.raises(TypeError, match=rf"^{name}\(\) missing"):
                 f()
+
+
+def _prioritised(order):
+    # the same three variants, registered in `order`: each states its priority
+    @variants.dispatch
+    def canonical(x, **config):
+        return [x]
+
+    def variant(name, keyword, priority):
+        @variants.implements(canonical, keyword, priority=priority)
+        def run(x, **config):
+            config.pop(keyword)
+            return [name] + canonical(x, **config)
+        return run
+
+    made = {"outer": ("a", 2), "middle": ("b", 1), "inner": ("c", 0)}
+    for name in order:
+        variant(name, *made[name])
+    return canonical
+
+
+@pytest.mark.parametrize("order", [("outer", "middle", "inner"), ("inner", "middle", "outer"),
+                                   ("middle", "inner", "outer")])
+def test_the_variants_run_in_the_order_of_their_priorities_not_of_their_registration(order):
+    assert _prioritised(order)(0, a=1, b=1, c=1) == ["outer", "middle", "inner", 0]
+    assert _prioritised(order)(0, c=1, a=1) == ["outer", "inner", 0]
+
+
+def test_equal_priorities_run_in_the_order_registered_and_first_before_every_other():
+    @variants.dispatch
+    def canonical(x, **config):
+        return [x]
+
+    for name, priority in (("one", 0), ("two", 0), ("high", 5)):
+        variants.implements(canonical, name, priority=priority)(
+            lambda x, _name=name, **config: [_name] + canonical(x, **{**config, _name: None}))
+    variants.implements(canonical, "wrap", first=True)(
+        lambda x, **config: ["wrap"] + canonical(x, **{**config, "wrap": None}))
+    assert canonical(0, one=1, two=1, high=1, wrap=1) == ["wrap", "high", "one", "two", 0]
+
+
+def test_trace_lists_the_variants_a_call_runs_then_the_canonical_body():
+    f = _pair()
+    chain = variants.trace(f, -5.0, shift=1.0)
+    assert [g.__name__ for g in chain] == ["shifted", "negative", "canonical"]
+    assert chain[-1] is f.__wrapped__  # the body itself, not the dispatched function
+    assert [g.__name__ for g in variants.trace(f, 2.0)] == ["canonical"]
+    assert f(-5.0, shift=1.0) == ("shifted", 4.0, "negated")  # the variants as they were
+
+
+def test_trace_leaves_the_variants_as_they_were_when_the_call_raises():
+    f = _pair()
+    before = list(f.variants)
+    with pytest.raises(TypeError, match=r"missing 1 required positional argument"):
+        variants.trace(f)
+    assert f.variants == before
+
+
+def test_minattns_attention_variants_run_in_the_order_their_files_state():
+    rng = np.random.default_rng(0)
+    params = ma.init_multi_head_attention(rng, 8, 2)
+    x = rng.normal(size=(1, 5, 8))
+    chain = variants.trace(ma.self_attention, params, x, n_heads=2, head_mask=np.ones(2),
+                           positions=np.arange(5),
+                           rope_scaling={"rope_type": "linear", "factor": 2.0})
+    names = [f"{g.__module__}.{g.__name__}" for g in chain]
+    assert names[:3] == ["minattn.head_mask.self_attention_with_head_mask",
+                         "minattn.long_context.self_attention_with_scaled_rope",
+                         "minattn.kv_cache.self_attention"]
+    # hooks, last on self_attention: its attention reads the core the others chose
+    assert ma.self_attention.variants[-1][2].__module__ == "minattn.hooks"
+    assert ma.self_attention.priorities == sorted(ma.self_attention.priorities, reverse=True)
+
+
+def test_a_typeerror_from_inside_a_predicate_surfaces():
+    @variants.dispatch
+    def canonical(x, **config):
+        return x
+
+    def broken(x, **config):
+        return x + "a" == "b"  # a bug in the predicate, not a call it cannot take
+
+    variants.implements(canonical, when=broken)(lambda x, **config: "variant")
+    with pytest.raises(TypeError, match=r"unsupported operand"):
+        canonical(1.0)
+    with pytest.raises(TypeError, match=r"canonical\(\) missing 1 required positional"):
+        canonical()  # the call the predicate cannot take: the canonical function's own error

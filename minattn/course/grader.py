@@ -535,12 +535,6 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     return failures, checked
 
 
-def check_files(paths, max_examples=20, out=None, shrink=True, part=1):
-    """The `check` command on one or several FILEs graded together -> exit code."""
-    out = sys.stdout if out is None else out  # looked up now: a test may capture it
-    return EXIT[grade_files(paths, max_examples, out, shrink, part)]
-
-
 # each verdict on a FILE (or files graded together) -> the exit code
 EXIT = {"passes": 0, "fails": 1, "not implemented yet": 1, "waits for a later part": 1,
         "nothing to check": 1, "stopped": 1, "cannot be checked": 2}
@@ -661,12 +655,6 @@ def check_paths(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
     if "cannot be checked" in verdicts:
         return 2
     return 1 if {"fails", "stopped"} & set(verdicts) or "passes" not in verdicts else 0
-
-
-def check_file(path, max_examples=20, out=None, shrink=True, part=1):
-    """The `check` command on one FILE -> exit code (kept for callers of the single-file form)."""
-    out = sys.stdout if out is None else out  # looked up now: a test may capture it
-    return check_paths([path], max_examples, out, shrink, part)
 
 
 # --- the child process: a student's code cannot hang or end the grader -----------------------

@@ -177,7 +177,7 @@ def softmax_vjp(y, g, axis=-1):
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
 
-# -- The first reading's forms of the composite concepts (issue 46): one model style each, no
+# -- The first reading's forms of the composite concepts: one model style each, no
 # family options. Each is tested equal to minattn's function with the matching arguments.
 
 def project(x, params, name):

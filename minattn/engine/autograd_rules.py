@@ -26,7 +26,7 @@ gradients read, and hands the VJP, in place of any other array, an empty stand-i
 and dtype (no memory; read its shape only). So linear with a frozen weight keeps no copy of its
 input alive, and no marked function keeps its output unless its VJP reads it: in a LoRA
 fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
-(docs/benchmarks.md, issue 52).
+(docs/benchmarks.md, "Fine-tuning with LoRA against torch + PEFT").
 
 `@gradient_with_the_value(value_and_grads)` is for a scalar at the end of the graph (a loss)
 whose gradients cost least in the pass that computes it: value_and_grads(wrt, **arguments) ->

@@ -12,15 +12,10 @@ layer's weights out this way, in the order the model's loader lists them (q, k, 
     def linears(x, ws, bs=None): ...     # -> (x @ ws[0] + bs[0], x @ ws[1] + bs[1], ...)
 
 Decoding one token is a matrix-vector product per weight, so the time is reading the weights,
-plus the cost of each call: SmolLM2's decode step makes 121 products instead of 211, and those
-took 9.9 ms against 11.0 ms, with 9.3 ms for one product over all its weights (the floor; a
-[1, 576] row through random float32 weights of SmolLM2's shapes, 2 BLAS threads, medians of 9
-interleaved rounds of 15, 2026-11-25). With many tokens the products are limited by arithmetic,
-not by reading, and the split results are strided views that the next steps read more slowly:
-so one product only for at most FEW_TOKENS tokens. SmolLM2's 30 layers' q, k, v projections
-and SwiGLU feed-forwards, one product against one per weight: 0.93 of the time for 1 token,
-0.98 for 4, 1.01 for 16, 1.02 for 128 and 512 (medians of 9 interleaved rounds, 2 threads,
-2026-11-25).
+plus the cost of each call: SmolLM2's decode step makes 121 products instead of 211, and takes
+less time. With many tokens the products are limited by arithmetic, not by reading, and the
+split results are strided views that the next steps read more slowly: so one product only for
+at most FEW_TOKENS tokens (docs/benchmarks.md, "One product for several weights, at one token").
 
 The function runs as written (one product per weight) where x holds more tokens, where the
 weights are not side by side in one NumPy buffer (separate arrays, row-major ones, CuPy

@@ -13,11 +13,9 @@ a block may see stays out of that block's outputs, where the whole computation m
 by its weight 0 and gets NaN (as a value no query may see should).
 
 The blocks run one after the other, under the attention core's one BLAS thread. They are
-independent, and worker threads (engine/threads.py, in_threads) were tried: SmolLM2's 512-token
-prefill took 819 ms with two workers and 796 ms without (alone, medians of 9 interleaved
-rounds), and 833 against 796 ms beside transformers (benchmarks/bench_smollm2.py, 7 rounds;
-2 cores, 2026-11-25). As engine/threads.py found for the encoder block: the large projections'
-OpenBLAS threads, spinning after each product, hold the cores the workers would need.
+independent, but worker threads over them did not pay: the large projections' OpenBLAS threads,
+spinning after each product, hold the cores the workers would need (docs/benchmarks.md, "The
+query blocks on worker threads").
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks

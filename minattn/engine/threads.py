@@ -1,110 +1,46 @@
-"""The one place where minattn controls threads: BLAS threads, and the worker threads that run
-blockwise attention's independent query blocks side by side.
+"""The one place where minattn controls threads: BLAS threads, and worker threads.
 
-The attention core multiplies many small matrices (one [L_q, d_k] x [d_k, L_k] product per batch
-and head). With two BLAS threads each of those products wakes and joins a second thread; when
-other processes compete for the cores, every one of them waits for its thread, and the core
-slows down about eight-fold (735 ms against 88 ms with one thread, IQR 144-3275 ms; a run of
-benchmarks/bench_encoder.py --busy 2 on 2026-11-22). So the small products
-run under `one_blas_thread()`; the large projections keep every thread.
+What the policy does:
 
-Decoding is the exception: `@one_blas_thread(unless=decoding)` leaves the threads as they are
-for a call of at most FEW_QUERIES queries, whose products are tiny. Switching the count there,
-twice per layer, made SmolLM2's decode step slower: 17.67 ms against 17.04 ms without the
-switch (30 layers, 2 threads, medians of 7 interleaved rounds of 12 steps, 2026-11-25), where
-the two calls that switch cost about 1 us (timeit): the rest is lost in the products that
-follow, presumably while OpenBLAS's second thread, sent idle, is brought back (not verified).
-That was measured with a cache of 64 tokens; the rule does not look at the keys, and a decode
-step over a long cache (larger products) was not measured. Inside a call whose thread count
-was chosen by timing (below: a prompt's decoder blocks) the core's products run on that count
-too (`@one_blas_thread(unless=decoding_or_timed)`): the count measured for the whole block
-holds for all of it, and under load the timing has already chosen one thread. SmolLM2's
-512-token prefill: 849 against 878 ms with the core on one thread (medians of 9 interleaved
-rounds, 2 threads, quiet, 2026-11-27; benchmarks in docs/benchmarks.md, "The prefill's core").
+- `@one_blas_thread(unless=decoding_or_timed)` on the attention core: its many small
+  [L_q, d_k] x [d_k, L_k] products (one per batch and head) run on one BLAS thread, because
+  beside another busy process each of them waits for its second thread; the large projections
+  keep every thread. A decode step's few queries (at most FEW_QUERIES) keep the threads in
+  force, since switching twice per layer cost more than it saved, and so does a call inside a
+  timed one (below), whose count was measured for the whole call.
+- `@threads_chosen_by_timing(when, alike)` on causal_lm's decode steps, on each block of a
+  prompt (decoder_block, more than FEW_QUERIES tokens) and on each training step
+  (`training_step`): the call runs on the threads in force or on one, whichever recent alike
+  calls found faster. Which is faster depends on what else the machine runs at that moment (the
+  system's count of busy processes lags by a minute and counts minattn's own threads), so it
+  measures: now and then two calls run on the other count (a try), first at the third call,
+  then after an interval that doubles each time a try loses (8 to 256 calls, and long enough
+  that a losing try costs about 5 % of the calls); a try wins if its faster call beats the mean
+  of the last eight on the count in force, and its count is kept. On every thread, a call
+  twice as slow as the last three brings the next try forward. A key timed for the first time
+  starts where the key most recently used that has made a try stands (a reply's steps where its
+  prompt's blocks stand). `_Choice` holds the rule; the 32 most recently used keys are kept.
+- `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
+  threads, each with one BLAS thread (NumPy releases the GIL inside its products and its passes
+  over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
+  over the cores. Only NumPy arrays are split: a GPU runs each piece in parallel already.
 
-`in_threads` uses the other cores instead, for work made of large independent pieces: the query
-blocks of blockwise_attention run on worker threads, each with its one BLAS thread. NumPy
-releases Python's lock (the GIL) inside its matrix products and its passes over large arrays, so
-the threads run at the same time, and a thread that another process holds up delays only its
-own pieces (benchmarks/bench_blockwise.py on 2026-11-23: 0.54x the time of one thread on two
-quiet cores, 0.80x beside two competing processes). Worker threads did not pay inside the
-encoder block (tried on 2026-11-22: the attention core split by query rows, the GELU by chunks;
-256 sentences took 4.3 s with them, 3.9 s without). There each large projection has just
-run on every BLAS thread, and OpenBLAS's idle threads spin for a while waiting for more work,
-holding the cores the workers need: with OPENBLAS_THREAD_TIMEOUT=4, which sends them to sleep at
-once, the threaded version was the faster (3.9 s against 4.2 s). Only NumPy arrays are split: a
-GPU runs each piece in parallel already.
+Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
+every call on the threads in force. The thread count can change the last bits of a product
+(BLAS may group a sum differently), so a run that must repeat bit for bit turns the timing off,
+as the test suite does. With one BLAS thread in force (OPENBLAS_NUM_THREADS=1, threadpoolctl's
+`threadpool_limits(1)`) there is nothing to choose, and `n_workers` gives one worker too.
+Without threadpoolctl `one_blas_thread` is a no-op.
 
-A decode step's thread count is chosen by timing (`threads_chosen_by_timing`, on causal_lm).
-A step of generation reads every weight once in many small products; on quiet cores two BLAS
-threads read them fastest, but beside one other busy process each product waits for its second
-thread, and SmolLM2's step took 1,136 ms with two threads against 105 ms with one (a 2-core AVX2
-VM, issue 43). Which is faster depends on what else the machine runs at that moment, which
-minattn cannot know in advance (the load average lags by a minute and counts minattn's own
-threads). So it measures: decode steps run with the threads in force, and now and then two run
-on the other count (a try): first at the third and fourth steps, against the second (the first
-fills caches and tables), then against the mean of the last eight steps of the count in force.
-The mean, not the median: beside a busy process most steps on two threads are only a quarter
-slower than on one, but now and then one waits for its second thread and takes three to six
-times as long, and those are what two threads cost (a traced SmolLM2 reply beside one busy
-process, 2026-11-28: 64 ms a typical step on two threads, 176 to 326 ms the long ones, 51 ms
-on one; docs/benchmarks.md, issue 56). A try wins if the faster of its two steps beats that mean (the first step after a
-switch pays for it: one thread's first step after two took 66 to 96 ms where the next took
-51), and then its count is kept and the other tried in turn; a try whose first step takes more
-than twice the mean has lost and ends there. A try that loses waits twice as long before the
-next (8 steps, then 16, ... up to 256), so on quiet cores almost every step runs with every
-thread; and since a try of a count r times slower costs its steps times r - 1, it waits at
-least that over TRY_COST (5 %) steps, so that tries cost about 5 % of the steps between them
-(beside one busy process a try of two threads, ten times slower in issue 43, waits 180 steps
-and then 256). On every thread, a step twice as slow as the last three brings the next try
-forward to the next step: load that arrives costs those threads ten times the step, while load
-that leaves costs one thread about a third more, until its next try. A model's decode steps
-(its token embedding) are timed against each other. A key timed for the first time starts where
-the most recently used key that has made a try stands, its count and its wait before the next
-try: a reply's steps where its prompt's blocks stand, which have just met the same load
-(taking over the count without the wait, a reply that started on one thread still tried two at
-its third step: 721 ms, where a step on one thread took 58, beside other work).
+The BLAS thread count is the whole process's: only the main thread's calls are timed and switch
+it, and while one runs on one thread, so do other threads' products. A threaded call sets the
+limit once, around the whole call, after reading the number of workers.
 
-A training step is timed the same way (`training_step`, around the value_and_grad of each
-training loop in minattn/models): the tour's, `generate`'s and `attention --model`'s tiny
-models make only small products, and beside one busy process two BLAS threads made the tour
-two and a half times slower than one (issue 56; measured in docs/benchmarks.md).
-
-A prompt is one call, too few to learn from, so there the blocks are timed the same way
-(decoder_block, its variants included, for more than FEW_QUERIES tokens), per token: a
-prompt's layers against each other and against those of earlier prompts of the same width and
-dtype and of about its length (within a factor of two). Layers of unlike cost (a model's local
-and global ones) are timed together; a try on a costlier one can lose where one thread would
-have won. A timed call inside another runs as it is. The 32 most recent such timings are kept.
-
-A fine-tuning step splits its batch by rows over the cores instead (`row_pieces` and `on_workers`,
-in minattn/training/loop.py's `accumulated`): each worker thread runs the forward and backward pass
-of its rows with one BLAS thread, and their sums and gradients are added in order. NumPy's
-elementwise passes (the norms, SwiGLU, the softmaxes and their gradients) run on one core, and
-the attention core's small products gain nothing from a second BLAS thread, so two BLAS threads
-made a LoRA step of SmolLM2 at 8 x 128 only about 1.45 times faster than one, where torch's gets
-1.8 times; the same step as two halves of 4 rows on two worker threads took 3.2 s against 4.3 s
-for the whole batch on two BLAS threads (benchmarks/bench_finetune.py's model, quiet, 2026-11-28:
-docs/benchmarks.md, issue 52). The gradients are those of the whole batch up to float rounding;
-dropout draws from each piece's own generator (`Generator.spawn`), so a run is the same for a
-seed and a thread count.
-
-`TIMED_THREADS = False` (or MINATTN_TIMED_THREADS=0 in the environment) runs every call on the
-threads in force; with one BLAS thread in force there is nothing to choose. The thread count can
-change the last bits of a product (BLAS may group a sum differently), so a run that must repeat
-bit for bit turns the timing off, as the test suite does. The BLAS thread count is the whole
-process's: only the main thread's calls are timed and switch it, and while one runs on one
-thread, so do other threads' products. Measured in docs/benchmarks.md ("Threads beside other
-work").
-
-Uses threadpoolctl for the BLAS limit; `one_blas_thread` is a no-op if it is not installed.
-The BLAS limit is global to the process, so it is set once, around the whole threaded call, and
-the number of workers is read before it (`n_workers` follows the BLAS limit in force: with
-OPENBLAS_NUM_THREADS=1 or inside threadpoolctl's `threadpool_limits(1)`, minattn runs on one
-thread too).
+Measured in docs/benchmarks.md: "Threads beside other work", "The prefill's core", "Training
+and chat beside other work", "A step's rows split over the cores" (under "Fine-tuning with
+LoRA"), and the runs once quoted here, under "Measurements moved from the docstrings".
 """
 import collections
-import contextlib
 import functools
 import os
 import statistics
@@ -213,15 +149,18 @@ def training_step(f):
     return threads_chosen_by_timing(numpy_params, lambda *args, **kwargs: (run, 1))(f)
 
 
-class _OneBlasThread(contextlib.ContextDecorator):
+class _OneBlasThread:
     # threadpoolctl's limit(), without its bookkeeping: it runs around every attention core (30
-    # times a token in a 30-layer model), where limit() cost 4.8 us and this 2.2 us (timeit,
-    # 2026-11-25).
+    # times a token in a 30-layer model; its cost: docs/benchmarks.md, "one_blas_thread's cost").
     def __init__(self, unless=None):
         self.unless = unless
 
     def __call__(self, f):
-        switched = super().__call__(f)
+        @functools.wraps(f)
+        def switched(*args, **kwargs):
+            with _OneBlasThread():  # a fresh one per call (threads, recursion)
+                return f(*args, **kwargs)
+
         if self.unless is None:
             return switched
         unless = self.unless
@@ -241,9 +180,6 @@ class _OneBlasThread(contextlib.ContextDecorator):
 
     def __exit__(self, *exc):
         return self.switched.__exit__(*exc)
-
-    def _recreate_cm(self):  # as a decorator: a fresh one per call (threads, recursion)
-        return _OneBlasThread()
 
 
 def n_workers(x, work):

@@ -19,6 +19,19 @@ calls the dispatched function again without its keywords, so variants compose (a
 Gemma's attention); the canonical function never sees a variant's keyword. A call that leaves
 them None or False runs the canonical function with them left out.
 
+Which variant a call runs first, when several would answer it, is stated where each registers:
+`implements(..., priority=p)`; the variants are asked in order of priority, highest first (the
+outermost), and of equal priorities in the order registered (which is import order: each file
+states its priority so that this does not decide). `trace(f, *args, **kwargs)` lists the
+functions a call runs, in order:
+
+    trace(ma.self_attention, params, x, n_heads=2, head_mask=m, rope_scaling=scaling)
+    # [self_attention_with_head_mask, self_attention_with_scaled_rope, self_attention, ...]
+
+A predicate that cannot take the call (a missing argument: the TypeError of the call itself)
+does not apply, and the canonical function raises its own error; any other error a predicate
+raises, a TypeError from inside it included, surfaces.
+
 The signature a dispatched function shows (inspect.signature, help(): the grader, the docs) is
 the canonical one with each variant's keywords added (default None) and the keywords it passes
 on to its parts (`shows`: causal_lm's block and attention keywords, which it takes in
@@ -28,8 +41,11 @@ variants pass.
 """
 import functools
 import inspect
+import weakref
 
 import numpy
+
+_DISPATCHED = weakref.WeakSet()  # every dispatched function, for trace()
 
 
 def dispatch(function=None, *, hooks=(), shows=None):
@@ -53,22 +69,31 @@ def dispatch(function=None, *, hooks=(), shows=None):
         return function(*args, **kwargs)
 
     dispatched.variants = registered
+    dispatched.priorities = []  # each variant's priority, in the order of `registered`
     dispatched.selecting = selecting
     dispatched.variant_keywords = set()  # the keywords variants add to the signature shown
     parameters = inspect.signature(function).parameters.values()
     dispatched.__signature__ = inspect.signature(function).replace(
         parameters=[p for p in parameters if p.name not in hooks])
     _show_keywords(dispatched, shows or {})
+    _DISPATCHED.add(dispatched)
     return dispatched
 
 
-def implements(dispatched, *keywords, when=None, first=False):
+FIRST = float("inf")  # the priority of a variant that wraps whichever of the others runs
+
+
+def implements(dispatched, *keywords, when=None, priority=0, first=False):
     """Decorator: register a variant of `dispatched`, run for a call that sets one of
-    `keywords` or for which when(*args, **kwargs) is true; first=True: asked before the variants
-    registered earlier (a variant that wraps whichever of them runs: minattn.hooks's block)."""
+    `keywords` or for which when(*args, **kwargs) is true. Variants are asked in order of
+    priority, highest first, equal ones in the order registered; first=True is priority=FIRST
+    (a variant that wraps whichever of the others runs: minattn.hooks's block)."""
+    priority = FIRST if first else priority
+
     def register(variant):
-        entry = (frozenset(keywords), when, variant)
-        dispatched.variants.insert(0, entry) if first else dispatched.variants.append(entry)
+        at = sum(p >= priority for p in dispatched.priorities)  # after the higher and equal
+        dispatched.variants.insert(at, (frozenset(keywords), when, variant))
+        dispatched.priorities.insert(at, priority)
         dispatched.selecting.update(keywords)
         _show_keywords(dispatched, dict.fromkeys(keywords), variant=True)
         return variant
@@ -100,8 +125,52 @@ def _set(value):
 
 
 def _holds(when, args, kwargs):
-    # A call missing an argument is no variant's: the canonical function raises its own error.
+    # A call the predicate cannot take (a missing argument) is no variant's: the canonical
+    # function raises its own error. That TypeError is raised by the call itself, before any
+    # line of the predicate runs, so its traceback ends here; one raised inside the predicate
+    # (a frame further on) is the predicate's own, and surfaces.
     try:
         return when(*args, **kwargs)
-    except TypeError:
+    except TypeError as error:
+        if error.__traceback__.tb_next is not None:
+            raise
         return False
+
+
+def trace(f, *args, **kwargs):
+    """The functions that the call f(*args, **kwargs) runs through dispatched functions, in the
+    order they run: each variant, and each canonical function whose own body runs (the call is
+    made, its result dropped). For reading which variants answer a call and in what order; while
+    it runs, every dispatched function records, so run it on one thread."""
+    chain, saved = [], {}
+
+    def recorded(function, runs):
+        def recording(*args, **kwargs):
+            chain.append(runs)
+            return function(*args, **kwargs)
+        return recording
+
+    def canonical(dispatched):
+        # what a call that no variant answers runs: the body, every variant's keyword left out
+        body = dispatched.__wrapped__
+
+        def without_variant_keywords(*args, **kwargs):
+            return body(*args, **{k: v for k, v in kwargs.items()
+                                  if k not in dispatched.selecting})
+        return recorded(without_variant_keywords, body)
+
+    try:
+        for dispatched in list(_DISPATCHED):
+            saved[dispatched] = list(dispatched.variants)
+            dispatched.variants[:] = [(keywords, when, recorded(variant, variant))
+                                      for keywords, when, variant in saved[dispatched]] + \
+                [(frozenset(), _always, canonical(dispatched))]
+        f(*args, **kwargs)
+    finally:
+        for dispatched, variants in saved.items():
+            dispatched.variants[:] = variants
+    return chain
+
+
+def _always(*args, **kwargs):
+    return True

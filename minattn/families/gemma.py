@@ -38,7 +38,7 @@ def _sandwich(params, x, mask=None, *, norm_first=False, **config):
         not olmo.norms_after_only(params, norm_first=True)
 
 
-@implements(decoder_block, when=_sandwich)
+@implements(decoder_block, when=_sandwich, priority=10)
 def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm",
                    activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
                    memory_mask=None, **attention_config):
@@ -65,7 +65,7 @@ def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_nor
     return x if cache is None else (x, new_cache)
 
 
-@implements(causal_lm, "embedding_scale", "final_logit_softcapping")
+@implements(causal_lm, "embedding_scale", "final_logit_softcapping", priority=30)
 def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=None,
                      final_logit_softcapping=None, **config):
     """Gemma's model: causal_lm with the token embeddings times embedding_scale (sqrt(D); 0

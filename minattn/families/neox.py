@@ -41,7 +41,7 @@ def from_hf(model):
     return params, kwargs
 
 
-@implements(decoder_block, "parallel")
+@implements(decoder_block, "parallel", priority=30)
 def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm",
                    activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
                    memory_mask=None, norm_first=False, **attention_config):
@@ -60,7 +60,7 @@ def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm"
     return x if cache is None else (x, new_cache)
 
 
-@implements(self_attention, "partial_rotary_factor")
+@implements(self_attention, "partial_rotary_factor", priority=60)
 def partial_rope_attention(params, x, mask=None, *, partial_rotary_factor, **config):
     """self_attention with RoPE on the first int(d_k * partial_rotary_factor) features of each
     head of q and k only (minattn.rope.apply_partial_rope; GPT-NeoX, Phi, StableLM)."""

@@ -32,7 +32,7 @@ def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):
         "self_attention_norm" not in params and "feed_forward_norm" not in params
 
 
-@implements(decoder_block, when=norms_after_only)
+@implements(decoder_block, when=norms_after_only, priority=20)
 def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activation="relu",
           eps=1e-5, cache=None, attention=None, memory=None, memory_mask=None,
           **attention_config):

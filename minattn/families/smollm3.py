@@ -29,7 +29,7 @@ def _no_rope(params, x, mask=None, *, rope_base=10000.0, **config):
     return rope_base is None
 
 
-@implements(self_attention, when=_no_rope)
+@implements(self_attention, when=_no_rope, priority=40)
 def nope_attention(params, x, mask=None, *, rope_base, positions=None, rope_scaling=None,
                    partial_rotary_factor=None, rope=None, **config):
     """A NoPE layer's self_attention (rope_base=None): no position at all, q and k unrotated.

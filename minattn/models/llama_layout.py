@@ -84,12 +84,10 @@ def packed(params):
     """params (a tree of dicts and lists) with every array moved into one buffer per dtype,
     side by side, each in its own memory order; returns the same tree, its leaves now views.
     NumPy backs a large buffer with huge pages, so reading every weight once per token misses
-    the TLB less. With linear_weight's order, SmolLM2's 211 matrix-vector products of a decode
-    step took 10.3 ms against 13.3 ms for separate row-major arrays (benchmarks/bench_smollm2.py,
-    2026-11-25, docs/benchmarks.md). layer_params packs each layer (an 18 MB buffer for
-    SmolLM2): a layer's arrays are copied in, then dropped, so loading holds about one copy of
-    the model at a time (the process's peak resident memory after load_language_model() of
-    SmolLM2's GGUF: 948 MB before packing, 1012 MB with it; ru_maxrss, 2026-11-25)."""
+    the TLB less: with linear_weight's order, a decode step's products are faster than over
+    separate row-major arrays. layer_params packs each layer (an 18 MB buffer for SmolLM2): a
+    layer's arrays are copied in, then dropped, so loading holds about one copy of the model at
+    a time (docs/benchmarks.md, "Weights in one buffer, each output's weights contiguous")."""
     leaves = []
 
     def collect(tree):
