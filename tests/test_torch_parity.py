@@ -304,7 +304,9 @@ ACTIVATIONS = {  # what torch accepts -> what from_torch reports
 }
 
 
-@pytest.mark.parametrize("activation, name", ACTIVATIONS.items(), ids=str)
+# (ids without memory addresses, the same in every process: pytest-xdist's workers compare them)
+@pytest.mark.parametrize("activation, name", ACTIVATIONS.items(),
+                         ids=lambda a: f"F.{a.__name__}" if hasattr(a, "__name__") else str(a))
 def test_every_spelling_of_an_activation_is_recognised(activation, name):
     layer = torch.nn.TransformerEncoderLayer(4, 2, 8, activation=activation)
     assert from_torch(layer)[1]["activation"] == name
