@@ -7,7 +7,10 @@ embeddings, the two projections back into the residual stream N(0, 0.02 / sqrt(2
 zero biases. It trains as nanoGPT's train.py trains it: random windows of `context`
 characters, AdamW (betas 0.9, 0.99; weight decay 0.1 on the matrices and embeddings only),
 gradients clipped to norm 1, the learning rate warmed up then decayed along a cosine to a
-tenth of itself. The loop, the optimizer and the checkpoints are minattn/training/'s.
+tenth of itself. The loop, the optimizer and the checkpoints are minattn/training/'s. Where it
+differs from nanoGPT: biases in every linear map and LayerNorm (model.py's default, GPT-2's;
+train.py turns them off), the warm-up from 0 as transformers' (training/optimizer.py), and the
+evaluations on the same windows each time.
 
     BABY                             nanoGPT's CPU config of shakespeare_char
     Characters(text)                 the vocabulary: encode, decode
