@@ -49,7 +49,7 @@ def build(seed=0, steps=2000):
 
     from minattn.models import char_gpt
     from minattn.training import loop, text_data
-    from tests.test_char_gpt import GPT, _copy_into, _torch_run  # noqa: F401
+    from tests.test_char_gpt import GPT, _copy_into
 
     baby = char_gpt.BABY
     text = text_data.shakespeare()

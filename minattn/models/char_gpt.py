@@ -29,7 +29,6 @@ import numpy as np
 
 from ..language_model import causal_lm, init_causal_lm
 from ..training import loop
-from .count_task import tree_map
 
 # nanoGPT's README, "baby GPT" on a CPU: --block_size=64 --batch_size=12 --n_layer=4
 # --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0, and
@@ -136,7 +135,8 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
         state = loop.train(loss_sum(config), None, None, steps=stop, total=steps,
                            batch_size=batch_size, pad_id=None, lr=lr, min_lr=min_lr,
                            warmup=warmup, weight_decay=weight_decay, betas=betas,
-                           decays=decays, max_grad_norm=max_grad_norm, seed=seed, state=state, out=out,
+                           decays=decays, max_grad_norm=max_grad_norm, seed=seed, state=state,
+                           out=out,
                            callback=callback, batches=lambda k: window_batch(
                                train_ids, context=context, batch_size=batch_size, seed=seed,
                                k=k))
