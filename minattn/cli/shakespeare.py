@@ -50,7 +50,7 @@ def add_command(commands):
                          ("eval_every", "steps between evaluations")):
         key = OPTIONS[option]
         command.add_argument(f"--{option.replace('_', '-')}", dest=key, type=positive_int,
-                             default=BABY[key], help=f"{what} (default {BABY[key]})")
+                             metavar="N", default=BABY[key], help=f"{what} (default {BABY[key]})")
     command.add_argument("--lr", type=positive_float, default=BABY["lr"],
                          help=f"peak learning rate of AdamW (default {BABY['lr']}), reached after "
                               f"{BABY['warmup']} steps of warm-up, then a cosine to a tenth of it")
