@@ -20,6 +20,8 @@ Part II, the decoder and the language model (and the second reading's grouped qu
     transformer_decoder.py  decoder_block, decoder                             [8]
     language_model.py causal_lm;  loss.py  cross_entropy                       [8]
     generation.py     generate  (greedy, temperature, top-k, top-p)            [10]
+    models/char_gpt.py  nanoGPT's baby GPT trained on Shakespeare, character by character
+                      (python -m minattn shakespeare; "Train it: a GPT that learns to write")
 The variants, each in its own file, answering the calls that select them, in the order of the
 priority each states (engine/variants.py; variants.trace lists the variants a call runs):
     rope_scaling.py   rope_frequencies (long-context RoPE schedules; long_context.py puts them in
@@ -62,12 +64,14 @@ the family files whose blocks answer calls of the shared functions):
     course/           exercises/, properties/, grader.py (python -m minattn check), pitfalls.py,
                       swap.py (minattn.swap: use your own function wherever minattn calls one),
                       teaching.py (the walkthrough's plain forms, tested equal to the concepts)
-    models/           count_task.py, sorting_lm.py (trained here), pretrained.py (MiniLM),
+    models/           count_task.py, sorting_lm.py, char_gpt.py (trained here), pretrained.py
+                      (MiniLM),
                       interop.py (from_torch, mask_from_torch; from_hf, the dispatch to
                       families/; needs torch)
     training/         fine-tuning a real model: AdamW, clipping, the schedule (optimizer.py),
                       chat examples and the assistant-only loss (chat_data.py), the loop with
-                      its checkpoints (loop.py); python -m minattn finetune
+                      its checkpoints (loop.py); python -m minattn finetune; the text a
+                      character-level model trains on (text_data.py)
     display/          terminal.py (heatmaps as text), plot.py (PNG figures, needs matplotlib)
     cli/              python -m minattn (one module per command)
 minattn.interop and minattn.pretrained are the modules in models/, under their documented names.

@@ -129,7 +129,9 @@ def grouped_attention(q, k, v, mask=None, *, dropout=0.0, rng=None):
     q, k, v, mask = checks.check_grouped_attention(q, k, v, mask, dropout, rng)
     n_heads, n_kv_heads = q.shape[-3], k.shape[-3]
     q = _group_heads(q, n_kv_heads)
-    k, v = k[..., None, :, :], v[..., None, :, :]  # [..., H_kv, 1, L_k, d_k]
+    # [..., H_kv, 1, L_k, d_k]: a reshape, whose gradient is one too (indexing's with None
+    # scatters into a new array of zeros)
+    k, v = (t.reshape((*t.shape[:-2], 1, *t.shape[-2:])) for t in (k, v))
     heads, weights = scaled_dot_product_attention(q, k, v, _group_mask(mask, n_heads, n_kv_heads),
                                                   dropout=dropout, rng=rng)
     return _ungroup_heads(heads), _ungroup_heads(weights)  # [..., H, L_q, d_k], [..., H, L_q, L_k]

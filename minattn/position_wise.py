@@ -32,7 +32,11 @@ def gelu(x):
 
 
 def gelu_vjp(wrt, g, y, x):
-    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density.
+    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density; in float32 through the forward's
+    # erfc (scipy's float32 erf took more than half of a GELU MLP's backward pass:
+    # benchmarks/bench_char_gpt.py).
+    if x.dtype == np.float32:
+        return {"x": g * _in_chunks(_gelu_derivative_float32, x)}
     from autograd.scipy.special import erf
 
     return {"x": g * (0.5 * (1.0 + erf(x / math.sqrt(2.0)))
@@ -58,10 +62,26 @@ _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061
 
 
 def _gelu_float32(x, out):
-    # float32 x -> out = x Φ(x). With h = erfc(|x| / √2) / 2, Φ(x) is h for x < 0 (h itself, so
-    # the small values of the left tail keep their relative precision) and 1 - h for x >= 0.
-    # In-place passes over arrays made here (no autograd inside a primitive, so `out=` is fine).
-    # z stops at 11: there h is 0 in float32 already, and z * z cannot overflow for huge |x|.
+    # float32 x -> out = x Φ(x). In-place passes over arrays made here (no autograd inside a
+    # primitive, so `out=` is fine).
+    return np.multiply(_phi_float32(x, out)[0], x, out=out)
+
+
+def _gelu_derivative_float32(x, out):
+    # float32 x -> out = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's own exp
+    # (0 where z stops at 11, as the float32 density is there). x + 0 turns -0 into +0, where
+    # _phi_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) itself is 1/2).
+    x = x + np.float32(0.0)
+    phi, e = _phi_float32(x, out)
+    return np.add(phi, np.multiply(x, np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)),
+                                                  out=e), out=e), out=out)
+
+
+def _phi_float32(x, out):
+    # float32 x -> (out = Φ(x), exp(-z²)). With h = erfc(|x| / √2) / 2, Φ(x) is h for x < 0 (h
+    # itself, so the small values of the left tail keep their relative precision) and 1 - h for
+    # x >= 0. z stops at 11: there h is 0 in float32 already, and z * z cannot overflow for
+    # huge |x|.
     z = np.minimum(np.abs(x) * np.float32(1.0 / math.sqrt(2.0)), np.float32(11.0))
     t = np.reciprocal(z * np.float32(_P) + np.float32(1.0))
     h = out
@@ -70,12 +90,12 @@ def _gelu_float32(x, out):
         np.multiply(h, t, out=h)
         np.add(h, np.float32(a / 2), out=h)
     np.multiply(h, t, out=h)
-    np.multiply(h, np.exp(-(z * z)), out=h)  # h = erfc(z) / 2
+    e = np.exp(-(z * z))
+    np.multiply(h, e, out=h)  # h = erfc(z) / 2
     # Φ(x) = [x >= 0] - copysign(h, x): 0 + h or 1 - h, both exact, without a per-element branch
     # (a `where=x >= 0` mask cost half the GELU's time on random signs). At x = -0 it is 1.5, and
     # x Φ(x) is -0 all the same.
-    np.subtract(x >= 0, np.copysign(h, x, out=h), out=h)
-    return np.multiply(h, x, out=h)
+    return np.subtract(x >= 0, np.copysign(h, x, out=h), out=h), e
 
 
 # Elements per chunk: a chunk's few float32 arrays (512 KiB each, ~2.5 MiB in all) stay in the

@@ -60,7 +60,7 @@ def bad_values(tmp):
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
          "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
          "heads": [], "patch": ["clean", "corrupted"],
-         "finetune": ["data.jsonl", "--out", "run"]}
+         "finetune": ["data.jsonl", "--out", "run"], "shakespeare": ["--text", "missing.txt"]}
 
 
 def subcommands(parser):
@@ -105,14 +105,15 @@ def test_every_subcommand_and_option_is_swept(tmp_path):
 @pytest.fixture
 def no_work(monkeypatch):
     """Training or loading anything fails the test: every refusal comes before the work."""
-    from minattn.models import chat_model, count_task, induction, pretrained, sorting_lm
+    from minattn.models import (char_gpt, chat_model, count_task, induction, pretrained,
+                                sorting_lm)
 
     def work(*args, **kwargs):
         raise AssertionError("the command started working before it refused its arguments")
     for module, name in ((count_task, "train_count_model"), (sorting_lm, "train_sort_model"),
                          (induction, "train_induction_model"),
                          (pretrained, "load_sentence_encoder"), (grader, "check_paths"),
-                         (chat_model, "load_language_model"),
+                         (chat_model, "load_language_model"), (char_gpt, "train_char_gpt"),
                          (grader, "check_pitfall"), (grader, "copy_exercises")):
         monkeypatch.setattr(module, name, work)
 

@@ -24,6 +24,9 @@
                                            minattn, from its weights file (chat.py)
     python -m minattn finetune [MODEL] DATA.jsonl --out DIR
                                            LoRA on chat examples, on minattn (finetune.py)
+    python -m minattn shakespeare          train nanoGPT's baby GPT on Shakespeare, character
+                                           by character; `shakespeare sample --from DIR`
+                                           continues a prompt (shakespeare.py)
 
 Each command's module has add_command(commands), its parser, and run(args), its work; the
 argparse types are in arguments.py, what the commands share in common.py.
@@ -35,11 +38,12 @@ before any training or loading. Progress bars go to stderr; stdout carries the r
 import argparse
 import sys
 
-from . import attention, chat, finetune, generate, heads, induction, patch, similarity, tour
+from . import (attention, chat, finetune, generate, heads, induction, patch, shakespeare,
+               similarity, tour)
 from .common import EXIT_CODES, Parser, UsageError, examples, with_help
 
 COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
-            finetune)  # in --help's order
+            finetune, shakespeare)  # in --help's order
 
 
 def build_parser():

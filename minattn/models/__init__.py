@@ -3,6 +3,7 @@
     count_task.py   a tiny encoder that learns to count (the tour; Adam, cross-entropy)
     sorting_lm.py   a causal LM that learns to sort digit strings
     induction.py    a two-layer attention-only model that grows an induction head
+    char_gpt.py     nanoGPT's baby GPT, trained on Shakespeare character by character
     pretrained.py   all-MiniLM-L6-v2 as minattn functions (load_sentence_encoder)
     interop.py      from_torch, from_hf, mask_from_torch (needs torch)
     chat_model.py   SmolLM2 (or Llama, Mistral, Qwen 2/3, Gemma 2/3, Phi-3, SmolLM3, OLMo 2)

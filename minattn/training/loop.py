@@ -56,22 +56,27 @@ def _permutation(n, seed, epoch):
 
 def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=0,
           accumulation=1, warmup=0, weight_decay=0.0, max_grad_norm=1.0, out=None,
-          every=None, state=None, settings=None, callback=None):
+          every=None, state=None, settings=None, callback=None, batches=None, total=None,
+          min_lr=0.0, betas=(0.9, 0.999), decays=None):
     """Train -> the final state {"step", "trainable", "adam", "losses"}. examples: [(ids, keep)]
     (chat_data.encode). state: a checkpoint's (load_checkpoint) to continue from, else a fresh
     one from trainable. out (a folder): a checkpoint every `every` steps, at the end, and on
     Ctrl-C (KeyboardInterrupt, raised again once saved). callback(step, loss, n_tokens) after
     each step (n_tokens: the tokens read, padding included). settings (JSON): kept in the
     checkpoints, for a resumed run to compare with its own. NonFinite for a NaN or infinite
-    loss, naming the step; nothing saved then."""
+    loss, naming the step; nothing saved then. batches(k) -> micro-batch k (tokens, targets,
+    weights), in place of examples' (a model's own data: models/char_gpt.py's windows); total:
+    the schedule's length where the run stops before its end, at `steps` (default: steps);
+    min_lr, betas, decays: as cosine_lr's and adamw_update's."""
     state = state or {"step": 0, "trainable": trainable, "adam": adamw_init(trainable),
                       "losses": [], "settings": settings}
     loss_and_grad = value_and_grad(loss_sum)
+    batches = batches or (lambda k: batch(
+        [examples[i] for i in micro_batch(len(examples), batch_size, seed, k)], pad_id))
     try:
         while state["step"] < steps:
             step = state["step"]
-            parts = [batch([examples[i] for i in micro_batch(len(examples), batch_size, seed, k)],
-                           pad_id) for k in range(step * accumulation, (step + 1) * accumulation)]
+            parts = [batches(k) for k in range(step * accumulation, (step + 1) * accumulation)]
             rngs = [np.random.default_rng([seed, k])
                     for k in range(step * accumulation, (step + 1) * accumulation)]
             loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs)
@@ -80,8 +85,9 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
                 raise NonFinite(f"the loss became {loss} (gradient norm {norm}) at step "
                                 f"{step + 1}")
             params, adam = adamw_update(state["trainable"], grads, state["adam"],
-                                        lr=cosine_lr(step, lr=lr, warmup=warmup, total=steps),
-                                        weight_decay=weight_decay)
+                                        lr=cosine_lr(step, lr=lr, warmup=warmup,
+                                                     total=total or steps, min_lr=min_lr),
+                                        betas=betas, weight_decay=weight_decay, decays=decays)
             state = {"step": step + 1, "trainable": params, "adam": adam,
                      "losses": state["losses"] + [loss], "settings": state.get("settings")}
             if out is not None and every and state["step"] % every == 0:

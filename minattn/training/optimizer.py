@@ -28,10 +28,12 @@ def adamw_init(params):
 
 
 def adamw_update(params, grads, state, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
-                 weight_decay=1e-2):
+                 weight_decay=1e-2, decays=None):
     """One AdamW step -> (new params, new state), torch.optim.AdamW's arithmetic and defaults:
     decay the weight, update the moments, correct their bias, step (eps outside the square
-    root, after the second moment's correction)."""
+    root, after the second moment's correction). decays(array) -> whether that array's weight
+    decays (None: every array's), as torch's two parameter groups (nanoGPT decays the matrices
+    and embeddings, not the biases and norms)."""
     b1, b2 = betas
     t = state["step"] + 1
     m = tree_map(lambda m, g: m + (1 - b1) * (g - m), state["m"], grads)  # torch's lerp_
@@ -40,7 +42,8 @@ def adamw_update(params, grads, state, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
     root = math.sqrt(1 - b2 ** t)  # the second moment's bias correction, under the root
 
     def step(p, m, v):
-        return p * (1 - lr * weight_decay) - step_size * (m / (np.sqrt(v) / root + eps))
+        decay = weight_decay if decays is None or decays(p) else 0.0
+        return p * (1 - lr * decay) - step_size * (m / (np.sqrt(v) / root + eps))
 
     return tree_map(step, params, m, v), {"step": t, "m": m, "v": v}
 
@@ -54,12 +57,13 @@ def clip_by_global_norm(grads, max_norm):
     return tree_map(lambda g: g * np.asarray(scale, dtype=g.dtype), grads), norm
 
 
-def cosine_lr(step, *, lr, warmup, total):
+def cosine_lr(step, *, lr, warmup, total, min_lr=0.0):
     """The learning rate of optimizer step `step` (0, 1, ... total - 1): lr * step / warmup for
     the first `warmup` steps (so step 0 has lr 0), then lr * (1 + cos(pi * progress)) / 2, with
     progress = (step - warmup) / (total - warmup) going from 0 to 1: transformers'
-    get_cosine_schedule_with_warmup (num_cycles=0.5), its scheduler stepped after each update."""
+    get_cosine_schedule_with_warmup (num_cycles=0.5), its scheduler stepped after each update.
+    min_lr: the cosine runs from lr down to min_lr instead of 0 (nanoGPT's)."""
     if step < warmup:
         return lr * step / max(1, warmup)
     progress = (step - warmup) / max(1, total - warmup)
-    return lr * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+    return min_lr + (lr - min_lr) * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))

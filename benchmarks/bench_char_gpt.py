@@ -1,0 +1,262 @@
+"""nanoGPT's baby GPT (4 layers, 4 heads, width 128, context 64, batch 12) trained on
+Shakespeare: a training step on minattn against the same model in torch, float32, the same
+weights, batches and threads.
+
+    python benchmarks/bench_char_gpt.py [--rounds 20] [--threads 2] [--busy 1]
+    python benchmarks/bench_char_gpt.py --run 2000    the whole run on each side, one after
+                                                      the other: wall time and the validation
+                                                      loss of each
+    python benchmarks/bench_char_gpt.py --profile     where minattn's step goes: the forward
+                                                      pass, recorded, then each operation's
+                                                      backward, timed (as bench_finetune's)
+
+(with minattn and torch installed, Shakespeare's text cached by `python -m minattn
+shakespeare` or MINATTN_CACHE; from the repository root with PYTHONPATH=.)
+
+The torch side is tests/test_char_gpt.py's reference, written from torch.nn as nanoGPT's
+model.py (not from minattn), eager (no torch.compile), given minattn's initial weights. A step:
+- torch: the logits, F.cross_entropy, backward, clip_grad_norm_(1.0), AdamW (decay on the
+  matrices and embeddings), the LambdaLR scheduler's step, zero_grad;
+- minattn: one step of minattn/training/loop.py's train (value_and_grad of the summed
+  cross-entropy with the unembedding fused, the rows split over the worker threads,
+  clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it.
+Timed interleaved, round by round (benchmarks/_harness.py), on the same batches. Peak memory:
+each side's step in a child process of its own, the peak resident memory of a step above the
+resident memory before it (Linux's VmHWM, reset through /proc/self/clear_refs). Both sides on
+the threads given (MINATTN_TIMED_THREADS=0 unless set: CONTRIBUTING.md, "Benchmarks").
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not thread policies
+
+import numpy as np  # noqa: E402
+
+from _harness import busy, describe, footer, header, interleaved, ratio  # noqa: E402
+from bench_finetune import _status_mib, threads  # noqa: E402
+
+
+def build(seed=0, steps=2000):
+    """-> (minattn's step(k), torch's step(k), the split, the model's pieces)."""
+    import torch
+
+    from minattn.models import char_gpt
+    from minattn.training import loop, text_data
+    from tests.test_char_gpt import GPT, _copy_into
+
+    baby = char_gpt.BABY
+    text = text_data.shakespeare()
+    characters = char_gpt.Characters(text)
+    train_ids, val_ids = char_gpt.split(characters.encode(text))
+    model_shape = {k: baby[k] for k in ("n_layers", "n_heads", "d_model", "context")}
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(seed), len(characters.chars),
+                                            dtype=np.float32, **model_shape)
+    model = GPT(len(characters.chars), **model_shape).float()
+    _copy_into(model, params)
+    batch = lambda k: char_gpt.window_batch(train_ids, context=baby["context"],  # noqa: E731
+                                            batch_size=baby["batch_size"], seed=seed, k=k)
+    state = {"step": 0, "trainable": params, "adam": loop.adamw_init(params), "losses": [],
+             "settings": None}
+    loss_sum = char_gpt.loss_sum(config)
+
+    def minattn_step(k):
+        nonlocal state
+        state = loop.train(loss_sum, None, None, steps=state["step"] + 1, total=steps,
+                           state=state, batches=lambda _: batch(k), batch_size=None,
+                           pad_id=None, lr=baby["lr"], min_lr=baby["min_lr"],
+                           warmup=baby["warmup"], weight_decay=baby["weight_decay"],
+                           betas=baby["betas"], decays=char_gpt.decays,
+                           max_grad_norm=baby["max_grad_norm"])
+        return state["losses"][-1]
+
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p in model.parameters() if p.dim() >= 2],
+          "weight_decay": baby["weight_decay"]},
+         {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
+        lr=baby["lr"], betas=baby["betas"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: loop.cosine_lr(
+        s, lr=1.0, warmup=baby["warmup"], total=steps, min_lr=baby["min_lr"] / baby["lr"]))
+
+    def torch_step(k):
+        tokens, targets, _ = batch(k)
+        logits = model(torch.from_numpy(tokens))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 torch.from_numpy(targets).reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), baby["max_grad_norm"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+        return float(loss.detach())
+
+    def minattn_val():
+        return char_gpt.evaluate(state["trainable"], config, val_ids, context=baby["context"],
+                                 batch_size=baby["batch_size"], batches=baby["eval_batches"],
+                                 seed=seed)
+
+    def torch_val():
+        with torch.no_grad():
+            losses = []
+            for j in range(baby["eval_batches"]):
+                tokens, targets, _ = char_gpt.window_batch(
+                    val_ids, context=baby["context"], batch_size=baby["batch_size"], seed=seed,
+                    k=10 ** 9 + j)
+                logits = model(torch.from_numpy(tokens))
+                losses.append(float(torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), torch.from_numpy(targets).reshape(-1))))
+        return float(np.mean(losses))
+
+    return minattn_step, torch_step, minattn_val, torch_val
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--busy", type=int, default=0,
+                        help="CPU-bound processes running beside the timed rounds")
+    parser.add_argument("--run", type=int, default=0,
+                        help="train this many steps on each side (the baby config: 2000), "
+                             "timing each whole run and reporting its validation loss")
+    parser.add_argument("--profile", action="store_true",
+                        help="time minattn's recorded forward and each backward operation")
+    parser.add_argument("--memory-child", choices=("minattn", "torch"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        return memory_child(args)
+    header(args.busy)
+    with threads(args.threads):
+        if args.run:
+            return whole_runs(args)
+        if args.profile:
+            return profile(args.rounds)
+        minattn_step, torch_step, _, _ = build()
+        counter = iter(range(10 ** 6))
+        with busy(args.busy):
+            times = interleaved({"minattn": lambda: minattn_step(next(counter)),
+                                 "torch": lambda: torch_step(next(counter))}, args.rounds)
+    print(f"baby GPT, float32, batch 12 x 64 characters, {args.threads} threads, "
+          f"{args.rounds} rounds")
+    print("| | minattn | torch (eager) | ratio |")
+    print("|---|---|---|---|")
+    print(f"| training step | {describe(times['minattn'])} | {describe(times['torch'])} | "
+          f"{ratio(times['minattn'], times['torch'])} |")
+    memory = {side: child_peak(side, args) for side in ("minattn", "torch")}
+    print(f"| a step's peak memory above the model | {memory['minattn']:.1f} MiB | "
+          f"{memory['torch']:.1f} MiB | {memory['minattn'] / memory['torch']:.2f} |")
+    footer()
+
+
+def whole_runs(args):
+    # each side's whole run in turn, the same batches: wall time and the validation loss
+    minattn_step, torch_step, minattn_val, torch_val = build(steps=args.run)
+    for name, step, val in (("minattn", minattn_step, minattn_val),
+                            ("torch", torch_step, torch_val)):
+        start = time.perf_counter()
+        for k in range(args.run):
+            loss = step(k)
+        seconds = time.perf_counter() - start
+        print(f"{name}: {args.run} steps in {seconds:.0f} s, last training loss {loss:.3f}, "
+              f"validation loss {val():.3f}", flush=True)
+    footer()
+
+
+def profile(rounds):
+    # The forward pass as autograd records it (make_vjp), then the backward pass replayed node
+    # by node as autograd.core.backward_pass does, each node's VJP timed and summed by its
+    # primitive and argument shapes; medians over the rounds are not kept: sums / rounds.
+    from collections import Counter
+
+    import autograd.core as core
+    from autograd import make_vjp
+
+    from minattn.models import char_gpt
+    from minattn.training import text_data
+
+    baby = char_gpt.BABY
+    text = text_data.shakespeare()
+    characters = char_gpt.Characters(text)
+    train_ids, _ = char_gpt.split(characters.encode(text))
+    params, config = char_gpt.init_char_gpt(
+        np.random.default_rng(0), len(characters.chars), dtype=np.float32,
+        **{k: baby[k] for k in ("n_layers", "n_heads", "d_model", "context")})
+    loss_sum = char_gpt.loss_sum(config)
+    batch = char_gpt.window_batch(train_ids, context=baby["context"],
+                                  batch_size=baby["batch_size"], seed=0, k=0)
+    names, seconds, calls = {}, Counter(), Counter()
+    init = core.VJPNode.__init__
+
+    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
+        init(node, value, fun, args, kwargs, parent_argnums, parents)
+        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
+        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
+
+    def timed_backward_pass(g, end_node):
+        outgrads = {end_node: (g, False)}
+        for node in core.toposort(end_node):
+            outgrad = outgrads.pop(node)
+            start = time.perf_counter()
+            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
+                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
+            seconds[names.get(id(node), "?")] += time.perf_counter() - start
+            calls[names.get(id(node), "?")] += 1
+        return outgrad[0]
+
+    loss_sum(params, batch, None)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        loss_sum(params, batch, None)
+    plain = (time.perf_counter() - start) / rounds
+    core.VJPNode.__init__, backward_pass = named_init, core.backward_pass
+    recorded = backward = 0.0
+    try:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            vjp, _ = make_vjp(loss_sum)(params, batch, None)
+            recorded += time.perf_counter() - start
+            core.backward_pass = timed_backward_pass
+            start = time.perf_counter()
+            vjp(np.float32(1.0))
+            backward += time.perf_counter() - start
+            core.backward_pass = backward_pass
+    finally:
+        core.VJPNode.__init__, core.backward_pass = init, backward_pass
+    print(f"forward, not recorded: {1e3 * plain:.1f} ms; recorded: {1e3 * recorded / rounds:.1f}"
+          f" ms; backward: {1e3 * backward / rounds:.1f} ms "
+          f"({sum(calls.values()) // rounds} nodes), of which:")
+    for name, s in seconds.most_common(12):
+        print(f"  {1e3 * s / rounds:7.2f} ms  {calls[name] // rounds:3d} x  {name}")
+    footer()
+
+
+def child_peak(side, args):
+    command = [sys.executable, os.path.abspath(__file__), "--memory-child", side, "--threads",
+               str(args.threads)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def memory_child(args):
+    # Both sides are built (the data and the weights alike), one side steps: the resident memory
+    # before a warm-up step, then the peak of the next step above it.
+    with threads(args.threads):
+        minattn_step, torch_step, _, _ = build()
+        step = minattn_step if args.memory_child == "minattn" else torch_step
+        before = _status_mib("VmRSS")
+        step(0)
+        with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) reset to the present
+            f.write("5")
+        step(1)
+        peak = _status_mib("VmHWM")
+    print(json.dumps({"peak_mib": peak - before}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

