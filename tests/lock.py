@@ -30,6 +30,8 @@ README = ROOT / "README.md"
 PEERS = ("torch", "transformers", "tokenizers", "safetensors", "gguf", "peft", "transformer-lens",
          "sentence-transformers", "accelerate", "numpy", "autograd", "scipy", "hypothesis",
          "pytest", "sybil", "jupytext", "nbclient")
+# the README's test command's processes (pytest-xdist: each test file whole in one of them)
+XDIST = ("-n", "2", "--dist", "loadfile")
 # a test file is a parity test where it reaches one of these peers
 PARITY_PEERS = re.compile(r"""(\bimport |\bfrom |importorskip\(["'])"""
                           r"(torch|transformers|peft|transformer_lens|sentence_transformers)\b")
@@ -118,8 +120,8 @@ def main(argv):
         print("\n".join("  " + line for line in changes))
         env = {**os.environ, "CI": "1", "MINATTN_NEWEST_PEERS": "1"}  # (tests/test_lock.py)
         if command == "newest":
-            return _run(python, "-m", "pytest", "-q", *parity_tests(), env=env).returncode
-        if (_run(python, "-m", "pytest", env=env).returncode or
+            return _run(python, "-m", "pytest", "-q", *XDIST, *parity_tests(), env=env).returncode
+        if (_run(python, "-m", "pytest", *XDIST, env=env).returncode or
                 _run(python, "tests/forced_paths.py", env=env).returncode):
             print("the suite is red on the newest releases: tests/lock.txt left as it was")
             return 1
