@@ -64,20 +64,20 @@ _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061
 def _gelu_float32(x, out):
     # float32 x -> out = x Φ(x). In-place passes over arrays made here (no autograd inside a
     # primitive, so `out=` is fine).
-    return np.multiply(_phi_float32(x, out)[0], x, out=out)
+    return np.multiply(_normal_cdf_float32(x, out)[0], x, out=out)
 
 
 def _gelu_derivative_float32(x, out):
     # float32 x -> out = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's own exp
     # (0 where z stops at 11, as the float32 density is there). x + 0 turns -0 into +0, where
-    # _phi_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) itself is 1/2).
+    # _normal_cdf_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) itself is 1/2).
     x = x + np.float32(0.0)
-    phi, e = _phi_float32(x, out)
-    return np.add(phi, np.multiply(x, np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)),
+    cdf, e = _normal_cdf_float32(x, out)
+    return np.add(cdf, np.multiply(x, np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)),
                                                   out=e), out=e), out=out)
 
 
-def _phi_float32(x, out):
+def _normal_cdf_float32(x, out):
     # float32 x -> (out = Φ(x), exp(-z²)). With h = erfc(|x| / √2) / 2, Φ(x) is h for x < 0 (h
     # itself, so the small values of the left tail keep their relative precision) and 1 - h for
     # x >= 0. z stops at 11: there h is 0 in float32 already, and z * z cannot overflow for

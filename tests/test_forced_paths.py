@@ -59,4 +59,4 @@ def test_a_preset_numpy_setting_is_kept(monkeypatch):
 def test_ci_runs_it_after_the_suite():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     command = lines[lines.index("<!-- test-command -->") + 2]
-    assert command.endswith("&& python -m pytest && python tests/forced_paths.py")
+    assert command.endswith("&& python -m pytest -n 2 --dist loadfile && python tests/forced_paths.py")

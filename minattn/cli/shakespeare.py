@@ -103,6 +103,8 @@ def run(args):
                 "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                 "chars": "".join(characters.chars)}
     state = _resumed(out, settings) if args.resume else None
+    if state is not None:  # (said once every check has passed)
+        print(f"resuming at step {state['step']} of {args.steps}", file=sys.stderr)
     train_ids, val_ids = char_gpt.split(characters.encode(text))
     params, config = char_gpt.init_char_gpt(np.random.default_rng(args.seed),
                                             len(characters.chars), dtype=np.float32, **model)
