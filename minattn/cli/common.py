@@ -3,6 +3,7 @@ small helpers of several commands (progress bars, file names, token labels)."""
 import argparse
 import contextlib
 import sys
+import time
 from pathlib import Path
 
 EXIT_CODES = """exit codes:
@@ -167,3 +168,41 @@ def load_language_model(path, adapter=None):
     with model_file_refused():
         model = chat_model.load_language_model(path)
         return model if adapter is None else chat_model.with_adapter(model, adapter)
+
+
+@contextlib.contextmanager
+def training_run(out, steps, state, unit):
+    """A training command's run (finetune, shakespeare): yields (bar, progress), the progress bar
+    on stderr and progress(step, loss, n), the training loop's callback (the loss and `unit`s a
+    second). Its two stops: a loss that is not finite, refused naming the last good checkpoint in
+    `out`, and Ctrl-C, which names the checkpoint --resume continues from and goes on up."""
+    from tqdm import tqdm
+
+    from ..training import loop
+
+    start, read = time.perf_counter(), 0
+    with tqdm(total=steps, initial=state["step"] if state else 0, unit="step", ncols=100,
+              mininterval=0.5, file=sys.stderr) as bar:
+        def progress(step, loss, n):
+            nonlocal read
+            read += n
+            bar.update(1)
+            bar.set_postfix_str(f"loss {loss:.3f}, {read / (time.perf_counter() - start):.0f} "
+                                f"{unit}/s", refresh=False)
+
+        checkpoint = out / loop.CHECKPOINT
+        try:
+            yield bar, progress
+        except loop.NonFinite as error:
+            kept = loop.load_checkpoint(out)["step"] if checkpoint.is_file() else None
+            raise UsageError(f"{error}: stopped; " + (
+                f"the last good checkpoint, step {kept}, stays in {checkpoint}"
+                if kept is not None else "no checkpoint had been written yet") +
+                " (a smaller --lr?)", see_help=False) from None
+        except KeyboardInterrupt:
+            bar.close()
+            if checkpoint.is_file():
+                step = loop.load_checkpoint(out)["step"]
+                print(f"interrupted: the checkpoint of step {step} is in {checkpoint}; the same "
+                      "command with --resume continues", file=sys.stderr)
+            raise

@@ -12,7 +12,6 @@ import argparse
 import hashlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy as np
 from .arguments import (fraction, lora_targets, model_path, non_negative_float, non_negative_int,
                         positive_float, positive_int, thread_count)
 from .common import (UsageError, examples, figure_left_out, language_model_file,
-                     load_language_model)
+                     load_language_model, training_run)
 
 CURVE = "loss.png"
 
@@ -266,40 +265,13 @@ def _said(evaluation):
 
 
 def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
-    from tqdm import tqdm
-
     warmup = args.steps // 10 if args.warmup is None else args.warmup
-    start = time.perf_counter()
-    tokens = [0]
-    with tqdm(total=args.steps, initial=state["step"] if state else 0, unit="step", ncols=100,
-              mininterval=0.5, file=sys.stderr) as bar:
-        def progress(step, loss, n_tokens):
-            tokens[0] += n_tokens
-            bar.update(1)
-            bar.set_postfix_str(f"loss {loss:.3f}, "
-                                f"{tokens[0] / (time.perf_counter() - start):.0f} tokens/s",
-                                refresh=False)
-
-        try:
-            return loop.train(loss_sum, trainable, encoded, steps=args.steps,
-                              batch_size=args.batch_size, accumulation=args.accumulation,
-                              pad_id=pad, lr=args.lr, warmup=warmup,
-                              weight_decay=args.weight_decay, seed=args.seed, out=out,
-                              every=args.every, state=state, settings=settings,
-                              callback=progress)
-        except loop.NonFinite as error:
-            kept = loop.load_checkpoint(out)["step"] if (out / loop.CHECKPOINT).is_file() else None
-            raise UsageError(f"{error}: stopped; " + (
-                f"the last good checkpoint, step {kept}, stays in {out / loop.CHECKPOINT}"
-                if kept else "no checkpoint had been written yet") + " (a smaller --lr?)") \
-                from None
-        except KeyboardInterrupt:
-            bar.close()
-            if (out / loop.CHECKPOINT).is_file():
-                step = loop.load_checkpoint(out)["step"]
-                print(f"interrupted: the checkpoint of step {step} is in {out / loop.CHECKPOINT};"
-                      " the same command with --resume continues", file=sys.stderr)
-            raise
+    with training_run(out, args.steps, state, "tokens") as (_, progress):
+        return loop.train(loss_sum, trainable, encoded, steps=args.steps,
+                          batch_size=args.batch_size, accumulation=args.accumulation, pad_id=pad,
+                          lr=args.lr, warmup=warmup, weight_decay=args.weight_decay,
+                          seed=args.seed, out=out, every=args.every, state=state,
+                          settings=settings, callback=progress)
 
 
 def _save(out, state, args, curve):

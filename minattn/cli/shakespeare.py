@@ -12,13 +12,12 @@ import argparse
 import hashlib
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from .arguments import non_negative_int, positive_float, positive_int, temperature
-from .common import UsageError, examples
+from .common import UsageError, examples, training_run
 
 CURVE = "loss.png"
 # the options of the model and its training -> char_gpt's names (BABY's keys)
@@ -154,19 +153,7 @@ def _prompt(prompt, characters, option):
 
 def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, settings,
            characters, first):
-    from tqdm import tqdm
-
-    loop = char_gpt.loop
-    start, read = time.perf_counter(), [0]
-    with tqdm(total=training["steps"], initial=state["step"] if state else 0, unit="step",
-              ncols=100, mininterval=0.5, file=sys.stderr) as bar:
-        def progress(step, loss, n_tokens):
-            read[0] += n_tokens
-            bar.update(1)
-            bar.set_postfix_str(f"loss {loss:.3f}, "
-                                f"{read[0] / (time.perf_counter() - start):.0f} chars/s",
-                                refresh=False)
-
+    with training_run(out, training["steps"], state, "chars") as (bar, progress):
         def evaluated(state):
             step, train_loss, val_loss = state["settings"]["evals"][-1]
             text = characters.decode(char_gpt.sample(
@@ -175,23 +162,9 @@ def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, s
             bar.write(f"step {step}: train loss {train_loss:.3f}, validation loss "
                       f"{val_loss:.3f}\n{text}\n", file=sys.stdout)
 
-        try:
-            return char_gpt.train_char_gpt(params, config, train_ids, val_ids, out=out,
-                                           state=state, settings=settings, callback=progress,
-                                           on_eval=evaluated, **training)
-        except loop.NonFinite as error:
-            kept = loop.load_checkpoint(out)["step"] if (out / loop.CHECKPOINT).is_file() else None
-            raise UsageError(f"{error}: stopped; " + (
-                f"the last good checkpoint, step {kept}, stays in {out / loop.CHECKPOINT}"
-                if kept is not None else "no checkpoint had been written yet") +
-                " (a smaller --lr?)", see_help=False) from None
-        except KeyboardInterrupt:
-            bar.close()
-            if (out / loop.CHECKPOINT).is_file():
-                step = loop.load_checkpoint(out)["step"]
-                print(f"interrupted: the checkpoint of step {step} is in {out / loop.CHECKPOINT};"
-                      " the same command with --resume continues", file=sys.stderr)
-            raise
+        return char_gpt.train_char_gpt(params, config, train_ids, val_ids, out=out, state=state,
+                                       settings=settings, callback=progress, on_eval=evaluated,
+                                       **training)
 
 
 def _save(out, state):
