@@ -78,3 +78,58 @@ def header(busy_n):
 def footer():
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}, "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
+
+
+def profile_step(loss, args, rounds=1):
+    """Where a training step's time goes: `loss(*args)` unrecorded, then recorded by autograd
+    (make_vjp), then its backward pass replayed node by node as autograd.core.backward_pass does,
+    each node's VJP timed and summed by its primitive and argument shapes. Prints seconds per
+    round (sums / rounds, not medians) and the twelve largest shares."""
+    from collections import Counter
+
+    import autograd.core as core
+    from autograd import make_vjp
+
+    names, seconds, calls = {}, Counter(), Counter()
+    init, backward_pass = core.VJPNode.__init__, core.backward_pass
+
+    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
+        init(node, value, fun, args, kwargs, parent_argnums, parents)
+        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
+        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
+
+    def timed_backward_pass(g, end_node):
+        outgrads = {end_node: (g, False)}
+        for node in core.toposort(end_node):
+            outgrad = outgrads.pop(node)
+            start = time.perf_counter()
+            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
+                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
+            seconds[names.get(id(node), "?")] += time.perf_counter() - start
+            calls[names.get(id(node), "?")] += 1
+        return outgrad[0]
+
+    loss(*args)
+    start = time.perf_counter()
+    for _ in range(rounds):
+        loss(*args)
+    plain = (time.perf_counter() - start) / rounds
+    core.VJPNode.__init__ = named_init
+    recorded = backward = 0.0
+    try:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            vjp, _ = make_vjp(loss)(*args)
+            recorded += time.perf_counter() - start
+            core.backward_pass = timed_backward_pass
+            start = time.perf_counter()
+            vjp(np.float32(1.0))
+            backward += time.perf_counter() - start
+            core.backward_pass = backward_pass
+    finally:
+        core.VJPNode.__init__, core.backward_pass = init, backward_pass
+    print(f"forward, not recorded: {1e3 * plain:.1f} ms; recorded: {1e3 * recorded / rounds:.1f}"
+          f" ms; backward: {1e3 * backward / rounds:.1f} ms "
+          f"({sum(calls.values()) // rounds} nodes), of which:")
+    for name, s in seconds.most_common(12):
+        print(f"  {1e3 * s / rounds:8.2f} ms  {calls[name] // rounds:3d} x  {name}")

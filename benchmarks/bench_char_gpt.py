@@ -39,7 +39,7 @@ os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not th
 
 import numpy as np  # noqa: E402
 
-from _harness import busy, describe, footer, header, interleaved, ratio  # noqa: E402
+from _harness import busy, describe, footer, header, interleaved, profile_step, ratio  # noqa: E402
 from bench_finetune import _status_mib, threads  # noqa: E402
 
 
@@ -169,14 +169,7 @@ def whole_runs(args):
 
 
 def profile(rounds):
-    # The forward pass as autograd records it (make_vjp), then the backward pass replayed node
-    # by node as autograd.core.backward_pass does, each node's VJP timed and summed by its
-    # primitive and argument shapes; medians over the rounds are not kept: sums / rounds.
-    from collections import Counter
-
-    import autograd.core as core
-    from autograd import make_vjp
-
+    # where a step goes, by autograd's nodes (_harness.profile_step)
     from minattn.models import char_gpt
     from minattn.training import text_data
 
@@ -190,49 +183,7 @@ def profile(rounds):
     loss_sum = char_gpt.loss_sum(config)
     batch = char_gpt.window_batch(train_ids, context=baby["context"],
                                   batch_size=baby["batch_size"], seed=0, k=0)
-    names, seconds, calls = {}, Counter(), Counter()
-    init = core.VJPNode.__init__
-
-    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
-        init(node, value, fun, args, kwargs, parent_argnums, parents)
-        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
-        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
-
-    def timed_backward_pass(g, end_node):
-        outgrads = {end_node: (g, False)}
-        for node in core.toposort(end_node):
-            outgrad = outgrads.pop(node)
-            start = time.perf_counter()
-            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
-                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
-            seconds[names.get(id(node), "?")] += time.perf_counter() - start
-            calls[names.get(id(node), "?")] += 1
-        return outgrad[0]
-
-    loss_sum(params, batch, None)
-    start = time.perf_counter()
-    for _ in range(rounds):
-        loss_sum(params, batch, None)
-    plain = (time.perf_counter() - start) / rounds
-    core.VJPNode.__init__, backward_pass = named_init, core.backward_pass
-    recorded = backward = 0.0
-    try:
-        for _ in range(rounds):
-            start = time.perf_counter()
-            vjp, _ = make_vjp(loss_sum)(params, batch, None)
-            recorded += time.perf_counter() - start
-            core.backward_pass = timed_backward_pass
-            start = time.perf_counter()
-            vjp(np.float32(1.0))
-            backward += time.perf_counter() - start
-            core.backward_pass = backward_pass
-    finally:
-        core.VJPNode.__init__, core.backward_pass = init, backward_pass
-    print(f"forward, not recorded: {1e3 * plain:.1f} ms; recorded: {1e3 * recorded / rounds:.1f}"
-          f" ms; backward: {1e3 * backward / rounds:.1f} ms "
-          f"({sum(calls.values()) // rounds} nodes), of which:")
-    for name, s in seconds.most_common(12):
-        print(f"  {1e3 * s / rounds:7.2f} ms  {calls[name] // rounds:3d} x  {name}")
+    profile_step(loss_sum, (params, batch, None), rounds)
     footer()
 
 

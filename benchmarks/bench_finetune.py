@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
-from _harness import busy, describe, footer, header, interleaved, ratio  # noqa: E402
+from _harness import busy, describe, footer, header, interleaved, profile_step, ratio  # noqa: E402
 
 SMOLLM2 = dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                num_attention_heads=9, num_key_value_heads=3, head_dim=64, rms_norm_eps=1e-5,
@@ -236,52 +236,9 @@ def _status_mib(field):
 
 
 def profile(loss_sum, lora, ids):
-    # The forward pass as autograd records it (make_vjp), then the backward pass replayed node
-    # by node as autograd.core.backward_pass does, each node's VJP timed and summed by its
-    # primitive and argument shapes.
-    from collections import Counter
-
-    import autograd.core as core
-    from autograd import make_vjp
-
-    names, seconds, calls = {}, Counter(), Counter()
-    init = core.VJPNode.__init__
-
-    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
-        init(node, value, fun, args, kwargs, parent_argnums, parents)
-        shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
-        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
-
-    def timed_backward_pass(g, end_node):
-        outgrads = {end_node: (g, False)}
-        for node in core.toposort(end_node):
-            outgrad = outgrads.pop(node)
-            start = time.perf_counter()
-            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
-                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
-            seconds[names.get(id(node), "?")] += time.perf_counter() - start
-            calls[names.get(id(node), "?")] += 1
-        return outgrad[0]
-
+    # where a step goes, by autograd's nodes (_harness.profile_step)
     batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, dtype=bool))
-    start = time.perf_counter()
-    _ = loss_sum(lora, batch, None)
-    plain = time.perf_counter() - start
-    core.VJPNode.__init__, backward_pass = named_init, core.backward_pass
-    try:
-        start = time.perf_counter()
-        vjp, _ = make_vjp(loss_sum)(lora, batch, None)
-        recorded = time.perf_counter() - start
-        core.backward_pass = timed_backward_pass
-        start = time.perf_counter()
-        vjp(np.float32(1.0))
-        backward = time.perf_counter() - start
-    finally:
-        core.VJPNode.__init__, core.backward_pass = init, backward_pass
-    print(f"forward, not recorded: {plain:.1f} s; recorded: {recorded:.1f} s; backward: "
-          f"{backward:.1f} s, of which:")
-    for name, s in seconds.most_common(12):
-        print(f"  {s:6.2f} s  {calls[name]:4d} x  {name}")
+    profile_step(loss_sum, (lora, batch, None))
     footer()
 
 
