@@ -93,3 +93,21 @@ def test_section_six_is_named_once_the_student_grades_its_functions():
     assert "sections 1 to 6" in out and "WAIT  " not in out, out
     verdict, out = report([SOLUTIONS / "01_softmax.py"])
     assert "encoder_block" not in out and "more of later parts, not listed" in out, out
+
+
+@pytest.mark.parametrize("number", PART_I_EXERCISES)
+def test_a_part_one_stub_keeps_later_material_to_its_last_paragraph(number):
+    # exercise 2's stub once described dropout and rng before what Part I asks: a week-1 student
+    # meets later material only in the docstring's last paragraph, "For later parts", which
+    # stays for the part-4 student
+    source = STUBS[number].read_text(encoding="utf-8")
+    docstrings = re.findall(r'^    """(.*?)"""', source, re.M | re.S)
+    assert docstrings, number
+    for docstring in docstrings:
+        paragraphs = docstring.strip().split("\n\n")
+        first = "\n\n".join(p for p in paragraphs if not p.strip().startswith("For later parts"))
+        assert not named(first), (number, named(first))
+        later = [p for p in paragraphs if p.strip().startswith("For later parts")]
+        assert later in ([], [paragraphs[-1]]), (number, later)
+    module = source.split('"""', 2)[1]  # the module's docstring, the first thing read
+    assert not named(module), (number, named(module))
