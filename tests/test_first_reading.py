@@ -80,8 +80,8 @@ def week_minutes(week, setup=0):
              "questions": sum(PARTS_QUESTION_MINUTES if several_parts(q) else QUESTION_MINUTES
                               for q in questions)}
     counts = {"prose": prose, "traced": traced, "examples": examples, "figures": figures,
-              "shown": len(shown), "answered": len(answered), "folded": len(folded), "finished": len(finished),
-              "questions": len(questions)}
+              "shown": len(shown), "answered": len(answered), "folded": len(folded),
+              "finished": len(finished), "questions": len(questions)}
     return sum(parts.values()), parts, counts
 
 

@@ -43,7 +43,8 @@ def test_part_ones_exercises_and_the_later_names_are_found():
     assert PART_I_EXERCISES == [1, 2, 3, 4, 5], PART_I_EXERCISES
     names = later_names()  # the test must see what it looks for
     for expected in ("encoder_block_matches_the_paper", "softmax_takes_minus_inf_without_a_mask",
-                     "dropout", "sinks", "align", "layer_norm", "properties/ex14_attention_sinks.py"):
+                     "dropout", "sinks", "align", "layer_norm",
+                     "properties/ex14_attention_sinks.py"):
         assert expected in names, expected
 
 

@@ -485,7 +485,9 @@ def what_is_taught(part, functions):
     # the report's words for what --part `part` checks of `functions`
     if part > 1:
         return f"what parts 1 to {part} teach"
-    return f"what {PART_ONE} teach" if reaches_the_block(functions) else f"what {PART_I_ALONE} teaches"
+    if reaches_the_block(functions):
+        return f"what {PART_ONE} teach"
+    return f"what {PART_I_ALONE} teaches"
 
 
 def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
