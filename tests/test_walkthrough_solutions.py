@@ -3,8 +3,11 @@ command its stub's docstring gives; every parameter it tells the student to leav
 the stub's; every solution shown or folded for the exercise, pasted into its stub as a student
 would (after the stub's own function, which it replaces, with the line the box tells them to
 add), passes that command; and every stub documents the parameters, with the defaults, of the
-minattn function it mirrors, and says what that function does with them. Part I's and section
-6's solutions, shown above their boxes, are pasted by tests/test_first_reading.py."""
+minattn function it mirrors, and says what that function does with them. Exercises 1 to 4 ask
+for something the text has not printed (a bug to find in the form shown under the box, or an
+inverse to write), their answers folded: each answer passes, and each form with a bug fails.
+Part I's and section 6's plain forms, shown above their boxes, are pasted by
+tests/test_first_reading.py."""
 import inspect
 import os
 import re
@@ -35,6 +38,12 @@ BOXES = [(int(n), bool(finished), box, match.end())
 def stub_command(number):
     # the command the stub's docstring gives, the first line a student reads
     return COMMAND.search(" ".join(STUBS[number].read_text(encoding="utf-8").split()))[0]
+
+
+# the plain forms of minattn.course.teaching shown in the text, where they start
+EXCERPTS = [(match.start(), dotted.rsplit(".", 1)[1], shown)
+            for match in re.finditer(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", TEXT, re.S)
+            for dotted, shown in [match.groups()] if dotted.startswith("minattn.course.teaching.")]
 
 
 def folded_solution(number):
@@ -70,7 +79,62 @@ FOLDED_NUMBERS = [n for n in sorted(STUBS) if folded_solution(n)]
 
 
 def test_the_folded_solutions_are_those_the_boxes_announce():
-    assert FOLDED_NUMBERS == [5, 9, 10, 11, 12, 13, 14, 15], FOLDED_NUMBERS
+    assert FOLDED_NUMBERS == [1, 2, 3, 4, 5, 9, 10, 11, 12, 13, 14, 15], FOLDED_NUMBERS
+
+
+ANSWERED = "The answer is folded below."  # a box that builds on a form shown above it
+
+
+def test_part_ones_exercises_ask_for_what_the_text_has_not_printed():
+    # exercises 1 to 4 once said "the solution is the plain form above": copying
+    for number in (1, 2, 3, 4):
+        [box] = [b for n, f, b, _ in BOXES if n == number and not f]
+        assert ANSWERED in box and "plain form above" not in box, number
+        summary, blocks = folded_solution(number)
+        asked = [code for _, code in blocks]
+        # what the answer holds is not printed outside it (a bug's fix, or a form not shown)
+        outside = FOLDED.sub("", TEXT)
+        assert all(code not in outside for code in asked), number
+
+
+def bug_form(number):
+    """The form with a bug that the box of exercise `number` shows right under it, or None."""
+    [(box, end)] = [(b, end) for n, f, b, end in BOXES if n == number and not f]
+    if ANSWERED not in box:
+        return None
+    between = TEXT[end:TEXT.index("<details>", end)]
+    found = re.findall(r"^```py\n(.*?)```", between, re.M | re.S)
+    return found[0] if found else None
+
+
+BUG_NUMBERS = [n for n in sorted(STUBS) if bug_form(n)]
+
+
+def test_the_bugs_to_find_are_those_of_exercises_one_to_three():
+    assert BUG_NUMBERS == [1, 2, 3], BUG_NUMBERS
+
+
+@pytest.mark.parametrize("number", BUG_NUMBERS)
+def test_each_form_with_a_bug_fails_its_exercises_command_and_its_fix_differs_little(number,
+                                                                                     tmp_path):
+    # the student is told to grade the form with the bug "to see the grader find it": it fails
+    pytest.importorskip("hypothesis")
+    bug, [(_, fixed)] = bug_form(number), folded_solution(number)[1]
+    assert bug != fixed and bug.count("\n") == fixed.count("\n"), number  # one line changed
+    assert sum(a != b for a, b in zip(bug.splitlines(), fixed.splitlines())) == 1, number
+    run = grade(number, bug, tmp_path)
+    assert run.returncode == 1 and "FAIL  " in run.stdout, run.stdout + run.stderr
+
+
+def grade(number, code, tmp_path):
+    # the code pasted after the stub, graded by the command the stub gives
+    stub = STUBS[number]
+    path = tmp_path / "my_attention" / stub.name
+    path.parent.mkdir()
+    path.write_text(stub.read_text(encoding="utf-8") + "\n\n" + code, encoding="utf-8")
+    command = stub_command(number).split()
+    return subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def pasted(number):
@@ -87,7 +151,12 @@ def pasted(number):
             function = getattr(teaching, dotted.rsplit(".", 1)[1])
             assert shown == inspect.getsource(function), dotted
         code.append(shown)
-    box = [b for n, f, b, _ in BOXES if n == number and not f][0]
+    [(box, end)] = [(b, end) for n, f, b, end in BOXES if n == number and not f]
+    if ANSWERED in box:  # the stub's other functions: their plain forms shown before the box
+        source = STUBS[number].read_text(encoding="utf-8")
+        answered = set(re.findall(r"^def (\w+)\(", "".join(code), re.M))
+        code = [shown for at, name, shown in EXCERPTS if at < end and name not in answered
+                and re.search(rf"^def {name}\(", source, re.M)] + code
     for added in re.findall(r"give `cos` and `sin` the dtype of `x` before they multiply it: "
                             r"`([^`]+)`", box):  # exercise 10: "added after its `cos, sin` line"
         after = re.search(r"with that line added after its `([^`]+)` line", box)[1]
@@ -105,13 +174,7 @@ def test_each_folded_solution_pasted_passes_its_exercises_command(number, tmp_pa
         summary, blocks = folded_solution(number)
         assert all(dotted and not dotted.startswith("minattn.course.") for dotted, _ in blocks)
         return
-    stub = STUBS[number]
-    path = tmp_path / "my_attention" / stub.name
-    path.parent.mkdir()
-    path.write_text(stub.read_text(encoding="utf-8") + "\n\n" + code, encoding="utf-8")
-    command = stub_command(number).split()
-    run = subprocess.run([sys.executable, *command[1:]], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = grade(number, code, tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "FAIL" not in run.stdout and " 0 failed" in run.stdout, run.stdout
 
@@ -198,9 +261,6 @@ def test_each_stub_says_where_its_function_passes_a_parameter_on(number, name, f
 
 # --- a box that sends the student back to an earlier exercise ----------------------------------
 
-EXCERPTS = [(match.start(), dotted.rsplit(".", 1)[1], shown)
-            for match in re.finditer(r"<!-- source: ([\w.]+) -->\n```py\n(.*?)```", TEXT, re.S)
-            for dotted, shown in [match.groups()] if dotted.startswith("minattn.course.teaching.")]
 AGAIN = [(int(numbers.split()[0]), m[0], match.end()) for match in BOX.finditer(TEXT)
          for numbers, _, box in [match.groups()] for m in COMMAND.finditer(box)
          if m[1].lstrip("0") not in numbers.split(" and ")]

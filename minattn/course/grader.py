@@ -18,6 +18,12 @@ are listed as waiting. An answer may leave out the parameters a later part adds 
 that part too. Within Part I, softmax and attention may leave out `mask` until section 4 teaches
 it: at --part 1 the properties that pass a mask then wait, from --part 2 they fail.
 
+At --part 1 the report names only what the student has been taught: what later parts teach is
+counted in the summary, not listed (no WAIT line, no left-out parameter, no file of theirs), and
+section 6's properties (exercises 6 to 8, the block) are checked, and named, only where the
+student grades one of section 6's functions; a student of Part I alone (exercises 1 to 5) meets no
+name of the block.
+
 The report lists the properties of the student's own functions first, then those of minattn's
 composites running them; a failure gives its statement, the counterexample with its arguments
 named, and a hint. Every call a property makes of a student's function is also held to the
@@ -71,6 +77,8 @@ from . import contract
 EXERCISES = Path(__file__).parent / "exercises"
 # what --part 1 checks: Part I (sections 1 to 5) and section 6, the first section of Part II
 PART_ONE = "sections 1 to 6 (Part I, and section 6 of Part II)"
+PART_I_ALONE = "Part I (sections 1 to 5)"  # what --part 1 checks of exercises 1 to 5 alone
+LAST_OF_PART_I = 5  # exercises 1 to 5 are Part I's; 6 to 8 section 6's, checked with them
 PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
               None: "the model families, which no exercise asks for"}
 # Parameters a student's function may leave out, and the part that teaches each (None: no
@@ -453,6 +461,35 @@ def graded(functions):
         yield
 
 
+def exercise_of(name):
+    """The exercise that asks for `name`: the first whose file holds a property of it (0: none)."""
+    from . import properties
+
+    return min((p.exercise for p in properties.PROPERTIES if p.of == name), default=0)
+
+
+def reaches_the_block(functions):
+    # whether the student grades one of section 6's functions (exercises 6 to 8) or a later one
+    return any(exercise_of(name) > LAST_OF_PART_I for name in functions)
+
+
+def taught(prop, part, functions):
+    """Whether --part `part` checks `prop` for a student who grades `functions`: its part is at
+    most `part`, and at --part 1 a property of section 6's exercises only where the student
+    grades one of section 6's functions."""
+    return prop.part <= part and (part > 1 or prop.exercise <= LAST_OF_PART_I
+                                  or reaches_the_block(functions))
+
+
+def what_is_taught(part, functions):
+    # the report's words for what --part `part` checks of `functions`
+    if part > 1:
+        return f"what parts 1 to {part} teach"
+    if reaches_the_block(functions):
+        return f"what {PART_ONE} teach"
+    return f"what {PART_I_ALONE} teaches"
+
+
 def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failure=False,
           seconds=EXAMPLE_SECONDS, status=None):
     """Swap `functions` in, run every property of parts 1..`part` that exercises one (up to the
@@ -462,7 +499,7 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
     from . import properties
 
     chosen = order([p for p in properties.PROPERTIES if p.uses & set(functions)], functions)
-    warm_up([p for p in chosen if p.part <= part])
+    warm_up([p for p in chosen if taught(p, part, functions)])
     failed_own, broken = [], set()  # broken: the hints of the contract's failures reported
     failures = checked = not_run = waited = 0
     with graded(functions):
@@ -470,8 +507,8 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
             yours = sorted(prop.uses & set(functions))
             label = prop.name if prop.of in functions else \
                 f"{prop.name} (minattn's {prop.of}, running your {', '.join(yours)})"
-            if prop.part > part:  # listed for the student's own functions, counted for the rest
-                if prop.of in functions:
+            if not taught(prop, part, functions):  # listed for the student's own functions
+                if prop.of in functions and part > 1:  # from --part 2; counted for the rest
                     print(f"WAIT  {label}: taught in {PART_NAMES[prop.part]} "
                           f"(check it with --part {prop.part})", file=out)
                 continue
@@ -518,15 +555,15 @@ def grade(functions, max_examples=20, out=None, shrink=True, part=1, first_failu
             if first_failure:
                 break
             if isinstance(reason, Stop):
-                left = [p for p in chosen[chosen.index(prop) + 1:] if p.part <= part]
+                left = [p for p in chosen[chosen.index(prop) + 1:] if taught(p, part, functions)]
                 not_run = len(left)
                 if left:
                     print(f"STOP  {plural(not_run, 'more property')} not run: the failure "
                           "above would repeat in each", file=out)
                 break
-    later = [p for p in chosen if p.part > part]
-    listed = waited + len([p for p in later if p.of in functions])  # the WAIT lines above
-    unlisted = len(later) - len([p for p in later if p.of in functions])
+    later = [p for p in chosen if not taught(p, part, functions)]
+    waiting = [p for p in later if p.of in functions and part > 1]  # their WAIT lines above
+    listed, unlisted = waited + len(waiting), len(later) - len(waiting)
     print(f"{plural(checked, 'property')} checked: {checked - failures} passed, {failures} failed"
           + (f"; {not_run} not run" if not_run else "")
           + (f"; {listed} waiting (the WAIT lines above)" if listed else "")
@@ -579,13 +616,15 @@ def grade_files(paths, max_examples=20, out=None, shrink=True, part=1, seconds=E
         return "nothing to check"
     print(f"checking {', '.join(functions)} from {shown}, inside minattn's own composites"
           + (f" (not implemented yet: {', '.join(stubs)})" if stubs else "")
-          + (f"; what {PART_ONE} teach" if part == 1 else f"; what parts 1 to {part} teach"), file=out)
+          + f"; {what_is_taught(part, functions)}", file=out)
     written = sorted({p.check.__module__.rsplit(".", 1)[1] for p in _properties_of(functions)
-                      if p.of in functions})
+                      if p.of in functions and (part > 1 or taught(p, part, functions))})
     if written:  # where a student reads what each function is held to
         print("the properties, written out: "
               + ", ".join(f"minattn/course/properties/{w}.py" for w in written), file=out)
     for name, parameters in left_out.items():
+        if part == 1:  # only those Part I teaches (section 4's mask)
+            parameters = [p for p in parameters if later_parameters(name).get(p) == 1]
         if parameters:
             print(f"your {name} leaves out {', '.join(parameters)}: the properties that need them "
                   "wait for the part that teaches them", file=out)

@@ -22,12 +22,14 @@ def softmax(x, axis=-1):  # section 4 adds mask=None here
     - with the mask: a dropped entry gets weight exactly 0, and the kept ones are the softmax of
       the kept x; a slice with every entry dropped is all zeros (not NaN);
     - huge values (1e4) must not overflow, and rows all far from zero (x + 1000, x - 1000) must
-      not underflow: subtract each row's own max;
-    - (--part 4) with no mask, entries of -inf get weight 0 and a slice of nothing but -inf is all
-      zeros, not NaN (an additive mask, already added to x).
+      not underflow: subtract each row's own max.
 
     Hints: softmax(x) == softmax(x - c) for any constant c per slice: subtract the max.
     For the mask: np.where(mask, x, -np.inf) drops entries, since exp(-inf) == 0. Where nothing
     is kept, the sum is 0: divide by 1 there instead.
+
+    For later parts (the second reading, --part 4; Part I needs none of this): with no mask,
+    entries of -inf get weight 0 and a slice of nothing but -inf is all zeros, not NaN (an
+    additive mask, already added to x).
     """
     raise NotImplementedError

@@ -21,11 +21,6 @@ def scaled_dot_product_attention(q, k, v, *, scale=None):  # section 4 adds mask
     no mask ("Exercises 1 and 2, finished").
     scale: None means 1 / sqrt(d_k); a number s multiplies the scores instead (q kᵀ · s).
 
-    For later parts: dropout=0.0, rng=None (the second reading: a rate p in [0, 1) applied to the
-    weights with the Generator rng, each weight zeroed with probability p and the others divided
-    by 1 - p), sinks=None (exercise 14). Leave them out: the grader asks for them only with
-    --part 4.
-
     Conventions the grader checks: every weight row sums to one over the keys; a masked key gets
     weight 0 and its value cannot change the output; a query with no key left gets zero weights
     and a zero output (no NaN); leading axes (batch, heads) and masks broadcast; float32 inputs
@@ -34,5 +29,10 @@ def scaled_dot_product_attention(q, k, v, *, scale=None):  # section 4 adds mask
     Hints: the scores are q @ np.swapaxes(k, -1, -2), one row per query. The scale is
     q.shape[-1] ** -0.5 (a Python float). minattn.softmax(scores, mask=mask) handles masks and
     empty rows.
+
+    For later parts (the second reading; Part I needs none of this): minattn's function also takes
+    dropout=0.0 and rng=None (a rate p in [0, 1) applied to the weights with the Generator rng,
+    each weight zeroed with probability p and the others divided by 1 - p) and sinks=None
+    (exercise 14). Leave them out: the grader asks for them only with --part 4.
     """
     raise NotImplementedError

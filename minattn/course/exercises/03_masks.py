@@ -8,12 +8,12 @@ def causal_mask(n_q, n_k=None, *, align="top_left", window=None):
 
     No position sees the future. When n_q != n_k the mask is top-left aligned (query 0 sees key
     0 only).
+    Hint: compare a column of row indices with a row of column indices (broadcasting).
+
     For later parts: Part II (section 9) adds align and window; leave them out until then, and
     the grader's properties for them wait: align="bottom_right" puts the n_q queries at the LAST
     n_q positions (query i at position i + n_k - n_q, as after a KV cache), and window=w keeps
     only the w most recent keys, the query's own included. Check them with --part 2.
-
-    Hint: compare a column of row indices with a row of column indices (broadcasting).
     """
     raise NotImplementedError
 

@@ -20,11 +20,11 @@ def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropo
     Returns (output [..., L_q, D], weights [..., H, L_q, L_k]).
     mask: as in scaled_dot_product_attention, broadcasting to [..., H, L_q, L_k].
 
+    Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
+    the middle (yours while graded if you pass their files too).
+
     For later parts (the second reading): dropout and rng (passed on to the attention of the
     heads), average_weights (True: the weights averaged over the heads, [..., L_q, L_k]) and
     n_kv_heads (exercise 9). Leave them out: the grader asks for them only with --part 4.
-
-    Hints: minattn.split_heads, minattn.scaled_dot_product_attention and minattn.merge_heads do
-    the middle (yours while graded if you pass their files too).
     """
     raise NotImplementedError

@@ -4,6 +4,7 @@ report of a mismatch (close, show). The properties themselves are in the exercis
 this one (ex01_softmax.py, ...); the references they compare with in _references.py."""
 import contextlib
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ class Property:
     check: object  # a function of hypothesis-drawn data: asserts the property
     of: str  # the function the property is about (the others in `uses` run inside it)
     part: int  # what teaches it: 1 to 3 walkthrough.md's Parts I to III, 4 the second reading
+    exercise: int = 0  # the exercise whose file holds it (ex08_encoder_block.py: 8)
 
 
 def floats(shape, bound=3.0, dtype=np.float64):
@@ -150,7 +152,9 @@ PROPERTIES = []
 
 def prop(name, of, statement, uses, hint, part=1):
     def register(check):
-        PROPERTIES.append(Property(name, statement, frozenset(uses) | {of}, hint, check, of, part))
+        exercise = int(re.search(r"\bex(\d+)_\w+$", check.__module__)[1])
+        PROPERTIES.append(Property(name, statement, frozenset(uses) | {of}, hint, check, of, part,
+                                   exercise))
         return check
     return register
 
