@@ -1,6 +1,7 @@
 """The test environment's lock (tests/lock.py): the README's command installs by it, its table
 says what it holds, and what is installed is what it holds."""
 import importlib.metadata
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -47,6 +48,11 @@ def test_what_is_installed_is_what_the_lock_holds():
     # under the README's command (as in CI) the peers are the locked ones; a venv made by hand
     # with other versions is named here, not by a parity test failing for a reason it can't say
     pins = lock.read((ROOT / "tests" / "lock.txt").read_text(encoding="utf-8"))
+    missing = [name for name in lock.PEERS if importlib.util.find_spec(
+        {"transformer-lens": "transformer_lens", "sentence-transformers":
+         "sentence_transformers"}.get(name, name)) is None]
+    if missing:  # not the README's test environment (the core alone, say): nothing to compare
+        pytest.skip(f"not installed: {', '.join(missing)}")
     installed = {name: importlib.metadata.version(name).split("+")[0] for name in lock.PEERS}
     assert {n: v for n, v in installed.items() if v != pins[n]} == {}
 
