@@ -5,7 +5,7 @@ import autograd.numpy as np
 import numpy
 
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand, reads
+from .engine.autograd_rules import gradient_by_hand, gradient_with_the_value, reads
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
     check_gated_feed_forward_params
@@ -32,23 +32,38 @@ def gelu(x):
 
 
 def gelu_vjp(wrt, g, y, x):
-    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density; in float32 through the forward's
-    # erfc (scipy's float32 erf took more than half of a GELU MLP's backward pass:
-    # benchmarks/bench_char_gpt.py).
-    if x.dtype == np.float32:
-        return {"x": g * _in_chunks(_gelu_derivative_float32, x)}
+    # d/dx x Φ(x) = Φ(x) + x φ(x), with φ the Gaussian density (float32 comes with its value:
+    # _gelu_float32_and_derivative)
     from autograd.scipy.special import erf
 
     return {"x": g * (0.5 * (1.0 + erf(x / math.sqrt(2.0)))
                       + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi))}
 
 
-@gradient_by_hand(gelu_vjp)
 def _gelu(x):
-    if x.dtype != np.float32:
-        from scipy.special import erf  # exact; scipy is imported only when GELU is used
-        return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    return _in_chunks(_gelu_float32, x)  # ~0.4x the time of scipy's erf (bench_gelu.py)
+    return (_gelu_float32 if x.dtype == np.float32 else _gelu_exact)(x)
+
+
+@gradient_by_hand(gelu_vjp)
+def _gelu_exact(x):
+    from scipy.special import erf  # exact; scipy is imported only when GELU is used
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def _gelu_float32_and_derivative(wrt, x):
+    # -> (x Φ(x), {"x": Φ(x) + x φ(x)} where x is differentiated): the derivative from the
+    # value's own erfc and exp, in the same pass, so the backward pass is one product g · Φ'
+    # and the tape keeps Φ' alone (scipy's float32 erf took more than half of a GELU MLP's
+    # backward pass: benchmarks/bench_char_gpt.py --profile)
+    if not wrt:
+        return _in_chunks(_gelu_chunk, x), {}
+    y, d = _in_chunks(_gelu_and_derivative_chunk, x, outputs=2)
+    return y, {"x": d}
+
+
+@gradient_with_the_value(_gelu_float32_and_derivative)
+def _gelu_float32(x):
+    return _in_chunks(_gelu_chunk, x)  # ~0.4x the time of scipy's erf (bench_gelu.py)
 
 
 # Abramowitz & Stegun 7.1.26: erfc(z) = t (a1 + a2 t + ... + a5 t⁴) exp(-z²), t = 1 / (1 + p z),
@@ -61,20 +76,20 @@ def _gelu(x):
 _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 
-def _gelu_float32(x, out):
+def _gelu_chunk(x, out):
     # float32 x -> out = x Φ(x). In-place passes over arrays made here (no autograd inside a
     # primitive, so `out=` is fine).
     return np.multiply(_normal_cdf_float32(x, out)[0], x, out=out)
 
 
-def _gelu_derivative_float32(x, out):
-    # float32 x -> out = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's own exp
-    # (0 where z stops at 11, as the float32 density is there). x + 0 turns -0 into +0, where
-    # _normal_cdf_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) itself is 1/2).
-    x = x + np.float32(0.0)
-    cdf, e = _normal_cdf_float32(x, out)
-    return np.add(cdf, np.multiply(x, np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)),
-                                                  out=e), out=e), out=out)
+def _gelu_and_derivative_chunk(x, y, d):
+    # float32 x -> y = x Φ(x), d = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's
+    # own exp (0 where z stops at 11, as the float32 density is there). x + 0 turns -0 into +0,
+    # where _normal_cdf_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) is 1/2).
+    cdf, e = _normal_cdf_float32(x + np.float32(0.0), d)
+    np.multiply(cdf, x, out=y)
+    np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)), out=e)
+    return np.add(cdf, np.multiply(x, e, out=e), out=d)
 
 
 def _normal_cdf_float32(x, out):
@@ -103,16 +118,18 @@ def _normal_cdf_float32(x, out):
 _CHUNK = 2 ** 17
 
 
-def _in_chunks(f, x):
-    # out = f(x) for an elementwise f(x, out) of many passes, run chunk by chunk over the
-    # flattened x: each of its ~20 passes then reads the cache, not main memory. A GPU array
-    # (CuPy) goes in one piece: there, fewer launches matter more.
+def _in_chunks(f, x, outputs=1):
+    # out = f(x) for an elementwise f(x, out) of many passes (f(x, out_1, out_2) for two
+    # outputs), run chunk by chunk over the flattened x: each of its ~20 passes then reads the
+    # cache, not main memory. A GPU array (CuPy) goes in one piece: there, fewer launches matter
+    # more.
     flat = np.reshape(x, -1)
-    out = np.empty_like(flat)
+    outs = [np.empty_like(flat) for _ in range(outputs)]
     chunk = _CHUNK if isinstance(x, numpy.ndarray) else max(flat.size, 1)
     for start in range(0, flat.size, chunk):
-        f(flat[start:start + chunk], out[start:start + chunk])
-    return np.reshape(out, np.shape(x))
+        f(flat[start:start + chunk], *(out[start:start + chunk] for out in outs))
+    outs = [np.reshape(out, np.shape(x)) for out in outs]
+    return outs[0] if outputs == 1 else tuple(outs)
 
 
 _C = math.sqrt(2.0 / math.pi)

@@ -28,12 +28,14 @@ input alive, and no marked function keeps its output unless its VJP reads it: in
 fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
 (docs/benchmarks.md, "Fine-tuning with LoRA against torch + PEFT").
 
-`@gradient_with_the_value(value_and_grads)` is for a scalar at the end of the graph (a loss)
-whose gradients cost least in the pass that computes it: value_and_grads(wrt, **arguments) ->
-(value, {name: gradient}) computes both at once (the unembedding fused with the cross-entropy,
-training/loop.py: each chunk's logits made once, used for the loss and its gradient, never
-kept). Differentiated, the function records the gradients of the arguments autograd follows, and
-its VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
+`@gradient_with_the_value(value_and_grads)` is for a function whose gradients cost least in the
+pass that computes it: a scalar at the end of the graph (a loss), or an elementwise function,
+whose Jacobian is the diagonal of its derivatives. value_and_grads(wrt, **arguments) ->
+(value, {name: gradient or derivative}) computes both at once (the unembedding fused with the
+cross-entropy, training/loop.py: each chunk's logits made once, used for the loss and its
+gradient, never kept; float32 GELU, position_wise.py: its derivative from the value's own erfc).
+Differentiated, the function records the gradients of the arguments autograd follows, and its
+VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
 computed on plain arrays, so they are not differentiated again: a second derivative through such
 a function is refused (NotImplementedError), not returned as zero.
 
