@@ -13,7 +13,7 @@ import autograd.numpy as np
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand, reads
+from .engine.autograd_rules import gradient_by_hand, kept, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
 from .engine.threads import decoding_or_timed, one_blas_thread
@@ -62,17 +62,25 @@ def softmax(x, axis=-1, mask=None):
 _INPUTS = ("q", "k", "v", "mask")  # what each gradient of the attention core reads
 
 
-@reads(q=_INPUTS, k=_INPUTS, v=_INPUTS, mask=_INPUTS, scale=_INPUTS)  # not the weights P
+def _weights_are_small(outputs, q, k, v, **_):
+    # The tape keeps P where it takes no more memory than q, k and v, which it keeps anyway.
+    return np.size(outputs[1]) <= np.size(q) + np.size(k) + np.size(v)
+
+
+@reads(q=_INPUTS, k=_INPUTS, v=_INPUTS, mask=_INPUTS, scale=_INPUTS, out_if=_weights_are_small)
 def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
     # (the gradient reaching the returned weights, often zero). See walkthrough.md,
-    # "Backpropagation by hand". P is recomputed from Q and K, as FlashAttention's backward
-    # does: the tape keeps no [..., L_q, L_k] array. The small products run on one BLAS thread.
+    # "Backpropagation by hand". Where P is larger than Q, K and V together, it is recomputed
+    # from Q and K, as FlashAttention's backward does: the tape then keeps no [..., L_q, L_k]
+    # array. The small products run on one BLAS thread.
     d_out, d_weights = g
     q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
-        scores = (q * scale) @ np.swapaxes(k, -1, -2)  # [..., L_q, L_k], as the forward's
-        p = softmax(scores if bias is None else scores + bias, mask=keep)
+        p = outputs[1]  # [..., L_q, L_k]
+        if not kept(p):  # recomputed, as the forward computed it
+            scores = (q * scale) @ np.swapaxes(k, -1, -2)
+            p = softmax(scores if bias is None else scores + bias, mask=keep)
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
         d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
         grads = {

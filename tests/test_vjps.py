@@ -430,6 +430,29 @@ def test_the_attention_cores_tape_keeps_its_inputs_not_its_weights():
     assert held < 1 * 2 ** 20
 
 
+@pytest.mark.parametrize("l, d", [(3, 8), (24, 1)])  # weights kept; recomputed
+def test_the_attention_vjp_equals_the_composition_whether_its_weights_are_kept_or_recomputed(
+        l, d):
+    # The tape keeps P where it is no larger than q, k and v together (l <= 3 d here), and the
+    # VJP recomputes it where not: both equal autograd's gradient of the plain formula, and
+    # the tape holds P exactly where the rule says.
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.normal(size=(2, l, d)) for _ in range(3))
+    keep = np.tril(np.ones((l, l), dtype=bool))
+    r_out, r_w = _direction((2, l, d), 12), _direction((2, l, l), 13)
+
+    def loss(attend):
+        return lambda q, k, v: anp.sum(attend(q, k, v)[0] * r_out) + anp.sum(
+            attend(q, k, v)[1] * r_w)
+
+    _same_gradient(loss(lambda q, k, v: ma.scaled_dot_product_attention(q, k, v, keep)),
+                   loss(lambda q, k, v: plain_attention(q, k, v, 1 / np.sqrt(d), keep)),
+                   (q, k, v), [0, 1, 2])
+    held = _tape_bytes(lambda q: anp.sum(ma.scaled_dot_product_attention(q, k, v, keep)[0]), q)
+    weights = 2 * l * l * 8
+    assert (held >= weights) == (l * l <= 3 * l * d), (held, weights)
+
+
 def test_the_fused_losss_tape_keeps_its_gradient_not_the_logits():
     from minattn.training import loop
 

@@ -23,7 +23,8 @@ autograd to differentiate as written (the hand VJP has no dropout).
 among the forward's arguments and "out", its output. Autograd's tape keeps what the VJP will be
 handed until the backward pass ends; for a VJP so marked, it keeps only what the wanted
 gradients read, and hands the VJP, in place of any other array, an empty stand-in of its shape
-and dtype (no memory; read its shape only). So linear with a frozen weight keeps no copy of its
+and dtype (no memory; read its shape only). `out_if=` keeps the outputs where a rule of the
+call says so (the attention core keeps its weights where they are no larger than q, k and v). So linear with a frozen weight keeps no copy of its
 input alive, and no marked function keeps its output unless its VJP reads it: in a LoRA
 fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
 (docs/benchmarks.md, "Fine-tuning with LoRA against torch + PEFT").
@@ -68,7 +69,9 @@ def gradient_by_hand(vjp, *, unless=None):
             wrt = [names[i] for i in argnums]
             if reads is not None:  # the tape keeps only what the wanted gradients read
                 kept = {name for n in wrt for name in reads[n]}
-                outputs = outputs if "out" in kept else _stand_in(outputs)
+                keep_out = "out" in kept or (vjp.out_if is not None and vjp.out_if(
+                    outputs, **dict(zip(names, values))))
+                outputs = outputs if keep_out else _stand_in(outputs)
                 values = tuple(v if n in kept else _stand_in(v) for n, v in zip(names, values))
 
             def backward(g):
@@ -141,14 +144,21 @@ def _no_second_derivative(f):
                               "arrays: no second derivative")
 
 
-def reads(**names):
+def reads(*, out_if=None, **names):
     """Decorator for a VJP: name=(what that argument's gradient reads, ...); see the module
-    docstring."""
+    docstring. out_if(outputs, **arguments) -> whether the tape keeps the outputs as well, for
+    a VJP that reads them where they were kept (kept(outputs[i])) and recomputes them where not."""
     def mark(vjp):
-        vjp.reads = names
+        vjp.reads, vjp.out_if = names, out_if
         return vjp
 
     return mark
+
+
+def kept(x):
+    """Whether x, handed to a VJP marked with @reads, is the array itself, not a stand-in."""
+    x = getval(x)  # (a box of an outer differentiation holds the array itself)
+    return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(x.strides)  # a stand-in's are 0
 
 
 @primitive
