@@ -9,7 +9,9 @@ from .engine.dtypes import float16_in_float32
 def feature_mean(a):
     # [..., D] -> [..., 1]: sum / D (autograd's np.mean would turn float32 gradients into
     # float64); no features (D = 0) give 0, so an empty x comes back empty, as torch's, not 0 / 0.
-    return a.sum(axis=-1, keepdims=True) / max(a.shape[-1], 1)
+    # The sum is a product with a column of ones: one BLAS call, 2-8x faster than NumPy's
+    # reduction along rows of a few hundred (benchmarks/bench_char_gpt.py --profile).
+    return a @ np.ones_like(a, shape=(a.shape[-1], 1)) / max(a.shape[-1], 1)
 
 
 def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
