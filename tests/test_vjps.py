@@ -541,3 +541,36 @@ def test_float32_gelu_vjp_is_within_the_stated_error_of_the_float64_derivative()
     edges = np.array([-0.0, 0.0, 20.0, -20.0, F32_MAX, -F32_MAX], dtype=np.float32)
     np.testing.assert_array_equal(gelu_vjp(("x",), np.ones_like(edges), None, edges)["x"],
                                   [0.5, 0.5, 1.0, 0.0, 1.0, 0.0])
+
+
+def test_value_and_grad_by_leaf_equals_autograds_value_and_grad_over_the_tree():
+    # Each leaf a start of its own (engine/autograd_rules.py) against autograd's boxed tree:
+    # the same value and gradients, leaves reused, taken twice, indexed (an embedding's rows),
+    # nested in dicts, lists and tuples, and one leaf unused (zeros, its dtype).
+    from autograd import value_and_grad
+
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
+
+    rng = np.random.default_rng(14)
+    tree = {"emb": rng.normal(size=(5, 3)), "layers": [
+        {"w": rng.normal(size=(3, 3)), "b": rng.normal(size=3)} for _ in range(2)],
+        "pair": (rng.normal(size=3), rng.normal(size=2).astype(np.float32))}
+    ids = np.array([0, 3, 3, 1])
+
+    def f(t, scale):
+        h = t["emb"][ids]
+        for layer in t["layers"]:
+            h = anp.tanh(h @ layer["w"] + layer["b"]) + h @ layer["w"]
+        return scale * anp.sum(h * t["pair"][0])
+
+    value, grads = value_and_grad_by_leaf(f)(tree, 0.5)
+    expected_value, expected = value_and_grad(f)(tree, 0.5)
+    assert value == expected_value
+    np.testing.assert_array_equal(grads["emb"], expected["emb"])
+    for got, want in zip(grads["layers"], expected["layers"]):
+        assert got.keys() == want.keys()
+        for name in got:
+            np.testing.assert_array_equal(got[name], want[name])
+    assert isinstance(grads["pair"], tuple)
+    np.testing.assert_array_equal(grads["pair"][0], expected["pair"][0])
+    assert grads["pair"][1].dtype == np.float32 and not grads["pair"][1].any()

@@ -24,9 +24,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-from autograd import value_and_grad
 
-from ..engine.autograd_rules import gradient_by_hand, gradient_with_the_value
+from ..engine.autograd_rules import gradient_by_hand, gradient_with_the_value, \
+    value_and_grad_by_leaf
 from ..engine.files import write_replacing
 from ..engine.threads import on_workers, row_pieces
 from ..language_model import unembedding
@@ -70,7 +70,7 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
     min_lr, betas, decays: as cosine_lr's and adamw_update's."""
     state = state or {"step": 0, "trainable": trainable, "adam": adamw_init(trainable),
                       "losses": [], "settings": settings}
-    loss_and_grad = value_and_grad(loss_sum)
+    loss_and_grad = value_and_grad_by_leaf(loss_sum)
     batches = batches or (lambda k: batch(
         [examples[i] for i in micro_batch(len(examples), batch_size, seed, k)], pad_id))
     try:
@@ -106,9 +106,9 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
 def accumulated(loss_and_grad, trainable, parts, rngs):
     """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
     together: their sums and gradients added, then divided by their counted targets, as one
-    batch of all of them would give. loss_and_grad: value_and_grad(loss_sum). Each micro-batch's
-    rows are split over the cores, each piece on a worker thread with one BLAS thread
-    (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
+    batch of all of them would give. loss_and_grad: value_and_grad_by_leaf(loss_sum). Each
+    micro-batch's rows are split over the cores, each piece on a worker thread with one BLAS
+    thread (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
     micro-batch's generator."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
     total, grads = 0.0, None
