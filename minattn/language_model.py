@@ -95,8 +95,9 @@ def _embed(params, tokens):
 
 
 def _last(h, n):
-    # [B, L, D] -> the last n positions, [B, n, D] (all of them: n None)
-    return h if n is None else h[..., -n:, :]
+    # [B, L, D] -> the last n positions, [B, n, D] (all of them: n None or n >= L, h itself,
+    # whose gradient is then not added into zeros through autograd's np.add.at)
+    return h if n is None or n >= h.shape[-2] else h[..., -n:, :]
 
 
 def _unembed(params, h):
