@@ -81,55 +81,52 @@ def footer():
 
 
 def profile_step(loss, args, rounds=1):
-    """Where a training step's time goes: `loss(*args)` unrecorded, then recorded by autograd
-    (make_vjp), then its backward pass replayed node by node as autograd.core.backward_pass does,
-    each node's VJP timed and summed by its primitive and argument shapes. Prints seconds per
-    round (sums / rounds, not medians) and the twelve largest shares."""
+    """Where a training step's time goes: `loss(*args)` unrecorded, then its value and gradient
+    with respect to args[0]'s leaves as the training loop takes them
+    (engine/autograd_rules.value_and_grad_by_leaf), each autograd node's VJP timed and summed
+    by its primitive and argument shapes. Prints seconds per round (sums / rounds, not
+    medians) and the twelve largest shares."""
     from collections import Counter
 
     import autograd.core as core
-    from autograd import make_vjp
+
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
 
     names, seconds, calls = {}, Counter(), Counter()
-    init, backward_pass = core.VJPNode.__init__, core.backward_pass
+    init = core.VJPNode.__init__
 
-    def named_init(node, value, fun, args, kwargs, parent_argnums, parents):
+    def timed_init(node, value, fun, args, kwargs, parent_argnums, parents):
         init(node, value, fun, args, kwargs, parent_argnums, parents)
         shapes = ", ".join(str(list(np.shape(a))) for a in args[:2] if hasattr(a, "shape"))
-        names[id(node)] = f"{getattr(fun, '__name__', fun)}({shapes})"
+        name, vjp = f"{getattr(fun, '__name__', fun)}({shapes})", node.vjp
 
-    def timed_backward_pass(g, end_node):
-        outgrads = {end_node: (g, False)}
-        for node in core.toposort(end_node):
-            outgrad = outgrads.pop(node)
+        def timed_vjp(g):
             start = time.perf_counter()
-            for parent, ingrad in zip(node.parents, node.vjp(outgrad[0])):
-                outgrads[parent] = core.add_outgrads(outgrads.get(parent), ingrad)
-            seconds[names.get(id(node), "?")] += time.perf_counter() - start
-            calls[names.get(id(node), "?")] += 1
-        return outgrad[0]
+            out = tuple(vjp(g))
+            seconds[name] += time.perf_counter() - start
+            calls[name] += 1
+            return out
+
+        node.vjp = timed_vjp
 
     loss(*args)
     start = time.perf_counter()
     for _ in range(rounds):
         loss(*args)
     plain = (time.perf_counter() - start) / rounds
-    core.VJPNode.__init__ = named_init
-    recorded = backward = 0.0
+    start = time.perf_counter()
+    for _ in range(rounds):
+        value_and_grad_by_leaf(loss)(*args)
+    whole = (time.perf_counter() - start) / rounds
+    core.VJPNode.__init__ = timed_init
     try:
         for _ in range(rounds):
-            start = time.perf_counter()
-            vjp, _ = make_vjp(loss)(*args)
-            recorded += time.perf_counter() - start
-            core.backward_pass = timed_backward_pass
-            start = time.perf_counter()
-            vjp(np.float32(1.0))
-            backward += time.perf_counter() - start
-            core.backward_pass = backward_pass
+            value_and_grad_by_leaf(loss)(*args)
     finally:
-        core.VJPNode.__init__, core.backward_pass = init, backward_pass
-    print(f"forward, not recorded: {1e3 * plain:.1f} ms; recorded: {1e3 * recorded / rounds:.1f}"
-          f" ms; backward: {1e3 * backward / rounds:.1f} ms "
-          f"({sum(calls.values()) // rounds} nodes), of which:")
+        core.VJPNode.__init__ = init
+    backward = sum(seconds.values()) / rounds
+    print(f"forward, not recorded: {1e3 * plain:.1f} ms; value and gradient: {1e3 * whole:.1f} "
+          f"ms; the nodes' VJPs: {1e3 * backward:.1f} ms ({sum(calls.values()) // rounds} "
+          "nodes), of which:")
     for name, s in seconds.most_common(12):
         print(f"  {1e3 * s / rounds:8.2f} ms  {calls[name] // rounds:3d} x  {name}")

@@ -7,8 +7,9 @@ weights, batches and threads.
                                                       the other: wall time and the validation
                                                       loss of each
     python benchmarks/bench_char_gpt.py --profile     where minattn's step goes: the forward
-                                                      pass, recorded, then each operation's
-                                                      backward, timed (as bench_finetune's)
+                                                      pass, the value and gradient, each
+                                                      operation's VJP timed (as
+                                                      bench_finetune's)
 
 (with minattn and torch installed, Shakespeare's text cached by `python -m minattn
 shakespeare` or MINATTN_CACHE; from the repository root with PYTHONPATH=.)
@@ -126,7 +127,7 @@ def main(argv=None):
                         help="train this many steps on each side (the baby config: 2000), "
                              "timing each whole run and reporting its validation loss")
     parser.add_argument("--profile", action="store_true",
-                        help="time minattn's recorded forward and each backward operation")
+                        help="time minattn's forward, its value and gradient, and each operation's VJP")
     parser.add_argument("--memory-child", choices=("minattn", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:

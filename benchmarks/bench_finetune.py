@@ -4,8 +4,8 @@ weights, the same threads, float32, batch 8 x 128 tokens, rank 8 on q and v.
     python benchmarks/bench_finetune.py [--rounds 3] [--batch 8] [--length 128] [--threads 2]
                                         [--busy 1]    beside N CPU-bound processes
     python benchmarks/bench_finetune.py --profile     where minattn's step goes: the forward
-                                                      pass recorded, then each operation's
-                                                      backward, timed
+                                                      pass, the value and gradient, each
+                                                      operation's VJP timed
 
 (with minattn, torch, transformers and peft installed; from the repository root with
 PYTHONPATH=.)
