@@ -127,6 +127,29 @@ def test_batch_size_does_not_change_results(model):
                                model.encode(short, batch_size=32), atol=1e-5)
 
 
+def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
+    # engine/threads.py rows_on_workers: with two BLAS threads a batch's rows run in two
+    # pieces, each on a worker thread of its own with one BLAS thread; with one, in one piece.
+    # The same embeddings, within float32 rounding of a sum's order.
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    pieces, forward = [], model.forward
+    model.forward = lambda batch, **kw: pieces.append(len(batch)) or forward(batch, **kw)
+    try:
+        with threadpoolctl.threadpool_limits(2, user_api="blas"):
+            if min(i["num_threads"] for i in threadpoolctl.threadpool_info()
+                   if i["user_api"] == "blas") != 2:
+                pytest.skip("this BLAS does not take two threads")
+            split = model.encode(SENTENCES[:9])
+        assert sorted(pieces) == [4, 5]
+        pieces.clear()
+        with threadpoolctl.threadpool_limits(1, user_api="blas"):
+            whole = model.encode(SENTENCES[:9])
+        assert pieces == [9]
+    finally:
+        del model.forward
+    np.testing.assert_allclose(split, whole, atol=1e-6)
+
+
 def test_rows_come_back_in_the_input_order(model):
     # encode sorts by length internally, as sentence-transformers does; the caller never sees it.
     short = SENTENCES[:6]

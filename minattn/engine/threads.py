@@ -23,7 +23,7 @@ What the policy does:
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
-  over the cores. Only NumPy arrays are split: a GPU runs each piece in parallel already.
+  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike. Only NumPy arrays are split: a GPU runs each piece in parallel already.
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -218,6 +218,18 @@ def row_pieces(x, n_rows):
     n = max(1, min(n_workers(x, numpy.inf), n_rows))
     bounds = [n_rows * i // n for i in range(n + 1)]
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def rows_on_workers(f, rows, x):
+    """f(rows), the rows of a batch (a list, an array: anything a slice takes rows of) ->
+    an array [n_rows, ...], computed as f(rows[piece]) for each of row_pieces(x, n_rows) on a
+    worker thread of its own with one BLAS thread, the outputs joined along the first axis (a
+    batched forward's rows are independent of one another: a sentence encoder's sentences).
+    x: a NumPy array standing for the batch (a GPU array: one piece)."""
+    pieces = row_pieces(x, len(rows))
+    if len(pieces) == 1:
+        return f(rows)
+    return numpy.concatenate(on_workers(lambda piece: f(rows[piece]), pieces))
 
 
 def on_workers(f, items):

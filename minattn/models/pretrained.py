@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.threads import rows_on_workers
 from ..transformer_encoder import encoder as encoder_stack
 from ..normalization import layer_norm
 from .chat_model import LanguageModel, load_language_model  # noqa: F401  (a decoder LM)
@@ -229,7 +230,8 @@ class SentenceEncoder:
             batch = self.tokenizer.encode_batch([sentences[i] for i in
                                                  order[start:start + batch_size]])
             attention_mask = np.array([e.attention_mask for e in batch])  # [b, L]
-            chunks.append(l2_normalize(mean_pool(self.forward(batch), attention_mask)))
+            states = rows_on_workers(self.forward, batch, attention_mask)  # [b, L, D]
+            chunks.append(l2_normalize(mean_pool(states, attention_mask)))
         return np.concatenate(chunks)[np.argsort(order)]  # back to the caller's order
 
     def attention(self, sentence):
