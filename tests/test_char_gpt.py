@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from minattn.models import char_gpt
-from minattn.training import loop
-from minattn.training.optimizer import leaves
+from minattn.engine.trees import leaves
+from minattn.training import checkpoints
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -182,7 +182,7 @@ def test_a_resumed_run_takes_the_same_steps_to_the_same_bits(data, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         char_gpt.train_char_gpt(params, config, train_ids, val_ids, steps=6, out=tmp_path,
                                 on_eval=_interrupt_at(3), **settings)
-    state = loop.load_checkpoint(tmp_path)
+    state = checkpoints.load_checkpoint(tmp_path)
     assert state["step"] == 3
     resumed = char_gpt.train_char_gpt(params, config, train_ids, val_ids, steps=6, state=state,
                                       **settings)

@@ -11,7 +11,8 @@ for _module in ("gguf", "tokenizers", "jinja2", "safetensors", "tqdm"):
     pytest.importorskip(_module)
 
 from minattn import cli  # noqa: E402
-from minattn.training import loop  # noqa: E402
+from minattn.engine import trees  # noqa: E402
+from minattn.training import checkpoints, losses, loop  # noqa: E402
 from tests.test_language_model_files import llama_tensors, write_gguf  # noqa: E402
 
 TARGETS = "q, k, v, o, gate, up, down"
@@ -46,17 +47,17 @@ def test_a_run_trains_evaluates_and_writes_its_adapter(files, tmp_path, capsys):
     assert after < before  # the held-out example's reply, learned from its copies
     assert "held out: the last 1 of the 12 examples" in err and "tokens/s" in err
     losses = json.loads((tmp_path / "run" / "losses.json").read_text())
-    assert len(losses) == 6 and losses == loop.load_checkpoint(tmp_path / "run")["losses"]
+    assert len(losses) == 6 and losses == checkpoints.load_checkpoint(tmp_path / "run")["losses"]
     from minattn.lora import load_adapter
     from minattn.pretrained import load_language_model
 
     tiny = load_language_model(model)
     adapter, alpha = load_adapter(tmp_path / "run", tiny.params, tiny.config)
-    trained = loop.load_checkpoint(tmp_path / "run")["trainable"]
+    trained = checkpoints.load_checkpoint(tmp_path / "run")["trainable"]
     assert alpha == 16
-    saved = {tuple(path): a for path, a in loop._flatten(adapter)}
-    assert saved.keys() == {tuple(path) for path, _ in loop._flatten(trained)}
-    for path, b in loop._flatten(trained):  # PEFT's files hold the trained weights
+    saved = {tuple(path): a for path, a in trees.paths(adapter)}
+    assert saved.keys() == {tuple(path) for path, _ in trees.paths(trained)}
+    for path, b in trees.paths(trained):  # PEFT's files hold the trained weights
         np.testing.assert_array_equal(saved[tuple(path)], b, err_msg=str(path))
     try:
         import matplotlib  # noqa: F401
@@ -81,14 +82,15 @@ def test_a_run_resumed_after_ctrl_c_ends_with_the_same_numbers(files, tmp_path, 
     monkeypatch.setattr(loop, "train", interrupted)
     code, _, err = _run(capsys, model, data, "--out", tmp_path / "cut", *OPTIONS)
     assert code == 130 and "the checkpoint of step 3" in err and "--resume" in err
-    assert loop.load_checkpoint(tmp_path / "cut")["step"] == 3
+    assert checkpoints.load_checkpoint(tmp_path / "cut")["step"] == 3
     monkeypatch.setattr(loop, "train", train)
     code, out, err = _run(capsys, model, data, "--out", tmp_path / "cut", *OPTIONS, "--resume")
     assert code == 0 and "resuming at step 3 of 6" in err
-    whole, cut = loop.load_checkpoint(tmp_path / "whole"), loop.load_checkpoint(tmp_path / "cut")
+    whole = checkpoints.load_checkpoint(tmp_path / "whole")
+    cut = checkpoints.load_checkpoint(tmp_path / "cut")
     assert whole["losses"] == cut["losses"]
-    for (path, a), (_, b) in zip(loop._flatten(whole["trainable"]),
-                                 loop._flatten(cut["trainable"])):
+    for (path, a), (_, b) in zip(trees.paths(whole["trainable"]),
+                                 trees.paths(cut["trainable"])):
         np.testing.assert_array_equal(a, b, err_msg=str(path))
 
 
@@ -170,11 +172,11 @@ class TestBadOptions:
 class TestBadRuns:
     def test_an_out_folder_holding_a_run_is_not_overwritten(self, files, tmp_path, capsys):
         assert _run(capsys, *files, "--out", tmp_path, *OPTIONS)[0] == 0
-        before = (tmp_path / loop.CHECKPOINT).read_bytes()
+        before = (tmp_path / checkpoints.CHECKPOINT).read_bytes()
         _refused(capsys, [*files, "--out", tmp_path, *OPTIONS], "--resume continues it")
         _refused(capsys, [*files, "--out", tmp_path, *OPTIONS, "--lr", 0.01, "--resume"],
                  "was started otherwise: lr 0.05 then, 0.01 now")
-        assert (tmp_path / loop.CHECKPOINT).read_bytes() == before
+        assert (tmp_path / checkpoints.CHECKPOINT).read_bytes() == before
 
     def test_an_out_that_is_a_file_is_refused_before_anything_is_said(self, files, tmp_path,
                                                                       capsys):
@@ -196,13 +198,13 @@ class TestBadRuns:
         def poisoned(params, grads, state, **kwargs):  # step 3's update poisons the weights
             steps.append(1)
             new, state = update(params, grads, state, **kwargs)
-            return (loop.tree_map(lambda w: w * np.nan, new) if len(steps) == 3 else new), state
+            return (trees.tree_map(lambda w: w * np.nan, new) if len(steps) == 3 else new), state
 
         monkeypatch.setattr(loop, "adamw_update", poisoned)
         _refused(capsys, [*files, "--out", tmp_path, *OPTIONS],
                  "the loss became nan (gradient norm nan) at step 4: stopped; the last good "
                  "checkpoint, step 2, stays in", started=True)
-        assert loop.load_checkpoint(tmp_path)["step"] == 2
+        assert checkpoints.load_checkpoint(tmp_path)["step"] == 2
 
 
 def test_without_matplotlib_the_curve_is_left_out_said_once_before_the_run(
@@ -231,7 +233,7 @@ def test_the_files_a_run_writes_get_the_mode_the_umask_gives(files, tmp_path, ca
         os.umask(before)
     assert code == 0, err
     written = sorted(p.name for p in (tmp_path / "run").iterdir())
-    assert {"adapter_model.safetensors", "adapter_config.json", loop.CHECKPOINT,
+    assert {"adapter_model.safetensors", "adapter_config.json", checkpoints.CHECKPOINT,
             "losses.json"} <= set(written), written
     for name in written:
         assert (tmp_path / "run" / name).stat().st_mode & 0o777 == 0o666 & ~umask, name

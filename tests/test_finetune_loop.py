@@ -7,7 +7,8 @@ import pytest
 from autograd import grad
 
 import minattn as ma
-from minattn.training import loop
+from minattn.engine import trees
+from minattn.training import checkpoints, losses, loop
 from minattn.training.chat_data import batch
 
 V = 11
@@ -53,7 +54,7 @@ def _train(model, dropout=True, **options):
             forward)
     settings = dict(steps=4, batch_size=2, pad_id=0, lr=0.05, seed=3, warmup=1,
                     weight_decay=0.01, max_grad_norm=1.0)
-    return loop.train(loop.lm_loss_sum(forward), trainable, _examples(7), **{**settings,
+    return loop.train(losses.lm_loss_sum(forward), trainable, _examples(7), **{**settings,
                                                                            **options})
 
 
@@ -73,7 +74,7 @@ def _nll_by_loop(forward, trainable, examples):
 def test_the_loss_of_a_padded_batch_is_each_example_alone(model):
     forward, trainable = model
     examples = _examples(5)
-    loss_sum = loop.lm_loss_sum(forward)
+    loss_sum = losses.lm_loss_sum(forward)
     padded = batch(examples, pad_id=0)
     value = float(loss_sum(trainable, padded, None)) / int(padded[2].sum())
     assert value == pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
@@ -95,17 +96,17 @@ def test_the_counted_loss_and_its_gradient_by_hand_are_cross_entropys():
     def reference(x):
         return ma.cross_entropy(x[counted], targets[counted]) * int(counted.sum())
 
-    assert loop.counted_nll_sum(logits, targets, counted) == pytest.approx(reference(logits),
+    assert losses.counted_nll_sum(logits, targets, counted) == pytest.approx(reference(logits),
                                                                            rel=1e-13)
-    np.testing.assert_allclose(grad(lambda x: loop.counted_nll_sum(x, targets, counted))(logits),
+    np.testing.assert_allclose(grad(lambda x: losses.counted_nll_sum(x, targets, counted))(logits),
                                grad(reference)(logits), rtol=1e-12, atol=1e-15)
-    check_grads(lambda x: loop.counted_nll_sum(x, targets, counted), modes=["rev"],
+    check_grads(lambda x: losses.counted_nll_sum(x, targets, counted), modes=["rev"],
                 order=1)(logits)
 
 
 def test_the_counted_loss_keeps_float32():
     logits = np.zeros((1, 2, V), np.float32)
-    g = grad(lambda x: loop.counted_nll_sum(x, np.array([[1, 2]]), np.array([[True, False]])))(
+    g = grad(lambda x: losses.counted_nll_sum(x, np.array([[1, 2]]), np.array([[True, False]])))(
         logits)
     assert g.dtype == np.float32 and not g[0, 1].any()
 
@@ -113,7 +114,7 @@ def test_the_counted_loss_keeps_float32():
 def test_accumulated_micro_batches_give_the_gradient_of_one_big_batch(model):
     forward, trainable = model
     examples = _examples(6)
-    loss_sum = loop.lm_loss_sum(forward)
+    loss_sum = losses.lm_loss_sum(forward)
     from autograd import value_and_grad
 
     parts = [batch(examples[:1], 0), batch(examples[1:4], 0), batch(examples[4:], 0)]
@@ -122,7 +123,7 @@ def test_accumulated_micro_batches_give_the_gradient_of_one_big_batch(model):
     count = int(big[2].sum())
     expected = grad(lambda t: loss_sum(t, big, None) / count)(trainable)
     assert loss == pytest.approx(_nll_by_loop(forward, trainable, examples), rel=1e-12)
-    for (path, g), (_, e) in zip(loop._flatten(grads), loop._flatten(expected)):
+    for (path, g), (_, e) in zip(trees.paths(grads), trees.paths(expected)):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-14, err_msg=str(path))
 
 
@@ -160,31 +161,31 @@ def test_a_resumed_run_ends_with_the_same_bits(model, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         _train(model, steps=5, out=tmp_path, callback=interrupt)
-    saved = loop.load_checkpoint(tmp_path)
+    saved = checkpoints.load_checkpoint(tmp_path)
     assert saved["step"] == 3
     resumed = _train(model, steps=5, state=saved)
     assert resumed["losses"] == whole["losses"]
     for tree in ("trainable", "adam"):
-        for a, b in zip(loop._flatten(whole[tree]), loop._flatten(resumed[tree])):
+        for a, b in zip(trees.paths(whole[tree]), trees.paths(resumed[tree])):
             assert a[0] == b[0]
             np.testing.assert_array_equal(a[1], b[1])
 
 
 def test_an_interrupted_write_leaves_the_last_checkpoint_whole(model, tmp_path, monkeypatch):
     first = _train(model, steps=2, out=tmp_path)
-    before = (tmp_path / loop.CHECKPOINT).read_bytes()
+    before = (tmp_path / checkpoints.CHECKPOINT).read_bytes()
 
     def cut(file, **arrays):
         file.write(b"PK\x03\x04 half a zip")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(loop.np, "savez", cut)
+    monkeypatch.setattr(checkpoints.np, "savez", cut)
     with pytest.raises(KeyboardInterrupt):
-        loop.save_checkpoint(tmp_path, {**first, "step": 3})
-    assert (tmp_path / loop.CHECKPOINT).read_bytes() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == [loop.CHECKPOINT]
+        checkpoints.save_checkpoint(tmp_path, {**first, "step": 3})
+    assert (tmp_path / checkpoints.CHECKPOINT).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoints.CHECKPOINT]
     monkeypatch.undo()
-    np.testing.assert_array_equal(loop.load_checkpoint(tmp_path)["trainable"]["lm_head"],
+    np.testing.assert_array_equal(checkpoints.load_checkpoint(tmp_path)["trainable"]["lm_head"],
                                   first["trainable"]["lm_head"])
 
 
@@ -197,10 +198,10 @@ def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(model, 
         return out * np.nan if len(done) >= 3 else out  # step 4: NaN
 
     with pytest.raises(loop.NonFinite, match="at step 4"):
-        loop.train(loop.lm_loss_sum(poisoned), trainable, _examples(7), steps=6, batch_size=2,
+        loop.train(losses.lm_loss_sum(poisoned), trainable, _examples(7), steps=6, batch_size=2,
                    pad_id=0, lr=0.05, out=tmp_path, every=1,
                    callback=lambda step, loss, n: done.append(step))
-    assert loop.load_checkpoint(tmp_path)["step"] == 3
+    assert checkpoints.load_checkpoint(tmp_path)["step"] == 3
 
 
 @pytest.fixture(scope="module")
@@ -230,11 +231,11 @@ def test_the_fused_loss_and_its_lora_gradient_equal_the_logits_then_the_loss(tie
     # cross_entropy above), differentiated by autograd; float64.
     forward, lora, _, _ = tied_lora_model
     padded = batch(_examples(4, seed=2), pad_id=0)
-    fused, plain = loop.lm_loss_sum(forward), loop.lm_loss_sum(forward, fused=False)
+    fused, plain = losses.lm_loss_sum(forward), losses.lm_loss_sum(forward, fused=False)
     assert float(fused(lora, padded, None)) == pytest.approx(float(plain(lora, padded, None)),
                                                              rel=1e-13)
-    for (path, g), (_, e) in zip(loop._flatten(grad(fused)(lora, padded, None)),
-                                 loop._flatten(grad(plain)(lora, padded, None))):
+    for (path, g), (_, e) in zip(trees.paths(grad(fused)(lora, padded, None)),
+                                 trees.paths(grad(plain)(lora, padded, None))):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-13, err_msg=str(path))
 
 
@@ -248,7 +249,7 @@ def test_soft_capped_logits_take_the_unfused_loss_by_name(tied_lora_model):
     with pytest.raises(ValueError, match="final_logit_softcapping caps the logits, which "
                                          "unembed= replaces"):
         ma.causal_lm(params, np.array([[1, 2]]), unembed=lambda p, h: h, **capped)
-    assert not loop.fusable(capped) and loop.fusable(config)
+    assert not losses.fusable(capped) and losses.fusable(config)
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
         return ma.causal_lm(params, tokens, lora=trainable, logits_to_keep=logits_to_keep,
@@ -256,6 +257,6 @@ def test_soft_capped_logits_take_the_unfused_loss_by_name(tied_lora_model):
 
     examples = _examples(4, seed=2)
     padded = batch(examples, pad_id=0)
-    loss_sum = loop.lm_loss_sum(forward, fused=loop.fusable(capped))
+    loss_sum = losses.lm_loss_sum(forward, fused=losses.fusable(capped))
     assert float(loss_sum(lora, padded, None)) / int(padded[2].sum()) == pytest.approx(
         _nll_by_loop(forward, lora, examples), rel=1e-12)

@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("tqdm")
 
 from minattn import cli  # noqa: E402
-from minattn.training import loop, text_data  # noqa: E402
+from minattn.engine import trees  # noqa: E402
+from minattn.training import checkpoints, losses, loop, text_data  # noqa: E402
 
 WORDS = "the king and queen of a land where all men speak to me now".split()
 TINY = ("--steps", 6, "--layers", 1, "--heads", 2, "--width", 16, "--context", 8,
@@ -54,7 +55,7 @@ def test_a_run_trains_evaluates_samples_and_writes_its_files(text_file, tmp_path
     first, last = losses["evals"][0][2], losses["evals"][-1][2]
     assert last < first < np.log(len(set(text_file.read_text()))) + 0.5  # it learns
     assert "chars/s" in err and "sample after 6 steps:" in out
-    assert loop.load_checkpoint(tmp_path / "run")["step"] == 6
+    assert checkpoints.load_checkpoint(tmp_path / "run")["step"] == 6
     assert (tmp_path / "run" / "loss.png").is_file()
 
 
@@ -86,7 +87,7 @@ def test_resume_after_ctrl_c_reaches_the_same_numbers(text_file, tmp_path, capsy
     monkeypatch.setattr(char_gpt, "train_char_gpt", interrupted)
     code, _, err = _run(capsys, "--text", text_file, "--out", tmp_path / "cut", *TINY)
     assert code == 130 and "the checkpoint of step 3 is in" in err, err
-    assert loop.load_checkpoint(tmp_path / "cut")["step"] == 3
+    assert checkpoints.load_checkpoint(tmp_path / "cut")["step"] == 3
     monkeypatch.setattr(char_gpt, "train_char_gpt", train)
     code, _, err = _run(capsys, "--text", text_file, "--out", tmp_path / "cut", *TINY,
                         "--resume")
@@ -133,13 +134,13 @@ def test_a_bad_option_is_refused_before_any_work(argv, message, text_file, tmp_p
 
 def test_resume_of_another_config_is_refused_naming_it(text_file, tmp_path, capsys):
     assert _run(capsys, "--text", text_file, "--out", tmp_path, *TINY)[0] == 0
-    before = (tmp_path / loop.CHECKPOINT).read_bytes()
+    before = (tmp_path / checkpoints.CHECKPOINT).read_bytes()
     _refused(capsys, ["--text", text_file, "--out", tmp_path, *TINY, "--width", 32, "--resume"],
              "was started otherwise: width 16 then, 32 now")
     _refused(capsys, ["--text", text_file, "--out", tmp_path, *TINY], "--resume continues it")
     _refused(capsys, ["--text", text_file, "--out", tmp_path / "none", *TINY, "--resume"],
              "holds no checkpoint.npz")
-    assert (tmp_path / loop.CHECKPOINT).read_bytes() == before
+    assert (tmp_path / checkpoints.CHECKPOINT).read_bytes() == before
 
 
 def test_a_nan_loss_stops_at_its_step_keeping_the_last_checkpoint(text_file, tmp_path, capsys,
@@ -149,13 +150,13 @@ def test_a_nan_loss_stops_at_its_step_keeping_the_last_checkpoint(text_file, tmp
     def poisoned(params, grads, state, **kwargs):  # step 4's update poisons the weights
         steps.append(1)
         new, state = update(params, grads, state, **kwargs)
-        return (loop.tree_map(lambda w: w * np.nan, new) if len(steps) == 4 else new), state
+        return (trees.tree_map(lambda w: w * np.nan, new) if len(steps) == 4 else new), state
 
     monkeypatch.setattr(loop, "adamw_update", poisoned)
     _refused(capsys, ["--text", text_file, "--out", tmp_path, *TINY],
              "the loss became nan (gradient norm nan) at step 5: stopped; the last good "
              "checkpoint, step 3, stays in", started=True)
-    assert loop.load_checkpoint(tmp_path)["step"] == 3
+    assert checkpoints.load_checkpoint(tmp_path)["step"] == 3
 
 
 def test_sample_from_a_folder_without_a_run_is_refused(tmp_path, capsys):

@@ -12,7 +12,7 @@ from autograd import value_and_grad
 import minattn as ma
 import minattn.lora  # noqa: F401  (causal_lm's lora= variant)
 from minattn.engine import threads
-from minattn.training import loop
+from minattn.training import losses, loop
 from minattn.training.chat_data import batch
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
@@ -50,7 +50,7 @@ def _setup(lora_dropout=0.0):
     rows = np.random.default_rng(1)
     parts = [batch([(list(rows.integers(1, V, size=n)), [False] + [True] * (n - 1))
                     for n in (5, 7, 4, 6, 3)], 0) for _ in range(2)]
-    return value_and_grad(loop.lm_loss_sum(forward)), lora, parts, seen
+    return value_and_grad(losses.lm_loss_sum(forward)), lora, parts, seen
 
 
 def _leaves(tree):

@@ -371,33 +371,33 @@ def plain_unembedded_nll_sum(h, w, b, targets, counted):
 
 @pytest.mark.parametrize("chunk_rows", [1, 2, 100])  # a chunk per row, several, one for all
 def test_fused_unembedding_and_loss_equal_autograd_of_the_composition(chunk_rows, monkeypatch):
-    from minattn.training import loop
+    from minattn.training import losses
 
     rng = np.random.default_rng(5)
     v = 13
-    monkeypatch.setattr(loop, "CHUNK_ELEMENTS", chunk_rows * v)
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", chunk_rows * v)
     h, w, b = rng.normal(size=(3, 4, 6)), rng.normal(size=(6, v)), rng.normal(size=v)
     targets, counted = rng.integers(0, v, size=(3, 4)), rng.random((3, 4)) < 0.6
     args = (h, w, b, targets, counted)
-    assert loop.unembedded_nll_sum(*args) == pytest.approx(plain_unembedded_nll_sum(*args),
+    assert losses.unembedded_nll_sum(*args) == pytest.approx(plain_unembedded_nll_sum(*args),
                                                            rel=1e-13)
-    _same_gradient(loop.unembedded_nll_sum, plain_unembedded_nll_sum, args, argnums=(0, 1, 2))
-    check_grads(lambda h: loop.unembedded_nll_sum(h, w, b, targets, counted), modes=["rev"],
+    _same_gradient(losses.unembedded_nll_sum, plain_unembedded_nll_sum, args, argnums=(0, 1, 2))
+    check_grads(lambda h: losses.unembedded_nll_sum(h, w, b, targets, counted), modes=["rev"],
                 order=1)(h)
-    assert not grad(loop.unembedded_nll_sum)(*args)[~counted].any()  # no gradient: not counted
+    assert not grad(losses.unembedded_nll_sum)(*args)[~counted].any()  # no gradient: not counted
 
 
 def test_fused_loss_keeps_float32_and_refuses_a_second_derivative():
-    from minattn.training import loop
+    from minattn.training import losses
 
     rng = np.random.default_rng(6)
     h, w = rng.normal(size=(1, 3, 4)).astype(np.float32), rng.normal(size=(4, 5)).astype(np.float32)
     targets, counted = np.array([[1, 2, 3]]), np.array([[True, False, True]])
-    value = loop.unembedded_nll_sum(h, w, None, targets, counted)
-    assert value.dtype == np.float32 and grad(loop.unembedded_nll_sum)(
+    value = losses.unembedded_nll_sum(h, w, None, targets, counted)
+    assert value.dtype == np.float32 and grad(losses.unembedded_nll_sum)(
         h, w, None, targets, counted).dtype == np.float32
     with pytest.raises(NotImplementedError, match="no second derivative"):
-        grad(lambda x: anp.sum(grad(loop.unembedded_nll_sum)(x, w, None, targets, counted)))(h)
+        grad(lambda x: anp.sum(grad(losses.unembedded_nll_sum)(x, w, None, targets, counted)))(h)
 
 
 def _tape_bytes(f, x):
@@ -454,12 +454,12 @@ def test_the_attention_vjp_equals_the_composition_whether_its_weights_are_kept_o
 
 
 def test_the_fused_losss_tape_keeps_its_gradient_not_the_logits():
-    from minattn.training import loop
+    from minattn.training import losses
 
     rng = np.random.default_rng(8)
     h, w = rng.normal(size=(4, 16, 3)), rng.normal(size=(3, 4096))  # logits: 2 MiB
     targets, counted = rng.integers(0, 4096, size=(4, 16)), np.ones((4, 16), bool)
-    held = _tape_bytes(lambda h: loop.unembedded_nll_sum(h, w, None, targets, counted), h)
+    held = _tape_bytes(lambda h: losses.unembedded_nll_sum(h, w, None, targets, counted), h)
     assert held < 2 ** 18
 
 

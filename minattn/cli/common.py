@@ -178,7 +178,7 @@ def training_run(out, steps, state, unit):
     `out`, and Ctrl-C, which names the checkpoint --resume continues from and goes on up."""
     from tqdm import tqdm
 
-    from ..training import loop
+    from ..training import checkpoints, loop
 
     start, read = time.perf_counter(), 0
     with tqdm(total=steps, initial=state["step"] if state else 0, unit="step", ncols=100,
@@ -190,11 +190,11 @@ def training_run(out, steps, state, unit):
             bar.set_postfix_str(f"loss {loss:.3f}, {read / (time.perf_counter() - start):.0f} "
                                 f"{unit}/s", refresh=False)
 
-        checkpoint = out / loop.CHECKPOINT
+        checkpoint = out / checkpoints.CHECKPOINT
         try:
             yield bar, progress
         except loop.NonFinite as error:
-            kept = loop.load_checkpoint(out)["step"] if checkpoint.is_file() else None
+            kept = checkpoints.load_checkpoint(out)["step"] if checkpoint.is_file() else None
             raise UsageError(f"{error}: stopped; " + (
                 f"the last good checkpoint, step {kept}, stays in {checkpoint}"
                 if kept is not None else "no checkpoint had been written yet") +
@@ -202,7 +202,7 @@ def training_run(out, steps, state, unit):
         except KeyboardInterrupt:
             bar.close()
             if checkpoint.is_file():
-                step = loop.load_checkpoint(out)["step"]
+                step = checkpoints.load_checkpoint(out)["step"]
                 print(f"interrupted: the checkpoint of step {step} is in {checkpoint}; the same "
                       "command with --resume continues", file=sys.stderr)
             raise

@@ -87,7 +87,7 @@ def add_command(commands):
 
 
 def run(args):
-    from ..training import loop
+    from ..training import loop, losses
     from .chat import blas_threads
 
     model_file, data = _check_model(args.model), args.data
@@ -116,7 +116,7 @@ def run(args):
                                                   ("held out", held_out, eval_file or data))}
         lora = _init_lora(model, args)
         forward = _forward(model, args)
-        loss_sum = loop.lm_loss_sum(forward, fused=loop.fusable(model.config))
+        loss_sum = losses.lm_loss_sum(forward, fused=losses.fusable(model.config))
         pad = int(np.atleast_1d(model.eos_token_id)[0])
         trainable = lora if state is None else state["trainable"]
         before = _evaluate(model, loss_sum, lora, encoded["held out"], held_out, args, pad)
@@ -171,7 +171,7 @@ def _check_rank(path, args):
 
 
 def _check_out(out, resume):
-    from ..training.loop import CHECKPOINT
+    from ..training.checkpoints import CHECKPOINT
 
     if out.exists() and not out.is_dir():
         raise UsageError(f"argument --out: {str(out)!r} is a file, not a folder")
@@ -188,7 +188,7 @@ def _digest(path):
 
 
 def _resumed(out, settings):
-    from ..training.loop import load_checkpoint
+    from ..training.checkpoints import load_checkpoint
 
     state = load_checkpoint(out)
     saved = state["settings"] or {}

@@ -86,7 +86,7 @@ def run(args):
     from ..cli.finetune import _check_out, _resumed
     from ..models import char_gpt
     from ..training import text_data
-    from ..training.optimizer import leaves
+    from ..engine.trees import leaves
 
     if args.d_model % args.n_heads:
         raise UsageError(f"argument --width: {args.d_model} is not divisible by --heads "
@@ -186,12 +186,12 @@ def _save(out, state):
 
 def run_sample(args):
     from ..models import char_gpt
-    from ..training import loop
+    from ..training import checkpoints
 
     folder = Path(args.folder)
-    if not (folder / loop.CHECKPOINT).is_file():
-        raise UsageError(f"argument --from: {str(folder)!r} holds no {loop.CHECKPOINT}")
-    state = loop.load_checkpoint(folder)
+    if not (folder / checkpoints.CHECKPOINT).is_file():
+        raise UsageError(f"argument --from: {str(folder)!r} holds no {checkpoints.CHECKPOINT}")
+    state = checkpoints.load_checkpoint(folder)
     settings = state["settings"]
     characters = char_gpt.Characters(settings["chars"])
     prompt = _prompt(args.prompt, characters, "--prompt")

@@ -93,7 +93,7 @@ def check_scaled_causal_lm(params, embedding_scale, final_logit_softcapping, une
     # which an unembed= hook (a loss fused with the unembedding) replaces: refused together.
     if final_logit_softcapping is not None and unembed is not None:
         raise ValueError("final_logit_softcapping caps the logits, which unembed= replaces "
-                         "(minattn.training.loop.fusable: such a model takes the unfused loss): "
+                         "(minattn.training.losses.fusable: such a model takes the unfused loss): "
                          "not both")
     embedding = params.get("token_embedding") if isinstance(params, checks.DICT_TYPES) else None
     dtype = checks.as_float_array("params['token_embedding']", embedding).dtype \

@@ -28,7 +28,8 @@ import math
 import numpy as np
 
 from ..language_model import causal_lm, init_causal_lm
-from ..training import loop
+from ..training import checkpoints, losses, loop
+from ..training.optimizer import adamw_init
 
 # nanoGPT's README, "baby GPT" on a CPU: --block_size=64 --batch_size=12 --n_layer=4
 # --n_head=4 --n_embd=128 --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0, and
@@ -105,8 +106,8 @@ def window_batch(ids, *, context, batch_size, seed, k):
 
 def loss_sum(config):
     """-> loss_sum(params, batch, rng): the summed cross-entropy of every target (the
-    unembedding fused with the loss: training/loop.py)."""
-    return loop.lm_loss_sum(lambda params, tokens, rng, n, unembed=None: causal_lm(
+    unembedding fused with the loss: training/losses.py)."""
+    return losses.lm_loss_sum(lambda params, tokens, rng, n, unembed=None: causal_lm(
         params, tokens, logits_to_keep=n, unembed=unembed, **config))
 
 
@@ -128,7 +129,7 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
     validation loss)]). Evaluates both splits at step 0, every eval_every steps and at the
     end, then calls on_eval(state) (a sample, a progress line); a checkpoint in `out` after
     each evaluation. state: a checkpoint's to continue from (its "evals" in its settings)."""
-    state = state or {"step": 0, "trainable": params, "adam": loop.adamw_init(params),
+    state = state or {"step": 0, "trainable": params, "adam": adamw_init(params),
                       "losses": [], "settings": {**(settings or {}), "evals": []}}
     stops = sorted({s for s in range(0, steps, eval_every)} | {steps})
     for stop in (s for s in stops if s >= state["step"]):
@@ -142,12 +143,12 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
                                k=k))
         if state["settings"]["evals"] and state["settings"]["evals"][-1][0] == stop:
             continue  # resumed at an evaluation already made
-        losses = [evaluate(state["trainable"], config, ids, context=context,
-                           batch_size=batch_size, batches=eval_batches, seed=seed)
-                  for ids in (train_ids, val_ids)]
-        state["settings"]["evals"].append([stop, *losses])
+        split_losses = [evaluate(state["trainable"], config, ids, context=context,
+                                 batch_size=batch_size, batches=eval_batches, seed=seed)
+                        for ids in (train_ids, val_ids)]
+        state["settings"]["evals"].append([stop, *split_losses])
         if out is not None:
-            loop.save_checkpoint(out, state)
+            checkpoints.save_checkpoint(out, state)
         if on_eval is not None:
             on_eval(state)
     return state

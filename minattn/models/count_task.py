@@ -9,6 +9,7 @@ import autograd.numpy as np
 from autograd import value_and_grad
 
 from ..engine.threads import training_step
+from ..engine.trees import tree_map
 from ..transformer_encoder import encoder, init_encoder
 from ..linear import linear
 from ..loss import cross_entropy
@@ -52,15 +53,6 @@ def count_model(params, tokens, *, n_heads=N_HEADS, return_weights=False):
 def accuracy(params, tokens, targets, *, n_heads=N_HEADS):
     """The fraction of tokens whose count the model predicts exactly (a Python float)."""
     return float(np.mean(np.argmax(count_model(params, tokens, n_heads=n_heads), -1) == targets))
-
-
-def tree_map(f, *trees):
-    """Apply f leaf-wise over nested dicts/lists of arrays (all trees share one structure)."""
-    if isinstance(trees[0], dict):
-        return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
-    if isinstance(trees[0], (list, tuple)):
-        return [tree_map(f, *leaves) for leaves in zip(*trees)]
-    return f(*trees)
 
 
 def adam_init(params):

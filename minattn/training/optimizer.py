@@ -10,16 +10,7 @@ import math
 
 import numpy as np
 
-from ..models.count_task import tree_map
-
-
-def leaves(tree):
-    """The arrays of a nested dict/list tree, in a fixed order (dict keys sorted)."""
-    if isinstance(tree, dict):
-        return [leaf for key in sorted(tree) for leaf in leaves(tree[key])]
-    if isinstance(tree, (list, tuple)):
-        return [leaf for item in tree for leaf in leaves(item)]
-    return [tree]
+from ..engine.trees import leaves, tree_map
 
 
 def adamw_init(params):

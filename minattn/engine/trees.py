@@ -1,0 +1,54 @@
+"""Trees of arrays: nested dicts and lists (params, LoRA adapters, AdamW's moments, a
+training run's state), walked the same way everywhere.
+
+    tree_map(f, *trees)     f leaf by leaf over trees of one structure -> a tree of it
+    leaves(tree)            the arrays, in the tree's order (dicts in their keys' order)
+    paths(tree)             [(path, leaf)]: a path the keys and list indices down to the leaf
+    from_paths(items)       the tree back from [(path, leaf)] (a checkpoint's file)
+"""
+import numpy as np
+
+
+def tree_map(f, *trees):
+    """Apply f leaf-wise over nested dicts/lists of arrays (all trees share one structure)."""
+    if isinstance(trees[0], dict):
+        return {k: tree_map(f, *(t[k] for t in trees)) for k in trees[0]}
+    if isinstance(trees[0], (list, tuple)):
+        return [tree_map(f, *leaves) for leaves in zip(*trees)]
+    return f(*trees)
+
+
+def leaves(tree):
+    """The arrays of a nested dict/list tree, in its order."""
+    return [leaf for _, leaf in paths(tree)]
+
+
+def paths(tree, path=()):
+    """-> [(path, leaf)]: a path is the keys (str) and list indices (int) down to the leaf."""
+    if isinstance(tree, dict):
+        return [item for key in tree for item in paths(tree[key], path + (key,))]
+    if isinstance(tree, (list, tuple)):
+        return [item for i, sub in enumerate(tree) for item in paths(sub, path + (i,))]
+    return [(list(path), tree)]
+
+
+def from_paths(items):
+    """[(path, leaf)] -> the tree (lists where every key of a level is a list index); a 0-d
+    leaf comes back as a Python number (a step count: an int again)."""
+    root = {}
+    for path, leaf in items:
+        node = root
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = leaf if np.ndim(leaf) else leaf.item()
+    return _lists(root)
+
+
+def _lists(node):
+    # dicts whose keys are all list indices back into lists
+    if not isinstance(node, dict):
+        return node
+    node = {key: _lists(value) for key, value in node.items()}
+    if node and all(isinstance(key, int) for key in node):
+        return [node[i] for i in range(len(node))]
+    return node

@@ -1,0 +1,41 @@
+"""A training run's checkpoints: the trainable tree, AdamW's state, the step, the losses and
+the run's settings in one .npz file, written to a file of another name in its folder and renamed
+over the last (engine/files.py), so that an interrupted write leaves the last one whole."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..engine.files import write_replacing
+from ..engine.trees import from_paths, paths
+
+CHECKPOINT = "checkpoint.npz"
+
+
+def save_checkpoint(folder, state):
+    """Write state to folder/checkpoint.npz: a file of another name in the folder, then renamed
+    over the last (engine/files.py), so a crash mid-write leaves the last checkpoint whole."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    flat = paths({"trainable": state["trainable"], "adam": state["adam"]})
+    meta = {"step": state["step"], "losses": state["losses"], "paths": [p for p, _ in flat],
+            "settings": state.get("settings")}
+    arrays = {f"a{i}": np.asarray(a) for i, (_, a) in enumerate(flat)}
+
+    def write(name):
+        with open(name, "wb") as file:
+            np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+
+    write_replacing(folder / CHECKPOINT, write)
+
+
+def load_checkpoint(folder):
+    """folder/checkpoint.npz -> the state train() continues from (and its "settings")."""
+    with np.load(Path(folder) / CHECKPOINT) as data:
+        meta = json.loads(str(data["meta"]))
+        tree = from_paths([(path, data[f"a{i}"]) for i, path in enumerate(meta["paths"])])
+    return {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
+            "losses": meta["losses"], "settings": meta["settings"]}
