@@ -62,6 +62,12 @@ def softmax(x, axis=-1, mask=None):
 _INPUTS = ("q", "k", "v", "mask")  # what each gradient of the attention core reads
 
 
+def _weights(q, k, keep, bias, scale):
+    # P [..., L_q, L_k], recomputed as the forward computes it
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)
+    return softmax(scores if bias is None else scores + bias, mask=keep)
+
+
 def _weights_are_small(outputs, q, k, v, **_):
     # The tape keeps P where it takes no more memory than q, k and v, which it keeps anyway.
     return np.size(outputs[1]) <= np.size(q) + np.size(k) + np.size(v)
@@ -77,10 +83,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     d_out, d_weights = g
     q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
-        p = outputs[1]  # [..., L_q, L_k]
-        if not kept(p):  # recomputed, as the forward computed it
-            scores = (q * scale) @ np.swapaxes(k, -1, -2)
-            p = softmax(scores if bias is None else scores + bias, mask=keep)
+        p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
         d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
         grads = {
