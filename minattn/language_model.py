@@ -66,7 +66,7 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
     unembedding is the largest product of a long prompt). embed(params, tokens) -> [B, L, D]:
     the token embedding, where a family plugs in its own; unembed(params, h) -> what the call
     returns in place of the logits, from the final hidden state h [B, n, D] (a training loss
-    fused with the unembedding: minattn/training/loop.py)."""
+    fused with the unembedding: minattn/training/losses.py)."""
     # int [B, L] -> [B, L, V]
     params, tokens, attention_mask, past = check_causal_lm(params, tokens, attention_mask, n_heads,
                                                            activation, position, cache,

@@ -33,7 +33,7 @@ fine-tuning step of SmolLM2 the tape held 53 MiB a layer before, 32 MiB after
 pass that computes it: a scalar at the end of the graph (a loss), or an elementwise function,
 whose Jacobian is the diagonal of its derivatives. value_and_grads(wrt, **arguments) ->
 (value, {name: gradient or derivative}) computes both at once (the unembedding fused with the
-cross-entropy, training/loop.py: each chunk's logits made once, used for the loss and its
+cross-entropy, training/losses.py: each chunk's logits made once, used for the loss and its
 gradient, never kept; float32 GELU, position_wise.py: its derivative from the value's own erfc).
 Differentiated, the function records the gradients of the arguments autograd follows, and its
 VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
