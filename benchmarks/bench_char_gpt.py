@@ -49,7 +49,8 @@ def build(seed=0, steps=2000):
     import torch
 
     from minattn.models import char_gpt
-    from minattn.training import loop, losses, optimizer, text_data
+    from minattn.training import loop, text_data
+    from minattn.training.optimizer import adamw_init, cosine_lr
     from tests.test_char_gpt import GPT, _copy_into
 
     baby = char_gpt.BABY
@@ -63,7 +64,7 @@ def build(seed=0, steps=2000):
     _copy_into(model, params)
     batch = lambda k: char_gpt.window_batch(train_ids, context=baby["context"],  # noqa: E731
                                             batch_size=baby["batch_size"], seed=seed, k=k)
-    state = {"step": 0, "trainable": params, "adam": optimizer.adamw_init(params), "losses": [],
+    state = {"step": 0, "trainable": params, "adam": adamw_init(params), "losses": [],
              "settings": None}
     loss_sum = char_gpt.loss_sum(config)
 
@@ -82,7 +83,7 @@ def build(seed=0, steps=2000):
           "weight_decay": baby["weight_decay"]},
          {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
         lr=baby["lr"], betas=baby["betas"])
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: optimizer.cosine_lr(
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: cosine_lr(
         s, lr=1.0, warmup=baby["warmup"], total=steps, min_lr=baby["min_lr"] / baby["lr"]))
 
     def torch_step(k):
