@@ -18,8 +18,9 @@ on q_proj and v_proj, the same A (B zero) on both sides: PEFT's get_peft_model, 
 A step, on random tokens with every next token counted:
 - PEFT: model(ids, labels=ids).loss (transformers' shifted cross-entropy), backward,
   clip_grad_norm_(1.0), torch.optim.AdamW.step, zero_grad;
-- minattn: value_and_grad of the summed cross-entropy (minattn/training/loop.py lm_loss_sum:
-  the unembedding fused with the loss) with respect to the LoRA tree, clip_by_global_norm(1.0), adamw_update (training/optimizer.py).
+- minattn: the value and gradient of the summed cross-entropy (minattn/training/losses.py
+  lm_loss_sum: the unembedding fused with the loss) with respect to the LoRA tree's leaves, as
+  training/loop.py takes them, clip_by_global_norm(1.0), adamw_update (training/optimizer.py).
 Timed interleaved, round by round (benchmarks/_harness.py); torch and NumPy's BLAS on --threads
 threads. Beside the step, minattn's forward alone (causal_lm with the LoRA, no gradient) and
 PEFT's (under torch.no_grad), to say how much of the step the backward pass takes.
@@ -87,10 +88,10 @@ def peft_step(model):
 
 
 def minattn_step(params, config, lora):
-    from autograd import value_and_grad
-
     import minattn as ma
-    from minattn.training.loop import accumulated, lm_loss_sum
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
+    from minattn.training.loop import accumulated
+    from minattn.training.losses import lm_loss_sum
     from minattn.training.optimizer import adamw_init, adamw_update, clip_by_global_norm
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
@@ -98,7 +99,7 @@ def minattn_step(params, config, lora):
                             logits_to_keep=logits_to_keep, unembed=unembed, **config)
 
     loss_sum = lm_loss_sum(forward)
-    loss_and_grad = value_and_grad(loss_sum)
+    loss_and_grad = value_and_grad_by_leaf(loss_sum)
     state = {"lora": lora, "adam": adamw_init(lora)}
 
     def step(ids):
