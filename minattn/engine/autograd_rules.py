@@ -215,7 +215,8 @@ def reads(*, out_if=None, **names):
 def kept(x):
     """Whether x, handed to a VJP marked with @reads, is the array itself, not a stand-in."""
     x = getval(x)  # (a box of an outer differentiation holds the array itself)
-    return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(x.strides)  # a stand-in's are 0
+    # A stand-in's strides are all 0; an array without strides counts as not kept (recomputed).
+    return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(getattr(x, "strides", (0,)))
 
 
 @primitive
