@@ -16,7 +16,7 @@ from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
-from .linear import linear, linears
+from .linear import project
 from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import (feed_forward, gated_feed_forward, geglu, init_feed_forward,
@@ -27,13 +27,9 @@ def geglu_tanh(params, x):
     """GEGLU with the tanh GELU (Gemma's MLP): down(gelu_tanh(gate(x)) * up(x)), [..., D] ->
     [..., D]; params as gated_feed_forward's."""
     # [..., D] -> [..., F] -> [..., D]
-    gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
+    gate, up = project(params, x, ("gate", "up"))  # [..., F] each
     hidden = geglu(gate, up)  # gelu_tanh(gate) * up, [..., F]
-    return linear(hidden, params["w_down"])  # [..., D]
-
-
-# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
-geglu_tanh = variants.dispatch(geglu_tanh)
+    return project(params, hidden, ("down",))[0]  # [..., D]
 
 
 # The gated feed-forwards (their names are checked in engine/decoder_checks.py's GATED).
