@@ -106,11 +106,12 @@ from .generation import generate
 from .loss import cross_entropy
 from .causal_linear_attention import linear_attention
 from .gated_delta_rule import delta_rule, l2_normalize
-# The variants: each registers the calls it answers (engine/variants.py), in this order.
+# The variants: each registers the calls it answers (engine/variants.py); the order in which they
+# run is the priority each states, not the order of these imports.
 from .families import neox as _neox, olmo as _olmo, gemma as _gemma, smollm3 as _smollm3  # noqa
 from . import lora  # noqa: E402
 from . import head_mask, long_context, sinks, softcap  # noqa: E402
-from . import hooks  # noqa: E402  (last: its attention reads the core the others chose)
+from . import hooks  # noqa: E402
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

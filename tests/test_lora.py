@@ -247,3 +247,17 @@ def test_lora_alpha_beside_the_adapter_is_refused_naming_where_alpha_lives():
     tokens = np.random.default_rng(2).integers(0, V, (1, 4))
     with pytest.raises(TypeError, match=r"the adapter carries its alpha, lora\['alpha'\]"):
         ma.causal_lm(params, tokens, lora=_adapter(params, rank=2), lora_alpha=8, **config)
+
+
+def test_the_adapters_placed_in_the_params_hold_arrays_only():
+    # no settings, no Generator: alpha / r is in B, each projection's dropout an array of its own
+    params, _ = llama_like()
+    lora = with_random_b(_adapter(params, targets=L.TARGETS, rank=2, alpha=6.0))
+    placed = L._placed(lora["layers"][0], 6.0, 0.25, np.random.default_rng(0), (2, 3))
+    for target, pair in placed.items():
+        assert set(pair) == {"A", "B", "keep"}
+        assert all(isinstance(a, np.ndarray) for a in pair.values())
+        np.testing.assert_array_equal(pair["B"], lora["layers"][0][target]["B"] * 3.0)
+        assert pair["keep"].shape == (2, 3, pair["A"].shape[0])
+        assert set(np.unique(pair["keep"])) <= {0.0, 1 / 0.75}
+    assert not np.array_equal(placed["q"]["keep"], placed["k"]["keep"])
