@@ -121,14 +121,19 @@ def run_with_cache(params, tokens, attention_mask=None, *, names=ACTIVATIONS, **
     cache, hooks = {}, dict(config.pop("hooks", None) or {})
     for layer in range(len(params["layers"])):
         for name in names:
-            hooks[name, layer] = functools.partial(_kept, cache, (name, layer),
-                                                   hooks.get((name, layer)))
+            hooks[name, layer] = kept(cache, (name, layer), hooks.get((name, layer)))
     return causal_lm(params, tokens, attention_mask, hooks=hooks, **config), cache
 
 
-def _kept(cache, key, before, value):
+def kept(store, key, before=None):
+    """A hook: the activation (through the hook `before` first, where given) kept in store[key]
+    and returned."""
+    return functools.partial(_kept, store, key, before)
+
+
+def _kept(store, key, before, value):
     value = value if before is None else before(value)
-    cache[key] = value
+    store[key] = value
     return value
 
 

@@ -21,8 +21,8 @@ lora_dropout > 0 each projection's dropout drawn from rng before the run, as an 
 seam every projection of attention and of the gated feed-forwards goes through,
 linear.project, then adds the low-rank path (project_with_lora). It is computed factored,
 (x A) B, never as x (W + A B): W is neither copied nor differentiated, and autograd.grad with
-respect to lora["layers"] records only the small products (benchmarks/bench_lora.py measures
-the difference). merge folds the adapter into the weights for inference; lora_files.py reads
+respect to lora["layers"] records only the small products (docs/benchmarks.md, "LoRA factored
+against merged"). merge folds the adapter into the weights for inference; lora_files.py reads
 and writes PEFT's adapter_model.safetensors and adapter_config.json (save_adapter,
 load_adapter).
 """

@@ -1,7 +1,7 @@
 """What a command checks its arguments against before it loads a language model: the model's
 sizes, read from a GGUF file's header or a folder's config.json in milliseconds, where loading
-SmolLM2 takes 15 to 20 s on a 2-core machine (issue 43). A refusal (`heads --k 1000`,
-`chat --max-new-tokens 100000000`) then costs no load.
+SmolLM2 takes seconds. A refusal (`heads --k 1000`, `chat --max-new-tokens 100000000`) then
+costs no load.
 
 The GGUF header is read by minattn/models/gguf_header.py (the metadata, and every tensor's
 extent against the file's size). A file that is not GGUF, whose header is cut or that ends

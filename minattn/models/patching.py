@@ -20,7 +20,7 @@ that layer on, from the corrupted run's cache of its residual stream, all of the
 """
 import numpy as np
 
-from ..hooks import replaced, run_with_cache
+from ..hooks import kept, replaced, run_with_cache
 from ..language_model import causal_lm, final_logits
 from ..transformer_decoder import layer_config
 
@@ -143,9 +143,10 @@ def attribution_patching(lm, clean, corrupted, answer, wrong):
     clean_logits, clean_cache = run_with_cache(lm.params, clean, names=("z",), logits_to_keep=1,
                                                **lm.config)
     bad_z = {}
+    keep = [kept(bad_z, layer) for layer in range(n)]  # the corrupted run's z, layer by layer
 
     def difference(deltas):  # deltas [n_layers] of [1, H, L, d], zero: the corrupted run
-        hooks = {("z", layer): (lambda z, layer=layer: _kept(bad_z, layer, z) + deltas[layer])
+        hooks = {("z", layer): (lambda z, layer=layer: keep[layer](z) + deltas[layer])
                  for layer in range(n)}
         logits = causal_lm(lm.params, corrupted, hooks=hooks, logits_to_keep=1, **lm.config)
         return logit_difference(logits, answer, wrong)[0]
@@ -176,11 +177,6 @@ def _check_differences(d_clean, d_corrupted):
     if d_clean == d_corrupted:
         raise ValueError(f"the clean and corrupted runs give the same logit difference "
                          f"({d_clean}): there is no difference for a patch to restore")
-
-
-def _kept(store, key, value):
-    store[key] = value
-    return value
 
 
 def _run_from(lm, layer, tokens, hooks):
