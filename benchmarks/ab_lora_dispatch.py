@@ -1,8 +1,8 @@
-"""Does LoRA cost a model that does not use it? minattn.lora dispatches attention's projections
-(multi_head._projections) and the gated feed-forward (so that params["lora"] can select their
-LoRA forms); this times a decode step through the KV cache as this checkout runs it, against the
-same step with the functions as they were before (undispatched: __wrapped__, and _project
-calling linear directly) patched back in, interleaved round by round in one process.
+"""Does LoRA cost a model that does not use it? Every projection of attention and of the gated
+feed-forwards goes through linear.project, dispatched so that params["lora"] can select its LoRA
+form; this times a decode step through the KV cache as this checkout runs it, against the same
+step with project undispatched (its __wrapped__) patched into the modules that call it,
+interleaved round by round in one process.
 
     python benchmarks/ab_lora_dispatch.py tiny|smollm2 [THREADS]
 
@@ -21,21 +21,12 @@ from threadpoolctl import threadpool_limits
 from minattn import kv_cache, linear, multi_head, position_wise, transformer_decoder
 from minattn.language_model import causal_lm, init_causal_lm
 
-
-def project_before(params, x, p):
-    return linear.linear(x, params[f"w_{p}"], params.get(f"b_{p}"))
+NOW, BEFORE = linear.project, linear.project.__wrapped__
 
 
-NOW = (multi_head._projections, multi_head._project, position_wise.gated_feed_forward)
-BEFORE = (multi_head._projections.__wrapped__, project_before,
-          position_wise.gated_feed_forward.__wrapped__)
-
-
-def use(functions):
-    projections, project, gated = functions
-    multi_head._projections = kv_cache._projections = projections
-    multi_head._project = kv_cache._project = project
-    transformer_decoder.GATED["swiglu"] = gated
+def use(project):
+    for module in (kv_cache, multi_head, position_wise, transformer_decoder):
+        module.project = project
 
 
 def model(which):
@@ -61,8 +52,8 @@ def main():
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load", os.getloadavg())
     medians = {"now": [], "before": []}
     for r in range(rounds + 1):  # round 0: warm-up
-        for name, functions in (("now", NOW), ("before", BEFORE)):
-            use(functions)
+        for name, project in (("now", NOW), ("before", BEFORE)):
+            use(project)
             times = []
             for _ in range(steps):
                 start = time.perf_counter()

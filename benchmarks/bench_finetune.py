@@ -95,12 +95,12 @@ def minattn_step(params, config, lora):
     from minattn.training.optimizer import adamw_init, adamw_update, clip_by_global_norm
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
-        return ma.causal_lm(params, tokens, lora=trainable, lora_alpha=ALPHA,
+        return ma.causal_lm(params, tokens, lora={"alpha": lora["alpha"], "layers": trainable},
                             logits_to_keep=logits_to_keep, unembed=unembed, **config)
 
     loss_sum = lm_loss_sum(forward)
     loss_and_grad = value_and_grad_by_leaf(loss_sum)
-    state = {"lora": lora, "adam": adamw_init(lora)}
+    state = {"lora": lora["layers"], "adam": adamw_init(lora["layers"])}  # alpha is not trained
 
     def step(ids):
         batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, dtype=bool))
@@ -126,7 +126,7 @@ def same_lora(peft_model, n_layers):
             b = module.lora_B["default"].weight.detach().numpy().T.copy()
             layer[target] = {"A": a, "B": b}
         layers.append(layer)
-    return {"layers": layers}
+    return {"alpha": ALPHA, "layers": layers}
 
 
 def tokens(batch, length, seed=1):
@@ -150,7 +150,7 @@ def build():
     peft_model, peft, peft_forward = peft_step(model)
     lora = same_lora(peft_model, SMOLLM2["num_hidden_layers"])
     step, forward, loss_sum = minattn_step(params, config, lora)
-    return step, forward, peft, peft_forward, (loss_sum, lora)
+    return step, forward, peft, peft_forward, (loss_sum, lora["layers"])
 
 
 def main(argv=None):

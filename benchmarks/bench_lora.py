@@ -41,21 +41,20 @@ def main(argv=None):
     model = load_language_model()
     rng = np.random.default_rng(0)
     lora = L.init_lora(rng, model.params, targets=tuple(args.targets.split(",")), rank=args.rank)
-    lora = {"layers": [{t: {"A": p["A"], "B": (0.01 * rng.normal(size=p["B"].shape)).astype(
-        np.float32)} for t, p in layer.items()} for layer in lora["layers"]]}
+    lora = [{t: {"A": p["A"], "B": (0.01 * rng.normal(size=p["B"].shape)).astype(np.float32)}
+             for t, p in layer.items()} for layer in lora["layers"]]  # the trained layers
     tokens = rng.integers(0, 49152, size=(args.batch, args.length))
 
     def loss(logits):
         return ma.cross_entropy(logits[:, :-1], tokens[:, 1:])
 
     factored = autograd.value_and_grad(lambda lo: loss(ma.causal_lm(
-        model.params, tokens, lora=lo, lora_alpha=16, **model.config)))
+        model.params, tokens, lora={"alpha": 16, "layers": lo}, **model.config)))
     merged = autograd.value_and_grad(lambda lo: loss(ma.causal_lm(
-        L.merge(model.params, lo, alpha=16), tokens, **model.config)))
+        L.merge(model.params, {"alpha": 16, "layers": lo}), tokens, **model.config)))
     (v1, g1), (v2, g2) = factored(lora), merged(lora)
-    worst = max(np.abs(g1["layers"][i][t][k] - g2["layers"][i][t][k]).max() /
-                np.abs(g2["layers"][i][t][k]).max()
-                for i in range(len(g1["layers"])) for t in g1["layers"][i] for k in "AB")
+    worst = max(np.abs(g1[i][t][k] - g2[i][t][k]).max() / np.abs(g2[i][t][k]).max()
+                for i in range(len(g1)) for t in g1[i] for k in "AB")
     with busy(args.busy):
         header(args.busy)
         print(f"SmolLM2-135M-Instruct float32, tokens [{args.batch}, {args.length}], rank "

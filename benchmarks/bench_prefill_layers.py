@@ -98,11 +98,11 @@ def main():
             return e
 
     def numpy_layers(x, floor, times, layers=LAYERS):
-        threads._timing = True  # as inside a prompt's block: the core on the threads in force
+        threads._TUNING.running = True  # as inside a prompt's block: the core on the threads in force
         try:
             return _numpy_layers(x, floor, times, layers)
         finally:
-            threads._timing = False
+            threads._TUNING.running = False
 
     def _numpy_layers(x, floor, times, layers):
         marks = [time.perf_counter()]

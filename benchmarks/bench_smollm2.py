@@ -323,7 +323,7 @@ def chat_speed(threads, rounds, n_tokens, n_busy):
         "role": "user", "content": "Tell me a long story about a lighthouse keeper."}]))
 
     def reply():  # -> tokens/s after the first token, from no timings
-        threads_policy._choices.clear()
+        threads_policy._TUNING.choices.clear()
         first = None
         for i, _ in enumerate(model.reply(ids, n_tokens)):
             first = time.perf_counter() if i == 0 else first

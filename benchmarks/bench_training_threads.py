@@ -36,7 +36,7 @@ def main(argv=None):
 
     def timed(train):
         def run():
-            threads._choices.clear()  # a new process's
+            threads._TUNING.choices.clear()  # a new process's
             train(steps=args.steps)
         return run
 

@@ -31,7 +31,8 @@ priority each states (engine/variants.py; variants.trace lists the variants a ca
     differential.py   differential_attention  (Differential Transformer, DiffLlama) [24]
     head_mask.py      scale_heads  (head_mask=: a head switched off, as its rows of w_o)
     lora.py           init_lora, merge, save_adapter, load_adapter  (lora=: LoRA, low-rank
-                      adapters on the projections, as PEFT computes them)
+                      adapters on the projections, as PEFT computes them; PEFT's files:
+                      lora_files.py)
     hooks.py          hooks=: read and replace any activation (run_with_cache, replaced;
                       models/patching.py: the logit lens, activation and attribution patching)
 Attention and recurrence (a state of fixed size in place of the KV cache):
@@ -105,11 +106,12 @@ from .generation import generate
 from .loss import cross_entropy
 from .causal_linear_attention import linear_attention
 from .gated_delta_rule import delta_rule, l2_normalize
-# The variants: each registers the calls it answers (engine/variants.py), in this order.
+# The variants: each registers the calls it answers (engine/variants.py); the order in which they
+# run is the priority each states, not the order of these imports.
 from .families import neox as _neox, olmo as _olmo, gemma as _gemma, smollm3 as _smollm3  # noqa
-from . import lora  # noqa: E402  (before head_mask: it refuses a head_mask its o path would miss)
+from . import lora  # noqa: E402
 from . import head_mask, long_context, sinks, softcap  # noqa: E402
-from . import hooks  # noqa: E402  (last: its attention reads the core the others chose)
+from . import hooks  # noqa: E402
 from .course.swap import swap  # a tool, not a concept: kept out of __all__
 
 __version__ = "0.1.0"

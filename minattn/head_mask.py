@@ -44,8 +44,7 @@ def _model_head_mask(params, tokens, attention_mask=None, *, head_mask=None, **c
     return head_mask is not None and not isinstance(head_mask, list)  # a list: one row a layer
 
 
-# after lora's variant (equal priorities run as registered: minattn/__init__.py imports lora
-# first), which refuses a head_mask its o path would miss
+# after lora's variant (priority 10), which refuses a head_mask its o path would miss
 @implements(causal_lm, when=_model_head_mask, priority=0)
 def causal_lm_with_head_mask(params, tokens, attention_mask=None, *, head_mask, **config):
     """causal_lm with head_mask [n_layers, H]: each head's output times head_mask[layer, head]

@@ -19,20 +19,20 @@ another run's values, zeros, a mean: replaced). The names, as TransformerLens's 
 It is a variant (engine/variants.py), as head_mask is: the call that sets hooks= runs it, the
 model's own functions are unchanged and a call without it pays nothing. causal_lm hands each
 layer its own hooks (a list, one entry a layer, as causal_lm hands every per-layer keyword);
-the block's variant, asked before the families' blocks (first=True), reads the residual stream
-around whichever block runs, plugs its attention in through decoder_block's attention= and
-leaves its hooks for position_wise's variant while the block runs; self_attention's variant
-reads z and pattern through its core=, after any attention variant has chosen its core
-(Gemma's soft-capping, gpt-oss's sinks).
+the block's variant, asked before the families' blocks (priority FIRST), reads the residual
+stream around whichever block runs and plugs its sublayers in through the keywords every block
+takes, attention= and feed_forward=; self_attention's variant reads z and pattern through its
+core=, after any attention variant has chosen its core (Gemma's soft-capping, gpt-oss's
+sinks).
 """
-import contextvars
 import functools
+import inspect
 
 import autograd.numpy as np
 
-from .engine.decoder_checks import (check_hooks, check_layer_hooks, check_replacement,
-                                    check_selection)
-from .engine.variants import implements, show
+from .engine.hook_checks import (check_heads_hookable, check_hooks, check_layer_hooks,
+                                 check_replacement, check_selection)
+from .engine.variants import FIRST, implements, show
 from .kv_cache import self_attention
 from .language_model import causal_lm
 from .multi_head import grouped_attention
@@ -47,7 +47,8 @@ def _model_hooks(params, tokens, attention_mask=None, *, hooks=None, **config):
     return hooks is not None and not isinstance(hooks, list)  # a list: one entry a layer
 
 
-@implements(causal_lm, when=_model_hooks)
+# after lora's (10) and head_mask's (0), which change the params; this changes only the keywords
+@implements(causal_lm, when=_model_hooks, priority=-10)
 def causal_lm_with_hooks(params, tokens, attention_mask=None, *, hooks, **config):
     """causal_lm with hooks {(name, layer): function(value) -> value} (module docstring): each
     named activation of that layer passed through its function; config as causal_lm's."""
@@ -55,46 +56,27 @@ def causal_lm_with_hooks(params, tokens, attention_mask=None, *, hooks, **config
     return causal_lm(params, tokens, attention_mask, hooks=per_layer, **config)
 
 
-@implements(decoder_block, "hooks", first=True)
-def decoder_block_with_hooks(params, x, mask=None, *, hooks, attention=None, cache=None,
-                             **config):
+@implements(decoder_block, "hooks", priority=FIRST)  # around whichever block runs
+def decoder_block_with_hooks(params, x, mask=None, *, hooks, attention=None, feed_forward=None,
+                             cache=None, **config):
     """decoder_block (or the family's block that runs) with hooks {name: function} on this
     layer's activations (module docstring)."""
     # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
     hooks = check_layer_hooks(hooks, ACTIVATIONS)
     x = _hooked(hooks, "resid_pre", x)
     attention = functools.partial(_attention, attention=attention or self_attention, hooks=hooks)
-    feed_forward = _FEED_FORWARD.set(hooks if "mlp_out" in hooks else None)  # position_wise
-    try:
-        out = decoder_block(params, x, mask, attention=attention, cache=cache, **config)
-    finally:
-        _FEED_FORWARD.reset(feed_forward)
+    feed_forward = functools.partial(_feed_forward, feed_forward=feed_forward or position_wise,
+                                     hooks=hooks)
+    out = decoder_block(params, x, mask, attention=attention, feed_forward=feed_forward,
+                        cache=cache, **config)
     x, new_cache = out if cache is not None else (out, None)
     x = _hooked(hooks, "resid_post", x)
     return x if cache is None else (x, new_cache)
 
 
-# The hooks of the block running now, for its feed-forward: every block calls position_wise by
-# name (no keyword reaches it), so the block's variant leaves them here while the block runs.
-_FEED_FORWARD = contextvars.ContextVar("minattn_hooks_feed_forward", default=None)
-
-
-def _feed_forward_hooked(params, x, activation):
-    return _FEED_FORWARD.get() is not None
-
-
-@implements(position_wise, when=_feed_forward_hooked)
-def position_wise_with_hooks(params, x, activation):
-    """position_wise with its output through the running block's hook on "mlp_out"."""
-    hooks, unhooked = _FEED_FORWARD.get(), _FEED_FORWARD.set(None)  # the call below: unhooked
-    try:
-        out = position_wise(params, x, activation)
-    finally:
-        _FEED_FORWARD.reset(unhooked)
-    return _hooked(hooks, "mlp_out", out)
-
-
-@implements(self_attention, "hooks")
+# the lowest priority of self_attention's variants: the innermost, it reads the core the others
+# chose
+@implements(self_attention, "hooks", priority=0)
 def self_attention_with_hooks(params, x, mask=None, *, hooks, core=None, **config):
     """self_attention with hooks {"rot_q", "rot_k", "z", "pattern": function} on its heads
     (module docstring)."""
@@ -105,12 +87,15 @@ def self_attention_with_hooks(params, x, mask=None, *, hooks, core=None, **confi
 def _attention(params, x, mask=None, *, attention, hooks, **config):
     # The block's attention sublayer, its output hooked ("attn_out"), its heads' hooks handed on
     heads = {name: hooks[name] for name in HEADS if name in hooks}
-    if heads and getattr(attention, "func", attention) is not self_attention:
-        name = getattr(getattr(attention, "func", attention), "__name__", repr(attention))
-        raise ValueError(f"hooks on {', '.join(heads)} read self_attention's heads; this layer's "
-                         f"attention is {name}")
+    if heads:
+        check_heads_hookable(heads, attention, "hooks" in inspect.signature(attention).parameters)
     out, new_cache = attention(params, x, mask, **config, **({"hooks": heads} if heads else {}))
     return _hooked(hooks, "attn_out", out), new_cache
+
+
+def _feed_forward(params, x, activation, *, feed_forward, hooks):
+    # The block's feed-forward sublayer, its output hooked ("mlp_out")
+    return _hooked(hooks, "mlp_out", feed_forward(params, x, activation))
 
 
 def _core(q, k, v, mask=None, *, core, hooks):
@@ -136,14 +121,19 @@ def run_with_cache(params, tokens, attention_mask=None, *, names=ACTIVATIONS, **
     cache, hooks = {}, dict(config.pop("hooks", None) or {})
     for layer in range(len(params["layers"])):
         for name in names:
-            hooks[name, layer] = functools.partial(_kept, cache, (name, layer),
-                                                   hooks.get((name, layer)))
+            hooks[name, layer] = kept(cache, (name, layer), hooks.get((name, layer)))
     return causal_lm(params, tokens, attention_mask, hooks=hooks, **config), cache
 
 
-def _kept(cache, key, before, value):
+def kept(store, key, before=None):
+    """A hook: the activation (through the hook `before` first, where given) kept in store[key]
+    and returned."""
+    return functools.partial(_kept, store, key, before)
+
+
+def _kept(store, key, before, value):
     value = value if before is None else before(value)
-    cache[key] = value
+    store[key] = value
     return value
 
 

@@ -20,7 +20,8 @@ from .engine import checks, variants
 from .engine.decoder_checks import check_self_attention
 from .engine.query_blocks import weights_unread
 from .heads import merge_heads, split_heads
-from .multi_head import _project, _projections, grouped_attention
+from .linear import project
+from .multi_head import _project, grouped_attention
 from .normalization import rms_norm
 from .rope import apply_rope
 
@@ -40,7 +41,7 @@ def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, 
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, cache = check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, cache, rope is None, eps)
-    q, k, v = _projections(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
+    q, k, v = project(params, x, "qkv")  # [..., L, H d_k], [..., L, H_kv d_k] (twice)
     q = split_heads(q, n_heads)  # [..., H, L, d_k]
     k, v = split_heads(k, n_kv_heads or n_heads), split_heads(v, n_kv_heads or n_heads)
     if "q_norm" in params:  # QK-norm: bounded q and k, so the scores cannot blow up

@@ -10,7 +10,7 @@ from .engine.threads import decode_step, same_model, threads_chosen_by_timing
 from .engine.decoder_checks import POSITIONS, check_causal_lm
 from .linear import linear
 from .masks import causal_mask
-from .transformer_decoder import decoder, init_decoder
+from .transformer_decoder import decoder, init_decoder, normalize
 
 
 def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, position="learned",
@@ -87,6 +87,20 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
 
 # Its variants, each in its own file, answer the calls that select them (engine/variants.py).
 causal_lm = variants.dispatch(causal_lm, hooks=("embed", "unembed"), shows=PASSED_ON)
+
+
+def final_logits(params, h, **config):
+    """The model's last steps on a residual stream h [B, L, D] -> logits [B, L, V]: the final
+    norm (params["final_norm"], config's norm and eps), then the unembedding, as causal_lm ends;
+    the logit lens reads each layer's stream through it (models/patching.py). config: causal_lm's
+    keywords (a family's variant reads its own: Gemma's final_logit_softcapping)."""
+    # [B, L, D] -> [B, L, V]
+    norm, eps = config.get("norm", PASSED_ON["norm"]), config.get("eps", PASSED_ON["eps"])
+    return _unembed(params, normalize(h, params["final_norm"], norm, eps))
+
+
+# Its variant (Gemma's capped logits: families/gemma.py) answers the calls that select it.
+final_logits = variants.dispatch(final_logits)
 
 
 def _embed(params, tokens):

@@ -1,9 +1,11 @@
 """The affine map y = x @ w + b (b optional), done as one 2-D matrix product, with its gradient
-by hand; and linears, one input through several weights."""
+by hand; linears, one input through several weights; and project, a sublayer's projections by
+name, the one seam through which attention's and the gated feed-forwards' projections go."""
 import math
 
 import autograd.numpy as np
 
+from .engine import variants
 from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.fused_products import in_one_product
 
@@ -38,3 +40,18 @@ def linears(x, ws, bs=None):
     # (engine/fused_products.py).
     bs = (None,) * len(ws) if bs is None else bs
     return tuple(linear(x, w, b) for w, b in zip(ws, bs))
+
+
+def project(params, x, names):
+    """A sublayer's projections of x [..., d_in] by name -> one [..., d_out] for each name:
+    x @ params[f"w_{name}"] + params[f"b_{name}"] (the bias where params has one). names: "qkv"
+    (attention's q, k and v of one input), ("o",), ("gate", "up"), ("down",), ...: the weights of
+    one call lie side by side in a loaded model, one product computes them (linears). Every
+    projection of self_attention, multi_head_attention and the gated feed-forwards goes through
+    here, where a variant adds its own path (LoRA: minattn.lora)."""
+    # [..., d_in] -> ([..., d_out], ...)
+    return linears(x, [params[f"w_{p}"] for p in names], [params.get(f"b_{p}") for p in names])
+
+
+# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
+project = variants.dispatch(project)

@@ -7,8 +7,7 @@ from .engine import checks, variants
 from .engine.param_checks import PROJECTIONS, check_multi_head_params, n_kv_heads_hint
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .linear import linears
-
+from .linear import project
 
 
 def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_heads=None,
@@ -35,18 +34,9 @@ def init_multi_head_attention(rng, d_model, n_heads, *, dtype=np.float64, n_kv_h
 
 
 def _project(params, x, p):
-    # [..., d_in] -> [..., d_out]; the bias only where params has one.
-    return _projections(params, x, (p,))[0]
-
-
-def _projections(params, x, names):
-    # [..., d_in] -> one [..., d_out] for each name ("qkv": q, k and v of one input), in one
-    # matrix product where the weights lie side by side (linears).
-    return linears(x, [params[f"w_{p}"] for p in names], [params.get(f"b_{p}") for p in names])
-
-
-# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
-_projections = variants.dispatch(_projections)
+    # [..., d_in] -> [..., d_out]: the one projection named p (linear.project); the bias only
+    # where params has one.
+    return project(params, x, (p,))[0]
 
 
 def multi_head_attention(params, query, key, value, mask=None, *, n_heads, dropout=0.0,

@@ -4,13 +4,13 @@ import math
 import autograd.numpy as np
 import numpy
 
-from .engine import checks, variants
+from .engine import checks
 from .engine.autograd_rules import gradient_by_hand, gradient_with_the_value, reads
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
     check_gated_feed_forward_params
 from .dropout import dropout as _dropout
-from .linear import linear, linears
+from .linear import linear, project
 
 
 
@@ -254,13 +254,9 @@ def gated_feed_forward(params, x):
     passes."""
     # [..., D] -> [..., F] -> [..., D]
     params, x = _check_gated_feed_forward(params, x)
-    gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
+    gate, up = project(params, x, ("gate", "up"))  # [..., F] each
     hidden = swiglu(gate, up)  # silu(gate) * up, [..., F]
-    return linear(hidden, params["w_down"])  # [..., D]
-
-
-# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
-gated_feed_forward = variants.dispatch(gated_feed_forward)
+    return project(params, hidden, ("down",))[0]  # [..., D]
 
 
 def _check_gated_feed_forward(params, x):

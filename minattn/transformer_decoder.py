@@ -16,7 +16,7 @@ from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
 from .kv_cache import self_attention
-from .linear import linear, linears
+from .linear import project
 from .multi_head import init_multi_head_attention, multi_head_attention
 from .normalization import init_layer_norm, layer_norm, rms_norm
 from .position_wise import (feed_forward, gated_feed_forward, geglu, init_feed_forward,
@@ -27,13 +27,9 @@ def geglu_tanh(params, x):
     """GEGLU with the tanh GELU (Gemma's MLP): down(gelu_tanh(gate(x)) * up(x)), [..., D] ->
     [..., D]; params as gated_feed_forward's."""
     # [..., D] -> [..., F] -> [..., D]
-    gate, up = linears(x, (params["w_gate"], params["w_up"]))  # [..., F] each
+    gate, up = project(params, x, ("gate", "up"))  # [..., F] each
     hidden = geglu(gate, up)  # gelu_tanh(gate) * up, [..., F]
-    return linear(hidden, params["w_down"])  # [..., D]
-
-
-# Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
-geglu_tanh = variants.dispatch(geglu_tanh)
+    return project(params, hidden, ("down",))[0]  # [..., D]
 
 
 # The gated feed-forwards (their names are checked in engine/decoder_checks.py's GATED).
@@ -95,14 +91,16 @@ def _init_norm(d_model, norm, dtype):
 
 def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
                   norm_first=False, norm="layer_norm", activation="relu", eps=1e-5, cache=None,
-                  attention=None, **attention_config):
+                  attention=None, feed_forward=None, **attention_config):
     """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
     Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
     x = x + sublayer(norm(x)). Sublayers: masked self-attention (mask over L_past + L keys),
     cross-attention to memory [..., L_m, D] (with memory_mask [L, L_m]) when given, the
     feed-forward (activation: "relu", "gelu", "gelu_tanh", or gated: "swiglu", "geglu_tanh").
     attention: the self-attention sublayer (None: minattn.self_attention), a function with its
-    signature, where an attention variant plugs in; attention_config: its further keywords
+    signature, where an attention variant plugs in; feed_forward: the feed-forward sublayer
+    (None: position_wise), a function (params, x, activation) -> [..., D], where a variant plugs
+    in (hooks: minattn.hooks); attention_config: the attention's further keywords
     (n_kv_heads, d_k, positions, rope_base, rope_scaling, ...). The defaults are torch's
     TransformerDecoderLayer's: post-norm, LayerNorm, ReLU, eps 1e-5, and no RoPE (positions
     None); a Llama block gives norm_first=True, norm="rms_norm", activation="swiglu", its
@@ -119,8 +117,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
         attend = lambda h: multi_head_attention(params["cross_attention"], h, memory, memory,  # noqa
                                                 memory_mask, n_heads=n_heads)[0]
         x = _residual(x, attend, params["cross_attention_norm"], norm, eps, norm_first)
-    x = _residual(x, lambda h: position_wise(params["feed_forward"], h, activation),
-                  params["feed_forward_norm"], norm, eps, norm_first)
+    mlp = lambda h: (feed_forward or position_wise)(params["feed_forward"], h, activation)  # noqa
+    x = _residual(x, mlp, params["feed_forward_norm"], norm, eps, norm_first)
     return x if cache is None else (x, new_cache)
 
 
@@ -146,11 +144,6 @@ def position_wise(params, x, activation):
     return feed_forward(params, x, activation=activation)
 
 
-# Its variant (minattn.hooks: a feed-forward's output read or replaced) answers the calls that
-# select it (engine/variants.py).
-position_wise = variants.dispatch(position_wise)
-
-
 def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **block_config):
     """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
     init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
@@ -172,17 +165,23 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
     bases."""
     # [..., L, D] -> [..., L, D]
     layers = _check_decoder(params, cache, mask, config)
-    listed = [key for key, value in config.items() if isinstance(value, list)]  # one per layer
     new_cache = []
     for i, layer in enumerate(layers):
         out = decoder_block(layer, x, mask[i] if isinstance(mask, list) else mask, memory=memory,
                             memory_mask=memory_mask, cache=None if cache is None else cache[i],
-                            **{**config, **{key: config[key][i] for key in listed}})
+                            **layer_config(config, i))
         x, layer_cache = out if cache is not None else (out, None)
         new_cache.append(layer_cache)
     if "final_norm" in params:
         x = _final_norm(params["final_norm"], x, config)
     return x if cache is None else (x, tuple(new_cache))
+
+
+def layer_config(config, layers):
+    """config with each per-layer value (a list, one entry a layer: decoder's rule) cut to
+    layers: an int, that layer's value; a slice, the list of those layers' values."""
+    return {key: value[layers] if isinstance(value, list) else value
+            for key, value in config.items()}
 
 
 def _final_norm(p, x, config):

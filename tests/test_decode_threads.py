@@ -113,29 +113,30 @@ def test_the_mean_counts_the_long_waits_the_median_would_hide():
 
 
 def test_a_new_key_starts_where_the_most_recently_used_key_that_has_tried_stands():
-    early = threads._choice("early", 2)
-    prompt = threads._choice("prompt", 2)
+    tuning = threads._Tuning()  # a state of its own: the process's is left as it is
+    early = tuning.choice("early", 2)
+    prompt = tuning.choice("prompt", 2)
     assert (prompt.current, prompt.steps) == (2, 3)  # nothing to start from: fresh
     for n, seconds in ((2, 9.0), (2, 10.0), (1, 1.0), (1, 1.0)):  # one thread 10x faster
         assert prompt.next() == n
         prompt.record(n, seconds)
     assert (prompt.current, prompt.interval) == (1, 180)
-    assert threads._choice("early", 2) is early  # used since, but has tried nothing: not
+    assert tuning.choice("early", 2) is early  # used since, but has tried nothing: not
     assert (early.current, early.decided) == (2, False)  # the one started from
-    decode = threads._choice("decode", 2)
+    decode = tuning.choice("decode", 2)
     assert (decode.current, decode.other, decode.steps, decode.interval) == (1, 2, 180, 180)
     used = []
     for _ in range(180):  # on one thread, the try of two threads at the 180th step, as if
         used.append(decode.next())
         decode.record(used[-1], 1.0 if used[-1] == 1 else 10.0)
     assert used == [1] * 179 + [2]  # the decode had itself just tried (tries 180 apart)
-    assert threads._choice("other width", 4).current == 4  # not from a count of 2
-    assert threads._choice("decode", 2) is decode  # a key seen before keeps its own
+    assert tuning.choice("other width", 4).current == 4  # not from a count of 2
+    assert tuning.choice("decode", 2) is decode  # a key seen before keeps its own
 
 
 @pytest.fixture(autouse=True)
 def _fresh_choices(monkeypatch):
-    monkeypatch.setattr(threads, "_choices", {})
+    monkeypatch.setattr(threads, "_TUNING", threads._Tuning())
     monkeypatch.setattr(threads, "TIMED_THREADS", True)  # off for the rest of the suite (conftest)
 
 
@@ -201,7 +202,7 @@ def test_a_failing_call_restores_the_threads_and_times_the_next_call(clock):
         for _ in range(3):
             with pytest.raises(RuntimeError, match="a step that fails"):
                 step({})
-            assert _in_force() == 2 and threads._timing is False
+            assert _in_force() == 2 and threads._TUNING.running is False
     assert seen == [2, 2, 2]  # nothing recorded, so nothing to try against
 
 
@@ -218,7 +219,7 @@ def test_a_timed_call_inside_another_runs_as_it_is(clock):
         for _ in range(12):
             outer({})
     assert inner_seen == seen and 1 in seen  # the inner call ran on the outer's count
-    assert [key for key, _ in threads._choices] == ["outer"]
+    assert [key for key, _ in threads._TUNING.choices] == ["outer"]
 
 
 def test_with_one_thread_in_force_or_timing_off_nothing_is_switched(monkeypatch, clock):
@@ -252,11 +253,12 @@ def test_the_environment_turns_the_timing_off():
 
 
 def test_the_32_most_recently_used_timings_are_kept():
+    tuning = threads._Tuning()
     for key in range(40):
-        threads._choice(key, 2)
-    threads._choice(10, 2)  # used again: kept
-    threads._choice("new", 2)
-    kept = [key for key, _ in threads._choices]
+        tuning.choice(key, 2)
+    tuning.choice(10, 2)  # used again: kept
+    tuning.choice("new", 2)
+    kept = [key for key, _ in tuning.choices]
     assert len(kept) == 32 and kept[-2:] == [10, "new"] and 8 not in kept and 11 in kept
 
 
@@ -303,7 +305,7 @@ def test_a_models_decode_steps_answer_as_with_the_threads_in_force(monkeypatch):
         steps = [causal_lm(params=params, tokens=timed[:, 5 + i:6 + i], cache=cache,
                            return_cache=True, **config)[0] for i in range(6)]
     assert {1, 2} <= set(counts)
-    assert ("decode", id(params["token_embedding"])) in [key for key, _ in threads._choices]
+    assert ("decode", id(params["token_embedding"])) in [key for key, _ in threads._TUNING.choices]
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     plain = generate(params, prompt, 12, **config)
     np.testing.assert_array_equal(timed, plain)
@@ -350,7 +352,8 @@ def test_a_prompts_blocks_are_timed_against_each_other_and_answer_as_with_the_th
     counts = _spy_counts(monkeypatch)
     with _two_threads():
         timed = causal_lm(params, prompt, **config)
-    assert list(threads._choices) == [(("block", 32, "<f8", 5), 2)]  # 18 tokens: 2**4 to 2**5
+    # 18 tokens: 2**4 to 2**5
+    assert list(threads._TUNING.choices) == [(("block", 32, "<f8", 5), 2)]
     assert len(counts) == 6 and {1, 2} <= set(counts)
     monkeypatch.setattr(threads, "TIMED_THREADS", False)
     np.testing.assert_allclose(timed, causal_lm(params, prompt, **config), rtol=1e-12, atol=1e-12)
@@ -380,7 +383,7 @@ def test_only_the_main_threads_calls_are_timed(clock):
         worker = threading.Thread(target=lambda: [step({}) for _ in range(10)])
         worker.start()
         worker.join()
-    assert seen == [2] * 10 and threads._choices == {}
+    assert seen == [2] * 10 and threads._TUNING.choices == {}
 
 
 def test_inside_a_timed_call_the_attention_core_runs_on_the_chosen_count(monkeypatch, clock):
@@ -434,9 +437,9 @@ def test_a_training_runs_steps_are_timed_and_train_as_with_the_threads_in_force(
     with _two_threads():
         timed = train(steps=6)
         assert len(counts) == 6 and {1, 2} <= set(counts)
-        assert len(threads._choices) == 1
+        assert len(threads._TUNING.choices) == 1
         train(steps=2)
-        assert len(threads._choices) == 2  # another run, timed on its own
+        assert len(threads._TUNING.choices) == 2  # another run, timed on its own
         monkeypatch.setattr(threads, "TIMED_THREADS", False)
         plain = train(steps=6)
     for got, want in zip(_leaves(timed), _leaves(plain)):

@@ -52,10 +52,10 @@ def test_a_run_trains_evaluates_and_writes_its_adapter(files, tmp_path, capsys):
     from minattn.pretrained import load_language_model
 
     tiny = load_language_model(model)
-    adapter, alpha = load_adapter(tmp_path / "run", tiny.params, tiny.config)
+    adapter = load_adapter(tmp_path / "run", tiny.params, tiny.config)
     trained = checkpoints.load_checkpoint(tmp_path / "run")["trainable"]
-    assert alpha == 16
-    saved = {tuple(path): a for path, a in trees.paths(adapter)}
+    assert adapter["alpha"] == 16
+    saved = {tuple(path): a for path, a in trees.paths(adapter["layers"])}
     assert saved.keys() == {tuple(path) for path, _ in trees.paths(trained)}
     for path, b in trees.paths(trained):  # PEFT's files hold the trained weights
         np.testing.assert_array_equal(saved[tuple(path)], b, err_msg=str(path))

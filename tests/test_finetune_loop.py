@@ -220,10 +220,11 @@ def tied_lora_model():
             pair["B"] = rng.normal(size=pair["B"].shape)
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
-        return ma.causal_lm(params, tokens, lora=trainable, logits_to_keep=logits_to_keep,
+        return ma.causal_lm(params, tokens, lora={"alpha": 16, "layers": trainable},
+                            logits_to_keep=logits_to_keep,
                             unembed=unembed, **config)
 
-    return forward, lora, config, params
+    return forward, lora["layers"], config, params
 
 
 def test_the_fused_loss_and_its_lora_gradient_equal_the_logits_then_the_loss(tied_lora_model):
@@ -252,7 +253,8 @@ def test_soft_capped_logits_take_the_unfused_loss_by_name(tied_lora_model):
     assert not losses.fusable(capped) and losses.fusable(config)
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
-        return ma.causal_lm(params, tokens, lora=trainable, logits_to_keep=logits_to_keep,
+        return ma.causal_lm(params, tokens, lora={"alpha": 16, "layers": trainable},
+                            logits_to_keep=logits_to_keep,
                             unembed=unembed, **capped)
 
     examples = _examples(4, seed=2)

@@ -23,9 +23,10 @@ def tiny(tmp_path):
 def _adapter(tmp_path, params, targets=("q", "k", "v", "down")):
     lora = L.init_lora(np.random.default_rng(0), params, targets=targets, rank=2)
     rng = np.random.default_rng(1)
-    lora = {"layers": [{t: {"A": p["A"], "B": rng.normal(size=p["B"].shape).astype(p["B"].dtype)}
+    lora = {"alpha": 4.0,
+            "layers": [{t: {"A": p["A"], "B": rng.normal(size=p["B"].shape).astype(p["B"].dtype)}
                         for t, p in layer.items()} for layer in lora["layers"]]}
-    L.save_adapter(tmp_path / "adapter", lora, alpha=4.0)
+    L.save_adapter(tmp_path / "adapter", lora)
     return tmp_path / "adapter", lora
 
 
@@ -34,7 +35,7 @@ def test_a_model_loaded_with_an_adapter_computes_the_adapted_model(tiny, tmp_pat
     directory, lora = _adapter(tmp_path, base.params)
     model = chat_model.load_language_model(tiny, dtype=np.float64, adapter=directory)
     ids = np.random.default_rng(2).integers(0, len(TOKENS), size=(1, 9))
-    adapted = ma.causal_lm(base.params, ids, lora=lora, lora_alpha=4.0, **base.config)
+    adapted = ma.causal_lm(base.params, ids, lora=lora, **base.config)
     assert np.abs(adapted - ma.causal_lm(base.params, ids, **base.config)).max() > 1e-3
     np.testing.assert_allclose(ma.causal_lm(model.params, ids, **model.config), adapted,
                                rtol=0, atol=1e-10)
@@ -72,7 +73,7 @@ def test_chat_with_an_adapter_replies_as_the_adapted_model(run, tmp_path):
     assert code == 0, err
     ids = np.array([model.tokenizer.encode(model.chat_prompt([{"role": "user",
                                                                "content": "the"}]))])
-    merged = L.merge(model.params, lora, alpha=4.0)
+    merged = L.merge(model.params, lora)
     new = ma.generate(merged, ids, 6, eos_token_id=model.eos_token_id, **model.config)
     new = new[0, ids.shape[1]:]
     assert out == model.tokenizer.decode(new[new != model.eos_token_id]) + "\n"

@@ -52,7 +52,7 @@ def _models(name, targets, seed=0):
         r=RANK, lora_alpha=ALPHA, lora_dropout=0.0,
         target_modules=[PEFT_NAMES[t] for t in targets])).to(torch.float64)
     rng = np.random.default_rng(seed)
-    lora = {"layers": []}
+    lora = {"alpha": ALPHA, "layers": []}
     for layer in peft_model.base_model.model.model.layers:
         mine = {}
         for t in targets:
@@ -99,16 +99,16 @@ def test_gradients_with_respect_to_the_lora_matrices_equal_pefts(name, targets, 
     weights = np.random.default_rng(1).normal(size=(2, 7, 37))
     theirs, their_logits = _peft_gradients(peft_model, tokens, weights)
 
-    def loss(lora):
-        return np.sum(ma.causal_lm(params, tokens, lora=lora, lora_alpha=ALPHA, **config)
-                      * weights)
+    def loss(layers):
+        return np.sum(ma.causal_lm(params, tokens, lora={"alpha": ALPHA, "layers": layers},
+                                   **config) * weights)
 
     np.testing.assert_allclose(
-        ma.causal_lm(params, tokens, lora=lora, lora_alpha=ALPHA, **config), their_logits,
+        ma.causal_lm(params, tokens, lora=lora, **config), their_logits,
         rtol=0, atol=1e-10)
-    mine = autograd.grad(loss)(lora)
+    mine = autograd.grad(loss)(lora["layers"])
     assert len(theirs) == 2 * len(targets) * len(lora["layers"])
-    for i, layer in enumerate(mine["layers"]):
+    for i, layer in enumerate(mine):
         for target, pair in layer.items():
             for which in ("A", "B"):
                 reference = theirs[_name(i, target, which)]
@@ -143,15 +143,16 @@ def test_pefts_from_pretrained_reads_a_minattn_adapter_to_the_same_logits(name, 
     params, config = from_hf(model)
     params = _copied(params)
     lora = L.init_lora(np.random.default_rng(0), params, targets=("q", "v", "o", "down"), rank=2)
-    lora = {"layers": [{t: {"A": p["A"], "B": np.random.default_rng(i).normal(size=p["B"].shape)}
+    lora = {"alpha": 7.0,
+            "layers": [{t: {"A": p["A"], "B": np.random.default_rng(i).normal(size=p["B"].shape)}
                         for t, p in layer.items()} for i, layer in enumerate(lora["layers"])]}
-    L.save_adapter(tmp_path, lora, alpha=7.0, base_model_name_or_path="a-test-model")
+    L.save_adapter(tmp_path, lora, base_model_name_or_path="a-test-model")
     peft_model = peft.PeftModel.from_pretrained(model, str(tmp_path)).to(torch.float64)
     tokens = _tokens()
     with torch.no_grad():
         theirs = peft_model(torch.from_numpy(tokens),
                             attention_mask=torch.ones(tokens.shape, dtype=torch.long)).logits
-    mine = ma.causal_lm(params, tokens, lora=lora, lora_alpha=7.0, **config)
+    mine = ma.causal_lm(params, tokens, lora=lora, **config)
     base = ma.causal_lm(params, tokens, **config)
     assert np.abs(mine - base).max() > 1e-3  # the adapter changes the logits
     np.testing.assert_allclose(mine, theirs.numpy(), rtol=0, atol=1e-10)
@@ -165,11 +166,11 @@ def test_an_adapter_peft_saves_loads_in_minattn_to_the_same_logits(tmp_path, flo
     with torch.no_grad():
         theirs = peft_model(torch.from_numpy(tokens),
                             attention_mask=torch.ones(tokens.shape, dtype=torch.long)).logits
-    lora, alpha = L.load_adapter(tmp_path, params, config)
-    assert alpha == ALPHA and set(lora["layers"][1]) == set(targets)
-    np.testing.assert_allclose(ma.causal_lm(params, tokens, lora=lora, lora_alpha=alpha, **config),
+    lora = L.load_adapter(tmp_path, params, config)
+    assert lora["alpha"] == ALPHA and set(lora["layers"][1]) == set(targets)
+    np.testing.assert_allclose(ma.causal_lm(params, tokens, lora=lora, **config),
                                theirs.numpy(), rtol=0, atol=1e-10)
-    merged = ma.causal_lm(L.merge(params, lora, alpha=alpha), tokens, **config)
+    merged = ma.causal_lm(L.merge(params, lora), tokens, **config)
     np.testing.assert_allclose(merged, theirs.numpy(), rtol=0, atol=1e-10)
 
 
@@ -178,7 +179,7 @@ def test_minattn_writes_the_tensor_names_and_shapes_peft_writes(tmp_path, float6
 
     peft_model, params, config, lora = _models("llama_gqa_tied", L.TARGETS)
     peft_model.save_pretrained(str(tmp_path / "peft"))
-    L.save_adapter(tmp_path / "minattn", lora, alpha=ALPHA)
+    L.save_adapter(tmp_path / "minattn", lora)
     theirs = load_file(str(tmp_path / "peft" / "adapter_model.safetensors"))
     mine = load_file(str(tmp_path / "minattn" / "adapter_model.safetensors"))
     assert {k: v.shape for k, v in mine.items()} == {k: v.shape for k, v in theirs.items()}

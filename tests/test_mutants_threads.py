@@ -18,7 +18,7 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 def clock(monkeypatch):
     fake = _Clock()
     monkeypatch.setattr(threads, "time", fake)
-    monkeypatch.setattr(threads, "_choices", {})
+    monkeypatch.setattr(threads, "_TUNING", threads._Tuning())
     monkeypatch.setattr(threads, "TIMED_THREADS", True)
     return fake
 

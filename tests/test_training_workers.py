@@ -43,14 +43,14 @@ def _setup(lora_dropout=0.0):
 
     def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
         seen.append((threading.current_thread() is threading.main_thread(), _blas(), len(tokens)))
-        return ma.causal_lm(params, tokens, lora=trainable, lora_alpha=4.0,
+        return ma.causal_lm(params, tokens, lora={"alpha": 4.0, "layers": trainable},
                             lora_dropout=lora_dropout, rng=rng, logits_to_keep=logits_to_keep,
                             unembed=unembed, **config)
 
     rows = np.random.default_rng(1)
     parts = [batch([(list(rows.integers(1, V, size=n)), [False] + [True] * (n - 1))
                     for n in (5, 7, 4, 6, 3)], 0) for _ in range(2)]
-    return value_and_grad(losses.lm_loss_sum(forward)), lora, parts, seen
+    return value_and_grad(losses.lm_loss_sum(forward)), lora["layers"], parts, seen
 
 
 def _leaves(tree):

@@ -126,7 +126,7 @@ def test_equal_priorities_run_in_the_order_registered_and_first_before_every_oth
     for name, priority in (("one", 0), ("two", 0), ("high", 5)):
         variants.implements(canonical, name, priority=priority)(
             lambda x, _name=name, **config: [_name] + canonical(x, **{**config, _name: None}))
-    variants.implements(canonical, "wrap", first=True)(
+    variants.implements(canonical, "wrap", priority=variants.FIRST)(
         lambda x, **config: ["wrap"] + canonical(x, **{**config, "wrap": None}))
     assert canonical(0, one=1, two=1, high=1, wrap=1) == ["wrap", "high", "one", "two", 0]
 
@@ -177,3 +177,14 @@ def test_a_typeerror_from_inside_a_predicate_surfaces():
         canonical(1.0)
     with pytest.raises(TypeError, match=r"canonical\(\) missing 1 required positional"):
         canonical()  # the call the predicate cannot take: the canonical function's own error
+
+
+def test_the_variants_of_each_minattn_function_have_distinct_priorities():
+    # then the order in which they run is the one they state, whatever the order of the imports
+    import minattn  # noqa: F401  (every variant registered)
+    import minattn.families.deepseek_v3, minattn.families.diffllama  # noqa: E401, F401
+
+    shared = {f"{f.__module__}.{f.__name__}": f.priorities for f in list(variants._DISPATCHED)
+              if f.__module__.startswith("minattn") and len(set(f.priorities)) < len(f.priorities)}
+    assert not shared
+    assert any(len(f.priorities) > 3 for f in list(variants._DISPATCHED))  # the test sees them

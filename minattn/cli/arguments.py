@@ -66,10 +66,8 @@ TEMPERATURE_MAX = 10.0  # chat --temperature
 
 
 def temperature(text):
-    # 0 (the most likely token) to TEMPERATURE_MAX. Beyond it sampling is noise: SmolLM2's
-    # last logits on two chat prompts span 34 and 36 nats; divided by 10, their softmax over
-    # the 49,152 tokens has an entropy of 10.73-10.74 nats against the uniform's 10.80, and
-    # its best token a probability of 0.00013 (2026-11-28; load_language_model, causal_lm).
+    # 0 (the most likely token) to TEMPERATURE_MAX. Beyond it sampling is noise, SmolLM2's
+    # softmax near the uniform: docs/benchmarks.md, "Temperature's ceiling".
     value = non_negative_float(text)
     if value > TEMPERATURE_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {TEMPERATURE_MAX:g} (beyond it every "

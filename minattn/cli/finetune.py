@@ -114,12 +114,12 @@ def run(args):
         encoded = {name: _encode(model, examples, source, args.max_length)
                    for name, examples, source in (("train", train, data),
                                                   ("held out", held_out, eval_file or data))}
-        lora = _init_lora(model, args)
+        layers = _init_lora(model, args)["layers"]  # trained; its alpha is args.alpha
         forward = _forward(model, args)
         loss_sum = losses.lm_loss_sum(forward, fused=losses.fusable(model.config))
         pad = int(np.atleast_1d(model.eos_token_id)[0])
-        trainable = lora if state is None else state["trainable"]
-        before = _evaluate(model, loss_sum, lora, encoded["held out"], held_out, args, pad)
+        trainable = layers if state is None else state["trainable"]
+        before = _evaluate(model, loss_sum, layers, encoded["held out"], held_out, args, pad)
         print(f"held out, before: {_said(before)}", flush=True)
         state = _train(loop, loss_sum, trainable, encoded["train"], args, pad, out, state,
                        settings)
@@ -218,27 +218,28 @@ def _init_lora(model, args):
 
     try:
         lora = init_lora(np.random.default_rng(args.seed), model.params, targets=args.targets,
-                         rank=args.rank)
+                         rank=args.rank, alpha=args.alpha)
     except ValueError as error:  # a rank wider than a projection, named
         raise UsageError(f"argument --rank: {error}") from None
     return lora
 
 
 def _forward(model, args):
-    # (lora, tokens, rng, n, unembed) -> the logits of the last n positions (or unembed's
-    # output): the model with its LoRA (minattn/lora.py's variant of causal_lm).
+    # (layers, tokens, rng, n, unembed) -> the logits of the last n positions (or unembed's
+    # output): the model with its LoRA, the adapter's layers and args.alpha (minattn/lora.py's
+    # variant of causal_lm).
     from .. import lora as _  # noqa: F401  (registers causal_lm's lora= variant)
     from ..language_model import causal_lm
 
-    def forward(lora, tokens, rng, logits_to_keep, unembed=None):
-        return causal_lm(model.params, tokens, lora=lora, lora_alpha=args.alpha,
+    def forward(layers, tokens, rng, logits_to_keep, unembed=None):
+        return causal_lm(model.params, tokens, lora={"alpha": args.alpha, "layers": layers},
                          lora_dropout=args.dropout if rng is not None else 0.0, rng=rng,
                          logits_to_keep=logits_to_keep, unembed=unembed, **model.config)
 
     return forward
 
 
-def _evaluate(model, loss_sum, lora, encoded, examples, args, pad):
+def _evaluate(model, loss_sum, layers, encoded, examples, args, pad):
     # -> (loss per assistant token, replies equal to the reference, examples): greedy replies
     # to each held-out conversation's last user message, with the LoRA merged into the weights.
     from dataclasses import replace
@@ -246,8 +247,8 @@ def _evaluate(model, loss_sum, lora, encoded, examples, args, pad):
     from ..lora import merge
     from ..training.loop import evaluate
 
-    loss = evaluate(loss_sum, lora, encoded, batch_size=args.batch_size, pad_id=pad)
-    merged = replace(model, params=merge(model.params, lora, alpha=args.alpha))
+    loss = evaluate(loss_sum, layers, encoded, batch_size=args.batch_size, pad_id=pad)
+    merged = replace(model, params=merge(model.params, {"alpha": args.alpha, "layers": layers}))
     exact = 0
     for _, messages in examples:
         prompt = model.tokenizer.encode(model.chat_prompt(messages[:-1]))
@@ -279,7 +280,8 @@ def _save(out, state, args, curve):
     from ..lora import save_adapter
     from ..engine.files import write_replacing
 
-    save_adapter(out, state["trainable"], alpha=args.alpha, lora_dropout=args.dropout)
+    save_adapter(out, {"alpha": args.alpha, "layers": state["trainable"]},
+                 lora_dropout=args.dropout)
     write_replacing(out / "losses.json",
                     lambda file: Path(file).write_text(json.dumps(state["losses"])))
     print(f"adapter in {out}")

@@ -1,7 +1,7 @@
 """What a command checks its arguments against before it loads a language model: the model's
 sizes, read from a GGUF file's header or a folder's config.json in milliseconds, where loading
-SmolLM2 takes 15 to 20 s on a 2-core machine (issue 43). A refusal (`heads --k 1000`,
-`chat --max-new-tokens 100000000`) then costs no load.
+SmolLM2 takes seconds. A refusal (`heads --k 1000`, `chat --max-new-tokens 100000000`) then
+costs no load.
 
 The GGUF header is read by minattn/models/gguf_header.py (the metadata, and every tensor's
 extent against the file's size). A file that is not GGUF, whose header is cut or that ends
@@ -72,11 +72,11 @@ _GGUF_WEIGHTS = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output"
 
 def check_adapter(path, adapter, limits):
     """--adapter DIR against the model at path, from the files' headers before anything loads:
-    adapter_config.json, the adapter's tensor names and shapes (minattn.lora.check_adapter_files)
+    adapter_config.json, the adapter's tensor names and shapes (minattn.lora_files.check_adapter_files)
     against the shapes of the weights they adapt, read from the model file's header (a GGUF's
     tensor records, a folder's safetensors headers). Raises FileNotFoundError or ValueError
     naming the file and the tensor as the file names it."""
-    from ..lora import check_adapter_files
+    from ..lora_files import check_adapter_files
 
     shapes = adapted_weights(path)
     n_layers = limits.get("n_layers") or (1 + max(i for i, _ in shapes) if shapes else None)
@@ -92,15 +92,16 @@ def adapted_weights(path):
     path = Path(path)
     try:
         if path.is_dir():
-            from ..lora import MODULES, _tensor_shapes
+            from ..engine.lora_checks import WEIGHTS
+            from ..lora_files import safetensors_shapes
 
             index = path / "model.safetensors.index.json"
             files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"]
                                .values())) if index.is_file() else ["model.safetensors"]
-            modules = {module: t for t, module in MODULES.items()}
+            modules = {w.module: t for t, w in WEIGHTS.items()}
             found = {}
             for file in files:
-                for name, shape in _tensor_shapes(path / file).items():
+                for name, shape in safetensors_shapes(path / file).items():
                     m = re.search(r"layers\.(\d+)\.(\w+\.\w+)\.weight$", name)
                     if m and m.group(2) in modules and len(shape) == 2:
                         found[int(m.group(1)), modules[m.group(2)]] = shape[::-1]

@@ -5,6 +5,8 @@
                        gated_deltanet); hybrid_checks.py: gated_attention's
     decoder_checks.py  the decoder side's checks: self_attention, decoder_block, decoder,
                        causal_lm, generate (each function's one `_check_<name>` line)
+    hook_checks.py     the hooks' checks (minattn.hooks); lora_checks.py: an adapter against
+                       its model, and LoRA's targets (WEIGHTS: sublayer, weight, PEFT's module)
     threads.py         BLAS thread limits, a decode step's thread count chosen by timing,
                        worker threads (one_blas_thread, threads_chosen_by_timing, in_threads)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)

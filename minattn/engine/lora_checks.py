@@ -1,22 +1,29 @@
 """The checks of minattn.lora: an adapter against the model it adapts, and the LoRA settings.
 
-An adapter (lora) is {"layers": [one dict per layer: {target: {"A": [d_in, r], "B": [r,
-d_out]}}]}, a target one of TARGETS, each the projection params["layers"][i][sublayer][weight]
-(WEIGHTS) of the model. A check refuses by name what would compute another model: a target the
-model lacks, another layer count, shapes that do not match, another dtype.
+An adapter (lora) is {"alpha": a positive number, "layers": [one dict per layer: {target:
+{"A": [d_in, r], "B": [r, d_out]}}]}, a target one of TARGETS, each the projection
+params["layers"][i][sublayer][weight] of the model (WEIGHTS, which also names PEFT's module of
+it). A check refuses by name what would compute another model: a target the model lacks, another
+layer count, shapes that do not match, another dtype.
 """
 import numbers
+from collections import namedtuple
 
 import numpy
 
 from . import checks
 
-# target -> (the layer's sublayer, its weight [d_in, d_out]): PEFT's q_proj ... down_proj of a
-# Llama-style layer (self_attn.q_proj, mlp.gate_proj, ...).
-WEIGHTS = {"q": ("self_attention", "w_q"), "k": ("self_attention", "w_k"),
-           "v": ("self_attention", "w_v"), "o": ("self_attention", "w_o"),
-           "gate": ("feed_forward", "w_gate"), "up": ("feed_forward", "w_up"),
-           "down": ("feed_forward", "w_down")}
+Target = namedtuple("Target", "sublayer weight module")
+
+# target -> the layer's sublayer, its weight [d_in, d_out], and PEFT's module of a Llama-style
+# layer (the name its adapter files give it): the one table of the targets.
+WEIGHTS = {"q": Target("self_attention", "w_q", "self_attn.q_proj"),
+           "k": Target("self_attention", "w_k", "self_attn.k_proj"),
+           "v": Target("self_attention", "w_v", "self_attn.v_proj"),
+           "o": Target("self_attention", "w_o", "self_attn.o_proj"),
+           "gate": Target("feed_forward", "w_gate", "mlp.gate_proj"),
+           "up": Target("feed_forward", "w_up", "mlp.up_proj"),
+           "down": Target("feed_forward", "w_down", "mlp.down_proj")}
 TARGETS = tuple(WEIGHTS)
 
 
@@ -37,7 +44,7 @@ def check_targets(targets):
 def model_weight(params, i, target, where="params"):
     """The model's weight [d_in, d_out] that target adapts in layer i, refused by name where the
     layer has none (another attention or feed-forward: MLA, a GPT-2 MLP, ...)."""
-    sublayer, key = WEIGHTS[target]
+    sublayer, key, _ = WEIGHTS[target]
     layer = params["layers"][i]
     block = layer.get(sublayer) if isinstance(layer, checks.DICT_TYPES) else None
     if not isinstance(block, checks.DICT_TYPES) or key not in block:
@@ -69,13 +76,16 @@ def check_rank(rank, d_in, d_out, where):
 
 
 def check_adapter(params, lora, name="lora"):
-    """lora against the model params it adapts -> its layers (a list of dicts {target: {"A",
-    "B"}}), every A [d_in, r] and B [r, d_out] of its projection's shape and dtype."""
+    """lora against the model params it adapts -> (its alpha, a float; its layers, a list of
+    dicts {target: {"A", "B"}}), every A [d_in, r] and B [r, d_out] of its projection's shape and
+    dtype."""
     n_layers = check_layers(params)
     if not isinstance(lora, checks.DICT_TYPES) or \
-            not isinstance(lora.get("layers"), checks.LIST_TYPES) or set(lora) != {"layers"}:
-        raise ValueError(f"{name} must be a dict {{'layers': [one dict per layer]}} (as init_lora "
-                         f"or load_adapter return), got {_describe(lora)}")
+            not isinstance(lora.get("layers"), checks.LIST_TYPES) or \
+            set(lora) != {"alpha", "layers"}:
+        raise ValueError(f"{name} must be a dict {{'alpha': a number, 'layers': [one dict per "
+                         f"layer]}} (as init_lora or load_adapter return), got {_describe(lora)}")
+    alpha = check_alpha(lora["alpha"], f"{name}['alpha']")
     if len(lora["layers"]) != n_layers:
         raise ValueError(f"{name} has {len(lora['layers'])} layers, the model {n_layers}: an "
                          "adapter made for another model")
@@ -86,7 +96,7 @@ def check_adapter(params, lora, name="lora"):
         check_targets(list(layer) or ["q"])
         for target, pair in layer.items():
             _check_pair(params, i, target, pair, f"{name}['layers'][{i}][{target!r}]")
-    return list(lora["layers"])
+    return alpha, list(lora["layers"])
 
 
 def _check_pair(params, i, target, pair, where):
@@ -104,23 +114,42 @@ def _check_pair(params, i, target, pair, where):
                             "make the adapter in the model's dtype (init_lora(dtype=None))")
 
 
-def check_alpha(alpha, name="lora_alpha"):
+def check_alpha(alpha, name="alpha"):
     """alpha: a positive, finite real number -> a float."""
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise TypeError(f"{name} must be a positive number, got {alpha!r}")
     return float(checks.check_positive_real(name, alpha))
 
 
-def check_lora_settings(lora_alpha, lora_dropout, rng):
-    """lora_alpha > 0 (a finite real), lora_dropout in [0, 1) with an rng where it is > 0."""
-    check_alpha(lora_alpha)
+def check_lora_dropout(lora_dropout):
+    """lora_dropout: a float in [0, 1) -> a float."""
     if isinstance(lora_dropout, bool) or not isinstance(lora_dropout, numbers.Real) or \
             not 0 <= lora_dropout < 1:
         raise ValueError(f"lora_dropout must be a float in [0, 1), got {lora_dropout!r}")
-    if lora_dropout > 0 and not isinstance(rng, numpy.random.Generator):
+    return float(lora_dropout)
+
+
+def check_lora_call(params, lora, lora_dropout, rng, config, name="lora"):
+    """causal_lm's lora=, lora_dropout= and rng= (an rng where lora_dropout > 0), against the
+    model and its config (config: causal_lm's other keywords) -> (alpha, layers, lora_dropout);
+    layers None where lora is None (the model as it is)."""
+    if "lora_alpha" in config:
+        raise TypeError("lora_alpha is not a keyword of causal_lm: the adapter carries its alpha, "
+                        "lora['alpha'] (init_lora(alpha=...), load_adapter)")
+    rate = check_lora_dropout(lora_dropout)
+    if rate > 0 and not isinstance(rng, numpy.random.Generator):
         raise TypeError(f"lora_dropout={lora_dropout!r} needs rng, a np.random.Generator (the "
                         f"dropout masks are drawn from it), got {type(rng).__name__}")
-    return float(lora_alpha), float(lora_dropout)
+    if lora is None:
+        return None, None, rate
+    if config.get("attention") is not None:
+        raise ValueError(f"lora adapts self_attention's projections (and its variants'); the "
+                         f"attention {config['attention']!r} computes its own: leave lora out")
+    alpha, layers = check_adapter(params, lora, name)
+    if config.get("head_mask") is not None and any("o" in layer for layer in layers):
+        raise ValueError("head_mask scales w_o's rows (minattn.head_mask), which the LoRA path of "
+                         "target 'o' beside w_o does not see: leave out head_mask or target 'o'")
+    return alpha, layers, rate
 
 
 def _describe(x):

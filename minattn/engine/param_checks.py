@@ -76,7 +76,7 @@ def _d_ff(params, key, d_model, where):
 
 
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
-    # (its adapters, params["lora"], are checked and read by minattn.lora's variant they select)
+    # (its adapters, params["lora"], are read by minattn.lora's variant of linear.project)
     d_ff = _d_ff(params, "w_gate", d_model, where)
     return _only(checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                               "w_down": (d_ff, d_model)}, where, dtype),

@@ -19,7 +19,8 @@ What the policy does:
   of the last eight on the count in force, and its count is kept. On every thread, a call
   twice as slow as the last three brings the next try forward. A key timed for the first time
   starts where the key most recently used that has made a try stands (a reply's steps where its
-  prompt's blocks stand). `_Choice` holds the rule; the 32 most recently used keys are kept.
+  prompt's blocks stand). `_Choice` holds the rule; one `_Tuning` the whole state (the 32
+  most recently used keys).
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
@@ -100,7 +101,7 @@ def decoding_or_timed(q, *args, **kwargs):
     """True for a decode step's attention (`decoding`) or one inside a call whose BLAS thread count
     was chosen by timing (threads_chosen_by_timing): an `unless` of one_blas_thread, so that
     the count measured for the whole call holds for its products too."""
-    return decoding(q) or _timing
+    return decoding(q) or _TUNING.running
 
 
 def decode_step(params=None, tokens=None, *args, cache=None, **kwargs):
@@ -243,7 +244,6 @@ def on_workers(f, items):
 
 
 TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force
-_timing = False  # a timed call is running (one inside it runs as it is)
 
 
 def threads_chosen_by_timing(when, alike):
@@ -254,22 +254,21 @@ def threads_chosen_by_timing(when, alike):
     def decorator(f):
         @functools.wraps(f)
         def timed(*args, **kwargs):
-            global _timing
-            libraries = _blas_libraries() if TIMED_THREADS and not _timing and \
+            libraries = _blas_libraries() if TIMED_THREADS and not _TUNING.running and \
                 threading.current_thread() is threading.main_thread() and \
                 when(*args, **kwargs) else ()
             n_all = min((library.num_threads for library in libraries), default=1)
             if n_all == 1:
                 return f(*args, **kwargs)
             key, size = alike(*args, **kwargs)
-            choice = _choice(key, n_all)
+            choice = _TUNING.choice(key, n_all)
             n = choice.next()
-            start, _timing = time.perf_counter(), True
+            start, _TUNING.running = time.perf_counter(), True
             try:
                 with _BlasThreads(libraries, n):
                     out = f(*args, **kwargs)
             finally:
-                _timing = False
+                _TUNING.running = False
             choice.record(n, (time.perf_counter() - start) / size)
             return out
 
@@ -278,23 +277,33 @@ def threads_chosen_by_timing(when, alike):
     return decorator
 
 
-_choices = {}  # (key, threads in force) -> _Choice, the most recently used last
+class _Tuning:
+    # The timing's whole state, in one object: each key's _Choice (the KEYS most recently used,
+    # the most recent last) and whether a timed call is running (one inside it runs as it is,
+    # and so does the attention core inside it: decoding_or_timed).
+    KEYS = 32
+
+    def __init__(self):
+        self.choices = {}  # (key, threads in force) -> _Choice
+        self.running = False
+
+    def choice(self, key, n_all):
+        # A key seen for the first time starts where the most recently used choice that has
+        # tried both counts stands: its count, and its wait before the next try (a reply's
+        # decode steps from its prompt's blocks: the load they met is the one it meets).
+        choice = self.choices.pop((key, n_all), None)
+        if choice is None:
+            latest = next((c for (_, n), c in reversed(self.choices.items())
+                           if n == n_all and c.decided), None)
+            choice = _Choice(n_all) if latest is None else \
+                _Choice(n_all, latest.current, latest.interval)
+        self.choices[key, n_all] = choice
+        if len(self.choices) > self.KEYS:
+            del self.choices[next(iter(self.choices))]  # the least recently used
+        return choice
 
 
-def _choice(key, n_all):
-    # A key seen for the first time starts where the most recently used choice that has tried
-    # both counts stands: its count, and its wait before the next try (a reply's decode steps
-    # from its prompt's blocks: the load they met is the one it meets).
-    choice = _choices.pop((key, n_all), None)
-    if choice is None:
-        latest = next((c for (_, n), c in reversed(_choices.items())
-                       if n == n_all and c.decided), None)
-        choice = _Choice(n_all) if latest is None else \
-            _Choice(n_all, latest.current, latest.interval)
-    _choices[key, n_all] = choice
-    if len(_choices) > 32:
-        del _choices[next(iter(_choices))]  # the least recently used
-    return choice
+_TUNING = _Tuning()  # the process's: the BLAS thread count it switches is the whole process's
 
 
 class _Choice:

@@ -83,12 +83,11 @@ def dispatch(function=None, *, hooks=(), shows=None):
 FIRST = float("inf")  # the priority of a variant that wraps whichever of the others runs
 
 
-def implements(dispatched, *keywords, when=None, priority=0, first=False):
+def implements(dispatched, *keywords, when=None, priority=0):
     """Decorator: register a variant of `dispatched`, run for a call that sets one of
     `keywords` or for which when(*args, **kwargs) is true. Variants are asked in order of
-    priority, highest first, equal ones in the order registered; first=True is priority=FIRST
-    (a variant that wraps whichever of the others runs: minattn.hooks's block)."""
-    priority = FIRST if first else priority
+    priority, highest first, equal ones in the order registered; priority=FIRST: a variant that
+    wraps whichever of the others runs (minattn.hooks's block)."""
 
     def register(variant):
         at = sum(p >= priority for p in dispatched.priorities)  # after the higher and equal

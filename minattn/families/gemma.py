@@ -20,7 +20,7 @@ from ..engine import checks
 from ..engine.decoder_checks import _check_decoder_block, check_scaled_causal_lm
 from ..engine.variants import implements
 from ..kv_cache import self_attention
-from ..language_model import causal_lm
+from ..language_model import causal_lm, final_logits
 from ..multi_head import multi_head_attention
 from ..softcap import soft_cap
 from ..transformer_decoder import decoder_block, normalize, position_wise
@@ -40,8 +40,8 @@ def _sandwich(params, x, mask=None, *, norm_first=False, **config):
 
 @implements(decoder_block, when=_sandwich, priority=10)
 def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm",
-                   activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
-                   memory_mask=None, **attention_config):
+                   activation="relu", eps=1e-5, cache=None, attention=None, feed_forward=None,
+                   memory=None, memory_mask=None, **attention_config):
     """Gemma 2 and 3's block, sandwich norms: each sublayer's output normalised too,
     x = x + post_norm(sublayer(norm(x))) (params "post_self_attention_norm",
     "post_feed_forward_norm"; a norm params lacks is left out). Keywords as
@@ -60,7 +60,8 @@ def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_nor
         out = multi_head_attention(params["cross_attention"], pre(x, "cross_attention_norm"),
                                    memory, memory, memory_mask, n_heads=n_heads)[0]
         x = x + post(out, "cross_attention_norm")
-    out = position_wise(params["feed_forward"], pre(x, "feed_forward_norm"), activation)
+    out = (feed_forward or position_wise)(params["feed_forward"], pre(x, "feed_forward_norm"),
+                                          activation)
     x = x + post(out, "feed_forward_norm")
     return x if cache is None else (x, new_cache)
 
@@ -80,6 +81,14 @@ def scaled_causal_lm(params, tokens, attention_mask=None, *, embedding_scale=Non
     logits, new_cache = out if isinstance(out, tuple) else (out, None)
     logits = logits if cap is None else soft_cap(logits, cap)
     return logits if not isinstance(out, tuple) else (logits, new_cache)
+
+
+@implements(final_logits, "final_logit_softcapping", priority=0)
+def capped_final_logits(params, h, *, final_logit_softcapping, **config):
+    """final_logits soft-capped at final_logit_softcapping, as Gemma's model caps its logits."""
+    # [B, L, D] -> [B, L, V]
+    _, cap = check_scaled_causal_lm(params, None, final_logit_softcapping, None)
+    return soft_cap(final_logits(params, h, **config), cap)
 
 
 def gemma1_from_hf(model):

@@ -43,8 +43,8 @@ def from_hf(model):
 
 @implements(decoder_block, "parallel", priority=30)
 def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm",
-                   activation="relu", eps=1e-5, cache=None, attention=None, memory=None,
-                   memory_mask=None, norm_first=False, **attention_config):
+                   activation="relu", eps=1e-5, cache=None, attention=None, feed_forward=None,
+                   memory=None, memory_mask=None, norm_first=False, **attention_config):
     """GPT-NeoX's parallel residual (parallel=True; pre-norm, no cross-attention): both
     sublayers read the block's input, x + attention(norm_1(x)) + feed_forward(norm_2(x)).
     Keywords as minattn.decoder_block's."""
@@ -56,7 +56,7 @@ def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm"
     out, new_cache = (attention or self_attention)(params["self_attention"], h, mask, eps=eps,
                                                    n_heads=n_heads, cache=cache, **attention_config)
     h = normalize(x, params["feed_forward_norm"], norm, eps)
-    x = x + out + position_wise(params["feed_forward"], h, activation)
+    x = x + out + (feed_forward or position_wise)(params["feed_forward"], h, activation)
     return x if cache is None else (x, new_cache)
 
 

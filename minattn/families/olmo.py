@@ -34,8 +34,8 @@ def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):
 
 @implements(decoder_block, when=norms_after_only, priority=20)
 def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activation="relu",
-          eps=1e-5, cache=None, attention=None, memory=None, memory_mask=None,
-          **attention_config):
+          eps=1e-5, cache=None, attention=None, feed_forward=None, memory=None,
+          memory_mask=None, **attention_config):
     """OLMo 2's block: the norms after the sublayers only (params "post_self_attention_norm",
     "post_feed_forward_norm"), x = x + norm(sublayer(x)). Keywords as minattn.decoder_block's."""
     # [..., L, D] -> [..., L, D] (with a cache: and the new cache)
@@ -48,7 +48,7 @@ def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activ
     out, new_cache = (attention or self_attention)(params["self_attention"], x, mask, eps=eps,
                                                    n_heads=n_heads, cache=cache, **attention_config)
     x = x + normalize(out, params["post_self_attention_norm"], norm, eps)
-    out = position_wise(params["feed_forward"], x, activation)
+    out = (feed_forward or position_wise)(params["feed_forward"], x, activation)
     x = x + normalize(out, params["post_feed_forward_norm"], norm, eps)
     return x if cache is None else (x, new_cache)
 

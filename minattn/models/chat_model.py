@@ -227,8 +227,7 @@ def with_adapter(model, directory):
     from ..lora import load_adapter, merge
     from .llama_layout import packed
 
-    lora, alpha = load_adapter(directory, model.params, model.config)
-    params = merge(model.params, lora, alpha=alpha)
+    params = merge(model.params, load_adapter(directory, model.params, model.config))
     params["layers"] = [packed(_in_fortran_order(layer)) for layer in params["layers"]]
     return replace(model, params=params)
 

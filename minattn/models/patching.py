@@ -20,8 +20,9 @@ that layer on, from the corrupted run's cache of its residual stream, all of the
 """
 import numpy as np
 
-from ..hooks import replaced, run_with_cache
-from ..language_model import causal_lm
+from ..hooks import kept, replaced, run_with_cache
+from ..language_model import causal_lm, final_logits
+from ..transformer_decoder import layer_config
 
 
 def one_token(lm, text, name="answer"):
@@ -68,14 +69,13 @@ def logit_difference(logits, answer, wrong):
 def logit_lens(lm, tokens, ids):
     """tokens [1, L], token ids [n] -> {"logits", "ranks": [n_layers + 1, n]}: at the last
     position, the residual stream entering layer 0 (the embeddings, row 0) and leaving each
-    layer (row l + 1) read through the model's own final norm and unembedding (its last layer's
-    run with resid_post replaced); rank 0 = the most likely token."""
+    layer (row l + 1) read through the model's own final norm and unembedding (final_logits);
+    rank 0 = the most likely token."""
     n = len(lm.params["layers"])
     _, cache = run_with_cache(lm.params, tokens, names=("resid_pre", "resid_post"), **lm.config)
-    stream = np.concatenate([cache["resid_pre", 0]] +
-                            [cache["resid_post", layer] for layer in range(n)])  # [n + 1, L, D]
-    logits = _run_from(lm, n - 1, np.repeat(tokens, n + 1, axis=0),
-                       {("resid_post", 0): replaced(stream)})[:, -1]  # [n + 1, V]
+    streams = [cache["resid_pre", 0]] + [cache["resid_post", layer] for layer in range(n)]
+    stream = np.concatenate(streams)[:, -1:]  # the last position, [n + 1, 1, D]
+    logits = final_logits(lm.params, stream, **lm.config)[:, -1]  # [n + 1, V]
     chosen = logits[:, ids]  # [n + 1, len(ids)]
     ranks = (logits[:, None, :] > chosen[:, :, None]).sum(-1)
     return {"logits": chosen, "ranks": ranks}
@@ -143,9 +143,10 @@ def attribution_patching(lm, clean, corrupted, answer, wrong):
     clean_logits, clean_cache = run_with_cache(lm.params, clean, names=("z",), logits_to_keep=1,
                                                **lm.config)
     bad_z = {}
+    keep = [kept(bad_z, layer) for layer in range(n)]  # the corrupted run's z, layer by layer
 
     def difference(deltas):  # deltas [n_layers] of [1, H, L, d], zero: the corrupted run
-        hooks = {("z", layer): (lambda z, layer=layer: _kept(bad_z, layer, z) + deltas[layer])
+        hooks = {("z", layer): (lambda z, layer=layer: keep[layer](z) + deltas[layer])
                  for layer in range(n)}
         logits = causal_lm(lm.params, corrupted, hooks=hooks, logits_to_keep=1, **lm.config)
         return logit_difference(logits, answer, wrong)[0]
@@ -178,19 +179,12 @@ def _check_differences(d_clean, d_corrupted):
                          f"({d_clean}): there is no difference for a patch to restore")
 
 
-def _kept(store, key, value):
-    store[key] = value
-    return value
-
-
 def _run_from(lm, layer, tokens, hooks):
     # causal_lm on layers layer.. only (hooks numbered from there): the logits of the last
     # position [B, 1, V]; a resid_pre hook on its layer 0 brings in what the layers before made.
-    n = len(lm.params["layers"])
     params = {**lm.params, "layers": lm.params["layers"][layer:]}
-    config = {key: value[layer:] if isinstance(value, list) and len(value) == n else value
-              for key, value in lm.config.items()}  # the per-layer keywords of those layers
-    return causal_lm(params, tokens, hooks=hooks, logits_to_keep=1, **config)
+    return causal_lm(params, tokens, hooks=hooks, logits_to_keep=1,
+                     **layer_config(lm.config, slice(layer, None)))
 
 
 def patching_report(lm, clean, corrupted, answer=" are", wrong=" is", progress=None):

@@ -11,6 +11,8 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from ..contract import show
+
 
 @dataclass(frozen=True)
 class Property:
@@ -30,11 +32,6 @@ def floats(shape, bound=3.0, dtype=np.float64):
     # every element drawn (no fill value): arrays of one repeated value hide most bugs
     return hnp.arrays(dtype, shape, elements=st.integers(-12, 12).map(lambda i: i * bound / 12),
                       fill=st.nothing())
-
-
-def show(a):
-    return np.array2string(np.asarray(a), precision=5, separator=", ", threshold=120,
-                           max_line_width=96)
 
 
 def close(got, expected, tol=1e-8, what="the result"):
