@@ -595,6 +595,17 @@ STYLES = {
         "10_rope.py", "np.asarray(positions)[..., None] * base ** (-np.arange(0, d, 2) / d)",
         'np.einsum("...l,f->...lf", np.asarray(positions, float), base ** (-np.arange(0, d, 2) / d))',
         ["apply_rope_rotates_feature_pairs"]),
+    "attention's VJP by einsum": (
+        "16_attention_backward.py", "np.swapaxes(ds, -1, -2) @ q * scale, np.swapaxes(p, -1, -2) @ g",
+        'np.einsum("...ij,...id->...jd", ds, q) * scale, np.einsum("...ij,...id->...jd", p, g)',
+        ["attention_vjp_matches_finite_differences", "attention_vjp_keeps_float32"]),
+    "attention's VJP through the softmax's whole Jacobian": (
+        "16_attention_backward.py", "    ds = p * (g @ np.swapaxes(v, -1, -2))\n"
+        "    ds = ds - p * np.sum(ds, axis=-1, keepdims=True)\n",
+        "    eye = np.eye(p.shape[-1], dtype=p.dtype)\n"
+        "    jacobian = p[..., :, None] * (eye - p[..., None, :])  # [..., L_q, L_k, L_k]\n"
+        '    ds = np.einsum("...ij,...ijl->...il", g @ np.swapaxes(v, -1, -2), jacobian)\n',
+        ["attention_vjp_matches_finite_differences", "attention_vjp_keeps_float32"]),
 }
 
 
