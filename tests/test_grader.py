@@ -26,12 +26,12 @@ ANSWERS = {"01_softmax.py": 1, "02_attention.py": 1, "03_masks.py": 1, "03_masks
            "07_feed_forward.py": 1, "08_encoder_block.py": 1, "10_rope.py": 2,
            "09_grouped_query_attention.py": 4, "11_kv_cache.py": 2,
            "12_softmax_backward.py": 3, "13_blockwise_attention.py": 4, "14_attention_sinks.py": 4,
-           "15_delta_rule.py": 4}
+           "15_delta_rule.py": 4, "16_attention_backward.py": 3}
 # the most complete answer for each exercise function: the one the mutants are made from
 MUTATED = {"01_softmax.py", "14_attention_sinks.py", "03_masks_part2.py", "04_heads.py",
            "06_layer_norm.py", "07_feed_forward.py", "08_encoder_block.py", "10_rope.py",
            "09_grouped_query_attention.py", "11_kv_cache.py", "12_softmax_backward.py",
-           "13_blockwise_attention.py", "15_delta_rule.py"}
+           "13_blockwise_attention.py", "15_delta_rule.py", "16_attention_backward.py"}
 # documented arguments no output can show, and why
 EXEMPT = {("causal_mask", "like"): "the array whose device the mask follows; NumPy has one",
           ("blockwise_attention", "block_size"): "changes the memory used, never the output"}
@@ -341,6 +341,18 @@ MISTAKES = {
                                          "blockwise_attention_matches_attention"),
     "softmax VJP without the sum": ("12_softmax_backward.py", "g - np.sum(g * y, axis=axis, keepdims=True)",
                                     "g", "softmax_vjp_matches_finite_differences"),
+    "attention VJP without the softmax's sum": (
+        "16_attention_backward.py", "    ds = ds - p * np.sum(ds, axis=-1, keepdims=True)\n", "",
+        "attention_vjp_matches_finite_differences"),
+    "attention VJP: dq without the scale": ("16_attention_backward.py", "ds @ k * scale", "ds @ k",
+                                            "attention_vjp_matches_finite_differences"),
+    "attention VJP: dk from ds, not its transpose": (
+        "16_attention_backward.py", "np.swapaxes(ds, -1, -2) @ q * scale",
+        "ds @ q * scale", "attention_vjp_matches_finite_differences"),
+    "attention VJP: the scores in float32": (
+        "16_attention_backward.py", "p = minattn.softmax(q @ np.swapaxes(k, -1, -2) * scale",
+        "p = minattn.softmax((q @ np.swapaxes(k, -1, -2)).astype(np.float32) * scale",
+        "attention_vjp_matches_finite_differences"),
     "online softmax without rescaling": ("13_blockwise_attention.py", "c * acc", "acc",
                                          "blockwise_attention_matches_attention"),
     "the sink masked with the last key": ("14_attention_sinks.py", "[keep, np.ones(rows, bool)]",
@@ -583,6 +595,17 @@ STYLES = {
         "10_rope.py", "np.asarray(positions)[..., None] * base ** (-np.arange(0, d, 2) / d)",
         'np.einsum("...l,f->...lf", np.asarray(positions, float), base ** (-np.arange(0, d, 2) / d))',
         ["apply_rope_rotates_feature_pairs"]),
+    "attention's VJP by einsum": (
+        "16_attention_backward.py", "np.swapaxes(ds, -1, -2) @ q * scale, np.swapaxes(p, -1, -2) @ g",
+        'np.einsum("...ij,...id->...jd", ds, q) * scale, np.einsum("...ij,...id->...jd", p, g)',
+        ["attention_vjp_matches_finite_differences", "attention_vjp_keeps_float32"]),
+    "attention's VJP through the softmax's whole Jacobian": (
+        "16_attention_backward.py", "    ds = p * (g @ np.swapaxes(v, -1, -2))\n"
+        "    ds = ds - p * np.sum(ds, axis=-1, keepdims=True)\n",
+        "    eye = np.eye(p.shape[-1], dtype=p.dtype)\n"
+        "    jacobian = p[..., :, None] * (eye - p[..., None, :])  # [..., L_q, L_k, L_k]\n"
+        '    ds = np.einsum("...ij,...ijl->...il", g @ np.swapaxes(v, -1, -2), jacobian)\n',
+        ["attention_vjp_matches_finite_differences", "attention_vjp_keeps_float32"]),
 }
 
 

@@ -132,6 +132,20 @@ def test_softmax_vjp(x, g, axis):
     np.testing.assert_allclose(t.softmax_vjp(y, g, axis), theirs, **CLOSE)
 
 
+@settings(deadline=None)
+@given(attention_inputs(), seeds, st.booleans())
+def test_attention_vjp(qkv, seed, masked):
+    # the plain form's chain rule against autograd tracing minattn's attention
+    from autograd import grad
+    q, k, v = qkv
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=q.shape[:-1] + v.shape[-1:])
+    mask = rng.random(q.shape[:-1] + (k.shape[-2],)) < 0.7 if masked else None
+    traced = grad(lambda qkv: np.sum(ma.scaled_dot_product_attention(*qkv, mask)[0] * g))
+    for mine, theirs in zip(t.attention_vjp(q, k, v, g, mask), traced((q, k, v))):
+        np.testing.assert_allclose(mine, theirs, **CLOSE)
+
+
 @pytest.mark.parametrize("sampling", [dict(), dict(temperature=0.8), dict(temperature=1.3, top_k=4),
                                       dict(temperature=0.9, top_p=0.8),
                                       dict(temperature=1.0, top_k=6, top_p=0.5)])

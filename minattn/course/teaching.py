@@ -177,6 +177,19 @@ def softmax_vjp(y, g, axis=-1):
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
 
+def attention_vjp(q, k, v, g, mask=None):
+    # The math alone: attention's backward pass, its VJP, by the chain rule one step at a time.
+    # g = dL/dO [..., L_q, d_v] -> dL/dq, dL/dk, dL/dv, each of its input's shape
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    _, p = scaled_dot_product_attention(q, k, v, mask)  # [..., L_q, L_k]: the forward again
+    dv = np.swapaxes(p, -1, -2) @ g  # O = P V: [..., L_k, d_v]
+    dp = g @ np.swapaxes(v, -1, -2)  # [..., L_q, L_k]
+    ds = softmax_vjp(p, dp)  # P = softmax(S), row by row; a masked entry gets 0
+    dq = ds @ k * scale  # S = Q K^T scale: [..., L_q, d_k]
+    dk = np.swapaxes(ds, -1, -2) @ q * scale  # [..., L_k, d_k]
+    return dq, dk, dv
+
+
 # -- The first reading's forms of the composite concepts: one model style each, no
 # family options. Each is tested equal to minattn's function with the matching arguments.
 

@@ -126,7 +126,18 @@ def softmax_vjp(y, g, axis=-1):
     return y * (g - np.sum(g * y, axis=axis, keepdims=True))
 
 
-COURSE = {"softmax_vjp": softmax_vjp}
+def attention_vjp(q, k, v, g, mask=None):
+    """Attention's backward pass: g = dLoss/dO of scaled_dot_product_attention's output ->
+    (dLoss/dq, dLoss/dk, dLoss/dv), as autograd finds it by tracing minattn's attention."""
+    import autograd
+    import autograd.numpy as anp
+
+    import minattn
+    loss = lambda qkv: anp.sum(minattn.scaled_dot_product_attention(*qkv, mask)[0] * g)
+    return tuple(autograd.grad(loss)((q, k, v)))
+
+
+COURSE = {"softmax_vjp": softmax_vjp, "attention_vjp": attention_vjp}
 _CURRENT = dict(COURSE)
 
 
