@@ -357,7 +357,7 @@ TERMS = [
     ("window", "**A sliding window.**", 9),
     ("n_kv_heads", "`n_kv_heads=3`: the 9 query heads", 14),
     ("**config", "`**config` passes", 8),
-    ("tree_map", "`tree_map`, defined beside", 12),
+    ("tree_map", "`tree_map` (`minattn/engine/trees.py`", 12),
     ("logits", "the *logits*", 8),
     ("cross-entropy", "**The loss: cross-entropy", 8),
     ("Adam", "**Adam.**", 12),
