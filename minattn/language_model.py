@@ -8,7 +8,7 @@ import autograd.numpy as np
 from .engine import checks, variants
 from .engine.threads import decode_step, same_model, threads_chosen_by_timing
 from .engine.decoder_checks import POSITIONS, check_causal_lm
-from .linear import linear
+from .linear import linear, rows
 from .masks import causal_mask
 from .transformer_decoder import decoder, init_decoder, normalize
 
@@ -74,7 +74,7 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
     positions = _positions(attention_mask, past, tokens.shape[-1], tokens)  # [L], or [B, L]
     x = (embed or _embed)(params, tokens)  # [B, L, D]
     if position == "learned":
-        x = x + params["position_embedding"][positions]
+        x = x + rows(params["position_embedding"], positions)
     masks = _masks(window, attention_mask, past, tokens)  # [L, L_past + L], one a layer if a list
     cache = tuple({} for _ in params["layers"]) if cache is None and return_cache else cache
     out = decoder({"layers": params["layers"], "final_norm": params["final_norm"]}, x, masks,
@@ -105,7 +105,7 @@ final_logits = variants.dispatch(final_logits)
 
 def _embed(params, tokens):
     # int [B, L] -> [B, L, D]: each token's row of the embedding table
-    return params["token_embedding"][tokens]
+    return rows(params["token_embedding"], tokens)
 
 
 def _last(h, n):

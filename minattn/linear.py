@@ -1,9 +1,11 @@
 """The affine map y = x @ w + b (b optional), done as one 2-D matrix product, with its gradient
-by hand; linears, one input through several weights; and project, a sublayer's projections by
-name, the one seam through which attention's and the gated feed-forwards' projections go."""
+by hand; linears, one input through several weights; project, a sublayer's projections by
+name, the one seam through which attention's and the gated feed-forwards' projections go; and
+rows, an embedding's lookup (a one-hot times the table), with its gradient by hand."""
 import math
 
 import autograd.numpy as np
+import numpy
 
 from .engine import variants
 from .engine.autograd_rules import gradient_by_hand, reads
@@ -55,3 +57,38 @@ def project(params, x, names):
 
 # Its variant (params["lora"]: minattn.lora) answers the calls that select it (engine/variants.py).
 project = variants.dispatch(project)
+
+
+@reads(table=("ids",))  # the tape keeps the ids alone
+def rows_vjp(wrt, g, y, table, ids):
+    # d table: each row of g added into the row of the table it was taken from
+    return {"table": added_rows(g, ids, np.shape(table)[0])}
+
+
+@gradient_by_hand(rows_vjp)
+def rows(table, ids):
+    # [V, D], int [...] -> [..., D]: the table's rows at ids (an embedding's lookup)
+    return table[ids]
+
+
+def added_rows_vjp(wrt, g, out, values, ids, n):
+    return {"values": rows(g, ids)}  # the adjoint of adding rows is taking them
+
+
+@gradient_by_hand(added_rows_vjp)
+def added_rows(values, ids, n):
+    # [..., D], int [...] -> [n, D]: row i the sum of the values whose id is i. The ids sorted,
+    # then each run of equal ids summed at once (np.add.reduceat): autograd's gradient of
+    # indexing adds one row at a time (np.add.at), about 6 times slower for a batch of tokens.
+    d = np.shape(values)[-1]
+    flat = np.reshape(ids, -1) % max(n, 1)  # a negative id counts from the end, as indexing
+    out = np.zeros_like(values, shape=(n, d))
+    if not isinstance(values, numpy.ndarray):  # a GPU array: its own scatter-add
+        numpy.add.at(out, flat, np.reshape(values, (-1, d)))
+    elif flat.size:
+        order = np.argsort(flat, kind="stable")
+        ids_sorted = flat[order]
+        starts = np.flatnonzero(np.concatenate([[True], ids_sorted[1:] != ids_sorted[:-1]]))
+        out[ids_sorted[starts]] = numpy.add.reduceat(np.reshape(values, (-1, d))[order],
+                                                     starts, axis=0)
+    return out

@@ -574,3 +574,24 @@ def test_value_and_grad_by_leaf_equals_autograds_value_and_grad_over_the_tree():
     assert isinstance(grads["pair"], tuple)
     np.testing.assert_array_equal(grads["pair"][0], expected["pair"][0])
     assert grads["pair"][1].dtype == np.float32 and not grads["pair"][1].any()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_gradient_adds_each_row_where_it_was_taken_as_autograds_indexing(dtype):
+    # minattn.linear.rows (an embedding's lookup) against autograd's gradient of plain
+    # indexing: ids repeated, negative, a row never taken, ids of two dimensions; and its
+    # second derivative through added_rows, the adjoint.
+    from minattn.linear import added_rows, rows
+
+    rng = np.random.default_rng(15)
+    table = rng.normal(size=(7, 3)).astype(dtype)
+    ids = np.array([[0, 3, 3, -1], [6, 0, 2, 3]])
+    r = _direction((2, 4, 3), 16).astype(dtype)
+    got = grad(lambda t: anp.sum(rows(t, ids) * r))(table)
+    want = grad(lambda t: anp.sum(t[ids] * r))(table)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-15)
+    assert not got[[1, 4, 5]].any()  # rows never taken get nothing
+    np.testing.assert_array_equal(rows(table, ids), table[ids])
+    check_grads(lambda v: added_rows(v, ids, 7), modes=["rev"], order=2)(
+        r.astype(np.float64))
