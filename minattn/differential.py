@@ -21,6 +21,7 @@ import autograd.numpy as np
 
 from .engine import checks
 from .engine.decoder_checks import _check_layer_cache
+from .engine.param_checks import ROPE_BASE
 from .kv_cache import self_attention
 from .multi_head import check_multi_head_params, grouped_attention
 from .normalization import rms_norm
@@ -34,11 +35,12 @@ def lambda_init(layer_index):
 
 
 def differential_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, positions=None,
-                           rope_base=10000.0, eps=1e-5, cache=None, **others):
+                           rope_base=ROPE_BASE, eps=1e-6, cache=None, **others):
     """Differential self-attention of x [..., L, D] over its cached keys and values and its own
     -> (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d]}), d = D / H.
-    positions: RoPE on q and k; eps: the per-head RMSNorm's. n_heads and n_kv_heads even. Other
-    keywords a decoder block passes (d_k, rope_scaling, ...) must be None."""
+    positions: RoPE on q and k; eps: the per-head RMSNorm's (rms_norm's default, 1e-6). n_heads
+    and n_kv_heads even. Other keywords a decoder block passes (d_k, rope_scaling, ...) must be
+    None."""
     # [..., L, D] -> [..., L, D]: self_attention with the differential core
     params, x, mask, n_kv_heads, positions, cache = _check_differential_attention(
         params, x, mask, n_heads, n_kv_heads, positions, rope_base, eps, cache, others)

@@ -11,6 +11,7 @@ token without parking its weight on a sink (compare walkthrough.md, "Attention s
 import functools
 
 from .engine.hybrid_checks import _check_gated_attention
+from .engine.param_checks import ROPE_BASE
 from .gated_deltanet import sigmoid
 from .heads import split_heads
 from .kv_cache import self_attention
@@ -19,7 +20,7 @@ from .rope import apply_partial_rope
 
 
 def gated_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
-                    rope_base=10000.0, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
+                    rope_base=ROPE_BASE, rope_scaling=None, partial_rotary_factor=None, eps=1e-6,
                     cache=None, **others):
     """Gated self-attention of x [..., L, D] over its cached keys and values -> (output [..., L,
     D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). params: "w_q", "w_gate" [D, H d_k],

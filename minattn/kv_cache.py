@@ -18,6 +18,7 @@ from autograd.tracer import isbox
 
 from .engine import checks, variants
 from .engine.decoder_checks import check_self_attention
+from .engine.param_checks import ROPE_BASE
 from .engine.query_blocks import weights_unread
 from .heads import merge_heads, split_heads
 from .linear import project
@@ -27,16 +28,17 @@ from .rope import apply_rope
 
 
 def self_attention(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None,
-                   rope_base=10000.0, eps=1e-6, cache=None, core=None, rope=None):
+                   rope_base=ROPE_BASE, eps=1e-6, cache=None, core=None, rope=None):
     """Self-attention of x [..., L, D] over the cached keys and values and its own: returns
     (output [..., L, D], new cache {"k", "v": [..., H_kv, L_past + L, d_k]}). d_k: the head
     width (default D / H). positions (int, broadcasting to [..., L]): RoPE on q and k, never
-    v; None (the default): no RoPE, whatever rope_base says (a schedule or a partial width
-    given without positions is refused). QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}, or [H d_k] and
-    [H_kv d_k] over all heads at once): q and k RMS-normalised (with eps) before RoPE. mask
-    covers all L_past + L keys (for a causal model, causal_mask(L, L_past + L,
-    align="bottom_right")). core(q, k, v, mask) -> (heads, weights), the attention of the
-    heads, and rope(t, positions, base=), the rotation: where a variant plugs in its own
+    v, with rope_base (default 10000.0); None (the default): no RoPE, and a rope_base, a
+    schedule or a partial width given without positions is refused by name (rope_base=None: a
+    layer without RoPE). QK-norm where params has "q_norm" and "k_norm" ({"gamma": [d_k]}, or
+    [H d_k] and [H_kv d_k] over all heads at once): q and k RMS-normalised (with eps, rms_norm's
+    default) before RoPE. mask covers all L_past + L keys (for a causal model, causal_mask(L,
+    L_past + L, align="bottom_right")). core(q, k, v, mask) -> (heads, weights), the attention
+    of the heads, and rope(t, positions, base=), the rotation: where a variant plugs in its own
     (None: grouped_attention and apply_rope)."""
     # [..., L, D] -> [..., L, D]; the cache grows by L along its key axis.
     params, x, mask, positions, cache = check_self_attention(

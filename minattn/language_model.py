@@ -8,6 +8,7 @@ import autograd.numpy as np
 from .engine import checks, variants
 from .engine.threads import decode_step, same_model, threads_chosen_by_timing
 from .engine.decoder_checks import POSITIONS, check_causal_lm
+from .engine.param_checks import ROPE_BASE
 from .linear import linear, rows
 from .masks import causal_mask
 from .transformer_decoder import decoder, init_decoder, normalize
@@ -41,8 +42,8 @@ def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, positio
 
 
 # The keywords causal_lm passes on to its blocks and their attention (in **block_config).
-PASSED_ON = {"norm": "layer_norm", "eps": 1e-5, "n_kv_heads": None, "d_k": None,
-             "rope_base": 10000.0, "rope_scaling": None, "attention": None}
+PASSED_ON = {"norm": "layer_norm", "eps": None, "n_kv_heads": None, "d_k": None,
+             "rope_base": ROPE_BASE, "rope_scaling": None, "attention": None}
 
 
 @threads_chosen_by_timing(decode_step, same_model)
@@ -60,8 +61,9 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
     activation ("relu", "gelu", "gelu_tanh", "swiglu"), position ("learned", "rope"), window
     (a sliding window of that many keys; a list: one per layer, None for a global layer);
     block_config: the blocks' and their attention's keywords (norm: "layer_norm" or
-    "rms_norm", eps, n_kv_heads, d_k, rope_base, rope_scaling, attention:
-    minattn.transformer_decoder), a list holding one value per layer. logits_to_keep=n: the
+    "rms_norm", eps (None: each norm its own default, as decoder_block's), n_kv_heads, d_k,
+    rope_base, rope_scaling, attention: minattn.transformer_decoder), a list holding one value
+    per layer. logits_to_keep=n: the
     logits of the last n positions only, [B, n, V] (generate needs the last one: the
     unembedding is the largest product of a long prompt). embed(params, tokens) -> [B, L, D]:
     the token embedding, where a family plugs in its own; unembed(params, h) -> what the call

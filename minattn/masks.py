@@ -45,8 +45,11 @@ def _check_causal_mask(n_q, n_k, align="top_left", window=None):
     return n_q, n_k
 
 
-def _check_padding_mask(lengths, n):
+def _check_padding_mask(lengths, n, side="right"):
     _check_length("n", n)
+    if side not in ("right", "left"):
+        raise ValueError(f"side must be 'right' (padding after the tokens) or 'left' (before "
+                         f"them), got {side!r}")
     if not hasattr(lengths, "dtype") and not isinstance(lengths, (list, tuple)):
         raise TypeError(f"lengths must be an integer array, got {type(lengths).__name__}")
     lengths = checks.as_array("lengths", lengths)
@@ -59,11 +62,14 @@ def _check_padding_mask(lengths, n):
     return lengths
 
 
-def padding_mask(lengths, n):
-    """int lengths [B] -> bool [B, 1, 1, n], True at the first lengths[b] (real) tokens of
-    sequence b: every query may look at every real key (right padding). Broadcasts over heads
-    and queries; combine with causal_mask by `&`."""
+def padding_mask(lengths, n, *, side="right"):
+    """int lengths [B] -> bool [B, 1, 1, n], True at the lengths[b] real tokens of sequence b:
+    every query may look at every real key. side="right" (the default): the first lengths[b]
+    tokens are real, the padding after them; side="left": the last lengths[b], the padding
+    before them (transformers' padding_side="left", as it pads prompts for generation).
+    Broadcasts over heads and queries; combine with causal_mask by `&`."""
     # int [B] -> bool [B, 1, 1, n]. The two singleton axes broadcast over heads and queries.
-    lengths = _check_padding_mask(lengths, n)
-    positions = arange(n, lengths)  # [n]
-    return (positions[None, :] < lengths[:, None])[:, None, None, :]
+    lengths = _check_padding_mask(lengths, n, side)
+    positions = arange(n, lengths)  # [n]: each token's index from the start ...
+    counted = positions if side == "right" else positions[::-1]  # ... or (left) from the end
+    return (counted[None, :] < lengths[:, None])[:, None, None, :]

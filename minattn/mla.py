@@ -24,6 +24,7 @@ import autograd.numpy as np
 
 from .attention import scaled_dot_product_attention
 from .engine import checks
+from .engine.param_checks import ROPE_BASE
 from .heads import merge_heads, split_heads
 from .kv_cache import _append
 from .linear import linear
@@ -146,7 +147,7 @@ def empty_latent_cache(x, kv_lora_rank, qk_rope_head_dim):
 def _check_latent_attention(params, x, mask, n_heads, d_nope, d_rope, d_v, positions, eps, cache,
                             others):
     # -> params, x, mask, positions and the RoPE keywords {"base", "scaling"} for apply_rope.
-    rope_base, rope_scaling = others.get("rope_base", 10000.0), others.get("rope_scaling")
+    rope_base, rope_scaling = others.get("rope_base", ROPE_BASE), others.get("rope_scaling")
     checks.check_unused_keywords("latent_attention", {
         key: value for key, value in others.items() if key not in _BLOCK_KEYWORDS})
     if isinstance(params, checks.DICT_TYPES) and "sinks" in params:  # never silently ignored

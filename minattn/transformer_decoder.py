@@ -12,6 +12,7 @@ block in its own file, minattn/families/, registered for the calls that select i
 import autograd.numpy as np
 
 from .engine import checks, variants
+from .engine.param_checks import ROPE_BASE
 from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen_by_timing
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
     check_head_width
@@ -90,7 +91,7 @@ def _init_norm(d_model, norm, dtype):
 
 
 def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_heads,
-                  norm_first=False, norm="layer_norm", activation="relu", eps=1e-5, cache=None,
+                  norm_first=False, norm="layer_norm", activation="relu", eps=None, cache=None,
                   attention=None, feed_forward=None, **attention_config):
     """One decoder block, x [..., L, D] -> [..., L, D]; with a cache -> (x, new cache).
     Post-norm (torch's default): x = norm(x + sublayer(x)); pre-norm (norm_first=True):
@@ -102,16 +103,19 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
     (None: position_wise), a function (params, x, activation) -> [..., D], where a variant plugs
     in (hooks: minattn.hooks); attention_config: the attention's further keywords
     (n_kv_heads, d_k, positions, rope_base, rope_scaling, ...). The defaults are torch's
-    TransformerDecoderLayer's: post-norm, LayerNorm, ReLU, eps 1e-5, and no RoPE (positions
-    None); a Llama block gives norm_first=True, norm="rms_norm", activation="swiglu", its
-    model's eps (rms_norm_eps) and positions (README, "Check your own kernel")."""
+    TransformerDecoderLayer's: post-norm, LayerNorm, ReLU, and no RoPE (positions None; a
+    rope_base given without them is refused); eps None: each norm its own default, layer_norm's
+    1e-5 (torch's) or rms_norm's 1e-6, and QK-norm the attention's (eps given: every norm's). A
+    Llama block gives norm_first=True, norm="rms_norm", activation="swiglu", its model's eps
+    (rms_norm_eps) and positions (README, "Check your own kernel")."""
     # [..., L, D] (+ memory [..., L_m, D]) -> [..., L, D]
     params, x, memory = _check_decoder_block(params, x, memory, memory_mask, n_heads,
                                              attention_config.get("n_kv_heads"), norm, activation,
                                              eps, False, norm_first)
     h = _normalize(x, params["self_attention_norm"], norm, eps) if norm_first else x
-    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask, eps=eps,
-                                                   n_heads=n_heads, cache=cache, **attention_config)
+    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask,
+                                                   n_heads=n_heads, cache=cache, **eps_given(eps),
+                                                   **attention_config)
     x = x + out if norm_first else _normalize(x + out, params["self_attention_norm"], norm, eps)
     if memory is not None:  # cross-attention: the queries are x, the keys and values the memory
         attend = lambda h: multi_head_attention(params["cross_attention"], h, memory, memory,  # noqa
@@ -125,7 +129,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
 # Its variants, each in its own file, answer the calls that select them (engine/variants.py);
 # a prompt's blocks, the variants' too, run on the BLAS threads timing found faster (threads.py).
 decoder_block = variants.dispatch(decoder_block, shows={  # the attention's keywords it passes on
-    "n_kv_heads": None, "d_k": None, "positions": None, "rope_base": 10000.0, "rope_scaling": None})
+    "n_kv_heads": None, "d_k": None, "positions": None, "rope_base": ROPE_BASE,
+    "rope_scaling": None})
 decoder_block = threads_chosen_by_timing(block_of_a_prompt, blocks_of_a_width)(decoder_block)
 
 
@@ -185,17 +190,24 @@ def layer_config(config, layers):
 
 
 def _final_norm(p, x, config):
-    return _normalize(x, p, config.get("norm", "layer_norm"), config.get("eps", 1e-5))
+    return _normalize(x, p, config.get("norm", "layer_norm"), config.get("eps"))
 
 
 def normalize(x, p, norm, eps):
     """The block's norm, [..., D] -> [..., D]: rms_norm or layer_norm with its params p
-    ({"gamma"} or {"gamma", "beta"})."""
+    ({"gamma"} or {"gamma", "beta"}) and eps (None: the norm's own default)."""
     return _normalize(x, p, norm, eps)
 
 
 def _normalize(x, p, norm, eps):
-    # [..., D] -> [..., D]: the block's norm, its params p ({"gamma"} or {"gamma", "beta"})
+    # [..., D] -> [..., D]: the block's norm, its params p ({"gamma"} or {"gamma", "beta"}),
+    # with eps, or (None) the norm's own default
     if norm == "rms_norm":
-        return rms_norm(x, p["gamma"], eps)
-    return layer_norm(x, p["gamma"], p["beta"], eps)
+        return rms_norm(x, p["gamma"], **eps_given(eps))
+    return layer_norm(x, p["gamma"], p["beta"], **eps_given(eps))
+
+
+def eps_given(eps):
+    """{"eps": eps}, or {} for eps None: a block's eps reaches each norm, and its attention (for
+    QK-norm), only where given, so that one left alone takes that norm's own default."""
+    return {} if eps is None else {"eps": eps}

@@ -2,8 +2,9 @@
 a time, written from the model cards' formulas (GPT-2, Llama, Gemma 2/3): every option at once
 (embedding_scale, learned or rotary positions, per-layer windows and RoPE bases, GQA, a head
 width other than D / H, QK-norm, query_pre_attn_scalar, both soft-caps, sandwich norms, GEGLU,
-left padding), and the documented defaults (eps 1e-5 in the blocks and 1e-6 in a bare
-self_attention, rope_base 10000, layer_norm, gelu_tanh, learned positions) spelled out."""
+left padding), and the documented defaults (eps: each norm its own kind's, LayerNorm's 1e-5 and
+RMSNorm's 1e-6, QK-norm's too; rope_base 10000, layer_norm, gelu_tanh, learned positions)
+spelled out."""
 import math
 
 import numpy as np
@@ -82,11 +83,13 @@ def _causal_lm_loop(params, tokens, mask, c):
             window = c["window"][n] if isinstance(c.get("window"), list) else c.get("window")
             base = c["rope_base"][n] if isinstance(c.get("rope_base"), list) else c["rope_base"]
             visible = lambda i, j: (j <= i and real[j] == 1 and (window is None or i - j < window))
-            norm = lambda v, key: _norm(v, layer[key], c["norm"], c["eps"])
+            eps = c["eps"] if c["eps"] is not None else NORM_EPS[c["norm"]]
+            norm = lambda v, key: _norm(v, layer[key], c["norm"], eps)
             a = _attention_loop(layer["self_attention"], [norm(v, "self_attention_norm") for v in h],
                                 visible, positions if c["position"] == "rope" else None,
                                 n_heads=c["n_heads"], n_kv_heads=c.get("n_kv_heads") or c["n_heads"],
-                                d_k=c.get("d_k") or D // c["n_heads"], base=base, eps=c["eps"],
+                                d_k=c.get("d_k") or D // c["n_heads"], base=base,
+                                eps=c["eps"] if c["eps"] is not None else NORM_EPS["rms_norm"],
                                 scalar=c.get("query_pre_attn_scalar"),
                                 cap=c.get("attn_logit_softcapping"))
             if "post_self_attention_norm" in layer:
@@ -106,7 +109,8 @@ def _causal_lm_loop(params, tokens, mask, c):
                     y = norm(y, "post_feed_forward_norm")
                 f.append(y)
             h = h + np.array(f)
-        h = np.array([_norm(v, params["final_norm"], c["norm"], c["eps"]) for v in h])
+        eps = c["eps"] if c["eps"] is not None else NORM_EPS[c["norm"]]
+        h = np.array([_norm(v, params["final_norm"], c["norm"], eps) for v in h])
         logits = h @ (params["lm_head"] if "lm_head" in params else params["token_embedding"].T)
         cap = c.get("final_logit_softcapping")
         out.append(logits if cap is None else cap * np.tanh(logits / cap))
@@ -135,15 +139,16 @@ def _model(family):
 
 FAMILIES = {
     "gpt2": {},
-    "llama": dict(eps=1e-6, rope_base=500.0),
+    "llama": dict(eps=1e-5, rope_base=500.0),  # eps: Llama 2's, not RMSNorm's default
     "gemma": dict(eps=1e-6, rope_base=[10.0, 10000.0], window=[2, None], embedding_scale=2.8,
                   query_pre_attn_scalar=3.0, attn_logit_softcapping=0.7,
                   final_logit_softcapping=1.5),
     "llama_capped": dict(eps=1e-6, attn_logit_softcapping=0.7),  # scores scaled by d_k^-1/2
     "llama_scalar": dict(eps=1e-6, query_pre_attn_scalar=3.0),  # no cap
 }
-DEFAULTS = dict(norm="layer_norm", activation="gelu_tanh", eps=1e-5, position="learned",
+DEFAULTS = dict(norm="layer_norm", activation="gelu_tanh", eps=None, position="learned",
                 rope_base=10000.0)
+NORM_EPS = {"layer_norm": 1e-5, "rms_norm": 1e-6}  # eps None: each kind of norm's own default
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -214,12 +219,14 @@ def test_bare_self_attention_defaults_rope_base_10000_and_eps_1e_6(qk_norm):
         np.testing.assert_allclose(out[b], expected, rtol=1e-9, atol=1e-13)
 
 
-def test_decoder_block_defaults_eps_1e_5_and_rope_base_10000():
+def test_decoder_block_defaults_eps_to_each_norms_own_and_rope_base_10000():
+    # a LayerNorm block with QK-norm: its LayerNorms take 1e-5, its QK-norm (an RMSNorm) 1e-6
     rng = np.random.default_rng(4)
     p = perturbed(ma.init_decoder_block(rng, D, 2, 12, qk_norm=True), 5)
     x = 0.01 * rng.normal(size=(1, 5, D))
     positions = np.arange(5)
-    spelled = dict(eps=1e-5, rope_base=10000.0)
+    qk_norm_1e_6 = lambda *a, **k: ma.self_attention(*a, **{**k, "eps": 1e-6})  # noqa: E731
+    spelled = dict(eps=1e-5, rope_base=10000.0, attention=qk_norm_1e_6)
     for norm_first in (False, True):
         got = ma.decoder_block(p, x, ma.causal_mask(5), n_heads=2, positions=positions,
                                norm_first=norm_first)
@@ -232,17 +239,18 @@ def test_decoder_block_defaults_eps_1e_5_and_rope_base_10000():
 
 
 @pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
-def test_decoder_final_norm_defaults_to_the_blocks_norm_with_eps_1e_5(norm):
-    # decoder(...) without eps: the blocks and the final norm use 1e-5; the final norm is the
-    # blocks' kind (layer_norm by default).
+def test_decoder_final_norm_defaults_to_the_blocks_norm_with_its_eps(norm):
+    # decoder(...) without eps: the blocks and the final norm use their kind's default (1e-5 for
+    # LayerNorm, 1e-6 for RMSNorm); the final norm is the blocks' kind (layer_norm by default).
     rng = np.random.default_rng(6)
     params = perturbed(ma.init_decoder(rng, 2, D, 2, 12, final_norm=True, norm=norm), 7)
     x = 0.01 * rng.normal(size=(2, 4, D))  # tiny: eps matters
     config = {} if norm == "layer_norm" else {"norm": norm}
     got = ma.decoder(params, x, ma.causal_mask(4), n_heads=2, **config)
-    h = ma.decoder({"layers": params["layers"]}, x, ma.causal_mask(4), n_heads=2, eps=1e-5,
-                   **config)
-    expected = np.array([[_norm(v, params["final_norm"], norm, 1e-5) for v in row] for row in h])
+    h = ma.decoder({"layers": params["layers"]}, x, ma.causal_mask(4), n_heads=2,
+                   eps=NORM_EPS[norm], **config)
+    expected = np.array([[_norm(v, params["final_norm"], norm, NORM_EPS[norm]) for v in row]
+                         for row in h])
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
 
 

@@ -163,7 +163,7 @@ def test_a_replaced_pattern_is_what_the_values_are_read_with():
     _, cache = run_with_cache(params, tokens, hooks={("pattern", 1): replaced(uniform)}, **config)
     attention = params["layers"][1]["self_attention"]
     x = ma.rms_norm(cache["resid_pre", 1], params["layers"][1]["self_attention_norm"]["gamma"],
-                    config.get("eps", 1e-5))
+                    **({} if config.get("eps") is None else {"eps": config["eps"]}))
     v = (x @ attention["w_v"]).reshape(2, 6, 2, 6)  # [B, L, H_kv, d]
     for head in range(4):
         expected = np.einsum("qk,bkd->bqd", uniform, v[:, :, head // 2])  # kv head h // G

@@ -177,3 +177,65 @@ def test_an_adapter_is_checked_by_what_the_file_names_where_the_model_says_nothi
     with pytest.raises(ValueError, match=r"down_proj\.lora_A\.weight. has shape \[2, \d+\], "
                                          r"expected \[3 x \?\]"):
         L.check_adapter_files(directory, None, lambda i, target: None)
+
+
+def _loads_no_weights(monkeypatch):
+    # load_language_model's own readers of the weights: reaching one is a failure of the test
+    def load(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the adapter was refused")
+    monkeypatch.setattr(chat_model, "_load_gguf", load)
+    monkeypatch.setattr(chat_model, "_load_folder", load)
+
+
+def _misfits(tmp_path, params):
+    # -> {what is wrong: (the adapter folder, the error's pattern)}, each written as PEFT would
+    import json
+
+    other, _ = _adapter(tmp_path / "other", _other_model())
+    rank, _ = _adapter(tmp_path / "rank", params)
+    config = rank / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "r": 3}))
+    targets, _ = _adapter(tmp_path / "targets", params)
+    config = targets / "adapter_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()),
+                                  "target_modules": ["q_proj", "o_proj"]}))
+    return {
+        "other shapes": (other, r"adapter_model\.safetensors: tensor 'base_model\.model\.model\."
+                                r"layers\.\d+\.[\w.]+\.lora_[AB]\.weight' has shape"),
+        "another rank": (rank, r"adapter_model\.safetensors: tensor '.*lora_A\.weight' has shape "
+                               r"\[2, \d+\], expected \[3 x \d+\] \(r=3 of adapter_config\.json"),
+        "other targets": (targets, r"adapter_model\.safetensors: layer 0 has LoRA weights for .*"
+                                   r"target_modules of adapter_config\.json says"),
+        "no folder": (tmp_path / "missing", r"adapter_config\.json' does not exist"),
+    }
+
+
+@pytest.mark.parametrize("what", ["other shapes", "another rank", "other targets", "no folder"])
+@pytest.mark.parametrize("kind", ["gguf", "folder"])
+def test_load_language_model_refuses_a_misfit_adapter_before_the_weights_load(
+        tiny, tmp_path, monkeypatch, what, kind):
+    from .test_language_model_files import hf_tensors, write_folder
+
+    params = chat_model.load_language_model(tiny).params
+    if kind == "folder":
+        model = tmp_path / "model"
+        write_folder(model, hf_tensors(np.random.default_rng(0)))
+        params = chat_model.load_language_model(model).params
+    else:
+        model = tiny
+    directory, pattern = _misfits(tmp_path, params)[what]
+    _loads_no_weights(monkeypatch)
+    with pytest.raises((ValueError, FileNotFoundError), match=pattern):
+        chat_model.load_language_model(model, adapter=directory)
+
+
+def test_python_and_the_command_line_refuse_with_the_one_check(tiny, tmp_path, monkeypatch):
+    from minattn.cli.model_file import check_adapter, model_limits
+
+    directory, pattern = _misfits(tmp_path, chat_model.load_language_model(tiny).params)[
+        "other shapes"]
+    with pytest.raises(ValueError) as from_python:
+        chat_model.load_language_model(tiny, adapter=directory)
+    with pytest.raises(ValueError) as from_the_command:
+        check_adapter(tiny, directory, model_limits(tiny))
+    assert str(from_python.value) == str(from_the_command.value)

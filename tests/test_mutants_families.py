@@ -168,6 +168,7 @@ def olmo2_block():
     params, config = from_hf(_build("olmo2", torch.float64, **FAMILIES["olmo2"][1]))
     keywords = {k: config[k] for k in ("n_heads", "n_kv_heads", "d_k", "norm", "activation",
                                        "eps", "rope_base")}
+    keywords["positions"] = np.arange(5)  # a rope_base without positions is refused
     x = np.random.default_rng(0).standard_normal((2, 5, params["token_embedding"].shape[1]))
     return params["layers"][0], keywords, x
 
@@ -177,11 +178,12 @@ def test_olmo2s_block_defaults_are_decoder_blocks(olmo2_block):
     defaults = {k: p.default for k, p in inspect.signature(ma.decoder_block).parameters.items()
                 if k in ("eps", "norm", "activation")}
     given = {k: v for k, v in keywords.items() if k not in defaults}
-    assert defaults == {"eps": 1e-5, "norm": "layer_norm", "activation": "relu"}
+    assert defaults == {"eps": None, "norm": "layer_norm", "activation": "relu"}
     gated = {"activation": keywords["activation"]}  # the params are SwiGLU's
+    rms_eps = inspect.signature(ma.rms_norm).parameters["eps"].default  # eps None: the norm's
     np.testing.assert_array_equal(
         ma.decoder_block(layer, x, norm_first=True, norm="rms_norm", **gated, **given),
-        ma.decoder_block(layer, x, norm_first=True, norm="rms_norm", eps=defaults["eps"],
+        ma.decoder_block(layer, x, norm_first=True, norm="rms_norm", eps=rms_eps,
                          **gated, **given))
 
 
@@ -318,8 +320,10 @@ def test_the_sandwich_block_normalises_each_sublayers_output_and_leaves_out_a_mi
 
 
 def test_the_sandwich_blocks_default_eps_is_decoder_blocks(sandwich):
+    # decoder_block's default, None: each norm its own, rms_norm's here (QK-norm's too)
     params, keywords, x = sandwich
-    eps = inspect.signature(ma.decoder_block).parameters["eps"].default
+    assert inspect.signature(ma.decoder_block).parameters["eps"].default is None
+    eps = inspect.signature(ma.rms_norm).parameters["eps"].default
     np.testing.assert_allclose(ma.decoder_block(params, x, norm_first=True, **keywords),
                                sandwich_reference(params, x, eps), rtol=0, atol=1e-12)
 

@@ -29,7 +29,8 @@ PUBLIC = {name: getattr(ma, name) for name in ma.__all__}
 NUMERIC_NAMES = {"scale", "n_heads", "n_kv_heads", "d_k", "d_model", "d_ff", "n_layers",
                  "vocab_size", "n_q", "n_k", "n", "n_positions", "window", "top_k", "top_p",
                  "n_new", "embedding_scale", "query_pre_attn_scalar", "attn_logit_softcapping",
-                 "final_logit_softcapping", "rope_scaling", "scaling", "chunk_size"}
+                 "final_logit_softcapping", "rope_scaling", "scaling", "chunk_size",
+                 "eps"}  # eps: a number where given (a block's default None: each norm's own)
 
 # (function, argument) -> the test below that takes it to its limits
 COVERED = {

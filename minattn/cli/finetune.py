@@ -160,7 +160,7 @@ def _examples(data, eval_file):
 def _check_rank(path, args):
     # --rank against the projections it adapts, from the model file's header (where it says)
     from ..engine.lora_checks import check_rank
-    from .model_file import adapted_weights
+    from ..models.adapter_files import adapted_weights
 
     for (i, target), (d_in, d_out) in sorted(adapted_weights(path).items()):
         if target in args.targets:

@@ -87,6 +87,7 @@ PART_NAMES = {1: "Part I", 2: "Part II", 3: "Part III", 4: "the second reading",
 LATER_PARAMETERS = {
     "softmax": {"mask": 1},  # Part I, section 4: until then its properties wait (Waiting)
     "causal_mask": {"align": 2, "window": 2, "like": None},
+    "padding_mask": {"side": None},
     "multi_head_attention": {"n_kv_heads": 4, "dropout": 4, "rng": 4, "average_weights": 4},
     "apply_rope": {"scaling": None},
     "scaled_dot_product_attention": {"mask": 1, "sinks": 4, "dropout": 4, "rng": 4},

@@ -16,6 +16,7 @@ from ..masks import causal_mask
 from ..multi_head import _project, grouped_attention
 from ..rope import apply_rope
 from ..dropout import dropout as _dropout
+from ..engine.param_checks import ROPE_BASE
 from ..multi_head import multi_head_attention
 from ..normalization import layer_norm
 from ..position_wise import feed_forward
@@ -240,8 +241,8 @@ def self_attention_with_rope_on_values(params, x, mask=None, *, n_heads, n_kv_he
 
 def causal_lm_without_advancing_positions(params, tokens, attention_mask=None, *, n_heads,
                                           n_kv_heads=None, d_k=None, norm="layer_norm",
-                                          activation="gelu_tanh", eps=1e-5, position="learned",
-                                          rope_base=10000.0, rope_scaling=None,
+                                          activation="gelu_tanh", eps=None, position="learned",
+                                          rope_base=ROPE_BASE, rope_scaling=None,
                                           partial_rotary_factor=None, window=None,
                                           parallel=False, embedding_scale=None,
                                           query_pre_attn_scalar=None,

@@ -232,7 +232,7 @@ def self_attention(params, x, mask=None, *, n_heads, positions):
     return project(merge_heads(heads), params, "o")  # [..., L, D]
 
 
-def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-5):
+def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-6):
     # [..., L, D] -> [..., L, D]: pre-norm, RMSNorm and SwiGLU
     h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
     x = x + self_attention(params["self_attention"], h, mask, n_heads=n_heads, positions=positions)
@@ -240,7 +240,7 @@ def decoder_block(params, x, mask=None, *, n_heads, positions, eps=1e-5):
     return x + gated_feed_forward(params["feed_forward"], h)  # each sublayer adds to x
 
 
-def language_model(params, tokens, *, n_heads, eps=1e-5):
+def language_model(params, tokens, *, n_heads, eps=1e-6):
     # int [B, L] -> logits [B, L, V]: embed, the blocks under a causal mask, unembed
     length = tokens.shape[-1]
     positions, mask = np.arange(length), causal_mask(length)  # [L], [L, L]
@@ -269,7 +269,7 @@ def empty_cache(params, batch, n_heads):
     return [{"k": empty, "v": empty} for _ in params["layers"]]
 
 
-def cached_decoder_block(params, x, mask, *, n_heads, positions, cache, eps=1e-5):
+def cached_decoder_block(params, x, mask, *, n_heads, positions, cache, eps=1e-6):
     # decoder_block, passing the layer's cache to the attention and its grown cache back
     h = rms_norm(x, params["self_attention_norm"]["gamma"], eps)
     attended, cache = cached_self_attention(params["self_attention"], h, mask, n_heads=n_heads,
@@ -279,7 +279,7 @@ def cached_decoder_block(params, x, mask, *, n_heads, positions, cache, eps=1e-5
     return x + gated_feed_forward(params["feed_forward"], h), cache
 
 
-def cached_language_model(params, tokens, cache, *, n_heads, eps=1e-5):
+def cached_language_model(params, tokens, cache, *, n_heads, eps=1e-6):
     # int [B, L] after L_past cached tokens -> logits [B, L, V] and the cache of L_past + L
     past, length = cache[0]["k"].shape[-2], tokens.shape[-1]
     positions = np.arange(past, past + length)  # [L]: where the new tokens stand

@@ -18,7 +18,8 @@ from . import checks
 from .param_checks import (ACTIVATIONS, PROJECTIONS, as_int_array, check_feed_forward_params,
                            n_kv_heads_hint,
                            check_gated_feed_forward_params, check_multi_head_params,
-                           check_partial_rotary_factor, check_positions, check_rope_scaling)
+                           check_partial_rotary_factor, check_positions, check_rope_scaling,
+                           rope_base_given, ROPE_BASE)
 
 NORMS = ("layer_norm", "rms_norm")
 # The gated feed-forwards (transformer_decoder.GATED maps each to its function); their params:
@@ -73,7 +74,8 @@ def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, 
 def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_factor, d_k):
     # RoPE's keywords are checked whether or not positions are given (a wrong value is wrong on
     # every path); a schedule or a partial width without positions would rotate nothing, so it
-    # is refused by name rather than left without effect. rope_base None: a layer without RoPE
+    # is refused by name rather than left without effect, as is a rope_base given (not left at
+    # its default, ROPE_BASE) without positions. rope_base None: a layer without RoPE
     # (families/smollm3.py's variant takes it).
     if rope_base is not None:
         checks.check_positive_real("rope_base", rope_base, allow_inf=True)  # as apply_rope's
@@ -82,6 +84,8 @@ def _check_rope_keywords(positions, rope_base, rope_scaling, partial_rotary_fact
         check_partial_rotary_factor(partial_rotary_factor, d_k)
     unused = [f"{name}={value!r}" for name, value in (("rope_scaling", rope_scaling),
               ("partial_rotary_factor", partial_rotary_factor)) if value is not None]
+    if rope_base_given(rope_base):  # a base chosen (the default is ROPE_BASE): RoPE was meant
+        unused.insert(0, f"rope_base={rope_base!r}")
     if positions is None and unused:
         raise ValueError(f"{' and '.join(unused)} set RoPE, which rotates q and k only where "
                          "positions are given: pass positions, or leave them None")
@@ -111,7 +115,7 @@ def check_scaled_rope_attention(params, x, mask, rope_scaling, whole_heads, conf
     # self_attention's checks, with its RoPE schedule (whole_heads: rotating every feature)
     _check_self_attention(params, x, mask, config.get("n_heads"), config.get("n_kv_heads"),
                           config.get("d_k"), config.get("positions"),
-                          config.get("rope_base", 10000.0), rope_scaling, config.get("cache"),
+                          config.get("rope_base", ROPE_BASE), rope_scaling, config.get("cache"),
                           whole_heads=whole_heads)
 
 
@@ -119,7 +123,7 @@ def check_partial_rope_attention(params, x, mask, partial_rotary_factor, config)
     # self_attention's checks, with RoPE on int(d_k * partial_rotary_factor) features of a head
     _check_self_attention(params, x, mask, config.get("n_heads"), config.get("n_kv_heads"),
                           config.get("d_k"), config.get("positions"),
-                          config.get("rope_base", 10000.0), config.get("rope_scaling"),
+                          config.get("rope_base", ROPE_BASE), config.get("rope_scaling"),
                           config.get("cache"), partial_rotary_factor=partial_rotary_factor)
 
 
@@ -247,7 +251,8 @@ def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, no
     d_model = x.shape[-1]
     checks.check_size("n_heads", n_heads)
     _check_config(n_heads, n_kv_heads, norm, activation)
-    checks.check_positive_real("eps", eps, allow_zero=True)
+    if eps is not None:  # None: each norm its own default
+        checks.check_positive_real("eps", eps, allow_zero=True)
     params = dict(params) if type(params) is dict else checks.check_params(params, {}, where)
     if memory is not None:
         memory = checks.as_float_array("memory", memory)
@@ -351,9 +356,10 @@ def _check_parallel(parallel, norm_first, memory, params):
 def check_causal_lm(params, tokens, attention_mask, n_heads, activation, position, cache,
                     logits_to_keep, config):
     # causal_lm's: -> params, tokens, attention_mask, past; config: the blocks' keywords
-    rope = [f"{key}={config[key]!r}" for key in ("rope_base", "rope_scaling",
-                                                 "partial_rotary_factor")
+    rope = [f"{key}={config[key]!r}" for key in ("rope_scaling", "partial_rotary_factor")
             if config.get(key) is not None]
+    if rope_base_given(config.get("rope_base")):  # the blocks' default (ROPE_BASE) is not RoPE
+        rope.insert(0, f"rope_base={config['rope_base']!r}")
     if position == "learned" and rope:  # learned positions: the blocks get no positions
         raise ValueError(f"{', '.join(rope)} set RoPE, which position='learned' (the default: "
                          "learned position embeddings) does not use: pass position='rope'")

@@ -21,6 +21,23 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 ROPE_SCHEDULES = {}  # rope_type -> schedule function: filled by minattn/rope_scaling.py
 
 
+class _DefaultRopeBase(float):
+    # A float that is the default, so that a rope_base the caller gave (10000.0 included) is
+    # told apart from the one nobody gave: a base given without positions is refused.
+    __slots__ = ()
+
+    def __repr__(self):
+        return "10000.0"
+
+
+ROPE_BASE = _DefaultRopeBase(10000.0)  # every RoPE keyword's default rope_base, RoPE's 10000
+
+
+def rope_base_given(rope_base):
+    """Whether a caller chose rope_base: not left at ROPE_BASE, and not None (no RoPE)."""
+    return rope_base is not None and not isinstance(rope_base, _DefaultRopeBase)
+
+
 @contextlib.contextmanager
 def n_kv_heads_hint(params, d_k, n_heads, n_kv_heads):
     """A params check refusing w_k, in a call without n_kv_heads, whose width is a whole number

@@ -23,7 +23,7 @@ from ..kv_cache import self_attention
 from ..language_model import causal_lm, final_logits
 from ..multi_head import multi_head_attention
 from ..softcap import soft_cap
-from ..transformer_decoder import decoder_block, normalize, position_wise
+from ..transformer_decoder import decoder_block, eps_given, normalize, position_wise
 from . import hf, llama, olmo
 
 # The family's computation: its block (sandwich norms) and its model (scaled embeddings, capped
@@ -40,7 +40,7 @@ def _sandwich(params, x, mask=None, *, norm_first=False, **config):
 
 @implements(decoder_block, when=_sandwich, priority=10)
 def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm",
-                   activation="relu", eps=1e-5, cache=None, attention=None, feed_forward=None,
+                   activation="relu", eps=None, cache=None, attention=None, feed_forward=None,
                    memory=None, memory_mask=None, **attention_config):
     """Gemma 2 and 3's block, sandwich norms: each sublayer's output normalised too,
     x = x + post_norm(sublayer(norm(x))) (params "post_self_attention_norm",
@@ -53,8 +53,8 @@ def sandwich_block(params, x, mask=None, *, n_heads, norm_first, norm="layer_nor
     pre = lambda h, name: normalize(h, params[name], norm, eps) if name in params else h  # noqa
     post = lambda h, name: pre(h, f"post_{name}")  # noqa: E731
     out, new_cache = (attention or self_attention)(
-        params["self_attention"], pre(x, "self_attention_norm"), mask, eps=eps, n_heads=n_heads,
-        cache=cache, **attention_config)
+        params["self_attention"], pre(x, "self_attention_norm"), mask, n_heads=n_heads,
+        cache=cache, **eps_given(eps), **attention_config)
     x = x + post(out, "self_attention_norm")
     if memory is not None:
         out = multi_head_attention(params["cross_attention"], pre(x, "cross_attention_norm"),

@@ -17,7 +17,7 @@ from ..engine.variants import implements, show
 from ..kv_cache import self_attention
 from ..language_model import causal_lm
 from ..rope import apply_partial_rope
-from ..transformer_decoder import decoder_block, normalize, position_wise
+from ..transformer_decoder import decoder_block, eps_given, normalize, position_wise
 from . import hf
 
 
@@ -43,7 +43,7 @@ def from_hf(model):
 
 @implements(decoder_block, "parallel", priority=30)
 def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm",
-                   activation="relu", eps=1e-5, cache=None, attention=None, feed_forward=None,
+                   activation="relu", eps=None, cache=None, attention=None, feed_forward=None,
                    memory=None, memory_mask=None, norm_first=False, **attention_config):
     """GPT-NeoX's parallel residual (parallel=True; pre-norm, no cross-attention): both
     sublayers read the block's input, x + attention(norm_1(x)) + feed_forward(norm_2(x)).
@@ -53,8 +53,9 @@ def parallel_block(params, x, mask=None, *, parallel, n_heads, norm="layer_norm"
                                         attention_config.get("n_kv_heads"), norm, activation, eps,
                                         parallel, norm_first)
     h = normalize(x, params["self_attention_norm"], norm, eps)
-    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask, eps=eps,
-                                                   n_heads=n_heads, cache=cache, **attention_config)
+    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask,
+                                                   n_heads=n_heads, cache=cache, **eps_given(eps),
+                                                   **attention_config)
     h = normalize(x, params["feed_forward_norm"], norm, eps)
     x = x + out + (feed_forward or position_wise)(params["feed_forward"], h, activation)
     return x if cache is None else (x, new_cache)

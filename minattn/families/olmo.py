@@ -13,7 +13,7 @@ from ..engine import checks
 from ..engine.decoder_checks import _check_decoder_block
 from ..engine.variants import implements
 from ..kv_cache import self_attention
-from ..transformer_decoder import decoder_block, normalize, position_wise
+from ..transformer_decoder import decoder_block, eps_given, normalize, position_wise
 from . import hf, llama
 
 
@@ -34,7 +34,7 @@ def norms_after_only(params, x=None, mask=None, *, norm_first=False, **config):
 
 @implements(decoder_block, when=norms_after_only, priority=20)
 def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activation="relu",
-          eps=1e-5, cache=None, attention=None, feed_forward=None, memory=None,
+          eps=None, cache=None, attention=None, feed_forward=None, memory=None,
           memory_mask=None, **attention_config):
     """OLMo 2's block: the norms after the sublayers only (params "post_self_attention_norm",
     "post_feed_forward_norm"), x = x + norm(sublayer(x)). Keywords as minattn.decoder_block's."""
@@ -45,8 +45,9 @@ def block(params, x, mask=None, *, n_heads, norm_first, norm="layer_norm", activ
     if memory is not None:  # OLMo 2 is decoder-only: its cross-attention would be left unread
         raise ValueError("memory (cross-attention to an encoder's output) is not supported by "
                          "OLMo 2's block (norms after the sublayers only)")
-    out, new_cache = (attention or self_attention)(params["self_attention"], x, mask, eps=eps,
-                                                   n_heads=n_heads, cache=cache, **attention_config)
+    out, new_cache = (attention or self_attention)(params["self_attention"], x, mask,
+                                                   n_heads=n_heads, cache=cache, **eps_given(eps),
+                                                   **attention_config)
     x = x + normalize(out, params["post_self_attention_norm"], norm, eps)
     out = (feed_forward or position_wise)(params["feed_forward"], x, activation)
     x = x + normalize(out, params["post_feed_forward_norm"], norm, eps)

@@ -7,6 +7,7 @@ What the family changes: Llama's block, with some layers that use no position en
 (NoPE: no_rope_layers[i] == 0): those layers' rope_base is None, and causal_lm rotates nothing
 there.
 """
+from ..engine.param_checks import ROPE_BASE
 from ..engine.variants import implements
 from ..kv_cache import self_attention
 from . import llama
@@ -25,7 +26,7 @@ def from_hf(model):
     return params, kwargs
 
 
-def _no_rope(params, x, mask=None, *, rope_base=10000.0, **config):
+def _no_rope(params, x, mask=None, *, rope_base=ROPE_BASE, **config):
     return rope_base is None
 
 

@@ -12,6 +12,7 @@
     checkpoints/    one module per family: transformers' tensor names and config.json, and
                     llama.cpp's GGUF names and keys, to minattn's params and config (no torch)
     gguf_header.py  a GGUF file's header read in milliseconds, its tensors checked inside the file
+    adapter_files.py  a LoRA adapter checked against a model from both files' headers
     llama_layout.py the Llama name map, shared by the GGUF, safetensors and from_hf paths
     extras.py       the optional packages a loader needs, imported when used (require)
     heads_of_a_model.py  previous-token and induction heads of a loaded LM, scored and ablated

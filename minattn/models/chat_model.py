@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from . import checkpoints
+from .adapter_files import check_adapter
 from .checkpoints import llama
 from .extras import require
 
@@ -208,7 +209,10 @@ def load_language_model(path=None, *, dtype=np.float32, adapter=None):
     folder holding PEFT's LoRA adapter of that model, merged into its weights. Raises
     FileNotFoundError for a missing path or file, ValueError naming the file for one that cannot
     be read, an architecture, tensor type or tokenizer minattn does not support, ImportError with
-    the install command when an extra is missing; all before the weights are converted."""
+    the install command when an extra is missing; all before the weights are converted. An
+    adapter that does not fit the model (its config, a tensor's name or shape) is refused from
+    the files' headers before the model loads, naming the file and the tensor as written in it
+    (adapter_files.py)."""
     dtype = np.dtype(dtype)
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype}")
@@ -217,6 +221,8 @@ def load_language_model(path=None, *, dtype=np.float32, adapter=None):
     if not path.is_dir() and not path.is_file():
         raise FileNotFoundError(f"{str(path)!r} does not exist (give a .gguf file or a folder "
                                 "written by save_pretrained)")
+    if adapter is not None:  # its config, tensor names and shapes, from the files' headers
+        check_adapter(path, adapter)
     model = _load_folder(path, dtype) if path.is_dir() else _load_gguf(path, dtype)
     return model if adapter is None else with_adapter(model, adapter)
 

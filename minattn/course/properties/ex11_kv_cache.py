@@ -47,6 +47,12 @@ def row(positions, b):
     return None if positions is None else positions if positions.ndim == 1 else positions[b]
 
 
+def rope_keywords(positions, base):
+    # RoPE's keywords: positions with their base, or neither (a base without positions is
+    # refused: it would rotate nothing)
+    return {} if positions is None else {"positions": positions, "rope_base": base}
+
+
 def given_kv_heads(n_heads, n_kv_heads):
     # the n_kv_heads a check passes: None (the default) when every query head has its own
     return None if n_kv_heads == n_heads else n_kv_heads
@@ -127,8 +133,8 @@ def _(data):
         for (a, b), mask in zip(chunks, masks):
             out, cache = minattn.self_attention(
                 p, x[..., a:b, :], mask, n_heads=n_heads,
-                n_kv_heads=given_kv_heads(n_heads, n_kv_heads), rope_base=base, cache=cache,
-                positions=None if positions is None else positions[..., a:b])
+                n_kv_heads=given_kv_heads(n_heads, n_kv_heads), cache=cache,
+                **rope_keywords(None if positions is None else positions[..., a:b], base))
             outs.append(np.asarray(out))
         return np.concatenate(outs, axis=-2), cache
 
@@ -199,8 +205,8 @@ def _(data):
     x = data.draw(floats((1, data.draw(sizes, "L"), d_model), dtype=np.float32), "x")
     out, cache = minattn.self_attention(as_dtype(p, np.float32), x, n_heads=n_heads,
                                         n_kv_heads=given_kv_heads(n_heads, n_kv_heads),
-                                        rope_base=base,
-                                        positions=np.arange(x.shape[1]) if rope else None)
+                                        **rope_keywords(np.arange(x.shape[1]) if rope else None,
+                                                        base))
     dtypes = {np.asarray(out).dtype, np.asarray(cache["k"]).dtype, np.asarray(cache["v"]).dtype}
     assert dtypes == {np.dtype(np.float32)}, f"float32 in, {dtypes} out"
 
