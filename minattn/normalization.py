@@ -14,17 +14,24 @@ def feature_mean(a):
     return a @ np.ones_like(a, shape=(a.shape[-1], 1)) / max(a.shape[-1], 1)
 
 
+def feature_mean_of_product(a, b):
+    # [..., D], [..., D] -> [..., 1]: feature_mean(a * b) without making a * b: each row's dot
+    # product, one read of a and b (faster than the product and its mean: docs/benchmarks.md,
+    # "Fewer elementwise passes").
+    return np.einsum("...i,...i->...", a, b)[..., None] / max(a.shape[-1], 1)
+
+
 def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
     # With x̂ = (x - μ) / σ, σ = sqrt(var + eps), and dx̂ = g ⊙ γ, the chain rule through μ and
     # var collapses to  dx = (dx̂ - mean(dx̂) - x̂ ⊙ mean(dx̂ ⊙ x̂)) / σ;  dγ = Σ g ⊙ x̂;  dβ = Σ g.
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)  # eps as the forward's
     centered = x - feature_mean(x)
-    sigma = np.sqrt(feature_mean(centered * centered) + eps)
+    sigma = np.sqrt(feature_mean_of_product(centered, centered) + eps)
     x_hat = centered / sigma
     d_x_hat = g * gamma
     grads = {
         "x": lambda: (d_x_hat - feature_mean(d_x_hat)
-                      - x_hat * feature_mean(d_x_hat * x_hat)) / sigma,
+                      - x_hat * feature_mean_of_product(d_x_hat, x_hat)) / sigma,
         "gamma": lambda: g * x_hat,  # summed over the leading dims by the decorator
         "beta": lambda: g,
         "eps": lambda: np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5,
@@ -42,8 +49,9 @@ def layer_norm(x, gamma, beta, eps=1e-5):
     # torch.nn.LayerNorm (not std + eps, which is a different function).
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
     centered = x - feature_mean(x)  # [..., D]
-    variance = feature_mean(centered * centered)  # [..., 1], biased: / D
-    return centered / np.sqrt(variance + eps) * gamma + beta
+    variance = feature_mean_of_product(centered, centered)  # [..., 1], biased: / D
+    y = np.divide(centered, np.sqrt(variance + eps), out=centered)  # in place: an array of ours
+    return np.add(np.multiply(y, gamma, out=y), beta, out=y)
 
 
 @reads(x=("x", "gamma"), gamma=("x",), eps=("x", "gamma"))  # the tape keeps no output
@@ -51,11 +59,11 @@ def rms_norm_vjp(wrt, g, y, x, gamma, eps):
     # With r = sqrt(mean(x²) + eps), x̂ = x / r and dx̂ = g ⊙ γ:  dx = (dx̂ - x̂ ⊙ mean(dx̂ ⊙ x̂)) / r.
     # eps as the forward's
     x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
-    rms = np.sqrt(feature_mean(x * x) + eps)
+    rms = np.sqrt(feature_mean_of_product(x, x) + eps)
     x_hat = x / rms
     d_x_hat = g * gamma
     grads = {
-        "x": lambda: (d_x_hat - x_hat * feature_mean(d_x_hat * x_hat)) / rms,
+        "x": lambda: (d_x_hat - x_hat * feature_mean_of_product(d_x_hat, x_hat)) / rms,
         "gamma": lambda: g * x_hat,
         "eps": lambda: np.sum(d_x_hat * x_hat / (rms * rms)) * -0.5,
     }
@@ -70,8 +78,9 @@ def rms_norm(x, gamma, eps=1e-6):
     beta. eps must be a non-negative float."""
     # [..., D], [D] -> [..., D]
     x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
-    rms = np.sqrt(feature_mean(x * x) + eps)  # [..., 1]
-    return x / rms * gamma
+    rms = np.sqrt(feature_mean_of_product(x, x) + eps)  # [..., 1]
+    y = x / rms
+    return np.multiply(y, gamma, out=y)  # in place: an array of ours
 
 
 def init_layer_norm(d_model, *, dtype=np.float64):
