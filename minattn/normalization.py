@@ -39,8 +39,26 @@ def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
     return {name: grads[name]() for name in wrt}
 
 
+def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
+    # layer_norm_vjp's operations in its order, on plain arrays, the results written into the
+    # arrays made here (engine/autograd_rules.py, in_place=): equal to it to the last bit.
+    x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
+    centered = x - feature_mean(x)
+    sigma = np.sqrt(feature_mean_of_product(centered, centered) + eps)
+    x_hat = np.divide(centered, sigma, out=centered)
+    d_x_hat = g * gamma
+    grads = {"gamma": g * x_hat if "gamma" in wrt else None, "beta": g,
+             "eps": np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5 if "eps" in wrt else None}
+    if "x" in wrt:  # last: it overwrites x_hat and d_x_hat
+        mean_d, mean_d_x_hat = feature_mean(d_x_hat), feature_mean_of_product(d_x_hat, x_hat)
+        d_x = np.subtract(d_x_hat, mean_d, out=d_x_hat)
+        d_x = np.subtract(d_x, np.multiply(x_hat, mean_d_x_hat, out=x_hat), out=d_x)
+        grads["x"] = np.divide(d_x, sigma, out=d_x)
+    return {name: grads[name] for name in wrt}
+
+
 @float16_in_float32("x")
-@gradient_by_hand(layer_norm_vjp)
+@gradient_by_hand(layer_norm_vjp, in_place=layer_norm_vjp_in_place)
 def layer_norm(x, gamma, beta, eps=1e-5):
     """Normalize each feature vector to mean 0 and variance 1, then scale by gamma and shift by
     beta: x [..., D], gamma [D], beta [D] -> [..., D], as torch.nn.LayerNorm (biased variance,
@@ -70,8 +88,23 @@ def rms_norm_vjp(wrt, g, y, x, gamma, eps):
     return {name: grads[name]() for name in wrt}
 
 
+def rms_norm_vjp_in_place(wrt, g, y, x, gamma, eps):
+    # rms_norm_vjp's operations in its order, on plain arrays, in place: equal to the last bit.
+    x, gamma, _, eps = checks.check_layer_norm(x, gamma, gamma, eps, centered=False)
+    rms = np.sqrt(feature_mean_of_product(x, x) + eps)
+    x_hat = x / rms
+    d_x_hat = g * gamma
+    grads = {"gamma": g * x_hat if "gamma" in wrt else None,
+             "eps": np.sum(d_x_hat * x_hat / (rms * rms)) * -0.5 if "eps" in wrt else None}
+    if "x" in wrt:  # last: it overwrites x_hat and d_x_hat
+        scaled = np.multiply(x_hat, feature_mean_of_product(d_x_hat, x_hat), out=x_hat)
+        d_x = np.subtract(d_x_hat, scaled, out=d_x_hat)
+        grads["x"] = np.divide(d_x, rms, out=d_x)
+    return {name: grads[name] for name in wrt}
+
+
 @float16_in_float32("x")
-@gradient_by_hand(rms_norm_vjp)
+@gradient_by_hand(rms_norm_vjp, in_place=rms_norm_vjp_in_place)
 def rms_norm(x, gamma, eps=1e-6):
     """Root-mean-square normalization (Zhang & Sennrich 2019; Llama's RMSNorm): x [..., D],
     gamma [D] -> x / sqrt(mean(x², -1) + eps) * gamma, computed in x's dtype. No centering and no

@@ -110,3 +110,32 @@ def test_feature_mean_of_product_is_the_mean_of_the_product(d, n, data):
     assert got.shape == (n, 1) and got.dtype == np.float32
     bound = np.abs(a.astype(np.float64) * b).sum(-1, keepdims=True) / max(d, 1)
     assert np.all(np.abs(got - expected) <= 2 * d * np.finfo(np.float32).eps * bound + 1e-30)
+
+
+WANTED = [("x",), ("gamma",), ("beta",), ("eps",), ("x", "gamma", "beta"), ("x", "gamma", "beta", "eps")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wrt", WANTED)
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@given(st.integers(0, 2 ** 32 - 1), st.integers(1, 70))
+def test_in_place_vjps_equal_the_differentiable_ones_to_the_last_bit(norm, wrt, dtype, seed, d):
+    # The same operations in the same order, only written into arrays of their own (the
+    # differentiable VJP is the one second derivatives go through, tests/test_vjps.py).
+    from minattn import normalization
+
+    rng = np.random.default_rng(seed)
+    x, g = (rng.normal(size=(2, 3, d)).astype(dtype) for _ in range(2))
+    gamma, beta = (rng.normal(size=d).astype(dtype) for _ in range(2))
+    if norm == "layer_norm":
+        args = dict(y=None, x=x, gamma=gamma, beta=beta, eps=1e-5)
+        vjp, in_place = normalization.layer_norm_vjp, normalization.layer_norm_vjp_in_place
+    else:
+        wrt = tuple(n for n in wrt if n != "beta")
+        args = dict(y=None, x=x, gamma=gamma, eps=1e-6)
+        vjp, in_place = normalization.rms_norm_vjp, normalization.rms_norm_vjp_in_place
+    expected, got = vjp(wrt, g, **args), in_place(wrt, g, **args)
+    assert sorted(got) == sorted(wrt)
+    for name in wrt:
+        assert got[name].dtype == expected[name].dtype
+        np.testing.assert_array_equal(got[name], expected[name])
