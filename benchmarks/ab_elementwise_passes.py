@@ -1,5 +1,5 @@
 """Two checkouts of minattn in one process: layer_norm and rms_norm (forward; value and
-gradient) and softmax (no mask; causal), the order of the two alternating round by round, for a
+gradient), softmax (no mask; causal) and the attention core's value and gradient, the order of the two alternating round by round, for a
 before/after comparison of their elementwise passes (docs/benchmarks.md, "Fewer elementwise
 passes"). Then the exact forms of a short row's max that were tried against NumPy's own.
 
@@ -65,6 +65,12 @@ for shape in [(12, 8, 64, 64), (32, 8, 32, 32), (4, 8, 256, 64), (32, 8, 128, 12
         assert np.array_equal(old.softmax(x, mask=mask), new.softmax(x, mask=mask))
         interleaved(f"softmax {shape} {'causal' if mask is not None else 'no mask'}",
                     lambda: old.softmax(x, mask=mask), lambda: new.softmax(x, mask=mask))
+for shape in [(32, 8, 128, 64), (12, 8, 64, 64)]:  # the attention core's value and gradient
+    q, k, v, r = (rng.normal(size=shape).astype(np.float32) for _ in range(4))
+    for m in (old, new):
+        m.core_g = lambda m=m: grad(lambda a: anp.sum(m.scaled_dot_product_attention(*a)[0] * r))(
+            (q, k, v))
+    interleaved(f"scaled_dot_product_attention value and gradient {shape}", old.core_g, new.core_g)
 
 
 def halves(x, width=16):  # np.maximum of the row's halves down to `width`, then max

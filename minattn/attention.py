@@ -16,7 +16,7 @@ from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand, kept, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
-from .engine.reductions import row_max
+from .engine.reductions import row_dot, row_max
 from .engine.threads import decoding_or_timed, one_blas_thread
 
 
@@ -86,7 +86,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     with one_blas_thread():
         p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
-        d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
+        d_s = p * (d_p - row_dot(d_p, p))  # softmax's VJP; row_dot: Σ_j dP_j P_j
         grads = {
             "q": lambda: (d_s @ k) * scale,  # dQ = scale · dS K
             "k": lambda: (np.swapaxes(d_s, -1, -2) @ q) * scale,  # dK = scale · dSᵀ Q

@@ -1,5 +1,6 @@
-"""engine/reductions.row_max: NumPy's max along rows, taken down a transposed copy's columns for
-short rows; softmax and the losses shifted by it, their results unchanged to the last bit."""
+"""engine/reductions: row_max, NumPy's max along rows, taken down a transposed copy's columns for
+short rows (softmax and the losses shifted by it, their results unchanged to the last bit); and
+row_dot, each row's dot product."""
 import numpy as np
 import pytest
 from hypothesis import given
@@ -7,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minattn as ma
-from minattn.engine.reductions import SHORT_ROW, row_max
+from minattn.engine.reductions import SHORT_ROW, row_dot, row_max
 
 SPECIAL = st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 6e4, -6e4])
 
@@ -86,3 +87,26 @@ def test_log_sum_exp_and_the_fused_loss_are_unchanged_to_the_last_bit(width):
                                   - np.take_along_axis(rows, targets.reshape(-1)[picked, None], -1),
                                   dtype=np.float64))
     assert value == np.float32(expected_total)
+
+
+@given(st.integers(0, 2 ** 32 - 1), st.integers(0, 300), st.sampled_from([np.float32, np.float64]))
+def test_row_dot_is_the_sum_of_the_product_within_rounding(seed, n, dtype):
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(2, 3, 1, n)).astype(dtype), rng.normal(size=(3, 4, n)).astype(dtype)
+    got = row_dot(a, b)  # broadcasting as a * b does
+    exact = (a.astype(np.float64) * b).sum(-1, keepdims=True)
+    assert got.shape == (2, 3, 4, 1) and got.dtype == dtype
+    bound = (np.abs(a.astype(np.float64)) * np.abs(b)).sum(-1, keepdims=True)
+    assert np.all(np.abs(got - exact) <= 2 * max(n, 1) * np.finfo(dtype).eps * bound)
+
+
+def test_row_dot_is_differentiable_twice():
+    from autograd import grad
+    import autograd.numpy as anp
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3, 5)), rng.normal(size=(2, 3, 5))
+    f = lambda a: anp.sum(row_dot(a, b) ** 2)  # d/da = 2 (a·b) b; d²: 2 b bᵀ along each row
+    np.testing.assert_allclose(grad(f)(a), 2 * (a * b).sum(-1, keepdims=True) * b, rtol=1e-12)
+    second = grad(lambda a: anp.sum(grad(f)(a)))(a)
+    np.testing.assert_allclose(second, 2 * b * b.sum(-1, keepdims=True), rtol=1e-12)
