@@ -16,6 +16,7 @@ from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand, kept, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
+from .engine.reductions import row_dot, row_max
 from .engine.threads import decoding_or_timed, one_blas_thread
 
 
@@ -48,7 +49,7 @@ def softmax(x, axis=-1, mask=None):
     # masked row has max -inf: shift it by 0 instead, so no inf - inf appears. A row holding NaN
     # or +inf is shifted by NaN, so it comes back all NaN (as torch's), quietly.
     # (x_max, e and total are arrays made here, changed in place: no more copies of the scores.)
-    x_max = x.max(axis=axis, keepdims=True)
+    x_max = row_max(x, axis)  # x.max(axis, keepdims=True), faster on short rows
     x_max[x_max == -np.inf] = 0.0
     x_max[x_max == np.inf] = np.nan
     e = x - x_max if mask is None else np.subtract(x, x_max, out=x)  # x: where's new array
@@ -85,7 +86,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     with one_blas_thread():
         p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
         d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
-        d_s = p * (d_p - np.sum(d_p * p, axis=-1, keepdims=True))  # softmax's VJP
+        d_s = p * (d_p - row_dot(d_p, p))  # softmax's VJP; row_dot: Σ_j dP_j P_j
         grads = {
             "q": lambda: (d_s @ k) * scale,  # dQ = scale · dS K
             "k": lambda: (np.swapaxes(d_s, -1, -2) @ q) * scale,  # dK = scale · dSᵀ Q

@@ -54,3 +54,88 @@ def test_dtype_is_preserved(dtype):
     assert ma.layer_norm(x, np.ones(4, dtype), np.zeros(4, dtype)).dtype == dtype
     # eps read from a config as a NumPy float64 scalar must not upcast float32 either.
     assert ma.layer_norm(x, np.ones(4, dtype), np.zeros(4, dtype), eps=np.float64(1e-5)).dtype == dtype
+
+
+@st.composite
+def float32_rows(draw):
+    # [n, D] float32 rows, D wide enough that the mean of squares is a real sum
+    shape = (draw(st.integers(1, 6)), draw(st.integers(2, 96)))
+    x = draw(float_arrays(shape, np.float32, bound=100.0))
+    assume((x.std(-1) > 1e-2).all())
+    return x
+
+
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@given(float32_rows(), st.data())
+def test_float32_norms_stay_within_float32_rounding_of_the_float64_formula(norm, x, data):
+    # The mean square is a row's dot product with itself (normalization.feature_mean_of_product)
+    # and the forward divides and scales in place: float32 throughout, as close to the float64
+    # formula as float32 arithmetic can be.
+    d = x.shape[-1]
+    gamma, beta = (data.draw(float_arrays((d,), np.float32)) for _ in range(2))
+    x64, gamma64, beta64 = (a.astype(np.float64) for a in (x, gamma, beta))
+    if norm == "layer_norm":
+        centered = x64 - x64.mean(-1, keepdims=True)
+        expected = centered / np.sqrt((centered ** 2).mean(-1, keepdims=True) + 1e-5) * gamma64 \
+            + beta64
+        y = ma.layer_norm(x, gamma, beta, eps=1e-5)
+    else:
+        expected = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * gamma64
+        y = ma.rms_norm(x, gamma, eps=1e-6)
+    assert y.dtype == np.float32
+    # a few float32 ulps of each term's size (the normalized row is at most sqrt(D) in size)
+    scale = np.sqrt(d) * np.abs(gamma64) + np.abs(beta64 if norm == "layer_norm" else 0)
+    assert np.all(np.abs(y - expected) <= 8 * np.finfo(np.float32).eps * scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+def test_norms_leave_their_arguments_unchanged(norm, dtype):
+    # The forward works in place on arrays it makes itself, never on the caller's.
+    rng = np.random.default_rng(0)
+    x, gamma, beta = (rng.normal(size=s).astype(dtype) for s in ((3, 5, 8), (8,), (8,)))
+    before = [a.copy() for a in (x, gamma, beta)]
+    ma.layer_norm(x, gamma, beta) if norm == "layer_norm" else ma.rms_norm(x, gamma)
+    for a, b in zip((x, gamma, beta), before):
+        np.testing.assert_array_equal(a, b)
+
+
+@given(st.integers(0, 40), st.integers(1, 5), st.data())
+def test_feature_mean_of_product_is_the_mean_of_the_product(d, n, data):
+    from minattn.normalization import feature_mean_of_product
+
+    a, b = (data.draw(float_arrays((n, d), np.float32)) for _ in range(2))
+    got = feature_mean_of_product(a, b)
+    expected = (a.astype(np.float64) * b).sum(-1, keepdims=True) / max(d, 1)  # D = 0: zeros
+    assert got.shape == (n, 1) and got.dtype == np.float32
+    bound = np.abs(a.astype(np.float64) * b).sum(-1, keepdims=True) / max(d, 1)
+    assert np.all(np.abs(got - expected) <= 2 * d * np.finfo(np.float32).eps * bound + 1e-30)
+
+
+WANTED = [("x",), ("gamma",), ("beta",), ("eps",), ("x", "gamma", "beta"), ("x", "gamma", "beta", "eps")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("wrt", WANTED)
+@pytest.mark.parametrize("norm", ["layer_norm", "rms_norm"])
+@given(st.integers(0, 2 ** 32 - 1), st.integers(1, 70))
+def test_in_place_vjps_equal_the_differentiable_ones_to_the_last_bit(norm, wrt, dtype, seed, d):
+    # The same operations in the same order, only written into arrays of their own (the
+    # differentiable VJP is the one second derivatives go through, tests/test_vjps.py).
+    from minattn import normalization
+
+    rng = np.random.default_rng(seed)
+    x, g = (rng.normal(size=(2, 3, d)).astype(dtype) for _ in range(2))
+    gamma, beta = (rng.normal(size=d).astype(dtype) for _ in range(2))
+    if norm == "layer_norm":
+        args = dict(y=None, x=x, gamma=gamma, beta=beta, eps=1e-5)
+        vjp, in_place = normalization.layer_norm_vjp, normalization.layer_norm_vjp_in_place
+    else:
+        wrt = tuple(n for n in wrt if n != "beta")
+        args = dict(y=None, x=x, gamma=gamma, eps=1e-6)
+        vjp, in_place = normalization.rms_norm_vjp, normalization.rms_norm_vjp_in_place
+    expected, got = vjp(wrt, g, **args), in_place(wrt, g, **args)
+    assert sorted(got) == sorted(wrt)
+    for name in wrt:
+        assert got[name].dtype == expected[name].dtype
+        np.testing.assert_array_equal(got[name], expected[name])

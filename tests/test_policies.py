@@ -316,3 +316,41 @@ def test_gradient_by_hand_keeps_only_what_the_wanted_gradients_read():
     np.testing.assert_allclose(grad(lambda x: anp.sum(product(x, w)))(x), np.tile(w, (2, 1)))
     assert seen["x"].shape == x.shape and seen["x"].dtype == x.dtype and seen["x"].strides == (0, 0)
     np.testing.assert_array_equal(seen["w"], w)
+
+
+def _cube_with_an_in_place_vjp(calls):
+    def cube_vjp(wrt, g, y, x):
+        calls.append("vjp")
+        return {"x": g * 3 * x * x}
+
+    def cube_vjp_in_place(wrt, g, y, x):
+        calls.append("in place")
+        d = np.multiply(x, x)
+        return {"x": np.multiply(g * 3, d, out=d)}
+
+    @gradient_by_hand(cube_vjp, in_place=cube_vjp_in_place)
+    def cube(x):
+        return x * x * x
+
+    return cube
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_in_place_vjp_is_called_where_g_and_the_arguments_are_plain_and_of_one_dtype(dtype):
+    calls = []
+    cube = _cube_with_an_in_place_vjp(calls)
+    x = np.linspace(-1, 1, 7).astype(dtype)
+    assert grad(lambda a: anp.sum(cube(a)))(x).dtype == dtype
+    assert calls == ["in place"]
+
+
+def test_mixed_dtypes_and_second_derivatives_go_through_the_differentiable_vjp():
+    calls = []
+    cube = _cube_with_an_in_place_vjp(calls)
+    x = np.linspace(-1, 1, 7).astype(np.float32)
+    grad(lambda a: anp.sum(cube(a) * np.float64(2.0) * np.ones(7)))(x)  # g is float64, x float32
+    assert calls == ["vjp"]
+    calls.clear()
+    second = grad(lambda a: anp.sum(grad(lambda b: anp.sum(cube(b)))(a)))(x.astype(np.float64))
+    np.testing.assert_allclose(second, 6 * x.astype(np.float64), rtol=1e-12)  # d²/dx² x³ = 6x
+    assert calls == ["vjp"]  # x was a box of the outer differentiation

@@ -40,6 +40,12 @@ VJP is g times them: the tape keeps those gradients alone, none of the arguments
 computed on plain arrays, so they are not differentiated again: a second derivative through such
 a function is refused (NotImplementedError), not returned as zero.
 
+`@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients by
+the same operations in the same order, writing them (`out=`) into arrays it makes itself: fewer
+fresh arrays, results equal to the last bit (layer_norm's, tests/test_layer_norm.py). It is
+called where g and every array argument are plain arrays of one dtype; where the backward pass is
+differentiated again (second derivatives) or dtypes mix, the differentiable vjp is.
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
@@ -58,7 +64,7 @@ from autograd.tracer import getval, isbox
 from .signatures import binder, call_by_name
 
 
-def gradient_by_hand(vjp, *, unless=None):
+def gradient_by_hand(vjp, *, unless=None, in_place=None):
     """Decorator: see the module docstring."""
     def decorate(f):
         names, bind = binder(f)
@@ -78,7 +84,8 @@ def gradient_by_hand(vjp, *, unless=None):
                 values = tuple(v if n in kept else _stand_in(v) for n, v in zip(names, values))
 
             def backward(g):
-                grads = vjp(wrt, g, outputs, **dict(zip(names, values)))
+                by = in_place if in_place is not None and _plain_of_one_dtype(g, values) else vjp
+                grads = by(wrt, g, outputs, **dict(zip(names, values)))
                 return tuple(unbroadcast_f(values[i], lambda _, n=n: grads[n])(None)
                              for i, n in zip(argnums, wrt))
 
@@ -104,6 +111,13 @@ def gradient_by_hand(vjp, *, unless=None):
         return with_gradient_by_hand
 
     return decorate
+
+
+def _plain_of_one_dtype(g, values):
+    # Whether g and the arguments are plain arrays (this backward pass is not differentiated
+    # again) of one dtype (so writing a result into an array of the VJP's own changes no dtype).
+    arrays = [v for v in (g, *values) if hasattr(v, "dtype") or isbox(v)]
+    return not any(map(isbox, arrays)) and len({a.dtype for a in arrays}) == 1
 
 
 def gradient_with_the_value(value_and_grads):

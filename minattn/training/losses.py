@@ -10,6 +10,7 @@ array of logits is kept (its gradient computed with its value, engine/autograd_r
 import numpy as np
 
 from ..engine.autograd_rules import gradient_by_hand, gradient_with_the_value
+from ..engine.reductions import row_max
 from ..language_model import unembedding
 
 
@@ -37,7 +38,7 @@ def counted_nll_sum(logits, targets, counted):
 
 def _log_sum_exp(x):
     # [..., V] -> [..., 1], shifted by the row's max as softmax is
-    top = np.max(x, axis=-1, keepdims=True)
+    top = row_max(x)
     return top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True))
 
 
@@ -57,7 +58,7 @@ def unembedded_nll_and_gradient(wrt, h, w, b, targets, counted):
         chunk = rows[start:start + max(1, CHUNK_ELEMENTS // v)]
         logits = h_rows[chunk] @ w if b is None else h_rows[chunk] @ w + b  # [C, V]
         picked = np.take_along_axis(logits, picks[start:start + len(chunk), None], axis=-1)
-        top = np.max(logits, axis=-1, keepdims=True)  # [C, 1], shifted as softmax is
+        top = row_max(logits)  # [C, 1], shifted as softmax is
         e = np.exp(np.subtract(logits, top, out=logits), out=logits)  # in place: one exp
         sums = np.sum(e, axis=-1, keepdims=True)  # [C, 1]
         total += float(np.sum(top + np.log(sums) - picked, dtype=np.float64))

@@ -1,0 +1,35 @@
+"""Reductions along short rows, in a faster order than NumPy's reduction along each row.
+
+    row_max(x, axis=-1)    x.max(axis, keepdims=True), the shift of softmax and log-sum-exp
+    row_dot(a, b)          (a * b).sum(-1, keepdims=True) without making a * b
+
+NumPy reduces along each contiguous row with one call of its inner loop, and its float32 max
+does so several times slower per element than a sum, so that on rows of attention scores
+(64 keys) finding the max costs as much as the exp. Down a column instead, the max is one
+elementwise maximum of long rows after another. So for rows of at most SHORT_ROW elements along
+the last axis, row_max takes the max of the transposed copy's columns: the same comparisons of
+the same numbers, the same max (NaN where a row holds one), faster by more than the copy costs
+(docs/benchmarks.md, "Fewer elementwise passes"). Only the sign of a zero max may differ, which
+no shift by it can tell apart (x - 0 and x - (-0) are the same number for every x but -0, whose
+exp is 1 either way). Wider rows, other axes and 1-d x are reduced as NumPy does.
+
+row_dot is each row's dot product (einsum): one read of a and b, no product made, and faster
+than NumPy's sum along rows of a few hundred; the same sum in float32 up to its order (a few
+ulps), differentiable by autograd (layer_norm's mean square, the attention VJP's Σ dP ⊙ P).
+"""
+import autograd.numpy as np
+
+SHORT_ROW = 64
+
+
+def row_max(x, axis=-1):
+    """x [..., n] -> x.max(axis, keepdims=True): see the module docstring."""
+    if x.ndim < 2 or axis not in (-1, x.ndim - 1) or not 1 < x.shape[-1] <= SHORT_ROW:
+        return x.max(axis=axis, keepdims=True)
+    columns = x.swapaxes(-1, -2).copy()  # [..., n, L], C order: each row's entries a column
+    return columns.max(axis=-2)[..., None]  # [..., L, 1]
+
+
+def row_dot(a, b):
+    """a, b [..., n] (broadcasting) -> Σ_i a_i b_i [..., 1]: see the module docstring."""
+    return np.einsum("...i,...i->...", a, b)[..., None]
