@@ -11,20 +11,23 @@ the last axis, row_max takes the max of the transposed copy's columns: the same 
 the same numbers, the same max (NaN where a row holds one), faster by more than the copy costs
 (docs/benchmarks.md, "Fewer elementwise passes"). Only the sign of a zero max may differ, which
 no shift by it can tell apart (x - 0 and x - (-0) are the same number for every x but -0, whose
-exp is 1 either way). Wider rows, other axes and 1-d x are reduced as NumPy does.
+exp is 1 either way). Wider rows, other axes, 1-d x and GPU arrays are reduced as NumPy (or
+CuPy) does.
 
 row_dot is each row's dot product (einsum): one read of a and b, no product made, and faster
 than NumPy's sum along rows of a few hundred; the same sum in float32 up to its order (a few
 ulps), differentiable by autograd (layer_norm's mean square, the attention VJP's Σ dP ⊙ P).
 """
 import autograd.numpy as np
+import numpy
 
 SHORT_ROW = 64
 
 
 def row_max(x, axis=-1):
     """x [..., n] -> x.max(axis, keepdims=True): see the module docstring."""
-    if x.ndim < 2 or axis not in (-1, x.ndim - 1) or not 1 < x.shape[-1] <= SHORT_ROW:
+    if not isinstance(x, numpy.ndarray) or x.ndim < 2 or axis not in (-1, x.ndim - 1) or \
+            not 1 < x.shape[-1] <= SHORT_ROW:  # (a GPU array: its own reduction)
         return x.max(axis=axis, keepdims=True)
     columns = x.swapaxes(-1, -2).copy()  # [..., n, L], C order: each row's entries a column
     return columns.max(axis=-2)[..., None]  # [..., L, 1]
