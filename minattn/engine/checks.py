@@ -13,6 +13,7 @@ import types
 import autograd.numpy as np
 import numpy
 from autograd.builtins import DictBox, SequenceBox
+from autograd.numpy.numpy_boxes import ArrayBox
 from autograd.tracer import getval, isbox
 
 # Under autograd.grad, dicts and lists of params arrive boxed; they still count as dicts/lists.
@@ -104,6 +105,10 @@ def _broadcast_sizes(shapes):
 
 
 def _plain_float(x):
+    # A NumPy float array, or one boxed by autograd while a gradient is recorded (the same
+    # checks hold, without the general path's conversions)
+    if type(x) is ArrayBox:
+        x = x._value
     return type(x) is numpy.ndarray and x.dtype.kind == "f"
 
 
