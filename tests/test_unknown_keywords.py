@@ -58,16 +58,33 @@ def test_several_unknown_keywords_are_all_named():
         ma.causal_lm(LM, TOKENS, bogus=1, rope_bse=2.0, **CONFIG)
 
 
+def _plug(params, x, mask=None, *, n_heads, n_kv_heads=None, d_k=None, positions=None, eps=1e-6,
+          cache=None, width=None):
+    # an attention plug with a keyword of its own, width
+    return ma.self_attention(params, x, mask, n_heads=n_heads, n_kv_heads=n_kv_heads, d_k=d_k,
+                             positions=positions, eps=eps, cache=cache)
+
+
 def test_a_plugged_attention_takes_its_own_keywords():
     # attention= (one function or one a layer) adds the keywords it names; minattn's are kept
-    def plug(params, x, mask=None, *, n_heads, cache=None, width=None, **config):
-        return ma.self_attention(params, x, mask, n_heads=n_heads, cache=cache, **config)
-
-    out = ma.causal_lm(LM, TOKENS, attention=plug, width=3, **CONFIG)
+    out = ma.causal_lm(LM, TOKENS, attention=_plug, width=3, **CONFIG)
     np.testing.assert_array_equal(out, ma.causal_lm(LM, TOKENS, **CONFIG))
-    ma.causal_lm(LM, TOKENS, attention=[plug, plug], width=[3, 4], **CONFIG)
-    with pytest.raises(TypeError, match="causal_lm.. got unknown keyword argument 'depth'"):
-        ma.causal_lm(LM, TOKENS, attention=plug, depth=3, **CONFIG)
+    ma.causal_lm(LM, TOKENS, attention=[_plug, _plug], width=[3, 4], **CONFIG)
+    hooked = ma.causal_lm(LM, TOKENS, attention=_plug, width=3, hooks={}, **CONFIG)  # wrapped
+    np.testing.assert_array_equal(hooked, out)
+    with pytest.raises(TypeError, match="decoder_block.. got unknown keyword argument 'depth'"):
+        ma.decoder_block(LM["layers"][0], X, n_heads=H, attention=_plug, depth=3)
+    for config in ({"attention": _plug}, {"attention": _plug, "hooks": {}}):
+        with pytest.raises(TypeError, match="causal_lm.. got unknown keyword argument 'depth'"):
+            ma.causal_lm(LM, TOKENS, depth=3, **config, **CONFIG)
+
+
+def test_a_plug_that_takes_any_keyword_is_not_second_guessed():
+    # a plug with **keywords may read any: nothing is refused on its behalf
+    def anything(params, x, mask=None, *, n_heads, cache=None, **config):
+        return ma.self_attention(params, x, mask, n_heads=n_heads, cache=cache)
+
+    ma.causal_lm(LM, TOKENS, attention=anything, depth=3, **CONFIG)
 
 
 def test_the_keywords_taken_follow_the_signature_a_dispatched_function_shows():

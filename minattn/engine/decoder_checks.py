@@ -347,8 +347,12 @@ def check_keywords(where, config, takers):
     an unknown keyword, raised before anything is computed, where the call was made, not from a
     sublayer deep inside. A taker names the keywords of the signature it shows: a dispatched
     function's lists its variants' (engine/variants.py), so a variant's keyword is taken where
-    its file is imported."""
+    its file is imported; its **keywords go on to the takers beside it. A plug (a function with
+    no signature shown: attention=) that takes **keywords may take any, and config is not
+    checked."""
     names = [_keywords(taker) for taker in takers]
+    if None in names:
+        return
     taken = names[0] if len(names) == 1 else frozenset().union(*names)
     unknown = [key for key in config if key not in taken]
     if unknown:
@@ -368,7 +372,7 @@ _PLUGS = weakref.WeakKeyDictionary()
 
 
 def _keywords(function):
-    # -> the names function takes by keyword only
+    # -> the names function takes by keyword only; None for a plug that takes **keywords (any)
     shown = getattr(function, "__signature__", None)
     if shown is not None:
         kept = _SHOWN.get(id(shown))
@@ -376,13 +380,16 @@ def _keywords(function):
             kept = _SHOWN[id(shown)] = (shown, _keyword_only(shown))
         return kept[1]
     if not isinstance(function, types.FunctionType):  # a partial, a callable object: read anew
-        return _keyword_only(inspect.signature(function))
+        return _keyword_only(inspect.signature(function), plug=True)
     if function not in _PLUGS:
-        _PLUGS[function] = _keyword_only(inspect.signature(function))
+        _PLUGS[function] = _keyword_only(inspect.signature(function), plug=True)
     return _PLUGS[function]
 
 
-def _keyword_only(signature):
+def _keyword_only(signature, plug=False):
+    kinds = {p.kind for p in signature.parameters.values()}
+    if plug and inspect.Parameter.VAR_KEYWORD in kinds:
+        return None
     return frozenset(name for name, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY)
 
 
