@@ -18,8 +18,9 @@ import autograd.numpy as np
 from autograd import value_and_grad
 
 import minattn as ma
-from minattn.models.count_task import adam_init, adam_update, cross_entropy
+from minattn.loss import cross_entropy
 from minattn.sinks import streaming_cache
+from minattn.training.optimizer import adamw_init, adamw_update
 
 V, BOS, LENGTH = 16, 0, 32
 CONFIG = {"n_heads": 2, "norm": "rms_norm", "activation": "swiglu", "position": "rope"}
@@ -39,10 +40,10 @@ def train(rng, chain, steps):
     params, _ = ma.init_causal_lm(rng, V, 2, 32, 2, 64, position="rope", norm="rms_norm",
                                   activation="swiglu", bias=False, tied=False)
     loss = lambda p, x: cross_entropy(ma.causal_lm(p, x[:, :-1], **CONFIG), x[:, 1:])
-    state, loss_and_grad = adam_init(params), value_and_grad(loss)
+    state, loss_and_grad = adamw_init(params), value_and_grad(loss)
     for _ in range(steps):
         _, grads = loss_and_grad(params, sample(rng, chain, 32, LENGTH + 1))
-        params, state = adam_update(params, grads, state, lr=1e-2)
+        params, state = adamw_update(params, grads, state, lr=1e-2, weight_decay=0.0)  # Adam
     return params
 
 

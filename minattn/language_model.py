@@ -11,7 +11,7 @@ from .engine.decoder_checks import POSITIONS, check_causal_lm
 from .engine.param_checks import ROPE_BASE
 from .linear import linear, rows
 from .masks import causal_mask
-from .transformer_decoder import decoder, init_decoder, normalize
+from .transformer_decoder import decoder, init_decoder, normalize, takers
 
 
 def init_causal_lm(rng, vocab_size, n_layers, d_model, n_heads, d_ff, *, position="learned",
@@ -70,9 +70,9 @@ def causal_lm(params, tokens, attention_mask=None, *, n_heads, activation="gelu_
     returns in place of the logits, from the final hidden state h [B, n, D] (a training loss
     fused with the unembedding: minattn/training/losses.py)."""
     # int [B, L] -> [B, L, V]
-    params, tokens, attention_mask, past = check_causal_lm(params, tokens, attention_mask, n_heads,
-                                                           activation, position, cache,
-                                                           logits_to_keep, block_config)
+    params, tokens, attention_mask, past = check_causal_lm(
+        params, tokens, attention_mask, n_heads, activation, position, cache, logits_to_keep,
+        block_config, takers(block_config))
     positions = _positions(attention_mask, past, tokens.shape[-1], tokens)  # [L], or [B, L]
     x = (embed or _embed)(params, tokens)  # [B, L, D]
     if position == "learned":

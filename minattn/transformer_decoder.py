@@ -15,7 +15,7 @@ from .engine import checks, variants
 from .engine.param_checks import ROPE_BASE
 from .engine.threads import block_of_a_prompt, blocks_of_a_width, threads_chosen_by_timing
 from .engine.decoder_checks import _check_config, _check_decoder, _check_decoder_block, \
-    check_head_width
+    check_head_width, check_keywords
 from .kv_cache import self_attention
 from .linear import project
 from .multi_head import init_multi_head_attention, multi_head_attention
@@ -113,9 +113,8 @@ def decoder_block(params, x, mask=None, *, memory=None, memory_mask=None, n_head
                                              attention_config.get("n_kv_heads"), norm, activation,
                                              eps, False, norm_first)
     h = _normalize(x, params["self_attention_norm"], norm, eps) if norm_first else x
-    out, new_cache = (attention or self_attention)(params["self_attention"], h, mask,
-                                                   n_heads=n_heads, cache=cache, **eps_given(eps),
-                                                   **attention_config)
+    out, new_cache = _self_attention(attention, params["self_attention"], h, mask, eps,
+                                     n_heads=n_heads, cache=cache, **attention_config)
     x = x + out if norm_first else _normalize(x + out, params["self_attention_norm"], norm, eps)
     if memory is not None:  # cross-attention: the queries are x, the keys and values the memory
         attend = lambda h: multi_head_attention(params["cross_attention"], h, memory, memory,  # noqa
@@ -132,6 +131,15 @@ decoder_block = variants.dispatch(decoder_block, shows={  # the attention's keyw
     "n_kv_heads": None, "d_k": None, "positions": None, "rope_base": ROPE_BASE,
     "rope_scaling": None})
 decoder_block = threads_chosen_by_timing(block_of_a_prompt, blocks_of_a_width)(decoder_block)
+
+
+def _self_attention(attention, params, h, mask, eps, **config):
+    # The block's self-attention sublayer: attention= where given, else minattn's, given the
+    # block's eps where one was given (eps_given); a keyword that neither takes is refused by
+    # name at the block (not from inside the attention).
+    check_keywords("decoder_block", config, (self_attention, attention) if attention else
+                   (self_attention,))
+    return (attention or self_attention)(params, h, mask, **eps_given(eps), **config)
 
 
 def _residual(x, sublayer, norm_params, norm, eps, norm_first):
@@ -153,6 +161,7 @@ def init_decoder(rng, n_layers, d_model, n_heads, d_ff, *, final_norm=False, **b
     """-> {"layers": [block params] * n_layers} (+ "final_norm"); block_config as
     init_decoder_block (n_kv_heads, cross_attention, norm, activation, bias, dtype)."""
     n_layers = checks.check_size("n_layers", n_layers)
+    check_keywords("init_decoder", block_config, (init_decoder_block,))
     params = {"layers": [init_decoder_block(rng, d_model, n_heads, d_ff, **block_config)
                          for _ in range(n_layers)]}
     if final_norm:
@@ -169,7 +178,7 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
     holds one entry per layer: local and global layers with their own windows (masks) or RoPE
     bases."""
     # [..., L, D] -> [..., L, D]
-    layers = _check_decoder(params, cache, mask, config)
+    layers = _check_decoder(params, cache, mask, config, takers(config))
     new_cache = []
     for i, layer in enumerate(layers):
         out = decoder_block(layer, x, mask[i] if isinstance(mask, list) else mask, memory=memory,
@@ -180,6 +189,14 @@ def decoder(params, x, mask=None, *, memory=None, memory_mask=None, cache=None, 
     if "final_norm" in params:
         x = _final_norm(params["final_norm"], x, config)
     return x if cache is None else (x, tuple(new_cache))
+
+
+def takers(config):
+    """The functions a decoder's config reaches (decoder_block, and its attention: minattn's, and
+    config's attention= plug, one or a list, where given), whose keywords it may hold."""
+    plugs = config.get("attention")
+    plugs = plugs if isinstance(plugs, list) else [plugs]
+    return (decoder_block, self_attention, *(plug for plug in plugs if plug is not None))
 
 
 def layer_config(config, layers):

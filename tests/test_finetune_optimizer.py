@@ -43,6 +43,59 @@ def test_adamw_equals_torch_adamw_step_by_step(weight_decay, betas, eps):
     assert state["step"] == 6
 
 
+def test_adamw_without_weight_decay_equals_torch_adam_step_by_step():
+    # weight_decay=0 is Adam as torch.optim.Adam computes it (eps after the bias-corrected root,
+    # not Kingma & Ba's placement): the toy tasks' trainers (minattn/models/) take this step.
+    rng = np.random.default_rng(1)
+    params = _tree(rng)
+    tensors = [torch.tensor(p, requires_grad=True) for p in leaves(params)]
+    optimizer = torch.optim.Adam(tensors, lr=0.05, eps=1e-3)  # a large eps: its placement shows
+    state = adamw_init(params)
+    for _ in range(6):
+        grads = _tree(rng)
+        for tensor, g in zip(tensors, leaves(grads)):
+            tensor.grad = torch.tensor(g)
+        optimizer.step()
+        params, state = adamw_update(params, grads, state, lr=0.05, eps=1e-3, weight_decay=0.0)
+        for tensor, p in zip(tensors, leaves(params)):
+            np.testing.assert_allclose(p, tensor.detach().numpy(), rtol=1e-14, atol=1e-15)
+
+
+def test_adamw_without_weight_decay_minimizes_a_quadratic():
+    params = {"x": np.array([3.0, -2.0])}
+    state = adamw_init(params)
+    for _ in range(500):
+        grads = {"x": 2 * (params["x"] - np.array([1.0, 0.5]))}
+        params, state = adamw_update(params, grads, state, lr=0.05, weight_decay=0.0)
+    np.testing.assert_allclose(params["x"], [1.0, 0.5], atol=1e-3)
+
+
+def test_every_trainer_in_the_package_steps_with_the_one_adamw():
+    # No second Adam anywhere under minattn/: an optimizer function is defined in
+    # training/optimizer.py only, and every module that trains imports its step from there.
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "minattn"
+    defined, trainers = [], []
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+        defined += [f"{path.relative_to(package)}:{n}" for n in names
+                    if n.lower().startswith("adam")]
+        if any(n.startswith("train_") for n in names):
+            trainers.append(path)
+    assert sorted(defined) == ["training/optimizer.py:adamw_init",
+                               "training/optimizer.py:adamw_update"], defined
+    assert len(trainers) >= 3  # count_task, sorting_lm, induction (and more)
+    for path in trainers:
+        text = path.read_text(encoding="utf-8")
+        imported = [line for line in text.splitlines()
+                    if line.startswith("from ") and "optimizer import" in line and "adamw" in line]
+        uses_loop = "training.loop import" in text or "from ..training import loop" in text
+        assert imported or uses_loop, f"{path.name} trains without the package's AdamW"
+
+
 def test_adamw_bias_correction_makes_the_first_step_lr_times_the_sign():
     # m / sqrt(v) after one step, corrected, is g / |g|: the first step is lr (less eps's share).
     params = {"w": np.array([1.0, -2.0, 3.0])}

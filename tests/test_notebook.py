@@ -44,7 +44,7 @@ def test_the_notebook_holds_the_first_reading_and_runs_its_examples_as_code():
     assert "## 14. SmolLM2: load, ask, look" in text
     assert "# Second reading" not in text and "## 15." not in text
     assert not any(">>>" in c or c.startswith("%%") for c in code)  # prompts gone, no shell
-    assert any("lm_loss" in c and "adam_update" in c for c in code)  # the training loop runs
+    assert any("lm_loss" in c and "adamw_update" in c for c in code)  # the training loop runs
     # each section's answers, folded right after its questions, in one markdown cell each
     markdown = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
     assert sum(m.count("<details><summary>Answers to") for m in markdown) == 14

@@ -1,7 +1,6 @@
 """`python -m minattn chat`: talk with a real language model (SmolLM2-135M-Instruct, or a .gguf file
 or save_pretrained folder) on minattn; its reply streams as it is generated."""
 import argparse
-import contextlib
 import sys
 import time
 
@@ -10,8 +9,8 @@ import numpy as np
 from ..models.conversation import ChatCache
 from .arguments import (TEMPERATURE_MAX, message_text, model_path, non_negative_int, positive_int,
                         probability, temperature, thread_count, utf8_text)
-from .common import (UsageError, counted, examples, language_model_file, load_language_model,
-                     model_file_refused)
+from .common import (UsageError, blas_threads, counted, examples, language_model_file,
+                     load_language_model, model_file_refused)
 
 
 def add_command(commands):
@@ -64,20 +63,6 @@ def run(args):
         if model.chat_template is None:  # a file whose header could not be read cheaply
             raise _no_chat_template(path)
         return _talk(model, args)
-
-
-@contextlib.contextmanager
-def blas_threads(n):
-    # --threads: BLAS (OpenBLAS, MKL, ...) on n threads for the whole run, as threadpoolctl sets
-    # them (minattn/engine/threads.py then switches to one thread inside attention's core, and
-    # back to n; a decode step runs on n or on one, chosen by timing).
-    if n is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield
 
 
 def _check_sampling(args):

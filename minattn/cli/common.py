@@ -171,6 +171,22 @@ def load_language_model(path, adapter=None):
 
 
 @contextlib.contextmanager
+def blas_threads(n):
+    """--threads (chat, finetune): BLAS (OpenBLAS, MKL, ...) on n threads for the whole run, as
+    threadpoolctl sets them (minattn/engine/threads.py then switches to one thread inside
+    attention's core, and back to n; a decode step runs on n or on one, chosen by timing); None:
+    as BLAS is."""
+    if n is None:
+        yield
+        return
+    # lazy: the engine runs without threadpoolctl (engine/threads.py); only --threads needs it
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
+
+
+@contextlib.contextmanager
 def training_run(out, steps, state, unit):
     """A training command's run (finetune, shakespeare): yields (bar, progress), the progress bar
     on stderr and progress(step, loss, n), the training loop's callback (the loss and `unit`s a

@@ -12,13 +12,22 @@ import argparse
 import hashlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from ..display.plot import save_curve  # matplotlib is imported by save_curve, when it draws
+from ..engine.files import write_replacing
+from ..engine.lora_checks import check_rank
+from ..language_model import causal_lm
+from ..lora import init_lora, merge, save_adapter  # importing lora registers causal_lm's lora=
+from ..models.adapter_files import adapted_weights
+from ..training import chat_data, loop, losses
+from ..training.checkpoints import CHECKPOINT, load_checkpoint
 from .arguments import (fraction, lora_targets, model_path, non_negative_float, non_negative_int,
                         positive_float, positive_int, thread_count)
-from .common import (UsageError, examples, figure_left_out, language_model_file,
+from .common import (UsageError, blas_threads, examples, figure_left_out, language_model_file,
                      load_language_model, training_run)
 
 CURVE = "loss.png"
@@ -87,9 +96,6 @@ def add_command(commands):
 
 
 def run(args):
-    from ..training import loop, losses
-    from .chat import blas_threads
-
     model_file, data = _check_model(args.model), args.data
     train, held_out, eval_file, split = _examples(data, args.eval)
     out = _check_out(Path(args.out), args.resume)
@@ -121,7 +127,7 @@ def run(args):
         trainable = layers if state is None else state["trainable"]
         before = _evaluate(model, loss_sum, layers, encoded["held out"], held_out, args, pad)
         print(f"held out, before: {_said(before)}", flush=True)
-        state = _train(loop, loss_sum, trainable, encoded["train"], args, pad, out, state,
+        state = _train(loss_sum, trainable, encoded["train"], args, pad, out, state,
                        settings)
         after = _evaluate(model, loss_sum, state["trainable"], encoded["held out"], held_out,
                           args, pad)
@@ -141,13 +147,11 @@ def _check_model(model):
 def _examples(data, eval_file):
     # -> (training examples, held-out ones, the held-out file or None, the line that says how
     # DATA was split or None): examples as [(line, messages)]
-    from ..training.chat_data import DataError, read_examples
-
     try:
-        train = read_examples(data)
+        train = chat_data.read_examples(data)
         if eval_file is not None:
-            return train, read_examples(eval_file), eval_file, None
-    except DataError as error:
+            return train, chat_data.read_examples(eval_file), eval_file, None
+    except chat_data.DataError as error:
         raise UsageError(error) from None
     if len(train) < 2:
         raise UsageError(f"{data} has one example: held out, none would be left to train on "
@@ -159,9 +163,6 @@ def _examples(data, eval_file):
 
 def _check_rank(path, args):
     # --rank against the projections it adapts, from the model file's header (where it says)
-    from ..engine.lora_checks import check_rank
-    from ..models.adapter_files import adapted_weights
-
     for (i, target), (d_in, d_out) in sorted(adapted_weights(path).items()):
         if target in args.targets:
             try:
@@ -171,8 +172,6 @@ def _check_rank(path, args):
 
 
 def _check_out(out, resume):
-    from ..training.checkpoints import CHECKPOINT
-
     if out.exists() and not out.is_dir():
         raise UsageError(f"argument --out: {str(out)!r} is a file, not a folder")
     if resume and not (out / CHECKPOINT).is_file():
@@ -188,8 +187,6 @@ def _digest(path):
 
 
 def _resumed(out, settings):
-    from ..training.checkpoints import load_checkpoint
-
     state = load_checkpoint(out)
     saved = state["settings"] or {}
     changed = [key for key in settings if saved.get(key) != settings[key]]
@@ -203,8 +200,6 @@ def _resumed(out, settings):
 def _encode(model, examples, source, max_length):
     # -> [(ids, keep)]; refused: an example longer than max_length, a template whose replies
     # cannot be told apart (chat_data.encode)
-    from ..training import chat_data
-
     try:
         encoded = [(line, *chat_data.encode(model, messages)) for line, messages in examples]
         chat_data.check_lengths(source, encoded, max_length)
@@ -214,8 +209,6 @@ def _encode(model, examples, source, max_length):
 
 
 def _init_lora(model, args):
-    from ..lora import init_lora
-
     try:
         lora = init_lora(np.random.default_rng(args.seed), model.params, targets=args.targets,
                          rank=args.rank, alpha=args.alpha)
@@ -228,9 +221,6 @@ def _forward(model, args):
     # (layers, tokens, rng, n, unembed) -> the logits of the last n positions (or unembed's
     # output): the model with its LoRA, the adapter's layers and args.alpha (minattn/lora.py's
     # variant of causal_lm).
-    from .. import lora as _  # noqa: F401  (registers causal_lm's lora= variant)
-    from ..language_model import causal_lm
-
     def forward(layers, tokens, rng, logits_to_keep, unembed=None):
         return causal_lm(model.params, tokens, lora={"alpha": args.alpha, "layers": layers},
                          lora_dropout=args.dropout if rng is not None else 0.0, rng=rng,
@@ -242,12 +232,7 @@ def _forward(model, args):
 def _evaluate(model, loss_sum, layers, encoded, examples, args, pad):
     # -> (loss per assistant token, replies equal to the reference, examples): greedy replies
     # to each held-out conversation's last user message, with the LoRA merged into the weights.
-    from dataclasses import replace
-
-    from ..lora import merge
-    from ..training.loop import evaluate
-
-    loss = evaluate(loss_sum, layers, encoded, batch_size=args.batch_size, pad_id=pad)
+    loss = loop.evaluate(loss_sum, layers, encoded, batch_size=args.batch_size, pad_id=pad)
     merged = replace(model, params=merge(model.params, {"alpha": args.alpha, "layers": layers}))
     exact = 0
     for _, messages in examples:
@@ -265,7 +250,7 @@ def _said(evaluation):
             f"reference (greedy)")
 
 
-def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
+def _train(loss_sum, trainable, encoded, args, pad, out, state, settings):
     warmup = args.steps // 10 if args.warmup is None else args.warmup
     with training_run(out, args.steps, state, "tokens") as (_, progress):
         return loop.train(loss_sum, trainable, encoded, steps=args.steps,
@@ -276,10 +261,6 @@ def _train(loop, loss_sum, trainable, encoded, args, pad, out, state, settings):
 
 
 def _save(out, state, args, curve):
-    from ..display.plot import save_curve
-    from ..lora import save_adapter
-    from ..engine.files import write_replacing
-
     save_adapter(out, {"alpha": args.alpha, "layers": state["trainable"]},
                  lora_dropout=args.dropout)
     write_replacing(out / "losses.json",

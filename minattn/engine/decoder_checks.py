@@ -8,8 +8,12 @@ A block's sublayers are checked with their own param and position checks (param_
 which the sublayers' modules import too), so that a block's params are checked exactly as each
 sublayer checks its own.
 """
+import difflib
 import functools
+import inspect
 import numbers
+import types
+import weakref
 
 import autograd.numpy as np
 import numpy
@@ -323,7 +327,9 @@ def _check_block_keys(params, norm_first, memory):
                          "with memory (the encoder's output): pass memory")
 
 
-def _check_decoder(params, cache, mask=None, config=()):
+def _check_decoder(params, cache, mask=None, config=(), takers=()):
+    # takers: the functions config's keywords go to (transformer_decoder.takers)
+    check_keywords("decoder", config, takers)
     if not isinstance(params, checks.DICT_TYPES) or not isinstance(
             params.get("layers"), checks.LIST_TYPES):
         raise ValueError("params must be a dict with key 'layers' holding a list of block params")
@@ -340,6 +346,58 @@ def _check_decoder(params, cache, mask=None, config=()):
     return layers
 
 
+def check_keywords(where, config, takers):
+    """Refuse by name, at where's entry, each keyword of config that none of takers (the
+    functions it passes them on to: the block, its attention) names: a TypeError as Python's for
+    an unknown keyword, raised before anything is computed, where the call was made, not from a
+    sublayer deep inside. A taker names the keywords of the signature it shows: a dispatched
+    function's lists its variants' (engine/variants.py), so a variant's keyword is taken where
+    its file is imported; its **keywords go on to the takers beside it. A plug (a function with
+    no signature shown: attention=) that takes **keywords may take any, and config is not
+    checked."""
+    names = [_keywords(taker) for taker in takers]
+    if None in names:
+        return
+    taken = names[0] if len(names) == 1 else frozenset().union(*names)
+    unknown = [key for key in config if key not in taken]
+    if unknown:
+        close = {k: difflib.get_close_matches(k, taken, n=1) for k in unknown}
+        hints = "; ".join(f"{k!r}: did you mean {close[k][0]!r}?" for k in unknown if close[k])
+        raise TypeError(f"{where}() got unknown keyword argument{'s' * (len(unknown) > 1)} "
+                        f"{', '.join(map(repr, unknown))}, which no block or attention takes"
+                        + (f" ({hints})" if hints else "") + f"; they take: "
+                        f"{', '.join(sorted(taken))}")
+
+
+# The keyword-only parameters of each signature a dispatched function has shown (id -> (the
+# signature, its keywords): a new one is shown as a variant registers), and of each plain function
+# (a plug); inspect.signature takes 30 us, and a decode step checks every block.
+_SHOWN = {}
+_PLUGS = weakref.WeakKeyDictionary()
+
+
+def _keywords(function):
+    # -> the names function takes by keyword only; None for a plug that takes **keywords (any)
+    shown = getattr(function, "__signature__", None)
+    if shown is not None:
+        kept = _SHOWN.get(id(shown))
+        if kept is None or kept[0] is not shown:
+            kept = _SHOWN[id(shown)] = (shown, _keyword_only(shown))
+        return kept[1]
+    if not isinstance(function, types.FunctionType):  # a partial, a callable object: read anew
+        return _keyword_only(inspect.signature(function), plug=True)
+    if function not in _PLUGS:
+        _PLUGS[function] = _keyword_only(inspect.signature(function), plug=True)
+    return _PLUGS[function]
+
+
+def _keyword_only(signature, plug=False):
+    kinds = {p.kind for p in signature.parameters.values()}
+    if plug and inspect.Parameter.VAR_KEYWORD in kinds:
+        return None
+    return frozenset(name for name, p in signature.parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
 def _check_parallel(parallel, norm_first, memory, params):
     # A parallel block is pre-norm, self-attention and feed-forward only: a post-norm, a
     # cross-attention or a sandwich norm would be left out, so each is refused by name.
@@ -354,8 +412,10 @@ def _check_parallel(parallel, norm_first, memory, params):
 
 
 def check_causal_lm(params, tokens, attention_mask, n_heads, activation, position, cache,
-                    logits_to_keep, config):
-    # causal_lm's: -> params, tokens, attention_mask, past; config: the blocks' keywords
+                    logits_to_keep, config, takers):
+    # causal_lm's: -> params, tokens, attention_mask, past; config: the blocks' keywords, which
+    # takers take (transformer_decoder.takers)
+    check_keywords("causal_lm", config, takers)
     rope = [f"{key}={config[key]!r}" for key in ("rope_scaling", "partial_rotary_factor")
             if config.get(key) is not None]
     if rope_base_given(config.get("rope_base")):  # the blocks' default (ROPE_BASE) is not RoPE

@@ -1,6 +1,6 @@
 """Whole models, trained here or loaded, and the bridges to PyTorch and Hugging Face.
 
-    count_task.py   a tiny encoder that learns to count (the tour; Adam, cross-entropy)
+    count_task.py   a tiny encoder that learns to count (the tour; trained with training/optimizer.py)
     sorting_lm.py   a causal LM that learns to sort digit strings
     induction.py    a two-layer attention-only model that grows an induction head
     char_gpt.py     nanoGPT's baby GPT, trained on Shakespeare character by character

@@ -1,4 +1,5 @@
-"""A model that learns: a tiny encoder trained with autograd and an Adam written in NumPy.
+"""A model that learns: a tiny encoder trained with autograd and Adam (the package's one AdamW,
+minattn.training.optimizer, with no weight decay).
 
 The task, "count": for every token, output how many times it occurs in its sequence.
 Attention is the only sublayer that moves information between tokens, so it must gather it.
@@ -9,10 +10,10 @@ import autograd.numpy as np
 from autograd import value_and_grad
 
 from ..engine.threads import training_step
-from ..engine.trees import tree_map
 from ..transformer_encoder import encoder, init_encoder
 from ..linear import linear
 from ..loss import cross_entropy
+from ..training.optimizer import adamw_init, adamw_update
 
 ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The tour's task and model: sequences of 10 tokens over 5 letters; one block, 4 heads.
@@ -55,24 +56,6 @@ def accuracy(params, tokens, targets, *, n_heads=N_HEADS):
     return float(np.mean(np.argmax(count_model(params, tokens, n_heads=n_heads), -1) == targets))
 
 
-def adam_init(params):
-    """Adam's state for params: step 0 and zero first and second moments of the same structure."""
-    zeros = tree_map(np.zeros_like, params)
-    return {"step": 0, "m": zeros, "v": tree_map(np.zeros_like, params)}
-
-
-def adam_update(params, grads, state, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
-    """One Adam step (Kingma & Ba 2015) over nested params -> (new params, new state); nothing is
-    modified in place."""
-    # Kingma & Ba (2015): running means of the gradient and its square, bias-corrected.
-    t = state["step"] + 1
-    m = tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
-    v = tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
-    lr_t = lr * np.sqrt(1 - b2**t) / (1 - b1**t)
-    params = tree_map(lambda p, m, v: p - lr_t * m / (np.sqrt(v) + eps), params, m, v)
-    return params, {"step": t, "m": m, "v": v}
-
-
 def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_size=VOCAB_SIZE,
                       n_heads=N_HEADS, d_model=32, d_ff=64, lr=5e-3, callback=None, to_device=None):
     """Train the count model with autograd and Adam -> params. Deterministic for a given seed;
@@ -83,7 +66,7 @@ def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_si
     put = to_device or (lambda tree: tree)
     rng = np.random.default_rng(seed)
     params = put(init_count_model(rng, vocab_size, length, d_model, n_heads, d_ff))
-    state = adam_init(params)
+    state = adamw_init(params)
     loss_and_grad = training_step(value_and_grad(  # on the BLAS threads timed fastest
         lambda p, tok, tgt: cross_entropy(count_model(p, tok, n_heads=n_heads), tgt)))
     for step in range(steps):
@@ -91,7 +74,7 @@ def train_count_model(seed=0, steps=1000, batch_size=64, length=LENGTH, vocab_si
         loss, grads = loss_and_grad(params, tokens, targets)
         # Cosine decay of the step size: large steps early, fine ones to settle at the end.
         lr_now = lr * 0.5 * (1.0 + np.cos(np.pi * step / steps))
-        params, state = adam_update(params, grads, state, lr=lr_now)
+        params, state = adamw_update(params, grads, state, lr=lr_now, weight_decay=0.0)
         if callback is not None:
             callback(step, float(loss))
     return params

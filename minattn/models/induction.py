@@ -1,5 +1,6 @@
 """An induction head, grown from scratch: a two-layer, attention-only causal transformer trained
-with autograd and Adam (minattn.models.count_task) on a random block of tokens repeated twice.
+with autograd and Adam (minattn.training.optimizer's AdamW, no weight decay) on a random block
+of tokens repeated twice.
 
 The first block is unpredictable; its repeat is predictable only by looking back: "the current
 token occurred before; the token that followed it then comes next". Olsson et al. (2022, "In-
@@ -19,7 +20,7 @@ from ..engine.threads import one_blas_thread
 from ..loss import cross_entropy
 from ..masks import causal_mask
 from ..multi_head import init_multi_head_attention, multi_head_attention
-from .count_task import adam_init, adam_update
+from ..training.optimizer import adamw_init, adamw_update
 
 VOCAB_SIZE = 32
 BLOCK_LENGTHS = (8, 16)  # each batch draws its block length T from this range, inclusive
@@ -78,7 +79,7 @@ def train_induction_model(seed=0, steps=STEPS, batch_size=32, lr=3e-3, callback=
     config = {**CONFIG, **config}
     rng = np.random.default_rng(seed)
     params = init_induction_model(rng, vocab_size, 2 * block_lengths[1], **config)
-    state = adam_init(params)
+    state = adamw_init(params)
     loss_and_grad = value_and_grad(
         lambda p, tokens: next_token_loss(p, tokens, n_heads=config["n_heads"]))
     with one_blas_thread():  # small products: a second BLAS thread costs more than it gives
@@ -86,7 +87,7 @@ def train_induction_model(seed=0, steps=STEPS, batch_size=32, lr=3e-3, callback=
             block = int(rng.integers(block_lengths[0], block_lengths[1] + 1))
             tokens = make_repeated_blocks(rng, batch_size, block, vocab_size)
             loss, grads = loss_and_grad(params, tokens)
-            params, state = adam_update(params, grads, state, lr=lr)
+            params, state = adamw_update(params, grads, state, lr=lr, weight_decay=0.0)
             if callback is not None:
                 callback(step, float(loss))
     return params

@@ -1,5 +1,6 @@
 """A tiny causal language model that learns to sort digit strings: trained with autograd and
-Adam (minattn.models.count_task), tested on held-out strings by generating through the KV cache.
+Adam (minattn.training.optimizer's AdamW, no weight decay), tested on held-out strings by
+generating through the KV cache.
 
 A sequence is n digits, a separator, then the same digits sorted: 3 1 4 | 1 3 4. The model is
 trained on whole sequences at once (the causal mask lets position t see tokens 0..t only, so the
@@ -16,7 +17,7 @@ from ..engine.threads import training_step
 from ..generation import generate
 from ..language_model import causal_lm, init_causal_lm
 from ..loss import cross_entropy
-from .count_task import adam_init, adam_update
+from ..training.optimizer import adamw_init, adamw_update
 
 N_DIGITS = 6
 SEPARATOR = 10  # tokens 0..9 are the digits
@@ -54,12 +55,12 @@ def train_sort_model(seed=0, steps=300, batch_size=64, d_model=32, d_ff=64, n_la
     params, _ = init_causal_lm(rng, VOCAB_SIZE, n_layers, d_model, CONFIG["n_heads"], d_ff,
                             position="learned", n_positions=2 * n_digits + 1,
                             activation=CONFIG["activation"])
-    state = adam_init(params)
+    state = adamw_init(params)
     loss_and_grad = training_step(  # on the BLAS threads timed fastest
         value_and_grad(lambda p, tokens: answer_loss(p, tokens, n_digits)))
     for step in range(steps):
         loss, grads = loss_and_grad(params, make_sort_task(rng, batch_size, n_digits))
-        params, state = adam_update(params, grads, state, lr=lr)
+        params, state = adamw_update(params, grads, state, lr=lr, weight_decay=0.0)
         if callback is not None:
             callback(step, float(loss))
     return params
