@@ -186,6 +186,36 @@ def blas_threads(n):
         yield
 
 
+def run_folder(out, resume):
+    """--out of a training command (finetune, shakespeare): a folder, new or holding no run,
+    or with --resume one that holds a checkpoint -> out; else a UsageError naming it."""
+    from ..training.checkpoints import CHECKPOINT
+
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"argument --out: {str(out)!r} is a file, not a folder")
+    if resume and not (out / CHECKPOINT).is_file():
+        raise UsageError(f"argument --resume: {str(out)!r} holds no {CHECKPOINT} to continue")
+    if not resume and (out / CHECKPOINT).is_file():
+        raise UsageError(f"argument --out: {str(out)!r} already holds a run ({CHECKPOINT}): "
+                         "--resume continues it, or give another folder")
+    return out
+
+
+def resumed_run(out, settings):
+    """The checkpoint in out -> the state to continue from, where the run was started with the
+    same settings (a dict); else a UsageError naming each that differs."""
+    from ..training.checkpoints import load_checkpoint
+
+    state = load_checkpoint(out)
+    saved = state["settings"] or {}
+    changed = [key for key in settings if saved.get(key) != settings[key]]
+    if changed:
+        said = ", ".join(f"{key.replace('_', '-')} {saved.get(key)!r} then, {settings[key]!r} now"
+                         for key in changed)
+        raise UsageError(f"argument --resume: the run in {out} was started otherwise: {said}")
+    return state
+
+
 @contextlib.contextmanager
 def training_run(out, steps, state, unit):
     """A training command's run (finetune, shakespeare): yields (bar, progress), the progress bar

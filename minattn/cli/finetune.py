@@ -24,11 +24,10 @@ from ..language_model import causal_lm
 from ..lora import init_lora, merge, save_adapter  # importing lora registers causal_lm's lora=
 from ..models.adapter_files import adapted_weights
 from ..training import chat_data, loop, losses
-from ..training.checkpoints import CHECKPOINT, load_checkpoint
 from .arguments import (fraction, lora_targets, model_path, non_negative_float, non_negative_int,
                         positive_float, positive_int, thread_count)
 from .common import (UsageError, blas_threads, examples, figure_left_out, language_model_file,
-                     load_language_model, training_run)
+                     load_language_model, resumed_run, run_folder, training_run)
 
 CURVE = "loss.png"
 
@@ -98,7 +97,7 @@ def add_command(commands):
 def run(args):
     model_file, data = _check_model(args.model), args.data
     train, held_out, eval_file, split = _examples(data, args.eval)
-    out = _check_out(Path(args.out), args.resume)
+    out = run_folder(Path(args.out), args.resume)
     path, limits = language_model_file(model_file)
     if limits.get("chat_template") is False:
         raise UsageError(f"{path} has no chat template: finetune needs one to write the "
@@ -108,7 +107,7 @@ def run(args):
                    if k not in ("model", "data", "out", "eval", "resume", "threads", "every", "run")},
                 "targets": list(args.targets), "model": str(path), "data": _digest(data),
                 "eval": _digest(eval_file) if eval_file else None}
-    state = _resumed(out, settings) if args.resume else None
+    state = resumed_run(out, settings) if args.resume else None
     # everything refusable has been checked: what the run will do is said from here on
     if split:
         print(split, file=sys.stderr)
@@ -171,30 +170,8 @@ def _check_rank(path, args):
                 raise UsageError(f"argument --rank: {error}") from None
 
 
-def _check_out(out, resume):
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"argument --out: {str(out)!r} is a file, not a folder")
-    if resume and not (out / CHECKPOINT).is_file():
-        raise UsageError(f"argument --resume: {str(out)!r} holds no {CHECKPOINT} to continue")
-    if not resume and (out / CHECKPOINT).is_file():
-        raise UsageError(f"argument --out: {str(out)!r} already holds a run ({CHECKPOINT}): "
-                         "--resume continues it, or give another folder")
-    return out
-
-
 def _digest(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
-def _resumed(out, settings):
-    state = load_checkpoint(out)
-    saved = state["settings"] or {}
-    changed = [key for key in settings if saved.get(key) != settings[key]]
-    if changed:
-        said = ", ".join(f"{key.replace('_', '-')} {saved.get(key)!r} then, {settings[key]!r} now"
-                         for key in changed)
-        raise UsageError(f"argument --resume: the run in {out} was started otherwise: {said}")
-    return state
 
 
 def _encode(model, examples, source, max_length):

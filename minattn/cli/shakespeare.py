@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .arguments import non_negative_int, positive_float, positive_int, temperature
-from .common import UsageError, examples, training_run
+from .common import UsageError, examples, resumed_run, run_folder, training_run
 
 CURVE = "loss.png"
 # the options of the model and its training -> char_gpt's names (BABY's keys)
@@ -83,7 +83,6 @@ def add_command(commands):
 
 
 def run(args):
-    from ..cli.finetune import _check_out, _resumed
     from ..models import char_gpt
     from ..training import text_data
     from ..engine.trees import leaves
@@ -91,7 +90,7 @@ def run(args):
     if args.d_model % args.n_heads:
         raise UsageError(f"argument --width: {args.d_model} is not divisible by --heads "
                          f"{args.n_heads}")
-    out = _check_out(Path(args.out), args.resume)
+    out = run_folder(Path(args.out), args.resume)
     text = _text(args.text, args.context, text_data)
     characters = char_gpt.Characters(text)
     prompt = _prompt(args.prompt, characters, "--prompt")
@@ -101,7 +100,7 @@ def run(args):
                 "lr": args.lr, "seed": args.seed, "text": args.text or "shakespeare",
                 "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                 "chars": "".join(characters.chars)}
-    state = _resumed(out, settings) if args.resume else None
+    state = resumed_run(out, settings) if args.resume else None
     if state is not None:  # (said once every check has passed)
         print(f"resuming at step {state['step']} of {args.steps}", file=sys.stderr)
     train_ids, val_ids = char_gpt.split(characters.encode(text))
