@@ -74,52 +74,50 @@ def _gelu_float32(x):
 # CPU-dependent rounding (1.1e-6 on that CPU). Measured by tests/test_vjps.py;
 # benchmarks/bench_gelu.py times it.
 _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
-# In x = √2 z: t = k / (|x| + k) with k = √2 / p (one add, one division), exp(-z²) = 1 / exp(x² / 2)
-# (divided by, not multiplied: no negation pass), and the 1/2 of Φ's h folded into the a's.
+# In x = √2 z: t = k / (|x| + k) with k = √2 / p (one add, one division: t = 1 exactly at x = 0),
+# exp(-z²) = exp(x² · -1/2), and the 1/2 of Φ's h folded into the a's.
 _K = numpy.float32(math.sqrt(2.0) / _P)
 _HALF_A = tuple(numpy.float32(a / 2) for a in _A)
 
 
 def _gelu_chunk(x, out, a, t):
     # float32 x -> out = x Φ(x); a, t: scratch of x's size. In-place passes over arrays made here
-    # (no autograd inside a primitive, so `out=` is fine): 19 in all.
+    # (no autograd inside a primitive, so `out=` is fine): 20 in all, 23 with the derivative.
     h = _half_erfc(x, out, a, t)[0]
-    return np.multiply(_phi_from_half_erfc(h, x, h), x, out=out)
+    return np.multiply(_phi_from_half_erfc(h, x, a), x, out=out)
 
 
 def _gelu_and_derivative_chunk(x, y, d, a, t):
     # float32 x -> y = x Φ(x), d = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's
-    # own exp (0 where exp(x² / 2) is inf, as the float32 density is there). The sign is read
-    # from x + 0, which turns -0 into +0, where _phi_from_half_erfc would give 1.5 (its x Φ(x) is
-    # -0 all the same; Φ(-0) is 1/2).
-    signed = np.add(x, np.float32(0.0), out=d)
+    # own exp (0 where x² overflows, as the float32 density is there).
     h, e = _half_erfc(x, y, a, t)
-    cdf = _phi_from_half_erfc(h, signed, a)
-    np.divide(np.multiply(x, np.float32(1 / math.sqrt(2 * math.pi)), out=d), e, out=d)
+    cdf = _phi_from_half_erfc(h, x, a)
+    np.multiply(np.multiply(x, np.float32(1 / math.sqrt(2 * math.pi)), out=d), e, out=d)
     np.add(d, cdf, out=d)
     return np.multiply(cdf, x, out=y), d
 
 
 def _half_erfc(x, h, a, t):
-    # float32 x -> (h = erfc(|x| / √2) / 2, t = exp(x² / 2)), in h and t (a: scratch). Where
-    # x² / 2 overflows (|x| > 13.3, the caller ignores the overflow), exp is inf and h is 0, as
-    # it is in float32 already; x = ±inf gives t = 0 and h = 0 too.
+    # float32 x -> (h = erfc(|x| / √2) / 2, t = exp(-x² / 2)), in h and t (a: scratch). Where
+    # x² overflows (|x| > 1.8e19; the caller ignores the overflow), exp gives 0 and h is 0, as
+    # it is in float32 already (from |x| = 14.4 on); at x = ±inf, t's k / (|x| + k) is 0 too.
     np.abs(x, out=a)
     np.divide(_K, np.add(a, _K, out=t), out=t)  # t = 1 / (1 + p |x| / √2)
     np.multiply(t, _HALF_A[-1], out=h)
     for c in reversed(_HALF_A[:-1]):  # Horner's rule
         np.add(h, c, out=h)
         np.multiply(h, t, out=h)
-    np.exp(np.multiply(np.multiply(x, x, out=t), np.float32(0.5), out=t), out=t)
-    return np.divide(h, t, out=h), t
+    np.exp(np.multiply(np.square(x, out=t), np.float32(-0.5), out=t), out=t)
+    return np.multiply(h, t, out=h), t
 
 
 def _phi_from_half_erfc(h, x, out):
     # Φ(x) is h for x < 0 (h itself, so the small values of the left tail keep their relative
-    # precision) and 1 - h for x >= 0: [x >= 0] - copysign(h, x), 0 + h or 1 - h, both exact,
-    # without a per-element branch (a `where=x >= 0` mask cost half the GELU's time on random
-    # signs). At x = -0 it is 1.5, and x Φ(x) is -0 all the same.
-    return np.subtract(x >= 0, np.copysign(h, x, out=h), out=out)
+    # precision) and 1 - h for x >= 0 (x = -0 included: Φ(-0) = 1/2): max(h, [x >= 0] - h), as
+    # h <= 1/2, without a per-element branch (a `where=x >= 0` mask cost half the GELU's time
+    # on random signs; copysign, a quarter) and NaN kept.
+    step = np.greater_equal(x, np.float32(0.0), out=out, casting="unsafe")  # 1.0 or 0.0
+    return np.maximum(h, np.subtract(step, h, out=out), out=out)
 
 
 # Elements per chunk: a chunk's five float32 arrays (128 KiB each, 640 KiB in all) stay in the
@@ -145,7 +143,7 @@ def _in_chunks(f, x, outputs=1):
     def piece(span):
         begin, end = span
         scratch = [np.empty_like(flat[:min(chunk, end - begin)]) for _ in range(2)]
-        with numpy.errstate(over="ignore"):  # exp(x² / 2) = inf in the tails: h = 0 there
+        with numpy.errstate(over="ignore"):  # x² = inf for |x| > 1.8e19: h = 0 there
             for start in range(begin, end, chunk):
                 stop = min(start + chunk, end)
                 f(flat[start:stop], *(out[start:stop] for out in outs),
