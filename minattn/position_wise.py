@@ -124,6 +124,7 @@ def _phi_from_half_erfc(h, x, out):
 # CPU's cache (L2 on the development machine) rather than main memory; 2**15 was the fastest of
 # 2**13 .. 2**17 there (docs/benchmarks.md, "GELU in fewer passes").
 _CHUNK = 2 ** 15
+_PER_THREAD = 2 ** 19
 
 
 def _in_chunks(f, x, outputs=1):
@@ -131,13 +132,15 @@ def _in_chunks(f, x, outputs=1):
     # outputs; a, t: two scratch arrays of a chunk's size, made once per piece), run chunk by
     # chunk over the flattened x: each of its ~20 passes then reads the cache, not main memory.
     # The chunks go in contiguous pieces to as many worker threads as BLAS may use now
-    # (n_workers: NumPy releases the GIL in its passes; one where one BLAS thread is in force).
+    # (n_workers: NumPy releases the GIL in its passes; one where one BLAS thread is in force),
+    # at least _PER_THREAD elements each: a smaller split waits for a busy core's time slice
+    # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
     # A GPU array (CuPy) goes in one piece: there, fewer launches matter more.
     flat = np.reshape(x, -1)
     outs = [np.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
     chunk = _CHUNK if on_host else max(flat.size, 1)
-    n = threads.n_workers(x, flat.size)
+    n = threads.n_workers(x, flat.size, _PER_THREAD)
     bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
 
     def piece(span):
