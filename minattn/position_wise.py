@@ -84,14 +84,14 @@ def _gelu_chunk(x, out, a, t):
     # float32 x -> out = x Φ(x); a, t: scratch of x's size. In-place passes over arrays made here
     # (no autograd inside a primitive, so `out=` is fine): 20 in all, 23 with the derivative.
     h = _half_erfc(x, out, a, t)[0]
-    return np.multiply(_phi_from_half_erfc(h, x, a), x, out=out)
+    return np.multiply(_cdf_from_half_erfc(h, x, a), x, out=out)
 
 
 def _gelu_and_derivative_chunk(x, y, d, a, t):
     # float32 x -> y = x Φ(x), d = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's
     # own exp (0 where x² overflows, as the float32 density is there).
     h, e = _half_erfc(x, y, a, t)
-    cdf = _phi_from_half_erfc(h, x, a)
+    cdf = _cdf_from_half_erfc(h, x, a)
     np.multiply(np.multiply(x, np.float32(1 / math.sqrt(2 * math.pi)), out=d), e, out=d)
     np.add(d, cdf, out=d)
     return np.multiply(cdf, x, out=y), d
@@ -111,7 +111,7 @@ def _half_erfc(x, h, a, t):
     return np.multiply(h, t, out=h), t
 
 
-def _phi_from_half_erfc(h, x, out):
+def _cdf_from_half_erfc(h, x, out):
     # Φ(x) is h for x < 0 (h itself, so the small values of the left tail keep their relative
     # precision) and 1 - h for x >= 0 (x = -0 included: Φ(-0) = 1/2): max(h, [x >= 0] - h), as
     # h <= 1/2, without a per-element branch (a `where=x >= 0` mask cost half the GELU's time
