@@ -121,8 +121,9 @@ def _cdf_from_half_erfc(h, x, out):
 
 
 # Elements per chunk: a chunk's five float32 arrays (128 KiB each, 640 KiB in all) stay in the
-# CPU's cache (L2 on the development machine) rather than main memory; 2**15 was the fastest of
-# 2**13 .. 2**17 there (docs/benchmarks.md, "GELU in fewer passes").
+# CPU's cache (L2 on the development machine) rather than main memory. Of 2**13 .. 2**17, 2**15
+# and 2**16 were the fastest there, within each other's noise; below, the ~20 calls' own cost
+# shows (docs/benchmarks.md, "GELU in fewer passes").
 _CHUNK = 2 ** 15
 _PER_THREAD = 2 ** 19
 
