@@ -4,7 +4,7 @@ import math
 import autograd.numpy as np
 import numpy
 
-from .engine import checks
+from .engine import checks, threads
 from .engine.autograd_rules import gradient_by_hand, gradient_with_the_value, reads
 from .engine.dtypes import float16_in_float32
 from .engine.param_checks import ACTIVATIONS, check_feed_forward_params, \
@@ -74,60 +74,86 @@ def _gelu_float32(x):
 # CPU-dependent rounding (1.1e-6 on that CPU). Measured by tests/test_vjps.py;
 # benchmarks/bench_gelu.py times it.
 _P, _A = 0.3275911, (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+# In x = √2 z: t = k / (|x| + k) with k = √2 / p (one add, one division: t = 1 exactly at x = 0),
+# exp(-z²) = exp(x² · -1/2), and the 1/2 of Φ's h folded into the a's.
+_K = numpy.float32(math.sqrt(2.0) / _P)
+_HALF_A = tuple(numpy.float32(a / 2) for a in _A)
 
 
-def _gelu_chunk(x, out):
-    # float32 x -> out = x Φ(x). In-place passes over arrays made here (no autograd inside a
-    # primitive, so `out=` is fine).
-    return np.multiply(_normal_cdf_float32(x, out)[0], x, out=out)
+def _gelu_chunk(x, out, a, t):
+    # float32 x -> out = x Φ(x); a, t: scratch of x's size. In-place passes over arrays made here
+    # (no autograd inside a primitive, so `out=` is fine): 20 in all, 23 with the derivative.
+    h = _half_erfc(x, out, a, t)[0]
+    return np.multiply(_cdf_from_half_erfc(h, x, a), x, out=out)
 
 
-def _gelu_and_derivative_chunk(x, y, d):
+def _gelu_and_derivative_chunk(x, y, d, a, t):
     # float32 x -> y = x Φ(x), d = Φ(x) + x φ(x), φ(x) = exp(-x² / 2) / √(2π) from the erfc's
-    # own exp (0 where z stops at 11, as the float32 density is there). x + 0 turns -0 into +0,
-    # where _normal_cdf_float32 would give 1.5 (its x Φ(x) is -0 all the same; Φ(-0) is 1/2).
-    cdf, e = _normal_cdf_float32(x + np.float32(0.0), d)
-    np.multiply(cdf, x, out=y)
-    np.multiply(e, np.float32(1 / math.sqrt(2 * math.pi)), out=e)
-    return np.add(cdf, np.multiply(x, e, out=e), out=d)
+    # own exp (0 where x² overflows, as the float32 density is there).
+    h, e = _half_erfc(x, y, a, t)
+    cdf = _cdf_from_half_erfc(h, x, a)
+    np.multiply(np.multiply(x, np.float32(1 / math.sqrt(2 * math.pi)), out=d), e, out=d)
+    np.add(d, cdf, out=d)
+    return np.multiply(cdf, x, out=y), d
 
 
-def _normal_cdf_float32(x, out):
-    # float32 x -> (out = Φ(x), exp(-z²)). With h = erfc(|x| / √2) / 2, Φ(x) is h for x < 0 (h
-    # itself, so the small values of the left tail keep their relative precision) and 1 - h for
-    # x >= 0. z stops at 11: there h is 0 in float32 already, and z * z cannot overflow for
-    # huge |x|.
-    z = np.minimum(np.abs(x) * np.float32(1.0 / math.sqrt(2.0)), np.float32(11.0))
-    t = np.reciprocal(z * np.float32(_P) + np.float32(1.0))
-    h = out
-    h[...] = np.float32(_A[-1] / 2)  # the 1/2 of h is folded into the coefficients
-    for a in reversed(_A[:-1]):  # Horner's rule
+def _half_erfc(x, h, a, t):
+    # float32 x -> (h = erfc(|x| / √2) / 2, t = exp(-x² / 2)), in h and t (a: scratch). Where
+    # x² overflows (|x| > 1.8e19; the caller ignores the overflow), exp gives 0 and h is 0, as
+    # it is in float32 already (from |x| = 14.4 on); at x = ±inf, t's k / (|x| + k) is 0 too.
+    np.abs(x, out=a)
+    np.divide(_K, np.add(a, _K, out=t), out=t)  # t = 1 / (1 + p |x| / √2)
+    np.multiply(t, _HALF_A[-1], out=h)
+    for c in reversed(_HALF_A[:-1]):  # Horner's rule
+        np.add(h, c, out=h)
         np.multiply(h, t, out=h)
-        np.add(h, np.float32(a / 2), out=h)
-    np.multiply(h, t, out=h)
-    e = np.exp(-(z * z))
-    np.multiply(h, e, out=h)  # h = erfc(z) / 2
-    # Φ(x) = [x >= 0] - copysign(h, x): 0 + h or 1 - h, both exact, without a per-element branch
-    # (a `where=x >= 0` mask cost half the GELU's time on random signs). At x = -0 it is 1.5, and
-    # x Φ(x) is -0 all the same.
-    return np.subtract(x >= 0, np.copysign(h, x, out=h), out=h), e
+    np.exp(np.multiply(np.square(x, out=t), np.float32(-0.5), out=t), out=t)
+    return np.multiply(h, t, out=h), t
 
 
-# Elements per chunk: a chunk's few float32 arrays (512 KiB each, ~2.5 MiB in all) stay in the
-# CPU's cache (L3 on the development machine) rather than main memory.
-_CHUNK = 2 ** 17
+def _cdf_from_half_erfc(h, x, out):
+    # Φ(x) is h for x < 0 (h itself, so the small values of the left tail keep their relative
+    # precision) and 1 - h for x >= 0 (x = -0 included: Φ(-0) = 1/2): max(h, [x >= 0] - h), as
+    # h <= 1/2, without a per-element branch (a `where=x >= 0` mask cost half the GELU's time
+    # on random signs; copysign, a quarter) and NaN kept.
+    step = np.greater_equal(x, np.float32(0.0), out=out, casting="unsafe")  # 1.0 or 0.0
+    return np.maximum(h, np.subtract(step, h, out=out), out=out)
+
+
+# Elements per chunk: a chunk's five float32 arrays (128 KiB each, 640 KiB in all) stay in the
+# CPU's cache (L2 on the development machine) rather than main memory. Of 2**13 .. 2**17, 2**15
+# and 2**16 were the fastest there, within each other's noise; below, the ~20 calls' own cost
+# shows (docs/benchmarks.md, "GELU in fewer passes").
+_CHUNK = 2 ** 15
+_PER_THREAD = 2 ** 19
 
 
 def _in_chunks(f, x, outputs=1):
-    # out = f(x) for an elementwise f(x, out) of many passes (f(x, out_1, out_2) for two
-    # outputs), run chunk by chunk over the flattened x: each of its ~20 passes then reads the
-    # cache, not main memory. A GPU array (CuPy) goes in one piece: there, fewer launches matter
-    # more.
+    # out = f(x, out, a, t) for an elementwise f of many passes (f(x, out_1, out_2, a, t) for two
+    # outputs; a, t: two scratch arrays of a chunk's size, made once per piece), run chunk by
+    # chunk over the flattened x: each of its ~20 passes then reads the cache, not main memory.
+    # The chunks go in contiguous pieces to as many worker threads as BLAS may use now
+    # (n_workers: NumPy releases the GIL in its passes; one where one BLAS thread is in force),
+    # at least _PER_THREAD elements each: a smaller split waits for a busy core's time slice
+    # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
+    # A GPU array (CuPy) goes in one piece: there, fewer launches matter more.
     flat = np.reshape(x, -1)
     outs = [np.empty_like(flat) for _ in range(outputs)]
-    chunk = _CHUNK if isinstance(x, numpy.ndarray) else max(flat.size, 1)
-    for start in range(0, flat.size, chunk):
-        f(flat[start:start + chunk], *(out[start:start + chunk] for out in outs))
+    on_host = isinstance(x, numpy.ndarray)
+    chunk = _CHUNK if on_host else max(flat.size, 1)
+    n = threads.n_workers(x, flat.size, _PER_THREAD)
+    bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
+
+    def piece(span):
+        begin, end = span
+        scratch = [np.empty_like(flat[:min(chunk, end - begin)]) for _ in range(2)]
+        with numpy.errstate(over="ignore"):  # x² = inf for |x| > 1.8e19: h = 0 there
+            for start in range(begin, end, chunk):
+                stop = min(start + chunk, end)
+                f(flat[start:stop], *(out[start:stop] for out in outs),
+                  *(s[:stop - start] for s in scratch))
+
+    threads.in_threads(piece, zip(bounds, bounds[1:]), n)
     outs = [np.reshape(out, np.shape(x)) for out in outs]
     return outs[0] if outputs == 1 else tuple(outs)
 

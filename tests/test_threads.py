@@ -159,6 +159,46 @@ def test_gelu_in_chunks_is_the_same_as_in_one_piece(shape):
     assert chunked.dtype == np.float32 and np.all(np.abs(chunked - exact) <= bound)
 
 
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("size", [0, 1, 5, 9, 23])
+def test_gelu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
+    # The float32 GELU's chunks in contiguous pieces on n worker threads (forced: small inputs
+    # stay on one), pieces of whole chunks and empty ones included: the same bits as one piece,
+    # forward and derivative, huge |x| without a warning (each worker sets its own errstate).
+    x = np.random.default_rng(size).uniform(-6, 6, size=size).astype(np.float32)
+    x[::4] = np.float32(3e38) * np.sign(x[::4])
+    whole = position_wise._gelu_float32_and_derivative(("x",), x)
+    used, calls = set(), []
+    in_threads = _threads.in_threads
+
+    def spy(f, items, n_threads):
+        items = list(items)
+        calls.append((len(items), n_threads))
+        return in_threads(lambda item: (used.add(threading.get_ident()), f(item))[1], items,
+                          n_threads)
+
+    with mock.patch.object(position_wise, "_CHUNK", 2), \
+            mock.patch.object(_threads, "n_workers", lambda x, work, per_thread: n), \
+            mock.patch.object(_threads, "in_threads", spy):
+        forward = position_wise._gelu_float32(x)
+        split = position_wise._gelu_float32_and_derivative(("x",), x)
+    np.testing.assert_array_equal(forward, whole[0])
+    np.testing.assert_array_equal(split[0], whole[0])
+    np.testing.assert_array_equal(split[1]["x"], whole[1]["x"])
+    assert calls == [(n, n)] * 2 and used and threading.get_ident() not in used
+
+
+def test_n_workers_asks_for_per_thread_elements_on_each_worker():
+    x = np.zeros(1, np.float32)
+    with mock.patch.object(_threads, "_blas_threads", lambda: 2):
+        assert _threads.n_workers(x, 2 ** 17) == 2
+        assert _threads.n_workers(x, 2 ** 17, 2 ** 17) == 1
+        assert _threads.n_workers(x, 2 ** 18, 2 ** 17) == 2
+    with mock.patch.object(_threads, "_blas_threads", lambda: 1):
+        assert _threads.n_workers(x, 2 ** 30, 2 ** 17) == 1
+    assert _threads.n_workers(DeviceArray(x), 2 ** 30) == 1
+
+
 def test_large_inputs_reach_the_threads_and_match_a_float64_computation():
     # No forcing: at this size (2 x 4 x 128 x 128 scores) n_workers splits on a multi-core host.
     rng = np.random.default_rng(2)

@@ -22,9 +22,11 @@ What the policy does:
   prompt's blocks stand). `_Choice` holds the rule; one `_Tuning` the whole state (the 32
   most recently used keys).
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
-  threads, each with one BLAS thread (NumPy releases the GIL inside its products and its passes
+  threads, each with one BLAS thread, and the float32 GELU's chunks of a large array
+  (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
-  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike. Only NumPy arrays are split: a GPU runs each piece in parallel already.
+  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike. Only
+  NumPy arrays are split: a GPU runs each piece in parallel already.
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -183,14 +185,14 @@ class _OneBlasThread:
         return self.switched.__exit__(*exc)
 
 
-def n_workers(x, work):
+def n_workers(x, work, per_thread=2 ** 16):
     """How many worker threads to split a NumPy array x's `work` (elements to compute) over: as
     many as BLAS may use at this moment (the cores, unless OPENBLAS_NUM_THREADS, threadpoolctl's
     threadpool_limits or the like allow fewer: one thread there means one here), but 1 for a
-    GPU array or for work under 2**16 elements per thread."""
+    GPU array or for work under `per_thread` elements per thread."""
     if not isinstance(x, numpy.ndarray):
         return 1
-    return max(1, min(_blas_threads(), work // 2 ** 16))
+    return max(1, min(_blas_threads(), work // per_thread))
 
 
 def _blas_threads():
