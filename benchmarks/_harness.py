@@ -6,9 +6,11 @@ run. So the things compared run in the same process, alternating, round after ro
 load then hits both alike), and each result is reported as a median with its spread.
 """
 import contextlib
+import importlib
 import multiprocessing
 import os
 import platform
+import sys
 import time
 
 import numpy as np
@@ -52,6 +54,46 @@ def interleaved(functions, rounds):
             f()
             times[name].append(time.perf_counter() - start)
     return times
+
+
+def checkout(path, *submodules):
+    """minattn imported from the checkout at `path`, and its `submodules` ("position_wise",
+    "models.char_gpt", ...) so that they are attributes of it: module objects of its own. An A/B
+    script calls it for the old checkout, then the new, and times both in one process; a later
+    `import minattn` names the last one loaded."""
+    for name in [m for m in sys.modules if m.split(".")[0] == "minattn"]:
+        del sys.modules[name]
+    sys.path.insert(0, path)
+    try:
+        minattn = importlib.import_module("minattn")
+        for name in submodules:
+            importlib.import_module(f"minattn.{name}")
+        return minattn
+    finally:
+        sys.path.pop(0)
+
+
+def alternating(old, new, rounds):
+    """Two {label: f} (the same labels) -> {label: (old's seconds, new's seconds)}: one warm-up
+    call each, then in every round each label's two functions back to back, which of them runs
+    first alternating round by round (a fixed order had biased a gradient's ratio by a quarter:
+    docs/benchmarks.md, "Fewer elementwise passes")."""
+    for label in old:
+        old[label](), new[label]()
+    times = {label: ([], []) for label in old}
+    for rnd in range(rounds):
+        for label in old:
+            for i in ((0, 1) if rnd % 2 else (1, 0)):
+                start = time.perf_counter()
+                (old, new)[i][label]()
+                times[label][i].append(time.perf_counter() - start)
+    return times
+
+
+def report_ab(times):
+    """Print each label's medians (IQR) and the per-round ratios new / old (alternating's times)."""
+    for label, (o, n) in times.items():
+        print(f"{label}: old {describe(o).strip()}, new {describe(n).strip()}, new/old {ratio(n, o)}")
 
 
 def describe(seconds):

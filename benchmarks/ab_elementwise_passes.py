@@ -17,6 +17,8 @@ import numpy as np
 from autograd import grad
 import autograd.numpy as anp
 
+from _harness import alternating, checkout, report_ab  # benchmarks/_harness.py, beside this script
+
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("old")
 parser.add_argument("new")
@@ -24,29 +26,12 @@ parser.add_argument("--rounds", type=int, default=11)
 ARGS = parser.parse_args()
 
 
-def load(path):
-    for m in [m for m in sys.modules if m.split(".")[0] == "minattn"]:
-        del sys.modules[m]
-    sys.path.insert(0, path)
-    import minattn
-    sys.path.pop(0)
-    return minattn
-
 
 def interleaved(label, old_f, new_f):
-    old_f(), new_f()
-    t = {"old": [], "new": []}
-    for rnd in range(ARGS.rounds):
-        for name, f in (("old", old_f), ("new", new_f)) if rnd % 2 else (("new", new_f), ("old", old_f)):
-            start = time.perf_counter()
-            f()
-            t[name].append(time.perf_counter() - start)
-    q = np.array(t["new"]) / np.array(t["old"])
-    print(f"{label}: old {np.median(t['old']) * 1e3:.2f} ms, new {np.median(t['new']) * 1e3:.2f} ms,"
-          f" new/old {np.median(q):.2f} (IQR {np.percentile(q, 25):.2f}-{np.percentile(q, 75):.2f})")
+    report_ab(alternating({label: old_f}, {label: new_f}, ARGS.rounds))
 
 
-old, new = load(ARGS.old), load(ARGS.new)
+old, new = checkout(ARGS.old), checkout(ARGS.new)
 rng = np.random.default_rng(0)
 print("threads", os.environ.get("OPENBLAS_NUM_THREADS", "default"), "load before", os.getloadavg())
 for shape in [(32, 128, 512), (12, 64, 512)]:

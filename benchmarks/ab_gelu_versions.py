@@ -13,25 +13,14 @@ and IQR of the per-round ratios new / old, the order of the two alternating roun
 """
 import os
 import sys
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from _harness import alternating, checkout, report_ab  # benchmarks/_harness.py, beside this script
 
-def load(path):
-    for m in [m for m in sys.modules if m.split(".")[0] == "minattn"]:
-        del sys.modules[m]
-    sys.path.insert(0, path)
-    import minattn
-    import minattn.engine.autograd_rules
-    import minattn.models.char_gpt
-    import minattn.position_wise
-    sys.path.pop(0)
-    return minattn
-
-
-old, new = load(sys.argv[1]), load(sys.argv[2])
+old, new = (checkout(path, "engine.autograd_rules", "models.char_gpt", "position_wise")
+            for path in sys.argv[1:3])
 threads = int(sys.argv[3]) if len(sys.argv) > 3 else 1
 rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 11
 rng = np.random.default_rng(0)
@@ -54,25 +43,8 @@ def works(m):
     return out
 
 
-fs = {"old": works(old), "new": works(new)}
-times = {(v, k): [] for v in fs for k in fs["old"]}
 with threadpool_limits(threads):
-    for v in fs:
-        for f in fs[v].values():
-            f()
-    for rnd in range(rounds):  # old first in odd rounds, new first in even ones
-        for k in fs["old"]:
-            for v in (("old", "new") if rnd % 2 else ("new", "old")):
-                f = fs[v][k]
-                s = time.perf_counter()
-                f()
-                times[v, k].append(time.perf_counter() - s)
+    times = alternating(works(old), works(new), rounds)
 print(f"BLAS threads {threads}, {rounds} rounds, load before/after: see the caller; now",
       os.getloadavg())
-for k in fs["old"]:
-    o, n = np.array(times["old", k]), np.array(times["new", k])
-    r = n / o
-    print(f"{k}: old {np.median(o) * 1e3:.2f} ms (IQR {np.percentile(o, 25) * 1e3:.2f}-"
-          f"{np.percentile(o, 75) * 1e3:.2f}), new {np.median(n) * 1e3:.2f} ms (IQR "
-          f"{np.percentile(n, 25) * 1e3:.2f}-{np.percentile(n, 75) * 1e3:.2f}), new/old "
-          f"{np.median(r):.3f} (IQR {np.percentile(r, 25):.3f}-{np.percentile(r, 75):.3f})")
+report_ab(times)

@@ -6,26 +6,18 @@ decoding step through the KV cache (where a per-layer overhead would show most).
 
 OLD: before head_mask (e.g. `git worktree add /tmp/old 7f748d5`), NEW: with it. Both run the
 same weights (loaded once, by NEW's loader). Prints the load average, medians with their IQR
-and the per-round ratios new / old.
+and the per-round ratios new / old, the order of the two alternating round by round.
 """
 import os
 import sys
 
 import numpy as np
 
-from _harness import interleaved  # benchmarks/_harness.py, beside this script
+from _harness import alternating, checkout, report_ab  # benchmarks/_harness.py, beside this script
 
 
-def load(path):
-    for name in [m for m in sys.modules if m.split(".")[0] == "minattn"]:
-        del sys.modules[name]
-    sys.path.insert(0, path)
-    import minattn
-    sys.path.pop(0)
-    return minattn
 
-
-old, new = load(sys.argv[1]), load(sys.argv[2])
+old, new = checkout(sys.argv[1]), checkout(sys.argv[2])
 rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 9
 from minattn.pretrained import load_language_model  # noqa: E402  (NEW's, the last loaded)
 
@@ -43,14 +35,10 @@ def decode(m):
     return lambda: m.causal_lm(lm.params, step, cache=cache, **lm.config)
 
 
-cases = {"old prefill": prefill(old), "new prefill": prefill(new),
-         "old decode": decode(old), "new decode": decode(new)}
-times = interleaved(cases, rounds)
-print("load average", os.getloadavg(), "threads", os.environ.get("OMP_NUM_THREADS", "default"))
-for name, t in times.items():
-    q1, q2, q3 = np.percentile(t, [25, 50, 75]) * 1e3
-    print(f"{name:12s} median {q2:8.2f} ms  IQR {q1:.2f}-{q3:.2f}  min {min(t) * 1e3:.2f}")
-for kind in ("prefill", "decode"):
-    ratio = np.array(times[f"new {kind}"]) / np.array(times[f"old {kind}"])
-    print(f"new/old {kind} per round: median {np.median(ratio):.3f}, IQR "
-          f"{np.percentile(ratio, 25):.3f}-{np.percentile(ratio, 75):.3f}")
+def works(m):
+    return {"prefill": prefill(m), "decode": decode(m)}
+
+
+print("load average before", os.getloadavg(), "threads", os.environ.get("OMP_NUM_THREADS", "default"))
+report_ab(alternating(works(old), works(new), rounds))
+print("load average after", os.getloadavg())
