@@ -23,7 +23,7 @@ from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from .engine import checks
-from .engine.threads import in_threads, n_workers, one_blas_thread
+from .engine.threads import in_threads, n_workers, one_blas_thread, tile_entries
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -54,16 +54,38 @@ def _flash(q, k, v, key_mask, scale, causal, block_size):
 
 
 def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
-    # Query blocks are independent of one another: on the CPU they run on worker threads
-    # (minattn/engine/threads.py). Their outputs and log-sum-exps are then joined along the query axis.
-    def block(q_start):
-        q_block = q[..., q_start:q_start + block_size, :]  # [..., b_q, d_k]
-        return _query_block(q_block, k, v, key_mask, q_start, causal, scale, block_size)
+    # Query blocks are independent of one another, and so are the entries of the batch (each
+    # head of each sequence). Both are split: a piece is one query block of a group of entries,
+    # as many as keep its tile of scores within a core's cache (tile_entries), and the pieces
+    # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
+    # work grows with its start). Their outputs and log-sum-exps are then joined.
+    batch, n_queries = q.shape[:-2], q.shape[-2]
+    # v and a column of ones: one product per tile gives its weighted values and its weights' sum
+    v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
+    # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
+    n_entries = math.prod(batch)
+    q, k, v = (numpy.reshape(numpy.broadcast_to(x, batch + x.shape[-2:]),
+                             (n_entries,) + x.shape[-2:]) for x in (q, k, v))
+    if key_mask is not None:
+        key_mask = numpy.reshape(numpy.broadcast_to(key_mask, batch + key_mask.shape[-1:]),
+                                 (n_entries, key_mask.shape[-1]))
+    per_group = tile_entries(q, block_size ** 2 * numpy.result_type(q.dtype, k.dtype).itemsize)
+    groups = [slice(i, i + per_group) for i in range(0, max(n_entries, 1), per_group)]
+    starts = range(0, n_queries, block_size)
+    pieces = [(g, s) for s in (reversed(starts) if causal else starts) for g in range(len(groups))]
 
-    blocks = in_threads(block, range(0, q.shape[-2], block_size), n_threads)
+    def block(piece):
+        g, q_start = piece
+        e = groups[g]
+        q_block = q[e, q_start:q_start + block_size, :]  # [entries, b_q, d_k]
+        return _query_block(q_block, k[e], v[e], None if key_mask is None else key_mask[e],
+                            q_start, causal, scale, block_size)
+
+    done = dict(zip(pieces, in_threads(block, pieces, n_threads)))
     # numpy's concatenate, not autograd's (which views its inputs as host arrays: CuPy refuses).
-    return (numpy.concatenate([out for out, _ in blocks], axis=-2),
-            numpy.concatenate([lse for _, lse in blocks], axis=-2))
+    joined = [numpy.concatenate([numpy.concatenate([done[g, s][i] for s in starts], axis=-2)
+                                 for g in range(len(groups))], axis=0) for i in (0, 1)]
+    return tuple(numpy.reshape(x, batch + x.shape[-2:]) for x in joined)
 
 
 def _flash_vjp(argnums, outputs, args, kwargs):
@@ -108,21 +130,24 @@ defvjp_argnums(_flash, _flash_vjp)
 
 
 def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
-    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., b_q, d_v] and the log-sum-exp
-    # [..., b_q, 1], for the queries q_start .. q_start + b_q - 1.
+    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
+    # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. v ends in a column
+    # of ones (_flash_forward), the denominator's.
     n_keys = k.shape[-2]
     if causal:
         # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
         # are never computed at all (FlashAttention's saving: about half the tiles).
         n_keys = min(n_keys, q_start + q.shape[-2])
-    # Running max, denominator and output; Python scalars that broadcast on the first tile.
-    m, l, acc = -np.inf, 0.0, 0.0
+    # Running max, and output with the denominator in its last column (the ones' column of v);
+    # Python scalars that broadcast on the first tile.
+    m, acc = -np.inf, 0.0
     q = q * scale  # once for the block's queries, rather than on every tile of scores
     for k_start in range(0, n_keys, block_size):
         k_stop = min(k_start + block_size, k.shape[-2])
         scores = q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)  # [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
-        m, l, acc = _online_softmax_step(m, l, acc, scores, keep, v[..., k_start:k_stop, :])
+        m, acc = _online_softmax_step(m, acc, scores, keep, v[..., k_start:k_stop, :])
+    acc, l = acc[..., :-1], acc[..., -1:]  # [..., b_q, d_v], [..., b_q, 1]
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
     # log-sum-exp, m + log(l), is -inf.
     lse = np.where(l > 0, m + np.log(np.where(l > 0, l, 1.0)), -np.inf)
@@ -135,26 +160,31 @@ def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
     if key_mask is not None:
         keep = key_mask[..., None, k_start:k_stop]  # [..., 1, b_k]
     if causal and k_stop - 1 > q_start:  # some key in the tile lies after some query
-        # Key k_start + c is visible from query q_start + r when c <= r + (q_start - k_start):
-        # a lower triangle shifted by the tile's offset. Built from scores, so on its device.
-        below = np.tril(np.ones_like(scores, dtype=bool), k=q_start - k_start)
+        # Key j is visible from query i when j <= i: the tile's key positions against its query
+        # positions, a lower triangle shifted by the tile's offset. Built like scores, so on its
+        # device.
+        queries = numpy.arange(q_start, q_start + scores.shape[-2], like=scores)[:, None]
+        below = numpy.arange(k_start, k_stop, like=scores) <= queries  # [b_q, b_k]
         keep = below if keep is None else keep & below
     return keep
 
 
-def _online_softmax_step(m, l, acc, scores, keep, v):
-    # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v] into the running
-    # max m [..., b_q, 1], denominator l [..., b_q, 1] and un-normalized output acc [..., b_q, d_v].
+def _online_softmax_step(m, acc, scores, keep, v):
+    # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v + 1], the last column
+    # ones, into the running max m [..., b_q, 1] and acc [..., b_q, d_v + 1]: the un-normalized
+    # output and, in the ones' column, the denominator l. The scores are overwritten.
     if keep is not None:
-        # -inf through `where`, as in softmax: exp(-inf) is exactly 0 in every dtype.
-        scores = np.where(keep, scores, -np.inf)
+        # -inf, as in softmax: exp(-inf) is exactly 0 in every dtype.
+        numpy.copyto(scores, -numpy.inf, where=~keep)
     m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
     shift = np.where(np.isfinite(m_new), m_new, 0.0)
-    p = np.exp(np.subtract(scores, shift, out=scores), out=scores)  # in place: a temporary
-    # The old l and acc were sums of exp(score - m); rescale them to exp(score - m_new).
+    p = np.exp(np.subtract(scores, shift, out=scores), out=scores)
+    # The old acc was a sum of exp(score - m) times the values (and ones); rescale it to
+    # exp(score - m_new), and add the tile's: its weighted values and, against the ones, the sum
+    # of its weights.
     rescale = np.exp(m - shift)
-    return m_new, l * rescale + np.sum(p, axis=-1, keepdims=True), acc * rescale + p @ v
+    return m_new, acc * rescale + p @ v
 
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):
