@@ -5,7 +5,9 @@ matrix is never held: queries and keys are walked in blocks, and each query bloc
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
-on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k); the weights are not returned.
+on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k), plus O(L·d) for a copy of
+v with a column of ones (one product per tile then gives the weighted values and the
+denominator) and of k or v where they broadcast over q's batch; the weights are not returned.
 
 Gradients: FlashAttention-2's backward (Dao 2023, algorithm 2). The forward pass keeps only the
 output and each query's log-sum-exp; the backward pass recomputes every tile's weights from
