@@ -3,7 +3,12 @@
 The result equals scaled_dot_product_attention's output (up to rounding), but the [L_q, L_k]
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
-(Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
+(Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Here m is a running
+shift: the max, until every query of the block has seen a key; from then on, any finite shift
+giving the same softmax, the tiles keep it (their weights may exceed 1) unless a weight would
+overflow (the tile is then folded in by its max) or a denominator passes the square root of the
+dtype's largest float (its row is divided by it, m raised by its log): those tiles take no pass
+over their scores for a max. Memory is
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
 on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k), plus O(L·d) for a copy of
 v with a column of ones (one product per tile then gives the weighted values and the
@@ -16,6 +21,7 @@ O(H·block_size²) for the tile at hand, not O(L²). This hand-written VJP is fi
 accumulates into arrays in place): autograd cannot differentiate it again. Like the rest of the
 core it runs on CuPy arrays: nothing is created on the host.
 """
+import functools
 import math
 import numbers
 
@@ -62,7 +68,8 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
     # work grows with its start). Their outputs and log-sum-exps are then joined.
     batch, n_queries = q.shape[:-2], q.shape[-2]
-    # v and a column of ones: one product per tile gives its weighted values and its weights' sum
+    # v and a column of ones: one product per tile gives its weighted values and the sum of its
+    # weights (_query_block)
     v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
     # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
     n_entries = math.prod(batch)
@@ -134,21 +141,25 @@ defvjp_argnums(_flash, _flash_vjp)
 def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
     # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
     # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. v ends in a column
-    # of ones (_flash_forward), the denominator's.
+    # of ones (_flash_forward): each tile's product with it gives one sum more (below).
     n_keys = k.shape[-2]
     if causal:
         # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
         # are never computed at all (FlashAttention's saving: about half the tiles).
         n_keys = min(n_keys, q_start + q.shape[-2])
-    # Running max, and output with the denominator in its last column (the ones' column of v);
+    # The running shift m (a max of the scores so far) and acc = the sum of exp(score - m) *
+    # [value, 1] over the keys so far: the un-normalized output and, last, the denominator l.
     # Python scalars that broadcast on the first tile.
     m, acc = -np.inf, 0.0
     q = q * scale  # once for the block's queries, rather than on every tile of scores
     for k_start in range(0, n_keys, block_size):
         k_stop = min(k_start + block_size, k.shape[-2])
-        scores = q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)  # [..., b_q, b_k]
+        k_t, v_t = np.swapaxes(k[..., k_start:k_stop, :], -1, -2), v[..., k_start:k_stop, :]
+        scores = q @ k_t  # [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
-        m, acc = _online_softmax_step(m, acc, scores, keep, v[..., k_start:k_stop, :])
+        # (None: a weight overflowed; the tile is folded in again by its max, from its scores)
+        m, acc = _online_softmax_step(m, acc, scores, keep, v_t) or \
+            _online_softmax_step(m, acc, q @ k_t, keep, v_t, by_max=True)
     acc, l = acc[..., :-1], acc[..., -1:]  # [..., b_q, d_v], [..., b_q, 1]
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
     # log-sum-exp, m + log(l), is -inf.
@@ -162,31 +173,55 @@ def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
     if key_mask is not None:
         keep = key_mask[..., None, k_start:k_stop]  # [..., 1, b_k]
     if causal and k_stop - 1 > q_start:  # some key in the tile lies after some query
-        # Key j is visible from query i when j <= i: the tile's key positions against its query
-        # positions, a lower triangle shifted by the tile's offset. Built like scores, so on its
-        # device.
-        queries = numpy.arange(q_start, q_start + scores.shape[-2], like=scores)[:, None]
-        below = numpy.arange(k_start, k_stop, like=scores) <= queries  # [b_q, b_k]
+        # Key k_start + c is visible from query q_start + r when c <= r + (q_start - k_start):
+        # a lower triangle shifted by the tile's offset. Built like scores, so on its device.
+        below = numpy.tri(scores.shape[-2], k_stop - k_start, q_start - k_start, dtype=bool,
+                          like=scores)  # [b_q, b_k]
         keep = below if keep is None else keep & below
     return keep
 
 
-def _online_softmax_step(m, acc, scores, keep, v):
+def _online_softmax_step(m, acc, scores, keep, v, by_max=False):
     # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v + 1], the last column
-    # ones, into the running max m [..., b_q, 1] and acc [..., b_q, d_v + 1]: the un-normalized
-    # output and, in the ones' column, the denominator l. The scores are overwritten.
+    # ones, into the running shift m [..., b_q, 1] and acc [..., b_q, d_v + 1] (_query_block).
+    # The scores are overwritten: a temporary.
     if keep is not None:
         # -inf, as in softmax: exp(-inf) is exactly 0 in every dtype.
         numpy.copyto(scores, -numpy.inf, where=~keep)
+    if not by_max and np.all(np.isfinite(m)):  # every query has seen a key (not the first tile)
+        # Any finite shift gives the same softmax: m is kept, and the tile's weights
+        # exp(score - m) may exceed 1 (no pass for the tile's max), unless one overflows: then
+        # None, and the tile is folded in by its max.
+        with numpy.errstate(over="ignore", invalid="ignore"):
+            p = np.exp(np.subtract(scores, m, out=scores), out=scores)
+            acc = acc + p @ v
+        return _renormalized(m, acc) if np.all(np.isfinite(acc)) else None
+    # By the max (FlashAttention's step): m becomes the running max of the scores.
     m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
     # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
     shift = np.where(np.isfinite(m_new), m_new, 0.0)
     p = np.exp(np.subtract(scores, shift, out=scores), out=scores)
-    # The old acc was a sum of exp(score - m) times the values (and ones); rescale it to
-    # exp(score - m_new), and add the tile's: its weighted values and, against the ones, the sum
-    # of its weights.
+    # The old acc was a sum of exp(score - m); rescale it to exp(score - m_new), and add the
+    # tile's: its weighted values and, against the ones, the sum of its weights.
     rescale = np.exp(m - shift)
     return m_new, acc * rescale + p @ v
+
+
+def _renormalized(m, acc):
+    # The rows whose denominator l (acc's last column) has passed the square root of the
+    # dtype's largest float: divided by l, their shift raised by log(l), so that the next tiles'
+    # weights have that much room before they overflow.
+    l = acc[..., -1:]
+    large = l > _room(acc.dtype)
+    if not np.any(large):
+        return m, acc
+    by = np.where(large, l, 1.0)
+    return m + np.log(by), acc / by
+
+
+@functools.cache
+def _room(dtype):
+    return numpy.sqrt(numpy.finfo(dtype).max)
 
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):
