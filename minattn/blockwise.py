@@ -68,8 +68,10 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
     # work grows with its start). Their outputs and log-sum-exps are then joined.
     batch, n_queries = q.shape[:-2], q.shape[-2]
-    # v and a column of ones: one product per tile gives its weighted values and the sum of its
-    # weights (_query_block)
+    # k transposed with a row of ones [..., d_k + 1, L_k], v with a column of ones
+    # [..., L_k, d_v + 1]: each product of a tile does one sum more (_query_block)
+    k = numpy.concatenate([numpy.swapaxes(k, -1, -2),
+                           numpy.ones_like(numpy.swapaxes(k[..., :1], -1, -2))], axis=-2)
     v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
     # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
     n_entries = math.prod(batch)
@@ -139,27 +141,33 @@ defvjp_argnums(_flash, _flash_vjp)
 
 
 def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
-    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
-    # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. v ends in a column
-    # of ones (_flash_forward): each tile's product with it gives one sum more (below).
-    n_keys = k.shape[-2]
+    # [..., b_q, d_k], [..., d_k + 1, L_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
+    # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. k (transposed)
+    # ends in a row of ones, v in a column of ones (_flash_forward).
+    n_keys = k.shape[-1]
     if causal:
         # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
         # are never computed at all (FlashAttention's saving: about half the tiles).
         n_keys = min(n_keys, q_start + q.shape[-2])
-    # The running shift m (a max of the scores so far) and acc = the sum of exp(score - m) *
-    # [value, 1] over the keys so far: the un-normalized output and, last, the denominator l.
-    # Python scalars that broadcast on the first tile.
-    m, acc = -np.inf, 0.0
-    q = q * scale  # once for the block's queries, rather than on every tile of scores
+    # The queries scaled, once for all tiles, and a last column -shift (the shift: m below, or 0
+    # where m is -inf): against k's ones, each tile's product gives its scores less the shift.
+    q = q * scale
+    q = numpy.concatenate([q, numpy.zeros_like(q[..., :1])], axis=-1)  # [..., b_q, d_k + 1]
+    # The running shift m [..., b_q, 1] (a max of the scores so far) and acc = the sum of
+    # exp(score - m) * [value, 1] over the keys so far: the un-normalized output and, last, the
+    # denominator l (0.0: a Python scalar broadcasts on the first tile).
+    m, acc = numpy.full_like(q[..., :1], -numpy.inf), 0.0
     for k_start in range(0, n_keys, block_size):
-        k_stop = min(k_start + block_size, k.shape[-2])
-        k_t, v_t = np.swapaxes(k[..., k_start:k_stop, :], -1, -2), v[..., k_start:k_stop, :]
-        scores = q @ k_t  # [..., b_q, b_k]
+        k_stop = min(k_start + block_size, k.shape[-1])
+        k_t, v_t = k[..., k_start:k_stop], v[..., k_start:k_stop, :]
+        scores = q @ k_t  # the scores less the shift [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
         # (None: a weight overflowed; the tile is folded in again by its max, from its scores)
-        m, acc = _online_softmax_step(m, acc, scores, keep, v_t) or \
+        m_new, acc = _online_softmax_step(m, acc, scores, keep, v_t) or \
             _online_softmax_step(m, acc, q @ k_t, keep, v_t, by_max=True)
+        if m_new is not m:  # (a step that keeps the shift returns m itself)
+            q[..., -1:] = -_shift(m_new)
+        m = m_new
     acc, l = acc[..., :-1], acc[..., -1:]  # [..., b_q, d_v], [..., b_q, 1]
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
     # log-sum-exp, m + log(l), is -inf.
@@ -182,29 +190,33 @@ def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
 
 
 def _online_softmax_step(m, acc, scores, keep, v, by_max=False):
-    # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v + 1], the last column
-    # ones, into the running shift m [..., b_q, 1] and acc [..., b_q, d_v + 1] (_query_block).
-    # The scores are overwritten: a temporary.
+    # Fold one tile of scores less the shift (_shift(m)) [..., b_q, b_k] and its values
+    # [..., b_k, d_v + 1], the last column ones, into the running shift m [..., b_q, 1] and acc
+    # [..., b_q, d_v + 1] (_query_block). The scores are overwritten: a temporary.
     if keep is not None:
         # -inf, as in softmax: exp(-inf) is exactly 0 in every dtype.
         numpy.copyto(scores, -numpy.inf, where=~keep)
     if not by_max and np.all(np.isfinite(m)):  # every query has seen a key (not the first tile)
         # Any finite shift gives the same softmax: m is kept, and the tile's weights
-        # exp(score - m) may exceed 1 (no pass for the tile's max), unless one overflows: then
-        # None, and the tile is folded in by its max.
+        # exp(score - m) may exceed 1 (no pass for the tile's max, none to subtract it), unless
+        # one overflows: then None, and the tile is folded in by its max.
         with numpy.errstate(over="ignore", invalid="ignore"):
-            p = np.exp(np.subtract(scores, m, out=scores), out=scores)
-            acc = acc + p @ v
+            acc = acc + np.exp(scores, out=scores) @ v
         return _renormalized(m, acc) if np.all(np.isfinite(acc)) else None
     # By the max (FlashAttention's step): m becomes the running max of the scores.
-    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
-    # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
-    shift = np.where(np.isfinite(m_new), m_new, 0.0)
-    p = np.exp(np.subtract(scores, shift, out=scores), out=scores)
+    shift = _shift(m)
+    m_new = np.maximum(m, shift + np.max(scores, axis=-1, keepdims=True))
+    p = np.exp(np.subtract(scores, _shift(m_new) - shift, out=scores), out=scores)
     # The old acc was a sum of exp(score - m); rescale it to exp(score - m_new), and add the
     # tile's: its weighted values and, against the ones, the sum of its weights.
-    rescale = np.exp(m - shift)
+    rescale = np.exp(m - _shift(m_new))
     return m_new, acc * rescale + p @ v
+
+
+def _shift(m):
+    # What the scores have subtracted: m, but 0 where it is -inf (a query with nothing visible
+    # so far), so that no inf - inf = NaN.
+    return np.where(np.isfinite(m), m, 0.0)
 
 
 def _renormalized(m, acc):
