@@ -92,10 +92,13 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
         return _query_block(q_block, k[e], v[e], None if key_mask is None else key_mask[e],
                             q_start, causal, scale, block_size)
 
-    done = dict(zip(pieces, in_threads(block, pieces, n_threads)))
-    # numpy's concatenate, not autograd's (which views its inputs as host arrays: CuPy refuses).
-    joined = [numpy.concatenate([numpy.concatenate([done[g, s][i] for s in starts], axis=-2)
-                                 for g in range(len(groups))], axis=0) for i in (0, 1)]
+    done = in_threads(block, pieces, n_threads)
+    # numpy's empty, not autograd's, and like= the pieces': on their device
+    joined = [numpy.empty((n_entries, n_queries) + x.shape[-1:], x.dtype, like=x)
+              for x in done[0]]
+    for (g, q_start), outputs in zip(pieces, done):
+        for whole, x in zip(joined, outputs):
+            whole[groups[g], q_start:q_start + block_size] = x
     return tuple(numpy.reshape(x, batch + x.shape[-2:]) for x in joined)
 
 
