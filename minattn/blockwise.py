@@ -154,8 +154,10 @@ def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
         n_keys = min(n_keys, q_start + q.shape[-2])
     # The queries scaled, once for all tiles, and a last column -shift (the shift: m below, or 0
     # where m is -inf): against k's ones, each tile's product gives its scores less the shift.
+    # In the scores' dtype, so that the shift subtracted is m to its last bit.
     q = q * scale
-    q = numpy.concatenate([q, numpy.zeros_like(q[..., :1])], axis=-1)  # [..., b_q, d_k + 1]
+    q = numpy.concatenate([q, numpy.zeros_like(q[..., :1])], axis=-1,
+                          dtype=numpy.result_type(q.dtype, k.dtype))  # [..., b_q, d_k + 1]
     # The running shift m [..., b_q, 1] (a max of the scores so far) and acc = the sum of
     # exp(score - m) * [value, 1] over the keys so far: the un-normalized output and, last, the
     # denominator l (0.0: a Python scalar broadcasts on the first tile).

@@ -306,3 +306,20 @@ def test_renormalized_rows_stand_for_the_same_sums():
                                rtol=1e-6)
     small_m, small_acc = m[1:2], acc[1:2]
     assert blockwise._renormalized(small_m, small_acc) == (small_m, small_acc)  # as they were
+
+
+def test_float32_queries_against_float64_keys_keep_float64_precision():
+    # The shift subtracted inside q kᵀ is held in q's last column: in the scores' dtype
+    # (float64 here), or a float32 shift would cost the output and log-sum-exp float32 rounding
+    # times the scores' size. Large scores (m of a few hundred), causal, several tiles.
+    rng = np.random.default_rng(9)
+    q = (rng.standard_normal((2, 64, 8)) * 30).astype(np.float32)
+    k, v = rng.standard_normal((2, 64, 8)) * 30, rng.standard_normal((2, 64, 3))
+    out, lse = blockwise._flash(q, k, v, None, 0.5, True, 8)
+    s = np.where(np.tril(np.ones((64, 64), bool)), 0.5 * q.astype(np.float64) @
+                 np.swapaxes(k, -1, -2), -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lse, m + np.log(p.sum(-1, keepdims=True)), rtol=1e-13)
