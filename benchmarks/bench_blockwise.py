@@ -4,9 +4,11 @@ forward, in the same process, interleaved (benchmarks/_harness.py).
     python benchmarks/bench_blockwise.py [--length 16384] [--block-size 512] [--rounds 3] [--busy N]
 
 B=1, H=4, d_k=64, float32. Also the floor: the same tiles' two matrix products alone (q kᵀ and
-P v for every tile that causal attention computes), run as blockwise runs them: query blocks
-spread over worker threads, each product on one BLAS thread (minattn/engine/threads.py); and
-blockwise on one thread (under threadpool_limits(1)), to show what the workers bring.
+P v for every tile that causal attention computes), run as blockwise runs them: one head's
+query block a piece (engine/threads.tile_entries: a 512 x 512 tile of float32 scores is 1 MiB),
+the longest first, spread over worker threads, each product on one BLAS thread
+(minattn/engine/threads.py); and blockwise on one thread (under threadpool_limits(1)), to show
+what the workers bring.
 """
 import argparse
 import os
@@ -36,16 +38,18 @@ def main():
 
     from minattn.engine.threads import in_threads, n_workers, one_blas_thread
 
-    def query_block(start):
+    def query_block(piece):
+        head, start = piece
         for k_start in range(0, min(n, start + b), b):
-            s = q[..., start:start + b, :] @ k[..., k_start:k_start + b, :].swapaxes(-1, -2)
-            s @ v[..., k_start:k_start + b, :]
+            s = q[0, head, start:start + b, :] @ k[0, head, k_start:k_start + b, :].T
+            s @ v[0, head, k_start:k_start + b, :]
 
     workers = n_workers(q, 4 * n * n)  # read outside the one-thread limit, as blockwise does
 
     @one_blas_thread()  # as blockwise_attention runs its tiles
     def floor():
-        in_threads(query_block, range(0, n, b), workers)
+        pieces = [(head, start) for start in reversed(range(0, n, b)) for head in range(4)]
+        in_threads(query_block, pieces, workers)
 
     def one_thread():  # the workers follow the BLAS limit: one BLAS thread, one worker
         from threadpoolctl import threadpool_limits

@@ -233,3 +233,93 @@ def test_flash_backward_memory_grows_with_length_times_block_not_length_squared(
     tracemalloc.stop()
     weights = n * n * 8  # the full [L, L] float64 weights alone: 8 MiB
     assert peak < weights / 4, f"peak {peak / 2**20:.1f} MiB"
+
+
+# --- the running shift kept between tiles (no pass for a tile's max), and where it is not ---
+
+def _float64_attention(q, k, v):
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def _steps_by_max(monkeypatch):
+    """A list that records, for each tile folded in, whether by its max (by_max=True)."""
+    calls, step = [], blockwise._online_softmax_step
+
+    def recording_step(*args, by_max=False):
+        calls.append(by_max or not np.all(np.isfinite(args[0])))
+        return step(*args, by_max=by_max)
+
+    monkeypatch.setattr(blockwise, "_online_softmax_step", recording_step)
+    return calls
+
+
+@pytest.mark.parametrize("dtype, rise", [(np.float32, 150.0), (np.float64, 900.0)])
+def test_a_tile_whose_weights_would_overflow_is_folded_in_by_its_max(monkeypatch, dtype, rise):
+    # Keys 4..7 score `rise` above keys 0..3 for every query: exp(score - the first tile's max)
+    # overflows the dtype, so the second tile is folded in again by its max (no warning: they
+    # are errors here), and the output is the float64 softmax's.
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((3, 8, 4)).astype(dtype)
+    q[..., 0] = 1.0
+    k = rng.standard_normal((3, 8, 4)).astype(dtype)
+    k[:, 4:, 0] += rise * 2  # scale 1/sqrt(4): scores rise by `rise`
+    v = rng.standard_normal((3, 8, 2)).astype(dtype)
+    calls = _steps_by_max(monkeypatch)
+    out = ma.blockwise_attention(q, k, v, block_size=4)
+    # each block of queries: the first tile, the kept shift's overflow, the tile again by its max
+    assert calls == [True, False, True] * 2
+    assert out.dtype == dtype
+    np.testing.assert_allclose(out, _float64_attention(q, k, v), **tolerance(dtype))
+
+
+def test_rows_whose_denominator_grows_large_are_renormalized_not_folded_again(monkeypatch):
+    # Each tile of 4 keys scores 30 above the last (float32): with the shift kept, the weights
+    # reach e^60 by the third tile, past the square root of float32's largest, so those rows are
+    # divided by their denominator and their shift raised, and the fourth tile's e^30 more fits:
+    # every tile after the first folds in with the kept shift, none by its max.
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    q[..., 0] = 1.0
+    k = rng.standard_normal((2, 16, 4)).astype(np.float32) * 0.1
+    k[..., 0] += np.repeat(np.arange(4) * 60.0, 4)  # scale 1/2: +30 per tile
+    v = rng.standard_normal((2, 16, 3)).astype(np.float32)
+    calls = _steps_by_max(monkeypatch)
+    out = ma.blockwise_attention(q, k, v, block_size=4)
+    assert calls == [True, False, False, False]
+    np.testing.assert_allclose(out, _float64_attention(q, k, v), **tolerance(np.float32))
+
+
+def test_renormalized_rows_stand_for_the_same_sums():
+    # m + log(l) (the log-sum-exp) and acc / l (the output) unchanged; rows under the limit
+    # untouched, to the bit.
+    m = np.array([[1.0], [2.0], [-3.0]], np.float32)
+    acc = np.array([[5.0, 1e25, 2e25], [1.0, 2.0, 4.0], [3e30, 0.0, 1e20]], np.float32)
+    m_new, acc_new = blockwise._renormalized(m, acc)
+    np.testing.assert_array_equal(m_new[1], m[1])
+    np.testing.assert_array_equal(acc_new[1], acc[1])
+    assert np.all(acc_new[[0, 2], -1] == 1.0)
+    lse, lse_new = m[:, 0] + np.log(acc[:, -1]), m_new[:, 0] + np.log(acc_new[:, -1])
+    np.testing.assert_allclose(lse_new, lse, rtol=1e-6)
+    np.testing.assert_allclose(acc_new[:, :-1] / acc_new[:, -1:], acc[:, :-1] / acc[:, -1:],
+                               rtol=1e-6)
+    small_m, small_acc = m[1:2], acc[1:2]
+    assert blockwise._renormalized(small_m, small_acc) == (small_m, small_acc)  # as they were
+
+
+def test_float32_queries_against_float64_keys_keep_float64_precision():
+    # The shift subtracted inside q kᵀ is held in q's last column: in the scores' dtype
+    # (float64 here), or a float32 shift would cost the output and log-sum-exp float32 rounding
+    # times the scores' size. Large scores (m of a few hundred), causal, several tiles.
+    rng = np.random.default_rng(9)
+    q = (rng.standard_normal((2, 64, 8)) * 30).astype(np.float32)
+    k, v = rng.standard_normal((2, 64, 8)) * 30, rng.standard_normal((2, 64, 3))
+    out, lse = blockwise._flash(q, k, v, None, 0.5, True, 8)
+    s = np.where(np.tril(np.ones((64, 64), bool)), 0.5 * q.astype(np.float64) @
+                 np.swapaxes(k, -1, -2), -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(lse, m + np.log(p.sum(-1, keepdims=True)), rtol=1e-13)

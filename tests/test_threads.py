@@ -226,3 +226,85 @@ def test_blockwise_with_an_empty_axis_answers_as_full_attention(shape_q, shape_k
     assert out.shape == expected.shape
     np.testing.assert_allclose(out, expected, atol=1e-12)
 
+
+
+def test_tile_entries_fills_the_cache_on_the_host_and_takes_the_whole_batch_on_a_device():
+    x = np.zeros((6, 2, 2), np.float32)
+    assert _threads.tile_entries(x, 512 * 512 * 4) == _threads.TILE_BYTES // 2 ** 20
+    assert _threads.tile_entries(x, 128 * 128 * 4) == _threads.TILE_BYTES // 2 ** 16
+    assert _threads.tile_entries(x, 4 * _threads.TILE_BYTES) == 1  # at least one entry
+    assert _threads.tile_entries(x, 0) == _threads.TILE_BYTES  # empty tiles: no division by 0
+    assert _threads.tile_entries(DeviceArray(x), 1) == 6  # a GPU: the whole batch in a tile
+    assert _threads.tile_entries(DeviceArray(x[:0]), 1) == 1
+
+
+@st.composite
+def batched_blockwise_cases(draw):
+    """q [2, 3, L_q, 4] float32, k and v broadcast over the heads or the batch ([2, 1, ...] or
+    [3, ...]), a key mask per sequence or none, causal or not, a block size that need not divide
+    the lengths."""
+    l_q, l_k = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    kv_batch = draw(st.sampled_from([(2, 3), (2, 1), (3,)]))
+    q = draw(float_arrays((2, 3, l_q, 4), np.float32))
+    k = draw(float_arrays(kv_batch + (l_k, 4), np.float32))
+    v = draw(float_arrays(kv_batch + (l_k, 2), np.float32))
+    key_mask = draw(st.none() | bool_masks((2, 1, l_k)))
+    return q, k, v, draw(st.booleans()), key_mask, draw(st.integers(1, 4))
+
+
+@given(batched_blockwise_cases(), st.integers(1, 6))
+def test_blockwise_tiles_of_a_few_heads_equal_a_float64_reference_and_every_split(case, entries):
+    # The batch (2 sequences x 3 heads) cut into tiles of `entries` heads (forced: small tiles
+    # hold every head), k, v and the key mask broadcast: the output and the log-sum-exp equal a
+    # float64 computation of the whole, and are the same bits on one worker and on three (each
+    # piece computes the same tiles whichever thread takes it).
+    q, k, v, causal, key_mask, block_size = case
+    scale = 0.5
+
+    def run(workers):
+        with mock.patch.object(blockwise, "tile_entries", lambda x, entry_bytes: entries), \
+                forced_workers(workers):
+            return blockwise._flash(q, k, v, key_mask, scale, causal, block_size)
+
+    (out, lse), (out_1, lse_1) = run(3), run(1)
+    np.testing.assert_array_equal(out, out_1)
+    np.testing.assert_array_equal(lse, lse_1)
+    keep = np.ones((2, 3, q.shape[-2], k.shape[-2]), bool)
+    if causal:
+        keep &= np.tril(np.ones(keep.shape[-2:], bool))
+    if key_mask is not None:
+        keep &= key_mask[..., None, :]
+    s = np.where(keep, scale * q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64),
+                 -np.inf)
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - np.where(np.isfinite(m), m, 0.0))
+    l = p.sum(-1, keepdims=True)
+    expected = (p @ v.astype(np.float64)) / np.where(l > 0, l, 1.0)
+    assert out.dtype == np.float32 and out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, **tolerance(np.float32))
+    with np.errstate(divide="ignore"):
+        expected_lse = m + np.log(l)
+    np.testing.assert_allclose(lse, expected_lse, **tolerance(np.float32))
+
+
+def test_causal_query_blocks_go_to_the_workers_longest_first():
+    # A causal query block's work grows with its start: the last block first, so that no worker
+    # is left with the longest at the end. Each block's pieces (a tile of heads each) together.
+    q = np.random.default_rng(3).standard_normal((2, 10, 3))
+    calls = []
+    in_threads = _threads.in_threads
+
+    def spy(f, items, n_threads):
+        items = list(items)
+        calls.append(items)
+        return in_threads(f, items, n_threads)
+
+    with mock.patch.object(blockwise, "in_threads", spy), \
+            mock.patch.object(blockwise, "tile_entries", lambda x, entry_bytes: 1):
+        causal = ma.blockwise_attention(q, q, q, causal=True, block_size=4)
+        ma.blockwise_attention(q, q, q, causal=False, block_size=4)
+    assert calls == [[(0, 8), (1, 8), (0, 4), (1, 4), (0, 0), (1, 0)],
+                     [(0, 0), (1, 0), (0, 4), (1, 4), (0, 8), (1, 8)]]
+    np.testing.assert_allclose(causal, _reference_attention(
+        q, q, q, np.broadcast_to(np.tril(np.ones((10, 10), bool)), (2, 10, 10)))[0], rtol=1e-12,
+        atol=1e-12)

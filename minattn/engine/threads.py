@@ -22,7 +22,8 @@ What the policy does:
   prompt's blocks stand). `_Choice` holds the rule; one `_Tuning` the whole state (the 32
   most recently used keys).
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
-  threads, each with one BLAS thread, and the float32 GELU's chunks of a large array
+  threads, each with one BLAS thread (`tile_entries`: how many heads a block's tile holds),
+  and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
   over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike. Only
@@ -202,6 +203,20 @@ def _blas_threads():
     if threads:
         return min(threads)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+TILE_BYTES = 2 ** 20  # a tile of temporaries that stays in a core's L2 cache (1-2 MiB on x86)
+
+
+def tile_entries(x, entry_bytes):
+    """How many entries of a batch (x [n_entries, ...]: the heads of sequences) one tile of work
+    should hold, each taking entry_bytes of temporaries: as many as fit in TILE_BYTES, at least
+    one, for a NumPy array (a tile that spills out of the cache makes every pass over it slower:
+    blockwise attention's tiles of scores, docs/benchmarks.md "Blockwise attention in cache-sized
+    tiles"); all of them for a GPU array, which runs a batch in parallel already."""
+    if not isinstance(x, numpy.ndarray):
+        return max(1, x.shape[0])
+    return max(1, TILE_BYTES // max(1, entry_bytes))
 
 
 def in_threads(f, items, n_threads):
