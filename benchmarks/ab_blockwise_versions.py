@@ -15,22 +15,13 @@ order of the two alternating round by round.
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import describe, footer, header, ratio  # noqa: E402
+from _harness import alternating, checkout, footer, header, report_ab  # noqa: E402
 
-
-def load(path):
-    for m in [m for m in sys.modules if m.split(".")[0] == "minattn"]:
-        del sys.modules[m]
-    sys.path.insert(0, path)
-    import minattn
-    sys.path.pop(0)
-    return minattn
 
 
 def main():
@@ -42,7 +33,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    old, new = load(args.old), load(args.new)
+    old, new = checkout(args.old), checkout(args.new)
     rng = np.random.default_rng(0)
     n, b = args.length, args.block_size
     long_qkv = [rng.standard_normal((1, 4, n, 64), dtype=np.float32) for _ in range(3)]
@@ -59,24 +50,13 @@ def main():
         }
 
     header(0)
-    fs = {"old": works(old), "new": works(new)}
-    times = {(v, k): [] for v in fs for k in fs["old"]}
     with threadpool_limits(args.threads, user_api="blas"):
-        for label in fs["old"]:  # the same output, and one warm-up call each
-            np.testing.assert_allclose(fs["new"][label](), fs["old"][label](), rtol=1e-5,
-                                       atol=1e-6)
-        for rnd in range(args.rounds):  # old first in odd rounds, new first in even ones
-            for k in fs["old"]:
-                for v in (("old", "new") if rnd % 2 else ("new", "old")):
-                    start = time.perf_counter()
-                    fs[v][k]()
-                    times[v, k].append(time.perf_counter() - start)
+        for label, f in works(new).items():  # the same output
+            np.testing.assert_allclose(f(), works(old)[label](), rtol=1e-5, atol=1e-6)
+        times = alternating(works(old), works(new), args.rounds)
     print(f"BLAS threads {args.threads}, {args.rounds} rounds, float32; old {args.old}, "
           f"new {args.new}")
-    for k in fs["old"]:
-        o, n_ = times["old", k], times["new", k]
-        print(f"  {k}: old {describe(o).strip()}, new {describe(n_).strip()}, "
-              f"new/old {ratio(n_, o)}")
+    report_ab(times)
     footer()
 
 
