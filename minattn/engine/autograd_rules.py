@@ -53,6 +53,7 @@ below is the same selection, with a gradient made from g itself, so it keeps g's
 import functools
 
 import autograd.numpy as np
+import numpy
 from autograd.builtins import SequenceBox, container_untake
 from autograd.core import VJPNode, add_outgrads
 from autograd.tracer import new_box, trace_stack
@@ -250,12 +251,20 @@ defvjp(_output, _output_vjp)
 
 def _stand_in(x):
     # An array's shape and dtype without its memory: a zero-strided view of one zero; a tuple of
-    # outputs, each. Anything else (None, a number) as it is.
+    # outputs, each. Anything else (None, a number) as it is. A NumPy array's is read-only and
+    # made once per shape and dtype (made anew, it cost a training step about 60 calls of ~8 µs).
     if isinstance(x, tuple):
         return tuple(map(_stand_in, x))
     if getattr(x, "ndim", 0) == 0:
         return x
+    if type(x) is numpy.ndarray:
+        return _numpy_stand_in(x.shape, x.dtype)
     return np.broadcast_to(np.zeros_like(x, shape=()), np.shape(x))
+
+
+@functools.lru_cache(maxsize=256)
+def _numpy_stand_in(shape, dtype):
+    return numpy.broadcast_to(numpy.zeros((), dtype), shape)  # read-only
 
 
 def constant(x):
