@@ -13,7 +13,7 @@ import autograd.numpy as np
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand, kept, reads
+from .engine.autograd_rules import gradient_by_hand, kept, no_gradient, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
 from .engine.reductions import row_dot, row_max
@@ -85,7 +85,9 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
         p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
-        d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
+        d_p = d_out @ np.swapaxes(v, -1, -2)  # [..., L_q, L_k]
+        if not no_gradient(d_weights):  # a gradient reaching the weights
+            d_p = d_p + d_weights
         d_s = p * (d_p - row_dot(d_p, p))  # softmax's VJP; row_dot: Σ_j dP_j P_j
         grads = {
             "q": lambda: (d_s @ k) * scale,  # dQ = scale · dS K

@@ -54,7 +54,7 @@ import functools
 
 import autograd.numpy as np
 import numpy
-from autograd.builtins import SequenceBox, container_untake
+from autograd.builtins import SequenceBox
 from autograd.core import VJPNode, add_outgrads
 from autograd.tracer import new_box, trace_stack
 from autograd.util import toposort
@@ -242,8 +242,13 @@ def _output(outputs, i):
 
 
 def _output_vjp(ans, outputs, i):
-    shapes = vspace(outputs)  # taken now: the tape keeps no output
-    return lambda g: container_untake(g, i, shapes)
+    # The tuple's gradient: g at i, a stand-in of zeros at every other place (the tape keeps no
+    # output). autograd's own (container_untake) made an array of zeros for each output and added
+    # g into a copy: in a small GPT's step, the attention weights' [B, H, L, L] zeros and a pass
+    # over them per layer, though nothing reads the weights. A VJP tells such zeros by
+    # no_gradient() (NumPy's; a CuPy output's stand-in is added as the zeros it is).
+    zeros = _stand_in(tuple(outputs))
+    return lambda g: zeros[:i] + (g,) + zeros[i + 1:]
 
 
 defvjp(_output, _output_vjp)
@@ -260,6 +265,13 @@ def _stand_in(x):
     if type(x) is numpy.ndarray:
         return _numpy_stand_in(x.shape, x.dtype)
     return np.broadcast_to(np.zeros_like(x, shape=()), np.shape(x))
+
+
+def no_gradient(g):
+    """Whether g, a part of the gradient of a primitive's tuple of outputs, is the stand-in of
+    zeros that stands for an output nothing read (so a VJP may skip adding it): the very object,
+    not any zero-strided array (the gradient of a sum is one too)."""
+    return type(g) is numpy.ndarray and g.ndim > 0 and g is _numpy_stand_in(g.shape, g.dtype)
 
 
 @functools.lru_cache(maxsize=256)
