@@ -29,8 +29,8 @@ def linear(x, w, b=None):
     # leading dims first makes one big matrix product instead of a batch of small ones.
     *lead, d_in = x.shape
     y = x.reshape((math.prod(lead), d_in)) @ w  # [N, d_out] (N counted: x may hold no token)
-    if b is not None:  # into the product's own array where that keeps y + b's dtype
-        y = np.add(y, b, out=y) if getattr(b, "dtype", None) == y.dtype else y + b
+    if b is not None:
+        y = y + b
     return y.reshape((*lead, w.shape[1]))
 
 

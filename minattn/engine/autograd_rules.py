@@ -274,6 +274,12 @@ def no_gradient(g):
     return type(g) is numpy.ndarray and g.ndim > 0 and g is _numpy_stand_in(g.shape, g.dtype)
 
 
+def plus_gradient(x, g):
+    """x + g, g a part of the gradient of a primitive's tuple of outputs; x itself where g is
+    the stand-in of an output nothing read (no_gradient): no pass over its zeros."""
+    return x if no_gradient(g) else x + g
+
+
 @functools.lru_cache(maxsize=256)
 def _numpy_stand_in(shape, dtype):
     return numpy.broadcast_to(numpy.zeros((), dtype), shape)  # read-only

@@ -27,42 +27,16 @@ def adamw_update(params, grads, state, *, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
     and embeddings, not the biases and norms)."""
     b1, b2 = betas
     t = state["step"] + 1
+    m = tree_map(lambda m, g: m + (1 - b1) * (g - m), state["m"], grads)  # torch's lerp_
+    v = tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
     step_size = lr / (1 - b1 ** t)
     root = math.sqrt(1 - b2 ** t)  # the second moment's bias correction, under the root
-    # Each formula's operations in its order, written in place into the arrays it makes (the
-    # same bits as the formula in one line, fewer fresh arrays): m + (1 - b1) (g - m), torch's
-    # lerp_; b2 v + (1 - b2) g g; p (1 - lr decay) - step_size m / (sqrt(v) / root + eps).
-
-    def moment_1(m, g):
-        out = g - m
-        out *= 1 - b1
-        return _added(out, m)
-
-    def moment_2(v, g):
-        out = (1 - b2) * g
-        out *= g
-        return _added(b2 * v, out)
 
     def step(p, m, v):
         decay = weight_decay if decays is None or decays(p) else 0.0
-        denominator = np.sqrt(v)
-        denominator /= root
-        denominator += eps
-        update = m / denominator
-        update *= step_size
-        return _added(p * (1 - lr * decay), update, -1)
+        return p * (1 - lr * decay) - step_size * (m / (np.sqrt(v) / root + eps))
 
-    m, v = tree_map(moment_1, state["m"], grads), tree_map(moment_2, state["v"], grads)
     return tree_map(step, params, m, v), {"step": t, "m": m, "v": v}
-
-
-def _added(a, b, sign=1):
-    # a + b (sign 1) or a - b (-1), a an array made by the caller: into a where the two share a
-    # dtype and shape, else a new array (mixed dtypes: the wider one's, as a + b gives)
-    if getattr(a, "dtype", None) != getattr(b, "dtype", None) or np.ndim(a) == 0 or \
-            np.shape(a) != np.shape(b):
-        return a + b if sign == 1 else a - b
-    return np.add(a, b, out=a) if sign == 1 else np.subtract(a, b, out=a)
 
 
 def clip_by_global_norm(grads, max_norm):
