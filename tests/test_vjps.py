@@ -645,3 +645,29 @@ def test_no_gradient_is_the_stand_in_itself_not_any_zero_strided_array():
     assert whole[1].shape == (2, 4) and whole[1].dtype == np.float32 and not whole[1].any()
     assert not no_gradient(np.broadcast_to(np.float32(0), (2, 4)))  # a sum's gradient, say
     assert not no_gradient(np.zeros((2, 4), dtype=np.float32))
+
+
+@pytest.mark.parametrize("value_shape, grad_shape, value_dtype, grad_dtype", [
+    ((3, 4), (3, 4), np.float32, np.float32),  # the fast path: the grad itself
+    ((4,), (2, 3, 4), np.float64, np.float64),  # broadcast along leading dims: summed
+    ((3, 1), (3, 4), np.float32, np.float32),  # along a dim of 1: summed, kept
+    ((3, 4), (3, 4), np.float64, np.complex128),  # a complex grad of a real value: its real part
+    ((3, 4), (3, 4), np.complex128, np.complex128),
+])
+def test_gradient_by_hand_unbroadcasts_as_autograd_does(value_shape, grad_shape, value_dtype,
+                                                        grad_dtype):
+    # gradient_by_hand hands back a same-shape NumPy gradient as it is (_unbroadcast's fast
+    # path), anything else through autograd's unbroadcast: the same arrays either way.
+    from autograd.numpy.numpy_vjps import unbroadcast_f
+
+    from minattn.engine.autograd_rules import _unbroadcast
+
+    rng = np.random.default_rng(0)
+    value = rng.normal(size=value_shape).astype(value_dtype)
+    grad = (rng.normal(size=grad_shape) + (1j if grad_dtype == np.complex128 else 0) *
+            rng.normal(size=grad_shape)).astype(grad_dtype)
+    got, want = _unbroadcast(value, grad), unbroadcast_f(value, lambda _: grad)(None)
+    assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+    if value_shape == grad_shape and value_dtype == grad_dtype:
+        assert got is grad
