@@ -153,9 +153,19 @@ def main(argv=None):
             half_step = minattn_step
             minattn_step = lambda k: one_thread(half_step, k)  # noqa: E731
         counter = iter(range(10 ** 6))
+        cpu = {"minattn": [], "torch": []}  # the process's CPU time of each timed call
+
+        def with_cpu(name, step):
+            def call():
+                start = time.process_time()
+                step(next(counter))
+                cpu[name].append(time.process_time() - start)
+            return call
+
         with busy(args.busy):
-            times = interleaved({"minattn": lambda: minattn_step(next(counter)),
-                                 "torch": lambda: torch_step(next(counter))}, args.rounds)
+            times = interleaved({"minattn": with_cpu("minattn", minattn_step),
+                                 "torch": with_cpu("torch", torch_step)}, args.rounds)
+        cpu = {name: seconds[1:] for name, seconds in cpu.items()}  # less the warm-up call
     print(f"baby GPT, float32, batch 12 x 64 characters, {args.threads} threads, "
           f"{args.rounds} rounds" + (
               "; minattn: half the rows (6 x 64) on one thread, the floor of its row split"
@@ -164,11 +174,16 @@ def main(argv=None):
         print(f"| minattn's step, 6 rows, 1 thread / torch's, 12 rows, {args.threads} threads | "
               f"{describe(times['minattn'])} | {describe(times['torch'])} | "
               f"{ratio(times['minattn'], times['torch'])} |")
+        print(f"| their CPU time | {describe(cpu['minattn'])} | {describe(cpu['torch'])} | "
+              f"{ratio(cpu['minattn'], cpu['torch'])} |")
         return footer()
     print("| | minattn | torch (eager) | ratio |")
     print("|---|---|---|---|")
     print(f"| training step | {describe(times['minattn'])} | {describe(times['torch'])} | "
           f"{ratio(times['minattn'], times['torch'])} |")
+    print(f"| its CPU time (user + system, all threads; beside other work, less moved by it "
+          f"than the wall time at one thread) | {describe(cpu['minattn'])} | "
+          f"{describe(cpu['torch'])} | {ratio(cpu['minattn'], cpu['torch'])} |")
     memory = {side: child_peak(side, args) for side in ("minattn", "torch")}
     print(f"| a step's peak memory above the model | {memory['minattn']:.1f} MiB | "
           f"{memory['torch']:.1f} MiB | {memory['minattn'] / memory['torch']:.2f} |")
