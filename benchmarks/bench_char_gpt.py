@@ -10,6 +10,10 @@ weights, batches and threads.
                                                       pass, the value and gradient, each
                                                       operation's VJP timed (as
                                                       bench_finetune's)
+    python benchmarks/bench_char_gpt.py --floor       the floor of the row split: minattn's
+                                                      step on half the rows (6 x 64), on one
+                                                      thread, what each of two workers does,
+                                                      against torch's whole step on --threads
 
 (with minattn and torch installed, Shakespeare's text cached by `python -m minattn
 shakespeare` or MINATTN_CACHE; from the repository root with PYTHONPATH=.)
@@ -44,8 +48,9 @@ from _harness import busy, describe, footer, header, interleaved, profile_step, 
 from bench_finetune import _status_mib, threads  # noqa: E402
 
 
-def build(seed=0, steps=2000):
-    """-> (minattn's step(k), torch's step(k), the split, the model's pieces)."""
+def build(seed=0, steps=2000, rows=None):
+    """-> (minattn's step(k), torch's step(k), the split, the model's pieces). rows: minattn's
+    step on the first `rows` rows of each batch only (--floor)."""
     import torch
 
     from minattn.models import char_gpt
@@ -71,7 +76,8 @@ def build(seed=0, steps=2000):
     def minattn_step(k):
         nonlocal state
         state = loop.train(loss_sum, None, None, steps=state["step"] + 1, total=steps,
-                           state=state, batches=lambda _: batch(k), batch_size=None,
+                           state=state, batches=lambda _: tuple(a[:rows] for a in batch(k)),
+                           batch_size=None,
                            pad_id=None, lr=baby["lr"], min_lr=baby["min_lr"],
                            warmup=baby["warmup"], weight_decay=baby["weight_decay"],
                            betas=baby["betas"], decays=char_gpt.decays,
@@ -129,6 +135,9 @@ def main(argv=None):
                              "timing each whole run and reporting its validation loss")
     parser.add_argument("--profile", action="store_true",
                         help="time minattn's forward, its value and gradient, and each operation's VJP")
+    parser.add_argument("--floor", action="store_true",
+                        help="minattn's step on half the rows, on one thread (an ideal split "
+                             "over two workers), against torch's whole step on --threads")
     parser.add_argument("--memory-child", choices=("minattn", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -139,21 +148,53 @@ def main(argv=None):
             return whole_runs(args)
         if args.profile:
             return profile(args.rounds)
-        minattn_step, torch_step, _, _ = build()
+        minattn_step, torch_step, _, _ = build(rows=6 if args.floor else None)
+        if args.floor:  # each of two workers' share, with no other worker to wait for
+            half_step = minattn_step
+            minattn_step = lambda k: one_thread(half_step, k)  # noqa: E731
         counter = iter(range(10 ** 6))
+        cpu = {"minattn": [], "torch": []}  # the process's CPU time of each timed call
+
+        def with_cpu(name, step):
+            def call():
+                start = time.process_time()
+                step(next(counter))
+                cpu[name].append(time.process_time() - start)
+            return call
+
         with busy(args.busy):
-            times = interleaved({"minattn": lambda: minattn_step(next(counter)),
-                                 "torch": lambda: torch_step(next(counter))}, args.rounds)
+            times = interleaved({"minattn": with_cpu("minattn", minattn_step),
+                                 "torch": with_cpu("torch", torch_step)}, args.rounds)
+        cpu = {name: seconds[1:] for name, seconds in cpu.items()}  # less the warm-up call
     print(f"baby GPT, float32, batch 12 x 64 characters, {args.threads} threads, "
-          f"{args.rounds} rounds")
+          f"{args.rounds} rounds" + (
+              "; minattn: half the rows (6 x 64) on one thread, the floor of its row split"
+              if args.floor else ""))
+    if args.floor:
+        print(f"| minattn's step, 6 rows, 1 thread / torch's, 12 rows, {args.threads} threads | "
+              f"{describe(times['minattn'])} | {describe(times['torch'])} | "
+              f"{ratio(times['minattn'], times['torch'])} |")
+        print(f"| their CPU time | {describe(cpu['minattn'])} | {describe(cpu['torch'])} | "
+              f"{ratio(cpu['minattn'], cpu['torch'])} |")
+        return footer()
     print("| | minattn | torch (eager) | ratio |")
     print("|---|---|---|---|")
     print(f"| training step | {describe(times['minattn'])} | {describe(times['torch'])} | "
           f"{ratio(times['minattn'], times['torch'])} |")
+    print(f"| its CPU time (user + system, all threads; beside other work, less moved by it "
+          f"than the wall time at one thread) | {describe(cpu['minattn'])} | "
+          f"{describe(cpu['torch'])} | {ratio(cpu['minattn'], cpu['torch'])} |")
     memory = {side: child_peak(side, args) for side in ("minattn", "torch")}
     print(f"| a step's peak memory above the model | {memory['minattn']:.1f} MiB | "
           f"{memory['torch']:.1f} MiB | {memory['minattn'] / memory['torch']:.2f} |")
     footer()
+
+
+def one_thread(step, k):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return step(k)
 
 
 def whole_runs(args):

@@ -13,7 +13,7 @@ import autograd.numpy as np
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand, kept, reads
+from .engine.autograd_rules import gradient_by_hand, kept, plus_gradient, reads
 from .engine.dtypes import float16_in_float32
 from .engine.query_blocks import in_query_blocks
 from .engine.reductions import row_dot, row_max
@@ -77,7 +77,8 @@ def _weights_are_small(outputs, q, k, v, **_):
 @reads(q=_INPUTS, k=_INPUTS, v=_INPUTS, mask=_INPUTS, scale=_INPUTS, out_if=_weights_are_small)
 def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
-    # (the gradient reaching the returned weights, often zero). See walkthrough.md,
+    # (the gradient reaching the returned weights: where nothing read them, a stand-in of zeros
+    # that plus_gradient does not add). See walkthrough.md,
     # "Backpropagation by hand". Where P is larger than Q, K and V together, it is recomputed
     # from Q and K, as FlashAttention's backward does: the tape then keeps no [..., L_q, L_k]
     # array. The small products run on one BLAS thread.
@@ -85,7 +86,7 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
     with one_blas_thread():
         p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
-        d_p = d_out @ np.swapaxes(v, -1, -2) + d_weights  # [..., L_q, L_k]
+        d_p = plus_gradient(d_out @ np.swapaxes(v, -1, -2), d_weights)  # [..., L_q, L_k]
         d_s = p * (d_p - row_dot(d_p, p))  # softmax's VJP; row_dot: Σ_j dP_j P_j
         grads = {
             "q": lambda: (d_s @ k) * scale,  # dQ = scale · dS K

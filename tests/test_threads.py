@@ -308,3 +308,25 @@ def test_causal_query_blocks_go_to_the_workers_longest_first():
     np.testing.assert_allclose(causal, _reference_attention(
         q, q, q, np.broadcast_to(np.tril(np.ones((10, 10), bool)), (2, 10, 10)))[0], rtol=1e-12,
         atol=1e-12)
+
+def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_worker():
+    # The same worker threads serve the next call of as many threads (a pool kept per count);
+    # a split asked for inside a worker (a nested in_threads) gets threads of its own and
+    # finishes, where reusing the busy pool would wait forever; results in order throughout.
+    barrier = threading.Barrier(2, timeout=10)
+
+    def held(i):  # both items at once: two distinct workers
+        barrier.wait()
+        return i, threading.current_thread()  # the Thread itself (an ident may be reused)
+
+    first = _threads.in_threads(held, range(2), 2)
+    second = _threads.in_threads(held, range(2), 2)
+    assert [i for i, _ in first] == [0, 1] and [i for i, _ in second] == [0, 1]
+    assert {id(t) for _, t in first} == {id(t) for _, t in second}
+    assert len({id(t) for _, t in first}) == 2
+    assert threading.current_thread() not in [t for _, t in first]
+
+    def outer(i):
+        return [j * 10 + i for j in _threads.in_threads(lambda j: j, range(3), 2)]
+
+    assert _threads.in_threads(outer, range(2), 2) == [[0, 10, 20], [1, 11, 21]]

@@ -6,6 +6,7 @@ import autograd.numpy as anp
 import numpy as np
 import pytest
 from autograd import grad
+from autograd.extend import defvjp, primitive
 from autograd.test_util import check_grads
 from autograd.tracer import getval
 from hypothesis import given
@@ -595,3 +596,78 @@ def test_rows_gradient_adds_each_row_where_it_was_taken_as_autograds_indexing(dt
     np.testing.assert_array_equal(rows(table, ids), table[ids])
     check_grads(lambda v: added_rows(v, ids, 7), modes=["rev"], order=2)(
         r.astype(np.float64))
+
+
+@primitive
+def _total(x):
+    return np.sum(x)
+
+
+defvjp(_total, lambda ans, x: lambda g: anp.broadcast_to(g, np.shape(x)))  # zero strides
+
+
+@pytest.mark.parametrize("uses", ["output", "weights", "sum of the weights", "both"])
+def test_attention_gradient_of_one_output_or_both_equals_the_composition(uses):
+    # A primitive's unread output gets a stand-in of zeros as its gradient (autograd_rules:
+    # _output_vjp), which the attention VJP skips adding (no_gradient). A read output's gradient
+    # is added, a zero-strided one too (_total's: broadcast g), and the second derivative (a
+    # Hessian-vector product) goes through each case; against autograd of the composition, an
+    # independent computation.
+    rng = np.random.default_rng(5)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 3))
+    keep = np.tril(np.ones((3, 5), dtype=bool), k=2)
+    r_out, r_w = rng.normal(size=(2, 3, 3)), rng.normal(size=(2, 3, 5))
+
+    def loss(attend):
+        def f(q, k, v):
+            out, weights = attend(q, k, v)
+            return {"output": lambda: anp.sum(anp.tanh(out) * r_out),
+                    "weights": lambda: anp.sum(anp.tanh(weights) * r_w),
+                    "sum of the weights": lambda: _total(weights) + anp.sum(out[..., 0] ** 2),
+                    "both": lambda: anp.sum(out * r_out) + anp.sum(weights * r_w)}[uses]()
+        return f
+
+    hand = loss(lambda q, k, v: ma.scaled_dot_product_attention(q, k, v, keep, scale=0.7))
+    plain = loss(lambda q, k, v: plain_attention(q, k, v, 0.7, keep))
+    _same_gradient(hand, plain, (q, k, v), [0, 1] if uses == "weights" else [0, 1, 2])  # (no v)
+    d = rng.normal(size=q.shape)
+    hvp = lambda f: grad(lambda q: anp.sum(grad(f, 0)(q, k, v) * d))(q)  # noqa: E731
+    np.testing.assert_allclose(hvp(hand), hvp(plain), rtol=1e-9, atol=1e-11)
+
+
+def test_no_gradient_is_the_stand_in_itself_not_any_zero_strided_array():
+    from minattn.engine.autograd_rules import _output_vjp, no_gradient
+
+    outputs = (np.ones((2, 3)), np.ones((2, 4), dtype=np.float32))
+    g = np.full((2, 3), 2.0)
+    whole = _output_vjp(None, outputs, 0)(g)
+    assert whole[0] is g and no_gradient(whole[1]) and not no_gradient(whole[0])
+    assert whole[1].shape == (2, 4) and whole[1].dtype == np.float32 and not whole[1].any()
+    assert not no_gradient(np.broadcast_to(np.float32(0), (2, 4)))  # a sum's gradient, say
+    assert not no_gradient(np.zeros((2, 4), dtype=np.float32))
+
+
+@pytest.mark.parametrize("value_shape, grad_shape, value_dtype, grad_dtype", [
+    ((3, 4), (3, 4), np.float32, np.float32),  # the fast path: the grad itself
+    ((4,), (2, 3, 4), np.float64, np.float64),  # broadcast along leading dims: summed
+    ((3, 1), (3, 4), np.float32, np.float32),  # along a dim of 1: summed, kept
+    ((3, 4), (3, 4), np.float64, np.complex128),  # a complex grad of a real value: its real part
+    ((3, 4), (3, 4), np.complex128, np.complex128),
+])
+def test_gradient_by_hand_unbroadcasts_as_autograd_does(value_shape, grad_shape, value_dtype,
+                                                        grad_dtype):
+    # gradient_by_hand hands back a same-shape NumPy gradient as it is (_unbroadcast's fast
+    # path), anything else through autograd's unbroadcast: the same arrays either way.
+    from autograd.numpy.numpy_vjps import unbroadcast_f
+
+    from minattn.engine.autograd_rules import _unbroadcast
+
+    rng = np.random.default_rng(0)
+    value = rng.normal(size=value_shape).astype(value_dtype)
+    grad = (rng.normal(size=grad_shape) + (1j if grad_dtype == np.complex128 else 0) *
+            rng.normal(size=grad_shape)).astype(grad_dtype)
+    got, want = _unbroadcast(value, grad), unbroadcast_f(value, lambda _: grad)(None)
+    assert np.shape(got) == np.shape(want) and np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+    if value_shape == grad_shape and value_dtype == grad_dtype:
+        assert got is grad

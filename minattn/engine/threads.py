@@ -221,12 +221,29 @@ def tile_entries(x, entry_bytes):
 
 def in_threads(f, items, n_threads):
     """[f(item) for item in items], computed on up to n_threads worker threads (one thread or
-    one item: here, in order)."""
+    one item: here, in order). The workers are kept from call to call, one pool per count of
+    threads (fresh threads each call cost a small GPT's training step on two workers about a
+    tenth more CPU time: benchmarks/bench_char_gpt.py); a worker's own split runs on threads
+    of its own, so that it never waits for a pool whose threads wait for it."""
     items = list(items)
     if n_threads <= 1 or len(items) <= 1:
         return [f(item) for item in items]
-    with ThreadPoolExecutor(min(n_threads, len(items))) as pool:
-        return list(pool.map(f, items))
+    n = min(n_threads, len(items))
+    if threading.current_thread().name.startswith(_WORKER):
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(f, items))
+    return list(_pool(n).map(f, items))
+
+
+_WORKER = "minattn-worker"
+_POOLS = {}  # (process id, threads) -> a ThreadPoolExecutor of that many (a fork starts anew)
+
+
+def _pool(n):
+    key = (os.getpid(), n)
+    if key not in _POOLS:
+        _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-{n}")
+    return _POOLS[key]
 
 
 def row_pieces(x, n_rows):

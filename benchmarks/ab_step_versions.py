@@ -1,0 +1,140 @@
+"""Two checkouts of minattn in one process: the baby GPT's training step (one step of
+minattn/training/loop.py's train, as bench_char_gpt.py times it: the value and gradient with its
+rows on the worker threads, clipping, AdamW) and its value and gradient alone, interleaved round
+by round, for a before/after comparison of the step (issue 61).
+
+    python benchmarks/ab_step_versions.py OLD_CHECKOUT NEW_CHECKOUT [THREADS [ROUNDS]] [--torch]
+
+e.g. `git worktree add /tmp/old <commit>` for OLD. THREADS: the BLAS thread limit
+(threadpoolctl), 1 or 2 (default 1; at 2 the step splits its rows over two workers). The same
+weights and batches on both sides, float32, batch 12 x 64 random characters. Prints each
+median with its IQR and the median and IQR of the per-round ratios new / old, wall time and the
+process's CPU time (user + system, both threads: less moved by other processes than the wall
+time on a shared machine), the order of the two alternating round by round; 15 rounds (or ROUNDS).
+--torch: torch's step of the same model, weights and batches (bench_char_gpt.py's, eager) in
+the same rounds too, and each checkout's ratio to it: the peer ratio of both in one process.
+"""
+import os
+import sys
+import time
+
+os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not thread policies
+
+import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import checkout  # noqa: E402
+
+
+
+def works(m, ids):
+    gpt, loop = m.models.char_gpt, m.training.loop
+    baby = gpt.BABY
+    params, config = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
+    loss_sum = gpt.loss_sum(config)
+    state = {"step": 0, "trainable": params, "adam": m.training.optimizer.adamw_init(params),
+             "losses": [], "settings": None}
+    value_and_grad = m.engine.autograd_rules.value_and_grad_by_leaf(loss_sum)
+    batch = lambda k: gpt.window_batch(ids, context=64, batch_size=12, seed=0, k=k)  # noqa: E731
+
+    def step():
+        nonlocal state
+        k = state["step"]
+        state = loop.train(loss_sum, None, None, steps=k + 1, total=2000, state=state,
+                           batches=lambda _: batch(k), batch_size=None, pad_id=None,
+                           lr=baby["lr"], min_lr=baby["min_lr"], warmup=baby["warmup"],
+                           weight_decay=baby["weight_decay"], betas=baby["betas"],
+                           decays=gpt.decays, max_grad_norm=baby["max_grad_norm"])
+
+    return {"training step": step,
+            "value and gradient": lambda: value_and_grad(params, batch(0), None)}
+
+
+def torch_step(ids):
+    # bench_char_gpt.py's torch side (tests/test_char_gpt.py's reference from torch.nn), given
+    # the same initial weights as works() draws and the same batches
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from minattn.models import char_gpt
+    from tests.test_char_gpt import GPT, _copy_into
+
+    baby = char_gpt.BABY
+    params, _ = char_gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
+    model = GPT(65, n_layers=4, n_heads=4, d_model=128, context=64).float()
+    _copy_into(model, params)
+    optimizer = torch.optim.AdamW(
+        [{"params": [p for p in model.parameters() if p.dim() >= 2],
+          "weight_decay": baby["weight_decay"]},
+         {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
+        lr=baby["lr"], betas=baby["betas"])
+    k = [0]
+
+    def step():
+        tokens, targets, _ = char_gpt.window_batch(ids, context=64, batch_size=12, seed=0,
+                                                   k=k[0])
+        k[0] += 1
+        logits = model(torch.from_numpy(tokens))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 torch.from_numpy(targets).reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), baby["max_grad_norm"])
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+def main():
+    with_torch = "--torch" in sys.argv
+    argv = [a for a in sys.argv if a != "--torch"]
+    old, new = (checkout(path, "engine.autograd_rules", "models.char_gpt", "training.loop",
+                         "training.optimizer") for path in argv[1:3])
+    threads = int(argv[3]) if len(argv) > 3 else 1
+    rounds = int(argv[4]) if len(argv) > 4 else 15
+    ids = np.random.default_rng(0).integers(65, size=100_000)
+    fs = {"old": works(old, ids), "new": works(new, ids)}
+    if with_torch:
+        import torch
+
+        torch.set_num_threads(threads)
+        fs["torch"] = {"training step": torch_step(ids), "value and gradient": lambda: None}
+    wall = {(v, k): [] for v in fs for k in fs["old"]}
+    cpu = {(v, k): [] for v in fs for k in fs["old"]}
+
+    print(f"BLAS threads {threads}, {rounds} rounds, load before", os.getloadavg())
+    with threadpool_limits(threads):
+        for v in fs:
+            for f in fs[v].values():
+                f()
+        for rnd in range(rounds):  # old first in odd rounds, new first in even ones
+            for k in fs["old"]:
+                for v in (("old", "new") if rnd % 2 else ("new", "old")) + \
+                        (("torch",) if with_torch else ()):
+                    s, c = time.perf_counter(), time.process_time()
+                    fs[v][k]()
+                    wall[v, k].append(time.perf_counter() - s)
+                    cpu[v, k].append(time.process_time() - c)
+    print("load after", os.getloadavg())
+    for k in fs["old"]:
+        for name, times in (("wall", wall), ("cpu", cpu)):
+            o, n = np.array(times["old", k]), np.array(times["new", k])
+            r = n / o
+            print(f"{k}, {name}: old {np.median(o) * 1e3:.2f} ms (IQR "
+                  f"{np.percentile(o, 25) * 1e3:.2f}-{np.percentile(o, 75) * 1e3:.2f}), new "
+                  f"{np.median(n) * 1e3:.2f} ms (IQR {np.percentile(n, 25) * 1e3:.2f}-"
+                  f"{np.percentile(n, 75) * 1e3:.2f}), new/old {np.median(r):.3f} (IQR "
+                  f"{np.percentile(r, 25):.3f}-{np.percentile(r, 75):.3f})")
+            if with_torch and k == "training step":
+                t = np.array(times["torch", k])
+                print(f"  torch {np.median(t) * 1e3:.2f} ms (IQR {np.percentile(t, 25) * 1e3:.2f}-"
+                      f"{np.percentile(t, 75) * 1e3:.2f}); " + ", ".join(
+                          f"{v}/torch {np.median(np.array(times[v, k]) / t):.3f} (IQR "
+                          f"{np.percentile(np.array(times[v, k]) / t, 25):.3f}-"
+                          f"{np.percentile(np.array(times[v, k]) / t, 75):.3f})"
+                          for v in ("old", "new")))
+
+
+if __name__ == "__main__":
+    main()
