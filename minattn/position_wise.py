@@ -138,12 +138,21 @@ def _in_chunks(f, x, *more, outputs=1):
     # (n_workers: NumPy releases the GIL in its passes; one where one BLAS thread is in force),
     # at least _PER_THREAD elements each: a smaller split waits for a busy core's time slice
     # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
-    # A GPU array (CuPy) goes in one piece: there, fewer launches matter more.
+    # A GPU array (CuPy) goes in one piece: there, fewer launches matter more. An x of one
+    # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
+    # machinery and autograd's wrappers cost it more than its passes.
+    n = threads.n_workers(x, np.size(x), _PER_THREAD)
+    if n == 1 and type(x) is numpy.ndarray and x.size <= _CHUNK:
+        flat = x.reshape(-1)
+        outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
+        with numpy.errstate(over="ignore"):
+            f(flat, *(numpy.reshape(y, -1) for y in more), *outs)
+        return outs[0].reshape(x.shape) if outputs == 1 else \
+            tuple(out.reshape(x.shape) for out in outs[:outputs])
     flat, more = np.reshape(x, -1), [np.reshape(y, -1) for y in more]
     outs = [np.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
     chunk = _CHUNK if on_host else max(flat.size, 1)
-    n = threads.n_workers(x, flat.size, _PER_THREAD)
     bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
 
     def piece(span):
@@ -244,8 +253,9 @@ def swiglu_vjp(wrt, g, y, gate, up):
 def swiglu(gate, up):
     # [..., F], [..., F] -> [..., F]: silu(gate) * up, SwiGLU's gating, one primitive so that
     # autograd's tape keeps gate and up alone, not sigmoid(gate), silu(gate) and their products
-    # (float32 gate and up of one shape: the same passes in chunks, _swiglu_float32)
-    return (_swiglu_float32 if _of_one_float32_shape(gate, up) else _swiglu)(gate, up)
+    # (float32 gate and up of one shape, more than a chunk: the same passes in chunks,
+    # _swiglu_float32)
+    return (_swiglu_float32 if _in_float32_chunks(gate, up) else _swiglu)(gate, up)
 
 
 @gradient_by_hand(swiglu_vjp)
@@ -253,11 +263,14 @@ def _swiglu(gate, up):
     return silu(gate) * up
 
 
-def _of_one_float32_shape(gate, up):
-    # NumPy float32 arrays (or autograd boxes of them) of one shape: _swiglu_float32's
+def _in_float32_chunks(gate, up):
+    # NumPy float32 arrays (or autograd boxes of them) of one shape, of more than one chunk:
+    # _swiglu_float32's. A decode step's token takes _swiglu, whose passes over 1,536 elements
+    # cost less than the chunks' machinery; the value is the same to the last bit either way.
     gate, up = getval(gate), getval(up)
     return type(gate) is numpy.ndarray and type(up) is numpy.ndarray and \
-        gate.dtype == up.dtype == numpy.float32 and gate.shape == up.shape
+        gate.dtype == up.dtype == numpy.float32 and gate.shape == up.shape and \
+        gate.size > _CHUNK
 
 
 def _swiglu_float32_and_derivatives(wrt, gate, up):
