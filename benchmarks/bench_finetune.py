@@ -206,9 +206,9 @@ def products(batch, length, library):
     (y = x W, dx = dy Wᵀ), the LoRA's 4 small products forward and 4 backward for q and for v,
     the attention's products (Q Kᵀ and P V; backwards Q Kᵀ recomputed, dO Vᵀ, dS K, dSᵀ Q,
     Pᵀ dO) for 9 query heads on 3 KV heads, 30 layers; then the unembedding forward and d_h,
-    of every token but the last. library "numpy": the batch's rows in halves on two worker
-    threads, one BLAS thread each, as minattn's step (training/loop.py); "torch": all rows at
-    once on torch's threads, as PEFT's."""
+    of every token but the last. library "numpy": the batch's rows in pieces on worker threads,
+    one BLAS thread each, as minattn's step splits them (training/loop.py: one piece per thread
+    in force); "torch": all rows at once on torch's threads, as PEFT's."""
     d, f, kv, r, v_size, heads, groups, d_k = 576, 1536, 192, RANK, 49152, 3, 3, 64
     n = length - 1
     shapes = [(d, d), (d, kv), (d, kv), (d, d), (d, f), (d, f), (f, d)]
@@ -245,11 +245,11 @@ def products(batch, length, library):
             part[...] = h[start:start + chunk] @ unembedding
             part @ unembedding.T
 
-    if library == "numpy":
-        from minattn.engine.threads import on_workers
+    if library == "numpy":  # the rows in pieces as the step splits them, read now
+        from minattn.engine.threads import on_workers, row_pieces
 
-        halves = [rows(b) for b in (batch // 2, batch - batch // 2)]
-        return lambda: on_workers(lambda a: layer_products(a, weights, lora, table.T), halves)
+        parts = [rows(p.stop - p.start) for p in row_pieces(table, batch)]
+        return lambda: on_workers(lambda a: layer_products(a, weights, lora, table.T), parts)
     import torch
 
     whole = rows(batch)
