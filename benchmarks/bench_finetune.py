@@ -6,6 +6,9 @@ weights, the same threads, float32, batch 8 x 128 tokens, rank 8 on q and v.
     python benchmarks/bench_finetune.py --profile     where minattn's step goes: the forward
                                                       pass, the value and gradient, each
                                                       operation's VJP timed
+    python benchmarks/bench_finetune.py --floor       the step's matrix products alone, in
+                                                      NumPy as minattn's step splits them and
+                                                      in torch, beside both steps
 
 (with minattn, torch, transformers and peft installed; from the repository root with
 PYTHONPATH=.)
@@ -163,6 +166,8 @@ def main(argv=None):
                         help="CPU-bound processes running beside the timed rounds")
     parser.add_argument("--profile", action="store_true",
                         help="time minattn's recorded forward and each backward operation")
+    parser.add_argument("--floor", action="store_true",
+                        help="the step's products alone, NumPy and torch, beside both steps")
     parser.add_argument("--memory-child", choices=("minattn", "peft"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -177,6 +182,8 @@ def main(argv=None):
               f"minattn {first[0]:.6f}, PEFT {first[1]:.6f}")
         if args.profile:
             return profile(loss_sum, lora, ids)
+        if args.floor:
+            return floor(step, peft, ids, args)
         with busy(args.busy):
             times = interleaved({"minattn step": lambda: step(ids), "PEFT step": lambda: peft(ids),
                                  "minattn forward": lambda: forward(ids),
@@ -190,6 +197,96 @@ def main(argv=None):
     memory = {side: child_peak(side, args) for side in ("minattn", "peft")}
     print(f"| step's peak memory above the model | {memory['minattn']:.0f} MiB | "
           f"{memory['peft']:.0f} MiB | {memory['minattn'] / memory['peft']:.2f} |")
+    footer()
+
+
+def products(batch, length, library):
+    """-> a function making the matrix products of one LoRA step of SmolLM2's shapes, nothing
+    else, on random float32 arrays: each of a layer's 7 frozen weights forward and backward
+    (y = x W, dx = dy Wᵀ), the LoRA's 4 small products forward and 4 backward for q and for v,
+    the attention's products (Q Kᵀ and P V; backwards Q Kᵀ recomputed, dO Vᵀ, dS K, dSᵀ Q,
+    Pᵀ dO) for 9 query heads on 3 KV heads, 30 layers; then the unembedding forward and d_h,
+    of every token but the last. library "numpy": the batch's rows in pieces on worker threads,
+    one BLAS thread each, as minattn's step splits them (training/loop.py: one piece per thread
+    in force); "torch": all rows at once on torch's threads, as PEFT's."""
+    d, f, kv, r, v_size, heads, groups, d_k = 576, 1536, 192, RANK, 49152, 3, 3, 64
+    n = length - 1
+    shapes = [(d, d), (d, kv), (d, kv), (d, d), (d, f), (d, f), (f, d)]
+    rng = np.random.default_rng(0)
+    weights = [rng.random(s, dtype=np.float32) for s in shapes]
+    lora = [rng.random(s, dtype=np.float32) for s in ((d, r), (r, d), (d, r), (r, kv))]
+    table = rng.random((v_size, d), dtype=np.float32)
+
+    def rows(b):  # -> the products of b rows of the batch, in `xp` (NumPy or torch)
+        x = {w.shape[0]: rng.random((b * n, w.shape[0]), dtype=np.float32) for w in weights}
+        g = {w.shape[1]: rng.random((b * n, w.shape[1]), dtype=np.float32) for w in weights}
+        small = rng.random((b * n, r), dtype=np.float32)
+        q = rng.random((b, heads, groups, n, d_k), dtype=np.float32)
+        k = rng.random((b, heads, 1, n, d_k), dtype=np.float32)
+        p = rng.random((b, heads, groups, n, n), dtype=np.float32)
+        logits = np.empty((b * n, v_size), np.float32)
+        arrays = (x, g, small, q, k, p, logits)
+        return arrays if library == "numpy" else _as_torch(arrays)
+
+    def layer_products(arrays, ws, ls, unembedding):
+        x, g, small, q, k, p, logits = arrays
+        kt = k.swapaxes(-1, -2)
+        for _ in range(30):
+            for w in ws:
+                x[w.shape[0]] @ w, g[w.shape[1]] @ w.T  # forward, and dx backward
+            for a, b in zip(ls[::2], ls[1::2]):  # LoRA: x A, (x A) B; back: dB, d(xA), dA, dx
+                x[d] @ a, small @ b, small.T @ g[b.shape[1]], g[b.shape[1]] @ b.T
+                x[d].T @ small, small @ a.T
+            q @ kt, p @ k, q @ kt, p @ k  # forward: S, P V; backward: S again, dO Vᵀ
+            p @ k, p.swapaxes(-1, -2) @ q, p.swapaxes(-1, -2) @ q  # dS K, dSᵀ Q, Pᵀ dO
+        h, chunk = x[d], max(1, 2 ** 23 // v_size)
+        for start in range(0, h.shape[0], chunk):
+            part = logits[start:start + chunk]
+            part[...] = h[start:start + chunk] @ unembedding
+            part @ unembedding.T
+
+    if library == "numpy":  # the rows in pieces as the step splits them, read now
+        from minattn.engine.threads import on_workers, row_pieces
+
+        parts = [rows(p.stop - p.start) for p in row_pieces(table, batch)]
+        return lambda: on_workers(lambda a: layer_products(a, weights, lora, table.T), parts)
+    import torch
+
+    whole = rows(batch)
+    ws, ls, unembedding = _as_torch(weights), _as_torch(lora), torch.from_numpy(table).T
+
+    def in_torch():
+        with torch.no_grad():
+            layer_products(whole, ws, ls, unembedding)
+
+    return in_torch
+
+
+def _as_torch(tree):
+    import torch
+
+    if isinstance(tree, dict):
+        return {key: _as_torch(value) for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_as_torch(value) for value in tree)
+    return torch.from_numpy(tree)
+
+
+def floor(step, peft, ids, args):
+    """The step's products alone (products()), in NumPy as minattn's step runs them and in
+    torch, interleaved with both steps: what a NumPy step cannot go below here, and how much of
+    PEFT's step torch's products take."""
+    work = {"minattn step": lambda: step(ids), "PEFT step": lambda: peft(ids),
+            "NumPy products": products(args.batch, args.length, "numpy"),
+            "torch products": products(args.batch, args.length, "torch")}
+    with busy(args.busy):
+        times = interleaved(work, args.rounds)
+    print("| | median (IQR) | / PEFT step, per round |")
+    print("|---|---|---|")
+    for name, seconds in times.items():
+        print(f"| {name} | {describe(seconds)} | {ratio(seconds, times['PEFT step'])} |")
+    print(f"minattn step / NumPy products: {ratio(times['minattn step'], times['NumPy products'])}"
+          f"; PEFT step / torch products: {ratio(times['PEFT step'], times['torch products'])}")
     footer()
 
 

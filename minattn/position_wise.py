@@ -3,6 +3,7 @@ import math
 
 import autograd.numpy as np
 import numpy
+from autograd.tracer import getval
 
 from .engine import checks, threads
 from .engine.autograd_rules import gradient_by_hand, gradient_with_the_value, reads
@@ -131,20 +132,30 @@ _CHUNK = 2 ** 15
 _PER_THREAD = 2 ** 19
 
 
-def _in_chunks(f, x, outputs=1):
+def _in_chunks(f, x, *more, outputs=1):
     # out = f(x, out, a, t) for an elementwise f of many passes (f(x, out_1, out_2, a, t) for two
-    # outputs; a, t: two scratch arrays of a chunk's size, made once per piece), run chunk by
-    # chunk over the flattened x: each of its ~20 passes then reads the cache, not main memory.
+    # outputs; f(x, y, out, a, t) for a second input y of x's shape in `more`; a, t: two
+    # scratch arrays of a chunk's size, made once per piece), run chunk by chunk over the
+    # flattened x: each of its ~20 passes then reads the cache, not main memory.
     # The chunks go in contiguous pieces to as many worker threads as BLAS may use now
     # (n_workers: NumPy releases the GIL in its passes; one where one BLAS thread is in force),
     # at least _PER_THREAD elements each: a smaller split waits for a busy core's time slice
     # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
-    # A GPU array (CuPy) goes in one piece: there, fewer launches matter more.
-    flat = numpy.reshape(x, -1)
+    # A GPU array (CuPy) goes in one piece: there, fewer launches matter more. An x of one
+    # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
+    # machinery and autograd's wrappers cost it more than its passes.
+    n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
+    if n == 1 and type(x) is numpy.ndarray and x.size <= _CHUNK:
+        flat = x.reshape(-1)
+        outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
+        with numpy.errstate(over="ignore"):
+            f(flat, *(numpy.reshape(y, -1) for y in more), *outs)
+        return outs[0].reshape(x.shape) if outputs == 1 else \
+            tuple(out.reshape(x.shape) for out in outs[:outputs])
+    flat, more = numpy.reshape(x, -1), [numpy.reshape(y, -1) for y in more]
     outs = [numpy.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
     chunk = _CHUNK if on_host else max(flat.size, 1)
-    n = threads.n_workers(x, flat.size, _PER_THREAD)
     bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
 
     def piece(span):
@@ -153,8 +164,8 @@ def _in_chunks(f, x, outputs=1):
         with numpy.errstate(over="ignore"):  # x² = inf for |x| > 1.8e19: h = 0 there
             for start in range(begin, end, chunk):
                 stop = min(start + chunk, end)
-                f(flat[start:stop], *(out[start:stop] for out in outs),
-                  *(s[:stop - start] for s in scratch))
+                f(flat[start:stop], *(y[start:stop] for y in more),
+                  *(out[start:stop] for out in outs), *(s[:stop - start] for s in scratch))
 
     threads.in_threads(piece, zip(bounds, bounds[1:]), n)
     outs = [numpy.reshape(out, numpy.shape(x)) for out in outs]
@@ -242,11 +253,68 @@ def swiglu_vjp(wrt, g, y, gate, up):
     return {name: grads[name]() for name in wrt}
 
 
-@gradient_by_hand(swiglu_vjp)
 def swiglu(gate, up):
     # [..., F], [..., F] -> [..., F]: silu(gate) * up, SwiGLU's gating, one primitive so that
     # autograd's tape keeps gate and up alone, not sigmoid(gate), silu(gate) and their products
+    # (float32 gate and up of one shape, more than a chunk: the same passes in chunks,
+    # _swiglu_float32)
+    return (_swiglu_float32 if _in_float32_chunks(gate, up) else _swiglu)(gate, up)
+
+
+@gradient_by_hand(swiglu_vjp)
+def _swiglu(gate, up):
     return silu(gate) * up
+
+
+def _in_float32_chunks(gate, up):
+    # NumPy float32 arrays (or autograd boxes of them) of one shape, of more than one chunk:
+    # _swiglu_float32's. A decode step's token takes _swiglu, whose passes over 1,536 elements
+    # cost less than the chunks' machinery; the value is the same to the last bit either way.
+    gate, up = getval(gate), getval(up)
+    return type(gate) is numpy.ndarray and type(up) is numpy.ndarray and \
+        gate.dtype == up.dtype == numpy.float32 and gate.shape == up.shape and \
+        gate.size > _CHUNK
+
+
+def _swiglu_float32_and_derivatives(wrt, gate, up):
+    # -> (silu(gate) * up, {"gate": up s (1 + gate (1 - s)), "up": silu(gate)} for the names in
+    # wrt), s = sigmoid(gate): the derivatives from the value's own sigmoid, in the same pass
+    # over each chunk (_in_chunks), so the backward pass is one product g · derivative per input
+    # and the tape keeps the two derivatives, as many arrays as it kept before (gate and up)
+    # (benchmarks/bench_finetune.py --profile: sigmoid's passes, twice, a tenth of the step)
+    if not wrt:
+        return _in_chunks(_swiglu_chunk, gate, up), {}
+    y, d_gate, d_up = _in_chunks(_swiglu_and_derivatives_chunk, gate, up, outputs=3)
+    return y, {name: {"gate": d_gate, "up": d_up}[name] for name in wrt}
+
+
+@gradient_with_the_value(_swiglu_float32_and_derivatives)
+def _swiglu_float32(gate, up):
+    return _in_chunks(_swiglu_chunk, gate, up)
+
+
+def _swiglu_chunk(gate, up, out, s, t):
+    # float32 gate, up -> out = silu(gate) * up: sigmoid's operations in its order (s, with t
+    # scratch), then gate s, then times up: equal to the last bit to _swiglu's value. NumPy's
+    # own ufuncs (plain arrays): autograd's wrappers cost a decode step more than its passes.
+    numpy.multiply(gate, _sigmoid_into(gate, s, t), out=out)
+    return numpy.multiply(out, up, out=out)
+
+
+def _swiglu_and_derivatives_chunk(gate, up, y, d_gate, d_up, s, t):
+    # float32 gate, up -> y = silu(gate) up, d_up = silu(gate), d_gate = up s (1 + gate (1 - s))
+    numpy.multiply(gate, _sigmoid_into(gate, s, t), out=d_up)
+    numpy.multiply(d_up, up, out=y)
+    numpy.multiply(gate, numpy.subtract(1.0, s, out=t), out=t)
+    numpy.multiply(numpy.add(t, 1.0, out=t), s, out=t)
+    return y, numpy.multiply(up, t, out=d_gate), d_up
+
+
+def _sigmoid_into(x, s, t):
+    # s = sigmoid(x), as sigmoid computes it (exp(min(x, 0)) / (1 + exp(-|x|))), in s; t: scratch
+    numpy.exp(numpy.negative(numpy.abs(x, out=t), out=t), out=t)
+    numpy.exp(numpy.minimum(x, 0, out=s), out=s)
+    return numpy.divide(s, numpy.add(t, 1.0, out=t), out=s)
 
 
 @reads(gate=("gate", "up"), up=("gate",))  # the tape keeps no output

@@ -188,6 +188,33 @@ def test_gelu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
     assert calls == [(n, n)] * 2 and used and threading.get_ident() not in used
 
 
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("size", [0, 1, 5, 23])
+def test_swiglu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
+    # The float32 SwiGLU's chunks of two inputs in pieces on n worker threads (forced): the
+    # same bits as the general primitive's value, and as one piece's derivatives.
+    rng = np.random.default_rng(size)
+    gate, up = (rng.uniform(-8, 8, size=(2, size)).astype(np.float32) for _ in range(2))
+    whole = position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up)
+    with mock.patch.object(position_wise, "_CHUNK", 2), \
+            mock.patch.object(_threads, "n_workers", lambda x, work, per_thread: n):
+        forward = position_wise._swiglu_float32(gate, up)
+        split = position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up)
+    np.testing.assert_array_equal(forward, position_wise._swiglu(gate, up))
+    np.testing.assert_array_equal(split[0], forward)
+    for name in ("gate", "up"):
+        np.testing.assert_array_equal(split[1][name], whole[1][name])
+    np.testing.assert_array_equal(whole[1]["up"], gate * position_wise.sigmoid(gate))
+
+
+def test_n_workers_asks_no_threads_for_one_threads_work():
+    x = np.zeros(1, np.float32)
+    with mock.patch.object(_threads, "_blas_threads", mock.Mock(return_value=2)) as asked:
+        assert _threads.n_workers(x, 2 ** 17 - 1, 2 ** 16) == 1
+        assert not asked.called
+        assert _threads.n_workers(x, 2 ** 17, 2 ** 16) == 2 and asked.called
+
+
 def test_n_workers_asks_for_per_thread_elements_on_each_worker():
     x = np.zeros(1, np.float32)
     with mock.patch.object(_threads, "_blas_threads", lambda: 2):

@@ -2,6 +2,8 @@
 autograd differentiating the plain composition they replace, and against finite differences; second
 derivatives still work (the VJPs are written in autograd.numpy, so autograd differentiates them
 too). All in float64, masks and fully masked rows included."""
+from unittest import mock
+
 import autograd.numpy as anp
 import numpy as np
 import pytest
@@ -361,6 +363,52 @@ def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up), [0, 1])
     _same_gradient(lambda g, u: anp.sum(swiglu(g, u) * r), written, (gate, up[0, 0]), [0, 1])
     check_grads(swiglu, modes=["rev"], order=2)(gate, up)
+
+
+def test_float32_swiglu_in_chunks_holds_the_float64_formula_and_refuses_a_second_derivative():
+    # float32 gate and up of one shape take _swiglu_float32 (the value and both derivatives in
+    # one pass over each chunk): its value is the general primitive's to the last bit (the same
+    # operations in the same order); value and gradients within float32 rounding of float64
+    # autograd through the formula written out; other shapes, dtypes and small sizes the general
+    # primitive.
+    from minattn import position_wise
+    rng = np.random.default_rng(13)
+    gate = (6.0 * rng.normal(size=(3, 4, 70))).astype(np.float32)
+    up = rng.normal(size=(3, 4, 70)).astype(np.float32)
+    gate[0, 0, :6] = [40.0, -40.0, 0.0, -0.0, 100.0, -100.0]  # the tails, and zero
+    r = rng.normal(size=gate.shape).astype(np.float32)
+    calls = []
+    with mock.patch.object(position_wise, "_CHUNK", 64), mock.patch.object(
+            position_wise, "_swiglu_chunk", _spied(position_wise._swiglu_chunk, calls)):
+        value = position_wise.swiglu(gate, up)
+        grads = grad(lambda g, u: anp.sum(position_wise.swiglu(g, u) * r), (0, 1))(gate, up)
+        with pytest.raises(NotImplementedError, match="no second derivative"):
+            grad(lambda g: anp.sum(grad(lambda h: anp.sum(position_wise.swiglu(h, up)))(g)))(
+                gate)
+    # one chunk or less (a decode step's token): the general primitive, second derivative and all
+    small_gate, small_up = gate[0, :1], up[0, :1]
+    assert not position_wise._in_float32_chunks(small_gate, small_up)
+    second = grad(lambda g: anp.sum(grad(lambda h: anp.sum(position_wise.swiglu(h, small_up)))(
+        g)))(small_gate)
+    assert second.dtype == np.float32 and np.all(np.isfinite(second))
+    assert calls and value.dtype == np.float32  # the chunked path was taken
+    np.testing.assert_array_equal(value, position_wise._swiglu(gate, up))
+    g64, u64, r64 = (a.astype(np.float64) for a in (gate, up, r))
+    written = lambda g, u: anp.sum(g / (1.0 + anp.exp(-g)) * u * r64)  # noqa: E731
+    want = g64 / (1.0 + np.exp(-g64)) * u64
+    np.testing.assert_allclose(value, want, rtol=2e-6, atol=1e-30)
+    for got, expected in zip(grads, grad(written, (0, 1))(g64, u64)):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
+    broadcast = position_wise.swiglu(gate, up[0, 0])  # up broadcast: the general primitive
+    np.testing.assert_array_equal(broadcast, position_wise._swiglu(gate, up[0, 0]))
+
+
+def _spied(f, calls):
+    def spy(*args):
+        calls.append(len(args[0]))
+        return f(*args)
+    return spy
 
 
 def plain_unembedded_nll_sum(h, w, b, targets, counted):

@@ -191,8 +191,8 @@ def n_workers(x, work, per_thread=2 ** 16):
     many as BLAS may use at this moment (the cores, unless OPENBLAS_NUM_THREADS, threadpoolctl's
     threadpool_limits or the like allow fewer: one thread there means one here), but 1 for a
     GPU array or for work under `per_thread` elements per thread."""
-    if not isinstance(x, numpy.ndarray):
-        return 1
+    if not isinstance(x, numpy.ndarray) or work < 2 * per_thread:
+        return 1  # (work for one thread: BLAS's limits not asked, which costs a decode step)
     return max(1, min(_blas_threads(), work // per_thread))
 
 
