@@ -29,9 +29,15 @@ def linear(x, w, b=None):
     # leading dims first makes one big matrix product instead of a batch of small ones.
     *lead, d_in = x.shape
     y = x.reshape((math.prod(lead), d_in)) @ w  # [N, d_out] (N counted: x may hold no token)
-    if b is not None:
-        y = y + b
+    if b is not None:  # added in place (y is an array made here) where y's dtype holds the sum
+        y = numpy.add(y, b, out=y) if _sum_keeps_dtype(y, b) else y + b
     return y.reshape((*lead, w.shape[1]))
+
+
+def _sum_keeps_dtype(y, b):
+    # y [N, d_out], b [d_out]: True where y + b has y's dtype and shape, so it may be written
+    # into y (one pass, no new array; the same sums).
+    return getattr(b, "ndim", None) == 1 and numpy.promote_types(y.dtype, b.dtype) == y.dtype
 
 
 @in_one_product()

@@ -150,6 +150,32 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
     np.testing.assert_allclose(split, whole, atol=1e-6)
 
 
+def test_a_part_of_a_batch_is_computed_to_its_own_longest_sentence(model):
+    # forward on some of the Encodings of a batch (a worker's rows) leaves out the padding
+    # columns that none of them needs; their real tokens' states are the whole batch's, within
+    # float32 rounding of a sum's order (the softmax's over fewer zeros).
+    batch = model.tokenizer.encode_batch([LONG_TEXT, "Hello world", "A man is playing guitar."])
+    whole, part = model.forward(batch), model.forward(batch[1:])
+    mask = np.array([e.attention_mask for e in batch[1:]])
+    n = mask.sum(axis=1).max()
+    assert whole.shape[1] == mask.shape[1] > part.shape[1] == n == 8
+    real = mask[:, :n] == 1
+    np.testing.assert_allclose(part[real], whole[1:, :n][real], atol=2e-6)
+
+
+def test_worker_rows_sorted_by_tokens_come_back_in_the_input_order(model):
+    # encode sorts a batch's rows by their tokens before the split over the workers: each
+    # sentence's row, two threads or one, is its embedding computed alone (no padding at all).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    sentences = ["Hello world", "¿Dónde está la biblioteca? Está cerca de la estación.",
+                 "!!!", "A man is playing guitar.", "Москва — столица России.",
+                 "我们明天去北京参观故宫。"]  # more characters is not more tokens here
+    alone = np.concatenate([model.encode([s]) for s in sentences])
+    for n in (1, 2):
+        with threadpoolctl.threadpool_limits(n, user_api="blas"):
+            np.testing.assert_allclose(model.encode(sentences), alone, atol=2e-6)
+
+
 def test_rows_come_back_in_the_input_order(model):
     # encode sorts by length internally, as sentence-transformers does; the caller never sees it.
     short = SENTENCES[:6]
