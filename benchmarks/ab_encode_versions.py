@@ -35,7 +35,8 @@ batch = int(sys.argv[5]) if len(sys.argv) > 5 else 32
 print("load before", os.getloadavg())
 for threads in (None, 1):
     with threadpool_limits(threads):
-        runs = {"old": lambda: old.encode(sentences, batch), "new": lambda: new.encode(sentences, batch)}
+        runs = {"old": lambda: old.encode(sentences, batch),
+                "new": lambda: new.encode(sentences, batch)}
         out = {name: f() for name, f in runs.items()}  # warm-up
         times = {name: [] for name in runs}
         for r in range(rounds):  # old first in odd rounds, new first in even ones

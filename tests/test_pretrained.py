@@ -128,10 +128,14 @@ def test_batch_size_does_not_change_results(model):
 
 
 def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
-    # engine/threads.py rows_on_workers: with two BLAS threads a batch's rows run in two
-    # pieces, each on a worker thread of its own with one BLAS thread; with one, in one piece.
-    # The same embeddings, within float32 rounding of a sum's order.
+    # engine/threads.py rows_on_workers: a batch's rows, most tokens first, run in pieces of
+    # about PIECE_TOKENS tokens (LONG_TEXT's 256: two sentences a piece), with two BLAS threads
+    # on two worker threads with one BLAS thread each, with one one after the other. The same
+    # embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
     threadpoolctl = pytest.importorskip("threadpoolctl")
+    from minattn.models import pretrained
+
+    assert pretrained.PIECE_TOKENS // 256 == 2
     pieces, forward = [], model.forward
     model.forward = lambda batch, **kw: pieces.append(len(batch)) or forward(batch, **kw)
     try:
@@ -139,15 +143,21 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
             if min(i["num_threads"] for i in threadpoolctl.threadpool_info()
                    if i["user_api"] == "blas") != 2:
                 pytest.skip("this BLAS does not take two threads")
-            split = model.encode(SENTENCES[:9])
-        assert sorted(pieces) == [4, 5]
+            split = model.encode(SENTENCES[:10])
+        assert sorted(pieces) == [2, 2, 2, 2, 2]
         pieces.clear()
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
-            whole = model.encode(SENTENCES[:9])
-        assert pieces == [9]
+            one_thread = model.encode(SENTENCES[:10])
+        assert pieces == [2, 2, 2, 2, 2]
+        pieces.clear()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pretrained, "PIECE_TOKENS", 10 ** 6)  # the whole batch in one piece
+            whole = model.encode(SENTENCES[:10])
+        assert pieces == [10]
     finally:
         del model.forward
-    np.testing.assert_allclose(split, whole, atol=1e-6)
+    np.testing.assert_allclose(split, whole, atol=2e-6)
+    np.testing.assert_allclose(one_thread, whole, atol=2e-6)
 
 
 def test_a_part_of_a_batch_is_computed_to_its_own_longest_sentence(model):
