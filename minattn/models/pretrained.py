@@ -178,9 +178,8 @@ def l2_normalize(x, eps=1e-12):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
 
-# Tokens per piece of a batch (SentenceEncoder.encode): all-MiniLM-L6-v2's batch of 32 sentences
-# of 12-68 tokens took 0.87x the time in pieces of 8 or 16 sentences, on one thread
-# (benchmarks/ab_encode_versions.py).
+# Tokens per piece of a batch (SentenceEncoder.encode): fewer, and the products grow small; more,
+# and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of a batch").
 PIECE_TOKENS = 512
 
 
