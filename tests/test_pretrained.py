@@ -129,8 +129,9 @@ def test_batch_size_does_not_change_results(model):
 
 def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
     # engine/threads.py rows_on_workers: a batch's rows, most tokens first, run in pieces of
-    # about PIECE_TOKENS tokens (LONG_TEXT's 256: two sentences a piece), with two BLAS threads
-    # on two worker threads with one BLAS thread each, with one one after the other. The same
+    # about PIECE_TOKENS tokens (LONG_TEXT's 256: two sentences a piece at most), with two BLAS
+    # threads on two worker threads with one BLAS thread each (an even count of pieces), with
+    # one one after the other. The same
     # embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from minattn.models import pretrained
@@ -144,13 +145,14 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
                    if i["user_api"] == "blas") != 2:
                 pytest.skip("this BLAS does not take two threads")
             split = model.encode(SENTENCES[:10])
-        assert sorted(pieces) == [2, 2, 2, 2, 2]
+        assert sorted(pieces) == [1, 1, 2, 2, 2, 2]  # six pieces, three for each worker
         pieces.clear()
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
             one_thread = model.encode(SENTENCES[:10])
         assert pieces == [2, 2, 2, 2, 2]
         pieces.clear()
-        with pytest.MonkeyPatch.context() as mp:
+        with pytest.MonkeyPatch.context() as mp, \
+                threadpoolctl.threadpool_limits(1, user_api="blas"):
             mp.setattr(pretrained, "PIECE_TOKENS", 10 ** 6)  # the whole batch in one piece
             whole = model.encode(SENTENCES[:10])
         assert pieces == [10]

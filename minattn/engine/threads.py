@@ -231,11 +231,12 @@ def rows_on_workers(f, rows, x, rows_per_piece=None):
     worker thread of its own with one BLAS thread, the outputs joined along the first axis (a
     batched forward's rows are independent of one another: a sentence encoder's sentences).
     x: a NumPy array standing for the batch (a GPU array: one piece). rows_per_piece: pieces of
-    at most that many rows instead, in order, dealt to as many workers (one: one after the
-    other on the threads in force), so that each piece's arrays stay in the CPU's cache."""
+    at most that many rows instead, in order, so that each piece's arrays stay in the CPU's
+    cache: as even as can be, and as many as a multiple of the workers (none left waiting for
+    the last), dealt to them (one: one after the other on the threads in force)."""
     workers = row_pieces(x, len(rows))  # one for a GPU array
     pieces = workers if rows_per_piece is None or not isinstance(x, numpy.ndarray) else \
-        _pieces_of(len(rows), rows_per_piece)
+        _pieces_of(len(rows), rows_per_piece, len(workers))
     if len(pieces) <= 1:
         return f(rows)
     if len(workers) == 1:
@@ -244,12 +245,16 @@ def rows_on_workers(f, rows, x, rows_per_piece=None):
         return numpy.concatenate(in_threads(lambda piece: f(rows[piece]), pieces, len(workers)))
 
 
-def _pieces_of(n_rows, rows_per_piece):
-    # range(n_rows) as contiguous slices of at most rows_per_piece rows (a positive int)
+def _pieces_of(n_rows, rows_per_piece, n_workers):
+    # range(n_rows) as contiguous slices of at most rows_per_piece rows (a positive int), of
+    # sizes differing by one at most, as many as a multiple of n_workers (or n_rows, if fewer)
     if isinstance(rows_per_piece, bool) or not isinstance(rows_per_piece, int) or \
             rows_per_piece < 1:
         raise ValueError(f"rows_per_piece must be a positive int, got {rows_per_piece!r}")
-    return [slice(a, min(a + rows_per_piece, n_rows)) for a in range(0, n_rows, rows_per_piece)]
+    n = -(-n_rows // rows_per_piece)  # the fewest pieces
+    n = min(-(-n // n_workers) * n_workers, n_rows)
+    bounds = [n_rows * i // n for i in range(n + 1)] if n else [0]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def on_workers(f, items):
