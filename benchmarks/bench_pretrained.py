@@ -6,8 +6,9 @@
 
 Both engines encode the same sentences of realistic, mixed lengths (1 to 4 sentences of prose,
 about 10 to 90 word pieces) on this machine in this run, in interleaved rounds; medians with
-their spread are reported (benchmarks/_harness.py), with the floor: the same matrix products
-alone, in NumPy, for the same batches (lengths sorted and padded as encode() pads them). torch
+their spread are reported (benchmarks/_harness.py), with two floors: the same matrix products
+alone, in NumPy, for encode()'s pieces of each batch (each padded to its own longest), and for
+the whole batches padded to their longest (as sentence-transformers computes them). torch
 keeps its default thread count; NumPy's BLAS keeps its own. Needs the extra `pretrained` and sentence-transformers. Nothing is
 downloaded (HF_HUB_OFFLINE=1).
 """
@@ -48,27 +49,35 @@ def realistic_sentences(n, seed=0):
     return [" ".join(rng.choice(PROSE, size=rng.integers(1, 5))) for _ in range(n)]
 
 
-def floor_products(model, sentences, batch_size):
+def floor_products(model, sentences, batch_size, pieces=True):
     # The matrix products the encoder computes for these sentences, alone: per batch and layer
     # the four attention projections, the two feed-forward ones, and per head q kᵀ and P v
-    # (on one BLAS thread, as the attention core runs them).
-    from minattn.engine.threads import one_blas_thread
+    # (on one BLAS thread, as the attention core runs them). pieces=True: in encode()'s pieces
+    # (each batch's rows by tokens, pieces of about PIECE_TOKENS tokens, each padded to its own
+    # longest), run as encode() runs them (rows_on_workers: on the worker threads, one BLAS
+    # thread each); False: whole batches padded to their longest, on the threads in force, as
+    # sentence-transformers computes them.
+    from minattn.engine.threads import one_blas_thread, rows_on_workers
+    from minattn.models.pretrained import PIECE_TOKENS
 
     order = np.argsort([-len(s) for s in sentences], kind="stable")
-    shapes = [(len(b), len(b[0].ids)) for b in (
-        model.tokenizer.encode_batch([sentences[i] for i in order[start:start + batch_size]])
-        for start in range(0, len(sentences), batch_size))]
+    batches = []  # per batch, its pieces' (rows, tokens)
+    for start in range(0, len(sentences), batch_size):
+        tokens = sorted((sum(e.attention_mask) for e in model.tokenizer.encode_batch(
+            [sentences[i] for i in order[start:start + batch_size]])), reverse=True)
+        rows = max(1, PIECE_TOKENS // tokens[0]) if pieces else len(tokens)
+        batches.append([(len(tokens[a:a + rows]), tokens[a]) for a in range(0, len(tokens), rows)])
     layers, n_heads = model.params["encoder"]["layers"], model.config["num_attention_heads"]
     d_model = layers[0]["self_attention"]["w_q"].shape[0]
     rng = np.random.default_rng(0)
-    inputs = [(rng.standard_normal((b * n, d_model), dtype=np.float32),
-               rng.standard_normal((b * n, layers[0]["feed_forward"]["w_1"].shape[1]),
-                                   dtype=np.float32),
-               rng.standard_normal((b, n_heads, n, d_model // n_heads), dtype=np.float32))
-              for b, n in shapes]
+    inputs = [[(rng.standard_normal((b * n, d_model), dtype=np.float32),
+                rng.standard_normal((b * n, layers[0]["feed_forward"]["w_1"].shape[1]),
+                                    dtype=np.float32),
+                rng.standard_normal((b, n_heads, n, d_model // n_heads), dtype=np.float32))
+               for b, n in shapes] for shapes in batches]
 
-    def products():
-        for x, hidden, q in inputs:
+    def piece_products(piece_inputs):
+        for x, hidden, q in piece_inputs:
             for p in layers:
                 for w in ("w_q", "w_k", "w_v", "w_o"):
                     x @ p["self_attention"][w]
@@ -76,6 +85,11 @@ def floor_products(model, sentences, batch_size):
                 hidden @ p["feed_forward"]["w_2"]
                 with one_blas_thread():
                     (q @ q.swapaxes(-1, -2)) @ q
+        return np.zeros(len(piece_inputs))
+
+    def products():
+        for batch in inputs:  # a piece a row, as encode() deals them
+            rows_on_workers(piece_products, batch, inputs[0][0][0], rows_per_piece=1)
 
     return products
 
@@ -111,20 +125,23 @@ def main(argv=None):
     header(args.busy)
     with busy(args.busy):
         times = interleaved({"minattn": run_minattn, "sentence-transformers": run_torch,
-                             "matmul floor": floor_products(model, sentences, args.batch_size)},
+                             "matmul floor": floor_products(model, sentences, args.batch_size),
+                             "floor, whole batches": floor_products(
+                                 model, sentences, args.batch_size, pieces=False)},
                             args.repeats)
     print(f"torch {torch.__version__} with {torch.get_num_threads()} threads; {args.n} sentences, "
           f"{min(lengths)}-{max(lengths)} tokens (mean {np.mean(lengths):.0f}), batch_size "
           f"{args.batch_size}, {args.repeats} interleaved rounds")
     print(f"min cosine(minattn, torch) = {cosine.min():.7f}")
     for name, t in times.items():
-        rate = "" if name == "matmul floor" else f"  ({args.n / np.median(t):.1f} sentences/s)"
+        rate = "" if "floor" in name else f"  ({args.n / np.median(t):.1f} sentences/s)"
         print(f"  {name:<22}{describe(t)}{rate}")
     print(f"  time ratio minattn / sentence-transformers: "
           f"{ratio(times['minattn'], times['sentence-transformers'])}")
-    print(f"  minattn / matmul floor: {ratio(times['minattn'], times['matmul floor'])}; "
-          f"sentence-transformers / matmul floor: "
-          f"{ratio(times['sentence-transformers'], times['matmul floor'])}")
+    print(f"  minattn / matmul floor (its pieces): "
+          f"{ratio(times['minattn'], times['matmul floor'])}; sentence-transformers / "
+          f"matmul floor (whole batches, as it runs them): "
+          f"{ratio(times['sentence-transformers'], times['floor, whole batches'])}")
     footer()
 
 

@@ -128,10 +128,15 @@ def test_batch_size_does_not_change_results(model):
 
 
 def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
-    # engine/threads.py rows_on_workers: with two BLAS threads a batch's rows run in two
-    # pieces, each on a worker thread of its own with one BLAS thread; with one, in one piece.
-    # The same embeddings, within float32 rounding of a sum's order.
+    # engine/threads.py rows_on_workers: a batch's rows, most tokens first, run in pieces of
+    # about PIECE_TOKENS tokens (LONG_TEXT's 256: two sentences a piece at most), with two BLAS
+    # threads on two worker threads with one BLAS thread each (an even count of pieces), with
+    # one one after the other. The same
+    # embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
     threadpoolctl = pytest.importorskip("threadpoolctl")
+    from minattn.models import pretrained
+
+    assert pretrained.PIECE_TOKENS // 256 == 2
     pieces, forward = [], model.forward
     model.forward = lambda batch, **kw: pieces.append(len(batch)) or forward(batch, **kw)
     try:
@@ -139,15 +144,48 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
             if min(i["num_threads"] for i in threadpoolctl.threadpool_info()
                    if i["user_api"] == "blas") != 2:
                 pytest.skip("this BLAS does not take two threads")
-            split = model.encode(SENTENCES[:9])
-        assert sorted(pieces) == [4, 5]
+            split = model.encode(SENTENCES[:10])
+        assert sorted(pieces) == [1, 1, 2, 2, 2, 2]  # six pieces, three for each worker
         pieces.clear()
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
-            whole = model.encode(SENTENCES[:9])
-        assert pieces == [9]
+            one_thread = model.encode(SENTENCES[:10])
+        assert pieces == [2, 2, 2, 2, 2]
+        pieces.clear()
+        with pytest.MonkeyPatch.context() as mp, \
+                threadpoolctl.threadpool_limits(1, user_api="blas"):
+            mp.setattr(pretrained, "PIECE_TOKENS", 10 ** 6)  # the whole batch in one piece
+            whole = model.encode(SENTENCES[:10])
+        assert pieces == [10]
     finally:
         del model.forward
-    np.testing.assert_allclose(split, whole, atol=1e-6)
+    np.testing.assert_allclose(split, whole, atol=2e-6)
+    np.testing.assert_allclose(one_thread, whole, atol=2e-6)
+
+
+def test_a_part_of_a_batch_is_computed_to_its_own_longest_sentence(model):
+    # forward on some of the Encodings of a batch (a worker's rows) leaves out the padding
+    # columns that none of them needs; their real tokens' states are the whole batch's, within
+    # float32 rounding of a sum's order (the softmax's over fewer zeros).
+    batch = model.tokenizer.encode_batch([LONG_TEXT, "Hello world", "A man is playing guitar."])
+    whole, part = model.forward(batch), model.forward(batch[1:])
+    mask = np.array([e.attention_mask for e in batch[1:]])
+    n = mask.sum(axis=1).max()
+    assert whole.shape[1] == mask.shape[1] > part.shape[1] == n == 8
+    real = mask[:, :n] == 1
+    np.testing.assert_allclose(part[real], whole[1:, :n][real], atol=2e-6)
+
+
+def test_worker_rows_sorted_by_tokens_come_back_in_the_input_order(model):
+    # encode sorts a batch's rows by their tokens before the split over the workers: each
+    # sentence's row, two threads or one, is its embedding computed alone (no padding at all).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    sentences = ["Hello world", "¿Dónde está la biblioteca? Está cerca de la estación.",
+                 "!!!", "A man is playing guitar.", "Москва — столица России.",
+                 "我们明天去北京参观故宫。"]  # more characters is not more tokens here
+    alone = np.concatenate([model.encode([s]) for s in sentences])
+    for n in (1, 2):
+        with threadpoolctl.threadpool_limits(n, user_api="blas"):
+            np.testing.assert_allclose(model.encode(sentences), alone, atol=2e-6)
 
 
 def test_rows_come_back_in_the_input_order(model):

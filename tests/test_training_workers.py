@@ -102,3 +102,54 @@ def test_dropout_draws_from_each_pieces_child_generator_the_same_for_a_seed(two_
     by_hand = [loss_and_grad(lora, tuple(a[s] for a in rows), child)
                for s, child in zip((slice(0, 2), slice(2, 5)), children)]
     assert runs[0][0] == pytest.approx(sum(float(v) for v, _ in by_hand) / count, rel=1e-12)
+
+
+def _recorded(seen):
+    # f(rows) -> rows squared (each row alone: no sum whose order could change), recording who
+    # computed which rows, on how many BLAS threads
+    def f(rows):
+        seen.append((threading.current_thread() is threading.main_thread(), _blas(),
+                     [int(r[0]) for r in rows]))
+        return np.asarray(rows, dtype=np.float64) ** 2
+    return f
+
+
+def test_rows_per_piece_deals_pieces_in_order_to_the_workers(two_threads):
+    # rows_on_workers(rows_per_piece=3): 7 rows in at least 3 pieces, 4 for the two workers
+    # (1, 2, 2, 2 rows), each on a worker thread with one BLAS thread; the outputs joined in the
+    # rows' order, to the last bit f(rows).
+    rows, seen = np.arange(14.0).reshape(7, 2) + 0.1, []
+    out = threads.rows_on_workers(_recorded(seen), rows, np.zeros(1), rows_per_piece=3)
+    assert np.array_equal(out, rows ** 2)
+    assert sorted(s[2] for s in seen) == [[0], [2, 4], [6, 8], [10, 12]]
+    assert all(not main and blas == 1 for main, blas, _ in seen)
+    assert _blas() == 2  # restored
+
+
+def test_rows_per_piece_on_one_thread_runs_the_pieces_one_after_the_other():
+    rows, seen = np.arange(10.0).reshape(5, 2), []
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        out = threads.rows_on_workers(_recorded(seen), rows, np.zeros(1), rows_per_piece=2)
+    assert np.array_equal(out, rows ** 2)
+    assert seen == [(True, 1, [0]), (True, 1, [2, 4]), (True, 1, [6, 8])]  # 3 pieces, even
+
+
+def test_rows_per_piece_leaves_a_gpu_batch_whole_and_refuses_a_bad_count(two_threads):
+    rows, seen = np.arange(10.0).reshape(5, 2), []
+    out = threads.rows_on_workers(_recorded(seen), rows, [[0.0]], rows_per_piece=2)  # not NumPy
+    assert np.array_equal(out, rows ** 2) and [s[2] for s in seen] == [[0, 2, 4, 6, 8]]
+    for bad in (0, -1, 2.0, True, "3"):
+        with pytest.raises(ValueError, match="rows_per_piece"):
+            threads.rows_on_workers(_recorded([]), rows, np.zeros(1), rows_per_piece=bad)
+
+
+def test_rows_per_piece_pieces_are_even_a_multiple_of_the_workers_and_never_empty():
+    for n_rows in range(0, 40):
+        for per_piece in (1, 2, 3, 7, 50):
+            for workers in (1, 2, 3):
+                pieces = threads._pieces_of(n_rows, per_piece, workers)
+                sizes = [p.stop - p.start for p in pieces]
+                assert [p.start for p in pieces[1:]] == [p.stop for p in pieces[:-1]]
+                assert sum(sizes) == n_rows and all(0 < s <= per_piece for s in sizes)
+                assert max(sizes, default=0) - min(sizes, default=0) <= 1
+                assert len(pieces) % workers == 0 or len(pieces) == n_rows

@@ -26,8 +26,10 @@ What the policy does:
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
-  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike. Only
-  NumPy arrays are split: a GPU runs each piece in parallel already.
+  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike, in
+  pieces of a given number of rows where asked (rows_per_piece: the sentence encoder's pieces
+  of about 512 tokens, whose arrays stay in the CPU's cache). Only NumPy arrays are split: a
+  GPU runs each piece in parallel already.
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -255,16 +257,36 @@ def row_pieces(x, n_rows):
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
-def rows_on_workers(f, rows, x):
+def rows_on_workers(f, rows, x, rows_per_piece=None):
     """f(rows), the rows of a batch (a list, an array: anything a slice takes rows of) ->
     an array [n_rows, ...], computed as f(rows[piece]) for each of row_pieces(x, n_rows) on a
     worker thread of its own with one BLAS thread, the outputs joined along the first axis (a
     batched forward's rows are independent of one another: a sentence encoder's sentences).
-    x: a NumPy array standing for the batch (a GPU array: one piece)."""
-    pieces = row_pieces(x, len(rows))
-    if len(pieces) == 1:
+    x: a NumPy array standing for the batch (a GPU array: one piece). rows_per_piece: pieces of
+    at most that many rows instead, in order, so that each piece's arrays stay in the CPU's
+    cache: as even as can be, and as many as a multiple of the workers (none left waiting for
+    the last), dealt to them (one: one after the other on the threads in force)."""
+    workers = row_pieces(x, len(rows))  # one for a GPU array
+    pieces = workers if rows_per_piece is None or not isinstance(x, numpy.ndarray) else \
+        _pieces_of(len(rows), rows_per_piece, len(workers))
+    if len(pieces) <= 1:
         return f(rows)
-    return numpy.concatenate(on_workers(lambda piece: f(rows[piece]), pieces))
+    if len(workers) == 1:
+        return numpy.concatenate([f(rows[piece]) for piece in pieces])
+    with one_blas_thread():
+        return numpy.concatenate(in_threads(lambda piece: f(rows[piece]), pieces, len(workers)))
+
+
+def _pieces_of(n_rows, rows_per_piece, n_workers):
+    # range(n_rows) as contiguous slices of at most rows_per_piece rows (a positive int), of
+    # sizes differing by one at most, as many as a multiple of n_workers (or n_rows, if fewer)
+    if isinstance(rows_per_piece, bool) or not isinstance(rows_per_piece, int) or \
+            rows_per_piece < 1:
+        raise ValueError(f"rows_per_piece must be a positive int, got {rows_per_piece!r}")
+    n = -(-n_rows // rows_per_piece)  # the fewest pieces
+    n = min(-(-n // n_workers) * n_workers, n_rows)
+    bounds = [n_rows * i // n for i in range(n + 1)] if n else [0]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def on_workers(f, items):

@@ -178,6 +178,23 @@ def l2_normalize(x, eps=1e-12):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
 
+# Tokens per piece of a batch (SentenceEncoder.encode): fewer, and the products grow small; more,
+# and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of a batch").
+PIECE_TOKENS = 512
+
+
+def _token_arrays(batch):
+    # B tokenizer Encodings -> int ids, type_ids, attention_mask [B, L]: L up to the last column
+    # holding a real token of any of them. The tokenizer pads to the longest of the sentences
+    # it encoded together; a part of them (a worker's rows) needs fewer columns. The columns
+    # left out are padding in every row, whose keys get weight 0 and whose states are never
+    # pooled.
+    ids, type_ids, mask = (np.array([getattr(e, name) for e in batch])
+                           for name in ("ids", "type_ids", "attention_mask"))
+    length = np.flatnonzero(mask.any(axis=0))[-1] + 1 if mask.any() else mask.shape[1]
+    return ids[:, :length], type_ids[:, :length], mask[:, :length]
+
+
 def _check_sentences(sentences):
     if isinstance(sentences, str):
         # A str is a sequence of characters; encoding each character is never what was meant.
@@ -204,10 +221,9 @@ class SentenceEncoder:
                 f"max_seq_length={c['max_seq_length']})")
 
     def forward(self, batch, return_weights=False):
-        # B tokenizer Encodings -> token states [B, L, D] (and n_layers weights [B, H, L, L]).
-        ids = np.array([e.ids for e in batch])  # [B, L]
-        type_ids = np.array([e.type_ids for e in batch])  # [B, L]
-        attention_mask = np.array([e.attention_mask for e in batch])  # [B, L]
+        # B tokenizer Encodings -> token states [B, L, D] (and n_layers weights [B, H, L, L]),
+        # L up to the last real token of any of them (_token_arrays).
+        ids, type_ids, attention_mask = _token_arrays(batch)  # [B, L] each
         eps = self.config["layer_norm_eps"]
         x = embed(self.params, ids, type_ids, eps=eps)  # [B, L, D]
         # BERT is post-norm (LayerNorm after each residual add) with exact GELU.
@@ -229,10 +245,21 @@ class SentenceEncoder:
         for start in range(0, len(sentences), batch_size):
             batch = self.tokenizer.encode_batch([sentences[i] for i in
                                                  order[start:start + batch_size]])
-            attention_mask = np.array([e.attention_mask for e in batch])  # [b, L]
-            states = rows_on_workers(self.forward, batch, attention_mask)  # [b, L, D]
-            chunks.append(l2_normalize(mean_pool(states, attention_mask)))
+            # Most tokens first within the batch, then pieces of about PIECE_TOKENS tokens on
+            # the worker threads (rows_on_workers), each computed to its own longest sentence
+            # (forward), not the batch's: less padding, and arrays that stay in the CPU's cache.
+            tokens = [sum(e.attention_mask) for e in batch]
+            by_tokens = np.argsort(np.negative(tokens), kind="stable")
+            pooled = rows_on_workers(self._embeddings, [batch[i] for i in by_tokens],
+                                     self.params["embeddings"]["word"],
+                                     rows_per_piece=max(1, PIECE_TOKENS // max(tokens)))  # [b, D]
+            chunks.append(pooled[np.argsort(by_tokens)])
         return np.concatenate(chunks)[np.argsort(order)]  # back to the caller's order
+
+    def _embeddings(self, batch):
+        # B tokenizer Encodings -> float32 [B, D], unit rows: mean-pooled, L2-normalized states.
+        states = self.forward(batch)  # [B, L, D]
+        return l2_normalize(mean_pool(states, _token_arrays(batch)[2]))
 
     def attention(self, sentence):
         # one sentence -> (its L tokens, a list of n_layers attention weights [H, L, L]).
