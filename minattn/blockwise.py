@@ -201,10 +201,12 @@ def _online_softmax_step(m, acc, scores, keep, v, by_max=False):
     if keep is not None:
         # -inf, as in softmax: exp(-inf) is exactly 0 in every dtype.
         numpy.copyto(scores, -numpy.inf, where=~keep)
-    if not by_max and np.all(np.isfinite(m)):  # every query has seen a key (not the first tile)
-        # Any finite shift gives the same softmax: m is kept, and the tile's weights
-        # exp(score - m) may exceed 1 (no pass for the tile's max, none to subtract it), unless
-        # one overflows: then None, and the tile is folded in by its max.
+    if not by_max and isinstance(scores, numpy.ndarray) and np.all(np.isfinite(m)):
+        # Every query has seen a key (not the first tile). Any finite shift gives the same
+        # softmax: m is kept, and the tile's weights exp(score - m) may exceed 1 (no pass for the
+        # tile's max, none to subtract it), unless one overflows: then None, and the tile is
+        # folded in by its max. On the host only: on a GPU (CuPy) these tests would each copy a
+        # flag to the host and wait for the device, so every tile goes by its max there.
         with numpy.errstate(over="ignore", invalid="ignore"):
             acc = acc + np.exp(scores, out=scores) @ v
         return _renormalized(m, acc) if np.all(np.isfinite(acc)) else None

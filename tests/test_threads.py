@@ -357,3 +357,26 @@ def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_work
         return [j * 10 + i for j in _threads.in_threads(lambda j: j, range(3), 2)]
 
     assert _threads.in_threads(outer, range(2), 2) == [[0, 10, 20], [1, 11, 21]]
+
+
+def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():
+    # On a GPU, a Python `if` on a device array copies it to the host and waits for the device
+    # (CuPy's bool()): the kept shift's tests would do that per tile, so a device array's tiles
+    # all go by their max. The test double counts its conversions to a host bool.
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 3, 9, 4)).astype(np.float32) for _ in range(3))
+    key_mask = rng.random((2, 1, 9)) < 0.8
+    flags = []
+    to_bool = DeviceArray.__bool__
+
+    def counted(self):
+        flags.append(1)
+        return to_bool(self)
+
+    with mock.patch.object(DeviceArray, "__bool__", counted):
+        on_device = ma.blockwise_attention(DeviceArray(q), DeviceArray(k), DeviceArray(v),
+                                           causal=True, key_mask=DeviceArray(key_mask),
+                                           block_size=2)
+    assert flags == []
+    on_host = ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask, block_size=2)
+    np.testing.assert_allclose(on_device.get(), on_host, **tolerance(np.float32))
