@@ -11,8 +11,9 @@ weights and batches on both sides, float32, batch 12 x 64 random characters. Pri
 median with its IQR and the median and IQR of the per-round ratios new / old, wall time and the
 process's CPU time (user + system, both threads: less moved by other processes than the wall
 time on a shared machine), the order of the two alternating round by round; 15 rounds (or ROUNDS).
---torch: torch's step of the same model, weights and batches (bench_char_gpt.py's, eager) in
-the same rounds too, and each checkout's ratio to it: the peer ratio of both in one process.
+--torch: torch's step of the same model (bench_char_gpt.py's, eager, on its batches of the same
+shape: Shakespeare's text cached) in the same rounds too, and each checkout's ratio to it: the
+peer ratio of both in one process.
 """
 import os
 import sys
@@ -52,38 +53,12 @@ def works(m, ids):
 
 
 def torch_step(ids):
-    # bench_char_gpt.py's torch side (tests/test_char_gpt.py's reference from torch.nn), given
-    # the same initial weights as works() draws and the same batches
-    import torch
+    # bench_char_gpt.py's torch side (tests/test_char_gpt.py's reference from torch.nn, eager,
+    # with its scheduler), on Shakespeare's batches of the same shape: the same work to time
+    import bench_char_gpt
 
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from minattn.models import char_gpt
-    from tests.test_char_gpt import GPT, _copy_into
-
-    baby = char_gpt.BABY
-    params, _ = char_gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
-    model = GPT(65, n_layers=4, n_heads=4, d_model=128, context=64).float()
-    _copy_into(model, params)
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for p in model.parameters() if p.dim() >= 2],
-          "weight_decay": baby["weight_decay"]},
-         {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}],
-        lr=baby["lr"], betas=baby["betas"])
-    k = [0]
-
-    def step():
-        tokens, targets, _ = char_gpt.window_batch(ids, context=64, batch_size=12, seed=0,
-                                                   k=k[0])
-        k[0] += 1
-        logits = model(torch.from_numpy(tokens))
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 torch.from_numpy(targets).reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), baby["max_grad_norm"])
-        optimizer.step()
-        optimizer.zero_grad()
-
-    return step
+    step, k = bench_char_gpt.build()[1], iter(range(10 ** 9))
+    return lambda: step(next(k))
 
 
 def main():
