@@ -3,12 +3,7 @@
 The result equals scaled_dot_product_attention's output (up to rounding), but the [L_q, L_k]
 matrix is never held: queries and keys are walked in blocks, and each query block keeps a running
 max m, a running denominator l and an un-normalized output acc, rescaled whenever m grows
-(Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Here m is a running
-shift: the max, until every query of the block has seen a key; from then on, any finite shift
-giving the same softmax, the tiles keep it (their weights may exceed 1) unless a weight would
-overflow (the tile is then folded in by its max) or a denominator passes the square root of the
-dtype's largest float (its row is divided by it, m raised by its log): those tiles take no pass
-over their scores for a max. Memory is
+(Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
 on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k), plus O(L·d) for a copy of
 v with a column of ones (one product per tile then gives the weighted values and the
@@ -21,7 +16,6 @@ O(H·block_size²) for the tile at hand, not O(L²). This hand-written VJP is fi
 accumulates into arrays in place): autograd cannot differentiate it again. Like the rest of the
 core it runs on CuPy arrays: nothing is created on the host.
 """
-import functools
 import math
 import numbers
 
@@ -68,10 +62,8 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
     # work grows with its start). Their outputs and log-sum-exps are then joined.
     batch, n_queries = q.shape[:-2], q.shape[-2]
-    # k transposed with a row of ones [..., d_k + 1, L_k], v with a column of ones
-    # [..., L_k, d_v + 1]: each product of a tile does one sum more (_query_block)
-    k = numpy.concatenate([numpy.swapaxes(k, -1, -2),
-                           numpy.ones_like(numpy.swapaxes(k[..., :1], -1, -2))], axis=-2)
+    # v with a column of ones [..., L_k, d_v + 1]: one product per tile gives its weighted
+    # values and its weights' sum (_query_block)
     v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
     # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
     n_entries = math.prod(batch)
@@ -144,35 +136,23 @@ defvjp_argnums(_flash, _flash_vjp)
 
 
 def _query_block(q, k, v, key_mask, q_start, causal, scale, block_size):
-    # [..., b_q, d_k], [..., d_k + 1, L_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
-    # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. k (transposed)
-    # ends in a row of ones, v in a column of ones (_flash_forward).
-    n_keys = k.shape[-1]
+    # [..., b_q, d_k], [..., L_k, d_k], [..., L_k, d_v + 1] -> [..., b_q, d_v] and the
+    # log-sum-exp [..., b_q, 1], for the queries q_start .. q_start + b_q - 1. v ends in a column
+    # of ones, the denominator's (_flash_forward).
+    n_keys = k.shape[-2]
     if causal:
         # Query i sees keys j <= i: key blocks starting at or after this block's last query + 1
         # are never computed at all (FlashAttention's saving: about half the tiles).
         n_keys = min(n_keys, q_start + q.shape[-2])
-    # The queries scaled, once for all tiles, and a last column -shift (the shift: m below, or 0
-    # where m is -inf): against k's ones, each tile's product gives its scores less the shift.
-    # In the scores' dtype, so that the shift subtracted is m to its last bit.
-    q = q * scale
-    q = numpy.concatenate([q, numpy.zeros_like(q[..., :1])], axis=-1,
-                          dtype=numpy.result_type(q.dtype, k.dtype))  # [..., b_q, d_k + 1]
-    # The running shift m [..., b_q, 1] (a max of the scores so far) and acc = the sum of
-    # exp(score - m) * [value, 1] over the keys so far: the un-normalized output and, last, the
-    # denominator l (0.0: a Python scalar broadcasts on the first tile).
-    m, acc = numpy.full_like(q[..., :1], -numpy.inf), 0.0
+    # Running max, and output with the denominator in its last column (the ones' column of v);
+    # Python scalars that broadcast on the first tile.
+    m, acc = -np.inf, 0.0
+    q = q * scale  # once for the block's queries, rather than on every tile of scores
     for k_start in range(0, n_keys, block_size):
-        k_stop = min(k_start + block_size, k.shape[-1])
-        k_t, v_t = k[..., k_start:k_stop], v[..., k_start:k_stop, :]
-        scores = q @ k_t  # the scores less the shift [..., b_q, b_k]
+        k_stop = min(k_start + block_size, k.shape[-2])
+        scores = q @ np.swapaxes(k[..., k_start:k_stop, :], -1, -2)  # [..., b_q, b_k]
         keep = _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
-        # (None: a weight overflowed; the tile is folded in again by its max, from its scores)
-        m_new, acc = _online_softmax_step(m, acc, scores, keep, v_t) or \
-            _online_softmax_step(m, acc, q @ k_t, keep, v_t, by_max=True)
-        if m_new is not m:  # (a step that keeps the shift returns m itself)
-            q[..., -1:] = -_shift(m_new)
-        m = m_new
+        m, acc = _online_softmax_step(m, acc, scores, keep, v[..., k_start:k_stop, :])
     acc, l = acc[..., :-1], acc[..., -1:]  # [..., b_q, d_v], [..., b_q, 1]
     # A query that saw no key has l = 0 and acc = 0: divide by 1 instead, giving 0, not NaN; its
     # log-sum-exp, m + log(l), is -inf.
@@ -194,53 +174,24 @@ def _tile_mask(scores, key_mask, q_start, k_start, k_stop, causal):
     return keep
 
 
-def _online_softmax_step(m, acc, scores, keep, v, by_max=False):
-    # Fold one tile of scores less the shift (_shift(m)) [..., b_q, b_k] and its values
-    # [..., b_k, d_v + 1], the last column ones, into the running shift m [..., b_q, 1] and acc
-    # [..., b_q, d_v + 1] (_query_block). The scores are overwritten: a temporary.
+def _online_softmax_step(m, acc, scores, keep, v):
+    # Fold one tile of scores [..., b_q, b_k] and its values [..., b_k, d_v + 1], the last column
+    # ones, into the running max m [..., b_q, 1] and acc [..., b_q, d_v + 1]: the un-normalized
+    # output and, in the ones' column, the denominator l. The scores are overwritten.
     if keep is not None:
         # -inf, as in softmax: exp(-inf) is exactly 0 in every dtype.
         numpy.copyto(scores, -numpy.inf, where=~keep)
-    if not by_max and isinstance(scores, numpy.ndarray) and np.all(np.isfinite(m)):
-        # Every query has seen a key (not the first tile). Any finite shift gives the same
-        # softmax: m is kept, and the tile's weights exp(score - m) may exceed 1 (no pass for the
-        # tile's max, none to subtract it), unless one overflows: then None, and the tile is
-        # folded in by its max. On the host only: on a GPU (CuPy) these tests would each copy a
-        # flag to the host and wait for the device, so every tile goes by its max there.
-        with numpy.errstate(over="ignore", invalid="ignore"):
-            acc = acc + np.exp(scores, out=scores) @ v
-        return _renormalized(m, acc) if np.all(np.isfinite(acc)) else None
-    # By the max (FlashAttention's step): m becomes the running max of the scores.
-    shift = _shift(m)
-    m_new = np.maximum(m, shift + np.max(scores, axis=-1, keepdims=True))
-    p = np.exp(np.subtract(scores, _shift(m_new) - shift, out=scores), out=scores)
-    # The old acc was a sum of exp(score - m); rescale it to exp(score - m_new), and add the
-    # tile's: its weighted values and, against the ones, the sum of its weights.
-    rescale = np.exp(m - _shift(m_new))
+    m_new = np.maximum(m, np.max(scores, axis=-1, keepdims=True))
+    # A query with nothing visible so far has m_new = -inf; shift by 0 so no inf - inf = NaN.
+    shift = np.where(np.isfinite(m_new), m_new, 0.0)
+    # The old acc was a sum of exp(score - m) times the values (and ones); rescale it to
+    # exp(score - m_new), and add the tile's: its weighted values and, against the ones, the sum
+    # of its weights. (score - max and m - max are <= 0: at most -inf, past the dtype's range,
+    # whose exp is 0.)
+    with numpy.errstate(over="ignore"):
+        p = np.exp(np.subtract(scores, shift, out=scores), out=scores)
+        rescale = np.exp(m - shift)
     return m_new, acc * rescale + p @ v
-
-
-def _shift(m):
-    # What the scores have subtracted: m, but 0 where it is -inf (a query with nothing visible
-    # so far), so that no inf - inf = NaN.
-    return np.where(np.isfinite(m), m, 0.0)
-
-
-def _renormalized(m, acc):
-    # The rows whose denominator l (acc's last column) has passed the square root of the
-    # dtype's largest float: divided by l, their shift raised by log(l), so that the next tiles'
-    # weights have that much room before they overflow.
-    l = acc[..., -1:]
-    large = l > _room(acc.dtype)
-    if not np.any(large):
-        return m, acc
-    by = np.where(large, l, 1.0)
-    return m + np.log(by), acc / by
-
-
-@functools.cache
-def _room(dtype):
-    return numpy.sqrt(numpy.finfo(dtype).max)
 
 
 def _check_inputs(q, k, v, key_mask, scale, block_size):

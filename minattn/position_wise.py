@@ -62,7 +62,7 @@ def _gelu_float32_and_derivative(wrt, x):
     return y, {"x": d}
 
 
-@gradient_with_the_value(_gelu_float32_and_derivative)
+@gradient_with_the_value(_gelu_float32_and_derivative, otherwise=_gelu_exact)
 def _gelu_float32(x):
     return _in_chunks(_gelu_chunk, x)  # ~0.4x the time of scipy's erf (bench_gelu.py)
 
@@ -288,7 +288,7 @@ def _swiglu_float32_and_derivatives(wrt, gate, up):
     return y, {name: {"gate": d_gate, "up": d_up}[name] for name in wrt}
 
 
-@gradient_with_the_value(_swiglu_float32_and_derivatives)
+@gradient_with_the_value(_swiglu_float32_and_derivatives, otherwise=_swiglu)
 def _swiglu_float32(gate, up):
     return _in_chunks(_swiglu_chunk, gate, up)
 

@@ -235,77 +235,78 @@ def test_flash_backward_memory_grows_with_length_times_block_not_length_squared(
     assert peak < weights / 4, f"peak {peak / 2**20:.1f} MiB"
 
 
-# --- the running shift kept between tiles (no pass for a tile's max), and where it is not ---
+# --- scores of every size: each tile shifted by the running max itself, never overflowing ---
 
-def _float64_attention(q, k, v):
-    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) / np.sqrt(q.shape[-1])
+def _float64_attention(q, k, v, scale=None):
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64) * scale
     p = np.exp(s - s.max(-1, keepdims=True))
     return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
 
 
-def _steps_by_max(monkeypatch):
-    """A list that records, for each tile folded in, whether by its max (by_max=True)."""
-    calls, step = [], blockwise._online_softmax_step
-
-    def recording_step(*args, by_max=False):
-        calls.append(by_max or not np.all(np.isfinite(args[0])))
-        return step(*args, by_max=by_max)
-
-    monkeypatch.setattr(blockwise, "_online_softmax_step", recording_step)
-    return calls
-
-
 @pytest.mark.parametrize("dtype, rise", [(np.float32, 150.0), (np.float64, 900.0)])
-def test_a_tile_whose_weights_would_overflow_is_folded_in_by_its_max(monkeypatch, dtype, rise):
+def test_a_tile_scoring_far_above_the_last_is_folded_in_without_overflow(dtype, rise):
     # Keys 4..7 score `rise` above keys 0..3 for every query: exp(score - the first tile's max)
-    # overflows the dtype, so the second tile is folded in again by its max (no warning: they
-    # are errors here), and the output is the float64 softmax's.
+    # would overflow the dtype; the second tile's own max shifts it (no warning: they are errors
+    # here), and the output is the float64 softmax's.
     rng = np.random.default_rng(7)
     q = rng.standard_normal((3, 8, 4)).astype(dtype)
     q[..., 0] = 1.0
     k = rng.standard_normal((3, 8, 4)).astype(dtype)
     k[:, 4:, 0] += rise * 2  # scale 1/sqrt(4): scores rise by `rise`
     v = rng.standard_normal((3, 8, 2)).astype(dtype)
-    calls = _steps_by_max(monkeypatch)
     out = ma.blockwise_attention(q, k, v, block_size=4)
-    # each block of queries: the first tile, the kept shift's overflow, the tile again by its max
-    assert calls == [True, False, True] * 2
     assert out.dtype == dtype
     np.testing.assert_allclose(out, _float64_attention(q, k, v), **tolerance(dtype))
 
 
-def test_rows_whose_denominator_grows_large_are_renormalized_not_folded_again(monkeypatch):
-    # Each tile of 4 keys scores 30 above the last (float32): with the shift kept, the weights
-    # reach e^60 by the third tile, past the square root of float32's largest, so those rows are
-    # divided by their denominator and their shift raised, and the fourth tile's e^30 more fits:
-    # every tile after the first folds in with the kept shift, none by its max.
-    rng = np.random.default_rng(8)
-    q = rng.standard_normal((2, 4, 4)).astype(np.float32)
-    q[..., 0] = 1.0
-    k = rng.standard_normal((2, 16, 4)).astype(np.float32) * 0.1
-    k[..., 0] += np.repeat(np.arange(4) * 60.0, 4)  # scale 1/2: +30 per tile
-    v = rng.standard_normal((2, 16, 3)).astype(np.float32)
-    calls = _steps_by_max(monkeypatch)
-    out = ma.blockwise_attention(q, k, v, block_size=4)
-    assert calls == [True, False, False, False]
-    np.testing.assert_allclose(out, _float64_attention(q, k, v), **tolerance(np.float32))
-
-
-def test_renormalized_rows_stand_for_the_same_sums():
-    # m + log(l) (the log-sum-exp) and acc / l (the output) unchanged; rows under the limit
-    # untouched, to the bit.
-    m = np.array([[1.0], [2.0], [-3.0]], np.float32)
-    acc = np.array([[5.0, 1e25, 2e25], [1.0, 2.0, 4.0], [3e30, 0.0, 1e20]], np.float32)
-    m_new, acc_new = blockwise._renormalized(m, acc)
-    np.testing.assert_array_equal(m_new[1], m[1])
-    np.testing.assert_array_equal(acc_new[1], acc[1])
-    assert np.all(acc_new[[0, 2], -1] == 1.0)
-    lse, lse_new = m[:, 0] + np.log(acc[:, -1]), m_new[:, 0] + np.log(acc_new[:, -1])
-    np.testing.assert_allclose(lse_new, lse, rtol=1e-6)
-    np.testing.assert_allclose(acc_new[:, :-1] / acc_new[:, -1:], acc[:, :-1] / acc[:, -1:],
+@pytest.mark.parametrize("offset", [1e4, 1e6, 3e6])
+def test_scores_far_from_zero_keep_the_weights_of_every_tile_in_proportion(offset):
+    # Every score near `offset` (exact in float32), 60 keys 44 above the first 4, in tiles of 4:
+    # the weights of later tiles against earlier ones are exp of differences of scores, exact
+    # here, so the output is the float64 softmax's (16 of the 60 high keys have value 1: 16/60)
+    # to float32 rounding, as scaled_dot_product_attention's.
+    s = np.full(64, offset + 44.0)
+    s[:4] = offset
+    k = s.astype(np.float32).reshape(1, 64, 1)
+    q = np.ones((1, 1, 1), np.float32)
+    v = np.zeros((1, 64, 1), np.float32)
+    v[0, 4:20] = 1.0
+    out = ma.blockwise_attention(q, k, v, scale=1.0, block_size=4)
+    np.testing.assert_allclose(out, _float64_attention(q, k, v, 1.0), rtol=1e-6)
+    np.testing.assert_allclose(out, ma.scaled_dot_product_attention(q, k, v, scale=1.0)[0],
                                rtol=1e-6)
-    small_m, small_acc = m[1:2], acc[1:2]
-    assert blockwise._renormalized(small_m, small_acc) == (small_m, small_acc)  # as they were
+
+
+@pytest.mark.parametrize("dtype, size", [(np.float32, 3e4), (np.float16, 40.0)])
+def test_scores_near_the_dtype_limit_give_what_the_attention_core_gives(dtype, size):
+    # Scores in the billions (float32) or near float16's largest: the tiles' max subtracted
+    # from the scores themselves keeps each tile's largest weight at 1, so no weight overflows
+    # and no output is NaN; the output within the dtype's rounding of the attention core's (whose
+    # float16 runs in float32: the scores' own rounding bounds both).
+    rng = np.random.default_rng(10)
+    q, k = ((rng.standard_normal((2, 64, 16)) * size).astype(dtype) for _ in range(2))
+    v = rng.standard_normal((2, 64, 3)).astype(dtype)
+    with np.errstate(over="ignore"):  # the float16 scores' own products may overflow: -> inf
+        out = ma.blockwise_attention(q, k, v, scale=1.0, block_size=8)
+        expected = ma.scaled_dot_product_attention(q, k, v, scale=1.0)[0]
+    assert out.dtype == dtype
+    finite = np.all(np.isfinite(expected), axis=-1)
+    assert np.array_equal(np.all(np.isfinite(out), axis=-1), finite)
+    np.testing.assert_allclose(out[finite].astype(np.float64), expected[finite], atol=0.05)
+
+
+@pytest.mark.parametrize("dtype, k", [
+    (np.float32, [[375425056.0, 710544320.0, 864396288.0, 685609216.0],
+                  [737254400.0, 972266368.0, 458816384.0, 730589056.0]]),  # 2.64e9, 2.90e9
+    (np.float16, [[-28304.0, -22544.0, 0.0, 0.0], [10240.0, 8832.0, 0.0, 0.0]])])  # -50848, 19072
+def test_two_keys_whose_scores_differ_by_more_than_the_dtype_holds(dtype, k):
+    # One query, a key per tile: the second scores far above the first (in float16, by more than
+    # its largest float). Its weight is 1, the first's 0: the output is the second value, exactly.
+    q = np.ones((1, 1, 4), dtype)
+    out = ma.blockwise_attention(q, np.array([k], dtype), np.array([[[1.0], [2.0]]], dtype),
+                                 scale=1.0, block_size=1)
+    assert out.dtype == dtype and out.tolist() == [[[2.0]]]
 
 
 def test_float32_queries_against_float64_keys_keep_float64_precision():

@@ -365,7 +365,7 @@ def test_swiglu_vjp_equals_autograd_of_silu_gate_times_up():
     check_grads(swiglu, modes=["rev"], order=2)(gate, up)
 
 
-def test_float32_swiglu_in_chunks_holds_the_float64_formula_and_refuses_a_second_derivative():
+def test_float32_swiglu_in_chunks_holds_the_float64_formula_and_its_second_derivative():
     # float32 gate and up of one shape take _swiglu_float32 (the value and both derivatives in
     # one pass over each chunk): its value is the general primitive's to the last bit (the same
     # operations in the same order); value and gradients within float32 rounding of float64
@@ -382,9 +382,14 @@ def test_float32_swiglu_in_chunks_holds_the_float64_formula_and_refuses_a_second
             position_wise, "_swiglu_chunk", _spied(position_wise._swiglu_chunk, calls)):
         value = position_wise.swiglu(gate, up)
         grads = grad(lambda g, u: anp.sum(position_wise.swiglu(g, u) * r), (0, 1))(gate, up)
-        with pytest.raises(NotImplementedError, match="no second derivative"):
-            grad(lambda g: anp.sum(grad(lambda h: anp.sum(position_wise.swiglu(h, up)))(g)))(
-                gate)
+        # differentiated again: the general primitive runs instead (gradient_with_the_value's
+        # otherwise=), its second derivative within float32 rounding of float64's
+        second = grad(lambda g: anp.sum(grad(lambda h: anp.sum(position_wise.swiglu(h, up)))(
+            g)))(gate)
+    second_64 = grad(lambda g: anp.sum(grad(lambda h: anp.sum(h / (1.0 + anp.exp(-h)) * up))(
+        g)))(gate.astype(np.float64))
+    assert second.dtype == np.float32
+    np.testing.assert_allclose(second, second_64, rtol=1e-5, atol=1e-6)
     # one chunk or less (a decode step's token): the general primitive, second derivative and all
     small_gate, small_up = gate[0, :1], up[0, :1]
     assert not position_wise._in_float32_chunks(small_gate, small_up)
@@ -719,3 +724,22 @@ def test_gradient_by_hand_unbroadcasts_as_autograd_does(value_shape, grad_shape,
     np.testing.assert_array_equal(got, want)
     if value_shape == grad_shape and value_dtype == grad_dtype:
         assert got is grad
+
+
+def test_float32_gelu_in_chunks_differentiated_twice_runs_the_exact_form():
+    # The float32 GELU's derivative comes with its value (plain arrays, not differentiated
+    # again); inside another differentiation the exact form (scipy's erf, its VJP written with
+    # autograd) runs instead: a Hessian-vector product within float32 rounding of float64's
+    # exact one, past one chunk as below it.
+    from minattn import position_wise
+    rng = np.random.default_rng(14)
+    for n in (40, 3 * position_wise._CHUNK + 5):
+        x = (4.0 * rng.normal(size=n)).astype(np.float32)
+        r = rng.normal(size=n).astype(np.float32)
+        loss = lambda a: anp.sum(position_wise.gelu(a) * r)  # noqa: E731
+        hvp = grad(lambda a: anp.sum(grad(loss)(a) * r))(x)
+        phi = lambda t: np.exp(-0.5 * t * t) / np.sqrt(2.0 * np.pi)  # noqa: E731
+        x64, r64 = x.astype(np.float64), r.astype(np.float64)
+        expected = r64 * r64 * (2.0 * phi(x64) - x64 * x64 * phi(x64))  # (x Φ)'' = 2φ - x²φ
+        assert hvp.dtype == np.float32
+        np.testing.assert_allclose(hvp, expected, rtol=1e-5, atol=1e-6)

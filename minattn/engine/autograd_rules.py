@@ -37,8 +37,10 @@ cross-entropy, training/losses.py: each chunk's logits made once, used for the l
 gradient, never kept; float32 GELU, position_wise.py: its derivative from the value's own erfc).
 Differentiated, the function records the gradients of the arguments autograd follows, and its
 VJP is g times them: the tape keeps those gradients alone, none of the arguments. They are
-computed on plain arrays, so they are not differentiated again: a second derivative through such
-a function is refused (NotImplementedError), not returned as zero.
+computed on plain arrays, so they are not differentiated again: where the call is itself inside
+another differentiation (a second derivative), `otherwise=`, a differentiable function computing
+the same (the general form: the float32 GELU's and SwiGLU's), runs instead; without one (the
+fused loss) it is refused (NotImplementedError), never returned as zero.
 
 `@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients by
 the same operations in the same order, writing them (`out=`) into arrays it makes itself: fewer
@@ -131,8 +133,9 @@ def _plain_of_one_dtype(g, values):
     return not any(map(isbox, arrays)) and len({a.dtype for a in arrays}) == 1
 
 
-def gradient_with_the_value(value_and_grads):
-    """Decorator: see the module docstring."""
+def gradient_with_the_value(value_and_grads, otherwise=None):
+    """Decorator: see the module docstring. otherwise: a differentiable function computing the
+    same (the general form), run instead where the call is itself being differentiated again."""
     def decorate(f):
         names, bind = binder(f)
 
@@ -162,8 +165,12 @@ def gradient_with_the_value(value_and_grads):
                 return f(*args, **kwargs)
             values = bind(args, kwargs)
             wrt = [name for name, value in zip(names, values) if isbox(value)]
-            if any(isbox(value._value) for value in values if isbox(value)):
-                _no_second_derivative(f)  # differentiated inside another differentiation
+            boxes = [value for value in values if isbox(value)]
+            if any(isbox(box._value) for box in boxes) or len({b._trace for b in boxes}) > 1:
+                # differentiated inside another differentiation: the general form, if any
+                if otherwise is None:
+                    _no_second_derivative(f)
+                return otherwise(*args, **kwargs)
             return forward({"wrt": wrt}, *values) if wrt else f(*args, **kwargs)
 
         return with_the_gradient
