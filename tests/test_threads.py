@@ -361,8 +361,8 @@ def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_work
 
 def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():
     # On a GPU, a Python `if` on a device array copies it to the host and waits for the device
-    # (CuPy's bool()): the kept shift's tests would do that per tile, so a device array's tiles
-    # all go by their max. The test double counts its conversions to a host bool.
+    # (CuPy's bool()): no tile may ask one. The test double counts its conversions to a host
+    # bool.
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 3, 9, 4)).astype(np.float32) for _ in range(3))
     key_mask = rng.random((2, 1, 9)) < 0.8
