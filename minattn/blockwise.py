@@ -38,7 +38,7 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
     Differentiable with autograd, to first order only (grad of grad raises NotImplementedError).
     """
     # [..., L_q, d_k], [..., L_k, d_k], [..., L_k, d_v] -> [..., L_q, d_v]
-    q, k, v, key_mask, scale = _check_inputs(q, k, v, key_mask, scale, block_size)
+    q, k, v, key_mask, scale = _check_inputs(q, k, v, key_mask, scale, causal, block_size)
     if q.shape[-2] == 0 or k.shape[-2] == 0:
         return q[..., :0] @ v[..., :0, :]  # [..., L_q, d_v] zeros: no query, or no key to see
     output, _ = _flash(q, k, v, key_mask, scale, causal, block_size)
@@ -194,13 +194,18 @@ def _online_softmax_step(m, acc, scores, keep, v):
     return m_new, acc * rescale + p @ v
 
 
-def _check_inputs(q, k, v, key_mask, scale, block_size):
-    # The checks of scaled_dot_product_attention, with key_mask and block_size in place of mask.
+def _check_inputs(q, k, v, key_mask, scale, causal, block_size):
+    # The checks of scaled_dot_product_attention, with key_mask, causal and block_size in place
+    # of mask.
     q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, None, scale, 0.0, None)
     batch = tuple(q.shape[:-2])  # check_attention gave q every batch dim of q, k and v
-    if isinstance(block_size, bool) or not isinstance(block_size, numbers.Integral) \
-            or block_size < 1:
+    if not isinstance(causal, (bool, numpy.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    if isinstance(block_size, (bool, numpy.bool_)) or \
+            not isinstance(block_size, numbers.Integral):
         raise TypeError(f"block_size must be a positive int, got {block_size!r}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be a positive int, got {block_size!r}")
     return q, k, v, _check_key_mask(key_mask, batch + (k.shape[-2],)), scale
 
 

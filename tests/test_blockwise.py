@@ -181,10 +181,20 @@ x = rng.normal(size=(2, 3, 4))
      r"key_mask of shape \(5, 2, 3\)"),
     (lambda: ma.blockwise_attention(x, x, x, key_mask=np.ones((2, 3))), TypeError,
      r"key_mask must be a boolean array .* got float64"),
-    (lambda: ma.blockwise_attention(x, x, x, block_size=0), TypeError,
+    (lambda: ma.blockwise_attention(x, x, x, block_size=0), ValueError,
      r"block_size must be a positive int, got 0"),
+    (lambda: ma.blockwise_attention(x, x, x, block_size=-3), ValueError,
+     r"block_size must be a positive int, got -3"),
     (lambda: ma.blockwise_attention(x, x, x, block_size=2.0), TypeError,
      r"block_size must be a positive int, got 2\.0"),
+    (lambda: ma.blockwise_attention(x, x, x, block_size=True), TypeError,
+     r"block_size must be a positive int, got True"),
+    (lambda: ma.blockwise_attention(x, x, x, causal="yes"), TypeError,
+     r"causal must be True or False, got 'yes'"),
+    (lambda: ma.blockwise_attention(x, x, x, causal=None), TypeError,
+     r"causal must be True or False, got None"),
+    (lambda: ma.blockwise_attention(x, x, x, causal=1), TypeError,
+     r"causal must be True or False, got 1"),
 ])
 def test_bad_input_is_named(call, error, pattern):
     with pytest.raises(error, match=pattern):

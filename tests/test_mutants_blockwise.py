@@ -47,9 +47,12 @@ def test_a_key_mask_that_is_not_boolean_is_a_type_error(key_mask, got):
         f"key_mask must be a boolean array (True = may be attended), got {got}")
 
 
-@pytest.mark.parametrize("block_size", [0, -2, 2.0, True, "4", None])
-def test_block_size_must_be_a_positive_int(block_size):
-    with pytest.raises(TypeError) as error:
+@pytest.mark.parametrize("block_size, error_type", [(0, ValueError), (-2, ValueError),
+                                                     (2.0, TypeError), (True, TypeError),
+                                                     ("4", TypeError), (None, TypeError)])
+def test_block_size_must_be_a_positive_int(block_size, error_type):
+    # a value out of range: ValueError; not an int at all: TypeError
+    with pytest.raises(error_type) as error:
         ma.blockwise_attention(Q, Q, V, block_size=block_size)
     assert str(error.value) == f"block_size must be a positive int, got {block_size!r}"
 
