@@ -36,7 +36,7 @@ NUMERICAL_TESTS = [
     "tests/test_torch_parity.py", "tests/test_torch_decoder_parity.py", "tests/test_hf_parity.py",
     "tests/test_vjps.py", "tests/test_train.py", "tests/test_train_lm.py", "tests/test_induction.py",
     "tests/test_finetune_optimizer.py", "tests/test_finetune_loop.py", "tests/test_finetune_cli.py",
-    "tests/test_char_gpt.py", "tests/test_shakespeare_cli.py",
+    "tests/test_char_gpt.py", "tests/test_shakespeare_cli.py", "tests/test_blockwise.py",
 ]
 
 # One step down from each OpenBLAS kernel (the names OPENBLAS_CORETYPE takes), and torch's.

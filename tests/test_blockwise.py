@@ -303,7 +303,13 @@ def test_scores_near_the_dtype_limit_give_what_the_attention_core_gives(dtype, s
     assert out.dtype == dtype
     finite = np.all(np.isfinite(expected), axis=-1)
     assert np.array_equal(np.all(np.isfinite(out), axis=-1), finite)
-    np.testing.assert_allclose(out[finite].astype(np.float64), expected[finite], atol=0.05)
+    # Compared where the float64 scores' top two differ by more than 1 % of the row's largest:
+    # beyond any rounding of the scores (by the dtype, BLAS's summation order or the CPU's
+    # instructions), so both sides' weights are the same near-one-hot ones on every machine.
+    s = np.sort(q.astype(np.float64) @ np.swapaxes(k, -1, -2).astype(np.float64), axis=-1)
+    clear = finite & (s[..., -1] - s[..., -2] > 0.01 * np.abs(s).max(-1))
+    assert clear.sum() > clear.size // 2  # most rows: the test compares something
+    np.testing.assert_allclose(out[clear].astype(np.float64), expected[clear], atol=0.05)
 
 
 @pytest.mark.parametrize("dtype, k", [

@@ -138,9 +138,12 @@ def test_rows_per_piece_leaves_a_gpu_batch_whole_and_refuses_a_bad_count(two_thr
     rows, seen = np.arange(10.0).reshape(5, 2), []
     out = threads.rows_on_workers(_recorded(seen), rows, [[0.0]], rows_per_piece=2)  # not NumPy
     assert np.array_equal(out, rows ** 2) and [s[2] for s in seen] == [[0, 2, 4, 6, 8]]
-    for bad in (0, -1, 2.0, True, "3"):
-        with pytest.raises(ValueError, match="rows_per_piece"):
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError),
+                       ("3", TypeError)):
+        with pytest.raises(error, match="rows_per_piece must be a positive int"):
             threads.rows_on_workers(_recorded([]), rows, np.zeros(1), rows_per_piece=bad)
+    out = threads.rows_on_workers(_recorded([]), rows, np.zeros(1), rows_per_piece=np.int64(2))
+    assert np.array_equal(out, rows ** 2)  # a NumPy integer is an int
 
 
 def test_rows_per_piece_pieces_are_even_a_multiple_of_the_workers_and_never_empty():

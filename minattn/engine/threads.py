@@ -48,6 +48,7 @@ LoRA"), and the runs once quoted here, under "Measurements moved from the docstr
 """
 import collections
 import functools
+import numbers
 import os
 import statistics
 import threading
@@ -231,8 +232,8 @@ def in_threads(f, items, n_threads):
     if n_threads <= 1 or len(items) <= 1:
         return [f(item) for item in items]
     n = min(n_threads, len(items))
-    if threading.current_thread().name.startswith(_WORKER):
-        with ThreadPoolExecutor(n) as pool:
+    if threading.current_thread().name.startswith(_WORKER):  # (its threads are workers too)
+        with ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-nested") as pool:
             return list(pool.map(f, items))
     return list(_pool(n).map(f, items))
 
@@ -280,8 +281,10 @@ def rows_on_workers(f, rows, x, rows_per_piece=None):
 def _pieces_of(n_rows, rows_per_piece, n_workers):
     # range(n_rows) as contiguous slices of at most rows_per_piece rows (a positive int), of
     # sizes differing by one at most, as many as a multiple of n_workers (or n_rows, if fewer)
-    if isinstance(rows_per_piece, bool) or not isinstance(rows_per_piece, int) or \
-            rows_per_piece < 1:
+    if isinstance(rows_per_piece, (bool, numpy.bool_)) or \
+            not isinstance(rows_per_piece, numbers.Integral):
+        raise TypeError(f"rows_per_piece must be a positive int, got {rows_per_piece!r}")
+    if rows_per_piece < 1:
         raise ValueError(f"rows_per_piece must be a positive int, got {rows_per_piece!r}")
     n = -(-n_rows // rows_per_piece)  # the fewest pieces
     n = min(-(-n // n_workers) * n_workers, n_rows)
