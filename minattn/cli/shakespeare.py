@@ -5,19 +5,23 @@ context 64, batch 12, 2,000 steps) on Shakespeare's plays, character by characte
 A progress bar (loss, characters a second, time left), both splits evaluated every
 --eval-every steps with a sample of the text so far, a checkpoint after each evaluation (and on
 Ctrl-C: --resume continues it to the same numbers), the loss curve, and a sample at the end.
-Everything is checked before the first step, and nothing is written before then. The model
-and its training: minattn/models/char_gpt.py; the text: minattn/training/text_data.py.
+Every option, the text and --out are checked before any work (a model and step too large for
+the machine's memory refused with them); the first checkpoint is written after the evaluation
+of step 0. The model and its training: minattn/models/char_gpt.py; the text:
+minattn/training/text_data.py.
 """
 import argparse
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from .arguments import non_negative_int, positive_float, positive_int, temperature
-from .common import UsageError, examples, resumed_run, run_folder, training_run
+from .arguments import non_negative_int, positive_float, positive_int, positive_temperature
+from .common import (UsageError, examples, figure_left_out, resumed_run, run_folder,
+                     training_run)
 
 CURVE = "loss.png"
 # the options of the model and its training -> char_gpt's names (BABY's keys)
@@ -52,16 +56,18 @@ def add_command(commands):
                              metavar="N", default=BABY[key], help=f"{what} (default {BABY[key]})")
     command.add_argument("--lr", type=positive_float, default=BABY["lr"],
                          help=f"peak learning rate of AdamW (default {BABY['lr']}), reached after "
-                              f"{BABY['warmup']} steps of warm-up, then a cosine to a tenth of it")
+                              f"a warm-up of {BABY['warmup']} steps (a tenth of --steps where "
+                              "that is fewer), then a cosine to a tenth of it")
     command.add_argument("--seed", type=non_negative_int, default=0,
-                         help="seed of the weights and the batches (default 0)")
+                         help="seed of the weights, the batches and the samples (default 0)")
     command.add_argument("--out", metavar="DIR", default="runs/shakespeare",
                          help="where the checkpoint, the losses and the curve go "
                               "(default runs/shakespeare)")
     command.add_argument("--resume", action="store_true",
                          help="continue the run in --out (the same options)")
     command.add_argument("--prompt", help="the text the final sample continues (default: a new "
-                                          "line, or the text's first character if it has none)")
+                                          "line, or, where the text has none, the first of its "
+                                          "characters in code-point order)")
     command.add_argument("--chars", type=positive_int, default=500,
                          help="characters of the final sample (default 500)")
     command.set_defaults(run=run)
@@ -72,12 +78,13 @@ def add_command(commands):
                                                 "runs/shakespeare --prompt 'ROMEO.' --chars 300"))
     sample.add_argument("--from", dest="folder", metavar="DIR", required=True,
                         help="the --out folder of a run")
-    sample.add_argument("--prompt", help="the text to continue (default: a new line, or the "
-                                         "text's first character if it has none)")
+    sample.add_argument("--prompt", help="the text to continue (default: a new line, or, where "
+                                         "the text has none, the first of its characters in "
+                                         "code-point order)")
     sample.add_argument("--chars", type=positive_int, default=500,
                         help="characters to add (default 500)")
-    sample.add_argument("--temperature", type=temperature, default=1.0,
-                        help="softmax temperature, > 0 (default 1)")
+    sample.add_argument("--temperature", type=positive_temperature, default=1.0,
+                        help="softmax temperature, > 0 and at most 10 (default 1)")
     sample.add_argument("--seed", type=non_negative_int, default=0, help="seed (default 0)")
     sample.set_defaults(run=run_sample)
 
@@ -93,6 +100,7 @@ def run(args):
     out = run_folder(Path(args.out), args.resume)
     text = _text(args.text, args.context, text_data)
     characters = char_gpt.Characters(text)
+    _check_memory(args, len(characters.chars))
     prompt = _prompt(args.prompt, characters, "--prompt")
     first = _prompt(None, characters, "--prompt")  # what the samples during training continue
     model = {k: getattr(args, k) for k in ("n_layers", "n_heads", "d_model", "context")}
@@ -100,12 +108,13 @@ def run(args):
                 "lr": args.lr, "seed": args.seed, "text": args.text or "shakespeare",
                 "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                 "chars": "".join(characters.chars)}
-    state = resumed_run(out, settings) if args.resume else None
+    state = resumed_run(out, settings, recorded=("text",)) if args.resume else None  # (digest)
     if state is not None:  # (said once every check has passed)
         print(f"resuming at step {state['step']} of {args.steps}", file=sys.stderr)
     train_ids, val_ids = char_gpt.split(characters.encode(text))
     params, config = char_gpt.init_char_gpt(np.random.default_rng(args.seed),
                                             len(characters.chars), dtype=np.float32, **model)
+    curve = figure_left_out("loss curve")  # (said before the work, on stderr)
     print(f"{len(text):,} characters ({len(characters.chars)} distinct), "
           f"{sum(a.size for a in leaves(params)):,} parameters", flush=True)
     training = {**{k: char_gpt.BABY[k] for k in ("min_lr", "warmup", "weight_decay", "betas",
@@ -115,7 +124,7 @@ def run(args):
                 "seed": args.seed, "warmup": min(char_gpt.BABY["warmup"], args.steps // 10)}
     state = _train(char_gpt, params, config, train_ids, val_ids, training, out, state,
                    settings, characters, first)
-    _save(out, state)
+    _save(out, state, curve)
     said = characters.decode(char_gpt.sample(state["trainable"], config, prompt, args.chars,
                                              context=args.context,
                                              rng=np.random.default_rng(args.seed)))
@@ -166,21 +175,44 @@ def _train(char_gpt, params, config, train_ids, val_ids, training, out, state, s
                                        **training)
 
 
-def _save(out, state):
+def _save(out, state, curve):
     from ..display.plot import save_curve
+    from ..engine.files import write_replacing
 
     evals = state["settings"]["evals"]
-    (out / "losses.json").write_text(json.dumps({"train": state["losses"], "evals": evals}))
+    losses = json.dumps({"train": state["losses"], "evals": evals})
+    write_replacing(out / "losses.json", lambda name: Path(name).write_text(losses))
     step, train_loss, val_loss = evals[-1]
     print(f"\nafter {step} steps: train loss {train_loss:.3f}, validation loss {val_loss:.3f}")
-    try:
+    if curve:
         save_curve(out / CURVE, state["losses"], title=f"shakespeare: {step} steps, "
                    f"validation loss {val_loss:.3f}", ylabel="loss per character")
-    except ImportError:
-        print(f"no loss curve: matplotlib is not installed (the losses are in "
-              f"{out / 'losses.json'})")
+        print(f"loss curve in {out / CURVE}")
+
+
+def _check_memory(args, vocab_size):
+    # A lower bound of what training needs, refused where it passes the machine's memory (a
+    # step would fail once its arrays are made, or the system would stop the process): the
+    # float32 weights with their gradient and AdamW's two moments, and each block's GELU input
+    # kept for the backward pass.
+    d, n = args.d_model, args.n_layers
+    weights = (vocab_size + args.context) * d + n * (12 * d * d + 13 * d) + 2 * d
+    need = 4 * (4 * weights + n * args.batch_size * args.context * 4 * d)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # (not every system says)
         return
-    print(f"loss curve in {out / CURVE}")
+    if need > have:
+        raise UsageError(f"the model (--layers {n}, --width {d}) and its step (--batch-size "
+                         f"{args.batch_size}, --context {args.context}) need at least "
+                         f"{_size(need)} of memory, more than this machine's {_size(have)}")
+
+
+def _size(n_bytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n_bytes < 1024 or unit == "TiB":
+            return f"{n_bytes:,.0f} {unit}" if unit == "bytes" else f"{n_bytes:,.1f} {unit}"
+        n_bytes /= 1024
 
 
 def run_sample(args):
@@ -190,8 +222,16 @@ def run_sample(args):
     folder = Path(args.folder)
     if not (folder / checkpoints.CHECKPOINT).is_file():
         raise UsageError(f"argument --from: {str(folder)!r} holds no {checkpoints.CHECKPOINT}")
-    state = checkpoints.load_checkpoint(folder)
+    try:
+        state = checkpoints.load_checkpoint(folder)
+    except checkpoints.CheckpointRefused as error:
+        raise UsageError(f"argument --from: {error}", see_help=False) from None
     settings = state["settings"]
+    if not (isinstance(settings, dict) and isinstance(settings.get("chars"), str) and
+            all(isinstance(settings.get(k), int) for k in ("layers", "heads", "width", "context"))):
+        raise UsageError(f"argument --from: {str(folder)!r} holds another command's run (no "
+                         "character vocabulary: `finetune`'s?), not a shakespeare run's",
+                         see_help=False)
     characters = char_gpt.Characters(settings["chars"])
     prompt = _prompt(args.prompt, characters, "--prompt")
     model = {OPTIONS[k]: settings[k] for k in ("layers", "heads", "width", "context")}

@@ -23,6 +23,7 @@ evaluations on the same windows each time.
 it: a GPT that learns to write"; tests/test_char_gpt.py holds it to a torch reference written
 from torch.nn, step for step, in float64.
 """
+import itertools
 import math
 
 import numpy as np
@@ -128,16 +129,18 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
     """Train -> the final state (training/loop.py's, with "evals": [(step, train loss,
     validation loss)]). Evaluates both splits at step 0, every eval_every steps and at the
     end, then calls on_eval(state) (a sample, a progress line); a checkpoint in `out` after
-    each evaluation. state: a checkpoint's to continue from (its "evals" in its settings)."""
+    each evaluation (and on Ctrl-C: loop.train's). NonFinite where a step's loss or an
+    evaluation is NaN or infinite; the last checkpoint is then the last finite evaluation's.
+    state: a checkpoint's to continue from (its "evals" in its settings)."""
     state = state or {"step": 0, "trainable": params, "adam": adamw_init(params),
                       "losses": [], "settings": {**(settings or {}), "evals": []}}
-    stops = sorted({s for s in range(0, steps, eval_every)} | {steps})
-    for stop in (s for s in stops if s >= state["step"]):
+    first = state["step"] // eval_every * eval_every  # the evaluations still to come
+    for stop in itertools.chain(range(first, steps, eval_every), [steps]):
         state = loop.train(loss_sum(config), None, None, steps=stop, total=steps,
                            batch_size=batch_size, pad_id=None, lr=lr, min_lr=min_lr,
                            warmup=warmup, weight_decay=weight_decay, betas=betas,
                            decays=decays, max_grad_norm=max_grad_norm, seed=seed, state=state,
-                           out=out,
+                           out=out, at_end=False,
                            callback=callback, batches=lambda k: window_batch(
                                train_ids, context=context, batch_size=batch_size, seed=seed,
                                k=k))
@@ -146,8 +149,11 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
         split_losses = [evaluate(state["trainable"], config, ids, context=context,
                                  batch_size=batch_size, batches=eval_batches, seed=seed)
                         for ids in (train_ids, val_ids)]
+        if not all(map(math.isfinite, split_losses)):  # (the weights, not only the batches)
+            raise loop.NonFinite(f"the evaluation's loss became {split_losses[0]} (training "
+                                 f"split) and {split_losses[1]} (validation) at step {stop}")
         state["settings"]["evals"].append([stop, *split_losses])
-        if out is not None:
+        if out is not None:  # a checkpoint once its evaluation is finite
             checkpoints.save_checkpoint(out, state)
         if on_eval is not None:
             on_eval(state)
@@ -157,13 +163,21 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
 def sample(params, config, prompt_ids, n_new, *, context, rng, temperature=1.0, top_k=None):
     """Continue prompt_ids (int [n]) by n_new characters -> int [n + n_new]: each drawn from
     softmax(logits / temperature) of the last `context` characters (the model has no
-    positions beyond them), restricted to the top_k most likely where given."""
+    positions beyond them), restricted to the top_k most likely where given. A temperature
+    near 0 draws the most likely character."""
+    if not temperature >= np.finfo(np.float64).tiny:  # (a subnormal one: 0 to some CPUs)
+        raise ValueError(f"temperature must be > 0 and at least the smallest normal float64, "
+                         f"2.2e-308, got {temperature!r}")
     ids = list(prompt_ids)
     for _ in range(n_new):
         window = np.asarray(ids[-context:])[None]  # [1, <= context]
-        logits = causal_lm(params, window, logits_to_keep=1, **config)[0, -1] / temperature
+        logits = causal_lm(params, window, logits_to_keep=1, **config)[0, -1]
+        if not np.all(np.isfinite(logits)):
+            raise ValueError("the model's logits are not finite (its weights hold NaN or "
+                             "infinite values): nothing to sample")
         if top_k is not None:
             logits = np.where(logits < np.sort(logits)[-top_k], -np.inf, logits)
-        p = np.exp(logits - logits.max())
+        with np.errstate(over="ignore", divide="ignore"):  # a small temperature: -inf, 0 there
+            p = np.exp((logits.astype(np.float64) - logits.max()) / temperature)
         ids.append(int(rng.choice(len(p), p=p / p.sum())))
     return np.array(ids)

@@ -3,6 +3,7 @@ the run's settings in one .npz file, written to a file of another name in its fo
 over the last (engine/files.py), so that an interrupted write leaves the last one whole."""
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,11 @@ from ..engine.files import write_replacing
 from ..engine.trees import from_paths, paths
 
 CHECKPOINT = "checkpoint.npz"
+
+
+class CheckpointRefused(ValueError):
+    """A checkpoint.npz that cannot be read back (cut, empty, or not one save_checkpoint wrote),
+    with the reason: the commands exit 2 naming it."""
 
 
 def save_checkpoint(folder, state):
@@ -33,9 +39,18 @@ def save_checkpoint(folder, state):
 
 
 def load_checkpoint(folder):
-    """folder/checkpoint.npz -> the state train() continues from (and its "settings")."""
-    with np.load(Path(folder) / CHECKPOINT) as data:
-        meta = json.loads(str(data["meta"]))
-        tree = from_paths([(path, data[f"a{i}"]) for i, path in enumerate(meta["paths"])])
-    return {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
-            "losses": meta["losses"], "settings": meta["settings"]}
+    """folder/checkpoint.npz -> the state train() continues from (and its "settings").
+    CheckpointRefused where the file is not one save_checkpoint wrote, whole."""
+    path = Path(folder) / CHECKPOINT
+    try:
+        with open(path, "rb") as file, np.load(file, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            tree = from_paths([(p, data[f"a{i}"]) for i, p in enumerate(meta["paths"])])
+        return {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
+                "losses": meta["losses"], "settings": meta["settings"]}
+    except OSError as error:  # (not there, not readable)
+        raise CheckpointRefused(f"{path} cannot be read: {error.strerror or error}") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, EOFError,
+            zipfile.BadZipFile) as error:  # (cut, empty, another file's)
+        raise CheckpointRefused(f"{path} cannot be read back: cut, or not a checkpoint minattn "
+                                f"wrote ({type(error).__name__})") from None

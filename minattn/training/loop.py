@@ -51,7 +51,7 @@ def _permutation(n, seed, epoch):
 def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=0,
           accumulation=1, warmup=0, weight_decay=0.0, max_grad_norm=1.0, out=None,
           every=None, state=None, settings=None, callback=None, batches=None, total=None,
-          min_lr=0.0, betas=(0.9, 0.999), decays=None):
+          min_lr=0.0, betas=(0.9, 0.999), decays=None, at_end=True):
     """Train -> the final state {"step", "trainable", "adam", "losses"}. examples: [(ids, keep)]
     (chat_data.encode). state: a checkpoint's (load_checkpoint) to continue from, else a fresh
     one from trainable. out (a folder): a checkpoint every `every` steps, at the end, and on
@@ -61,7 +61,8 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
     loss, naming the step; nothing saved then. batches(k) -> micro-batch k (tokens, targets,
     weights), in place of examples' (a model's own data: models/char_gpt.py's windows); total:
     the schedule's length where the run stops before its end, at `steps` (default: steps);
-    min_lr, betas, decays: as cosine_lr's and adamw_update's."""
+    min_lr, betas, decays: as cosine_lr's and adamw_update's. at_end=False: no checkpoint at the
+    end (the caller writes it once it has checked the state: char_gpt's evaluations)."""
     state = state or {"step": 0, "trainable": trainable, "adam": adamw_init(trainable),
                       "losses": [], "settings": settings}
     loss_and_grad = value_and_grad_by_leaf(loss_sum)
@@ -92,7 +93,7 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
         if out is not None and state["step"] > 0:
             save_checkpoint(out, state)
         raise
-    if out is not None:
+    if out is not None and at_end:
         save_checkpoint(out, state)
     return state
 

