@@ -10,8 +10,9 @@ from pathlib import Path
 EXIT_CODES = """exit codes:
   0    done (check: every property checked passed)
   1    the work failed, said in one line `error: ...` on stderr (a file that cannot be
-       written, memory run out, a training loss that became NaN or infinite); check: a property failed (a wrong value, an example past its time limit, a
-       crash or exit of the student's code), or nothing was checked
+       written, the memory run out, a training loss that became NaN or infinite); check: a
+       property failed (a wrong value, an example past its time limit, a crash or exit of
+       the student's code), or nothing was checked
   2    refused before any work: a bad value, a model file that cannot be used, a missing
        optional package, one line `error: ...` on stderr; chat: a line of a piped input that
        is not text; check: a FILE that cannot be checked (syntax error, import error, a
