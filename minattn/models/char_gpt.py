@@ -129,12 +129,13 @@ def train_char_gpt(params, config, train_ids, val_ids, *, steps, context, batch_
     """Train -> the final state (training/loop.py's, with "evals": [(step, train loss,
     validation loss)]). Evaluates both splits at step 0, every eval_every steps and at the
     end, then calls on_eval(state) (a sample, a progress line); a checkpoint in `out` after
-    each evaluation (and on Ctrl-C: loop.train's). NonFinite where a step's loss or an
-    evaluation is NaN or infinite; the last checkpoint is then the last finite evaluation's.
+    each evaluation (and on Ctrl-C: loop.train's, at the last step; Ctrl-C during an
+    evaluation leaves the one before). NonFinite where a step's loss or an evaluation is NaN
+    or infinite; the last checkpoint is then the last finite evaluation's.
     state: a checkpoint's to continue from (its "evals" in its settings)."""
     state = state or {"step": 0, "trainable": params, "adam": adamw_init(params),
                       "losses": [], "settings": {**(settings or {}), "evals": []}}
-    first = state["step"] // eval_every * eval_every  # the evaluations still to come
+    first = -(-state["step"] // eval_every) * eval_every  # the evaluations still to come
     for stop in itertools.chain(range(first, steps, eval_every), [steps]):
         state = loop.train(loss_sum(config), None, None, steps=stop, total=steps,
                            batch_size=batch_size, pad_id=None, lr=lr, min_lr=min_lr,

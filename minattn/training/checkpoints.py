@@ -46,11 +46,18 @@ def load_checkpoint(folder):
         with open(path, "rb") as file, np.load(file, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             tree = from_paths([(p, data[f"a{i}"]) for i, p in enumerate(meta["paths"])])
-        return {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
-                "losses": meta["losses"], "settings": meta["settings"]}
+        state = {"step": meta["step"], "trainable": tree["trainable"], "adam": tree["adam"],
+                 "losses": meta["losses"], "settings": meta["settings"]}
     except OSError as error:  # (not there, not readable)
         raise CheckpointRefused(f"{path} cannot be read: {error.strerror or error}") from None
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, EOFError,
             zipfile.BadZipFile) as error:  # (cut, empty, another file's)
         raise CheckpointRefused(f"{path} cannot be read back: cut, or not a checkpoint minattn "
                                 f"wrote ({type(error).__name__})") from None
+    if not (type(state["step"]) is int and state["step"] >= 0 and
+            isinstance(state["losses"], list) and
+            all(isinstance(x, (int, float)) for x in state["losses"]) and
+            isinstance(state["settings"], (dict, type(None)))):
+        raise CheckpointRefused(f"{path} is not a checkpoint minattn wrote: its step, losses or "
+                                "settings are not a step's")
+    return state

