@@ -4,7 +4,9 @@ Small inputs never reach the threads, so the tests force the split (2 to 4 worke
 few elements) and compare with independent references."""
 import contextlib
 import math
+import sys
 import threading
+import time
 from unittest import mock
 
 import autograd
@@ -357,6 +359,105 @@ def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_work
         return [j * 10 + i for j in _threads.in_threads(lambda j: j, range(3), 2)]
 
     assert _threads.in_threads(outer, range(2), 2) == [[0, 10, 20], [1, 11, 21]]
+
+
+def test_a_split_shortens_the_switch_interval_and_restores_it_nested_raising_and_overlapping():
+    # While workers run, Python's switch interval is SPLIT_SWITCH_INTERVAL; after the split the
+    # interval found before it, also when a worker raised, after a nested split (the inner
+    # one's end does not restore it while the outer runs), and after two threads' overlapping
+    # splits (restored by the last to end, to the first one's saved value).
+    before = sys.getswitchinterval()
+    short = _threads.SPLIT_SWITCH_INTERVAL
+    try:
+        sys.setswitchinterval(0.004)
+        found = sys.getswitchinterval()
+        seen = _threads.in_threads(lambda i: sys.getswitchinterval(), range(2), 2)
+        assert seen == [pytest.approx(short, rel=1e-6)] * 2
+        assert sys.getswitchinterval() == found
+
+        def raises(i):
+            assert sys.getswitchinterval() == pytest.approx(short, rel=1e-6)
+            raise ValueError(f"item {i}")
+
+        with pytest.raises(ValueError, match="item"):
+            _threads.in_threads(raises, range(2), 2)
+        assert sys.getswitchinterval() == found
+
+        def outer(i):
+            inner = _threads.in_threads(lambda j: sys.getswitchinterval(), range(2), 2)
+            return inner + [sys.getswitchinterval()]  # after the inner split ended
+
+        assert _threads.in_threads(outer, range(2), 2) == \
+            [[pytest.approx(short, rel=1e-6)] * 3] * 2
+        assert sys.getswitchinterval() == found
+
+        finished = []
+
+        def raises_or_finishes(i):  # the split raises only once the other item has finished
+            if i == 0:
+                raise ValueError("item 0")
+            time.sleep(0.05)
+            finished.append(i)
+
+        with pytest.raises(ValueError, match="item 0"):
+            _threads.in_threads(raises_or_finishes, range(2), 2)
+        assert finished == [1] and sys.getswitchinterval() == found
+
+        def nested_raises(i):
+            return _threads.in_threads(raises, range(2), 2)
+
+        with pytest.raises(ValueError, match="item"):
+            _threads.in_threads(nested_raises, range(2), 2)
+        assert sys.getswitchinterval() == found
+
+        # two threads' splits overlapping: the first starts, the second starts, the first ends
+        # (still short: the second runs), the second ends (restored)
+        first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def first(i):
+            if i == 0:
+                first_in.set()
+                assert second_in.wait(10)
+            return i
+
+        def second(i):
+            if i == 0:
+                second_in.set()
+                assert first_out.wait(10)
+                seen["after the first ended"] = sys.getswitchinterval()
+            return i
+
+        def run_first():
+            try:
+                _threads.in_threads(first, range(2), 2)
+            finally:
+                first_out.set()
+
+        t1 = threading.Thread(target=run_first)
+        t1.start()
+        assert first_in.wait(10)
+        t2 = threading.Thread(target=lambda: _threads.in_threads(second, range(2), 2))
+        t2.start()
+        t1.join(10)
+        t2.join(10)
+        assert not t1.is_alive() and not t2.is_alive()
+        assert seen["after the first ended"] == pytest.approx(short, rel=1e-6)
+        assert sys.getswitchinterval() == found
+
+        # an interval set by someone during a split is theirs to keep; a shorter one is kept
+        _threads.in_threads(lambda i: sys.setswitchinterval(0.003), range(2), 2)
+        assert sys.getswitchinterval() == pytest.approx(0.003, rel=1e-6)
+        sys.setswitchinterval(short / 2)
+        tiny = sys.getswitchinterval()
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(2), 2) == [tiny] * 2
+        assert sys.getswitchinterval() == tiny
+        # one item or one thread: no split, the interval as it is
+        sys.setswitchinterval(0.004)
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(1), 2) == [found]
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(3), 1) == [found] * 3
+    finally:
+        sys.setswitchinterval(before)
 
 
 def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():

@@ -29,7 +29,9 @@ What the policy does:
   over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike, in
   pieces of a given number of rows where asked (rows_per_piece: the sentence encoder's pieces
   of about 512 tokens, whose arrays stay in the CPU's cache). Only NumPy arrays are split: a
-  GPU runs each piece in parallel already.
+  GPU runs each piece in parallel already. While a split's workers run, Python's switch
+  interval is at most SPLIT_SWITCH_INTERVAL (`short_switches`: a worker back from NumPy waits
+  less for the other's Python), restored after it.
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -51,9 +53,10 @@ import functools
 import numbers
 import os
 import statistics
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy
 
@@ -227,15 +230,74 @@ def in_threads(f, items, n_threads):
     one item: here, in order). The workers are kept from call to call, one pool per count of
     threads (fresh threads each call cost a small GPT's training step on two workers about a
     tenth more CPU time: benchmarks/bench_char_gpt.py); a worker's own split runs on threads
-    of its own, so that it never waits for a pool whose threads wait for it."""
+    of its own, so that it never waits for a pool whose threads wait for it. Python's switch
+    interval is at most SPLIT_SWITCH_INTERVAL while the workers run (short_switches)."""
     items = list(items)
     if n_threads <= 1 or len(items) <= 1:
         return [f(item) for item in items]
     n = min(n_threads, len(items))
-    if threading.current_thread().name.startswith(_WORKER):  # (its threads are workers too)
-        with ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-nested") as pool:
-            return list(pool.map(f, items))
-    return list(_pool(n).map(f, items))
+    with short_switches():
+        if threading.current_thread().name.startswith(_WORKER):  # (its threads are workers too)
+            with ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-nested") as pool:
+                return _all_done(pool, f, items)
+        return _all_done(_pool(n), f, items)
+
+
+def _all_done(pool, f, items):
+    # [f(item) for item in items] on the pool, every item finished before this returns or
+    # raises (the first failing item's error, in the items' order): nothing of a split runs on
+    # after it, its switch interval included
+    futures = [pool.submit(f, item) for item in items]
+    wait(futures)
+    return [future.result() for future in futures]
+
+
+SPLIT_SWITCH_INTERVAL = 2e-4  # seconds: Python's switch interval while workers run (below)
+
+
+class _ShortSwitches:
+    # The switch interval (sys.setswitchinterval: how long a thread that wants the GIL waits
+    # before asking its holder to drop it; 5 ms by default) at most SPLIT_SWITCH_INTERVAL while
+    # any split runs: a worker back from a NumPy call waits for the other worker's Python to
+    # reach its next NumPy call, which a stretch of autograd's bookkeeping can make last up to
+    # the whole interval (a small GPT's step on two workers: 7 % faster at 0.2 ms than at 5 ms,
+    # docs/benchmarks.md, "The baby GPT's two workers and the GIL"). Process-wide, as the
+    # interval is: splits that overlap (nested ones, or other threads' own) share one lowering,
+    # counted; the last to end restores the interval found by the first, unless someone set
+    # another in between (theirs is kept). An interval already shorter is left as it is.
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = 0  # splits under way
+        self.saved = self.lowered = None  # the interval found, and the one set (or None)
+
+    def __enter__(self):
+        with self.lock:
+            if self.running == 0:
+                self.saved = sys.getswitchinterval()
+                self.lowered = None
+                if self.saved > SPLIT_SWITCH_INTERVAL:
+                    sys.setswitchinterval(SPLIT_SWITCH_INTERVAL)
+                    self.lowered = sys.getswitchinterval()  # (as Python stores it)
+            self.running += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.running -= 1
+            if self.running == 0 and self.lowered is not None and \
+                    sys.getswitchinterval() == self.lowered:
+                sys.setswitchinterval(self.saved)
+        return False
+
+
+_SHORT_SWITCHES = _ShortSwitches()
+
+
+def short_switches():
+    """Context manager: Python's switch interval at most SPLIT_SWITCH_INTERVAL inside the block
+    (in_threads' splits: see _ShortSwitches), restored after the last block that overlaps it,
+    also when one raises."""
+    return _SHORT_SWITCHES
 
 
 _WORKER = "minattn-worker"
