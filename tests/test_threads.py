@@ -190,6 +190,59 @@ def test_gelu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
     assert calls == [(n, n)] * 2 and used and threading.get_ident() not in used
 
 
+def test_a_row_splits_workers_pass_over_longer_chunks_with_the_same_bits():
+    # On a worker of on_workers or rows_on_workers (a model's step beside other workers), an
+    # elementwise primitive's passes cover WORKER_PASS elements (fewer NumPy calls, each of
+    # which hands the GIL over), elsewhere a cache-sized chunk; the float32 GELU's value and
+    # derivative, and SwiGLU's, the same bits either way; the flag ends with the item, also
+    # when it raises.
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-6, 6, size=(3, 40)).astype(np.float32)
+    gate, up = (rng.uniform(-8, 8, size=(3, 40)).astype(np.float32) for _ in range(2))
+    passes = []
+
+    def counted(f):
+        def chunk(x, *rest):
+            passes.append(x.size)
+            return f(x, *rest)
+        return chunk
+
+    def compute(_=None):
+        return (_threads.beside_other_workers(), _threads.elements_per_pass(8),
+                position_wise._gelu_float32_and_derivative(("x",), x),
+                position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up))
+
+    with mock.patch.object(position_wise, "_CHUNK", 8), \
+            mock.patch.object(_threads, "WORKER_PASS", 64), \
+            mock.patch.object(position_wise, "_gelu_and_derivative_chunk",
+                              counted(position_wise._gelu_and_derivative_chunk)):
+        here = compute()
+        here_passes, passes[:] = list(passes), []
+        on = _threads.on_workers(compute, range(2))
+        on_passes, passes[:] = list(passes), []
+        with mock.patch.object(_threads, "n_workers", lambda x, work, per_thread=0: 2):
+            rows = _threads.rows_on_workers(lambda r: np.array([compute()[:2]] * len(r)),
+                                            list(range(4)), np.zeros((4, 2)))
+    assert here[:2] == (False, 8) and here_passes == [8] * 15
+    assert all(o[:2] == (True, 64) for o in on) and sorted(on_passes) == [56, 56, 64, 64]
+    assert rows.tolist() == [[True, 64]] * 4
+    for o in on:
+        np.testing.assert_array_equal(o[2][0], here[2][0])
+        np.testing.assert_array_equal(o[2][1]["x"], here[2][1]["x"])
+        np.testing.assert_array_equal(o[3][0], here[3][0])
+        for name in ("gate", "up"):
+            np.testing.assert_array_equal(o[3][1][name], here[3][1][name])
+
+    def raises(i):
+        raise ValueError(f"item {i}")
+
+    with pytest.raises(ValueError, match="item"):
+        _threads.on_workers(raises, range(2))
+    assert _threads.in_threads(lambda i: _threads.beside_other_workers(), range(2), 2) == \
+        [False, False]  # the pool's threads, after items that raised
+    assert not _threads.beside_other_workers()
+
+
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("size", [0, 1, 5, 23])
 def test_swiglu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
@@ -481,3 +534,37 @@ def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():
     assert flags == []
     on_host = ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask, block_size=2)
     np.testing.assert_allclose(on_device.get(), on_host, **tolerance(np.float32))
+
+
+def test_a_small_gpts_step_on_two_workers_has_the_same_bits_with_either_pass_length():
+    # A float32 GPT's value and gradient with its rows on two workers (training/loop.py's
+    # split): the worker's longer elementwise passes (and the switch interval) change no bit
+    # of the loss or of any gradient; and the split is the one-thread computation of each half.
+    from minattn.models import char_gpt
+    from minattn.training import loop
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
+    from minattn.engine.trees import leaves
+
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(0), 11, n_layers=1,
+                                            n_heads=2, d_model=16, context=8,
+                                            dtype=np.float32)
+    ids = np.random.default_rng(1).integers(11, size=200)
+    batch = char_gpt.window_batch(ids, context=8, batch_size=4, seed=0, k=0)
+    loss_and_grad = value_and_grad_by_leaf(char_gpt.loss_sum(config))
+    halves = lambda x, n: [slice(0, n // 2), slice(n // 2, n)]  # noqa: E731
+
+    def step(worker_pass):
+        with mock.patch.object(loop, "row_pieces", halves), \
+                mock.patch.object(position_wise, "_CHUNK", 16), \
+                mock.patch.object(_threads, "WORKER_PASS", worker_pass):
+            return loop.accumulated(loss_and_grad, params, [batch], [None])
+
+    with mock.patch.object(position_wise, "_CHUNK", 16):
+        by_half = [loss_and_grad(params, tuple(a[piece] for a in batch), None)
+                   for piece in halves(None, 4)]
+    count = int(batch[2].sum())
+    for worker_pass in (16, 2 ** 18):
+        loss, grads = step(worker_pass)
+        assert loss == (float(by_half[0][0]) + float(by_half[1][0])) / count
+        for g, g0, g1 in zip(leaves(grads), leaves(by_half[0][1]), leaves(by_half[1][1])):
+            np.testing.assert_array_equal(g, (g0 + g1) / count)

@@ -31,7 +31,10 @@ What the policy does:
   of about 512 tokens, whose arrays stay in the CPU's cache). Only NumPy arrays are split: a
   GPU runs each piece in parallel already. While a split's workers run, Python's switch
   interval is at most SPLIT_SWITCH_INTERVAL (`short_switches`: a worker back from NumPy waits
-  less for the other's Python), restored after it.
+  less for the other's Python), restored after it; and on a worker of on_workers or
+  rows_on_workers (`beside_other_workers`), an elementwise primitive's passes cover
+  WORKER_PASS elements, not a cache-sized chunk (`elements_per_pass`: each NumPy call hands
+  the GIL to the other worker and waits to take it back).
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -337,7 +340,8 @@ def rows_on_workers(f, rows, x, rows_per_piece=None):
     if len(workers) == 1:
         return numpy.concatenate([f(rows[piece]) for piece in pieces])
     with one_blas_thread():
-        return numpy.concatenate(in_threads(lambda piece: f(rows[piece]), pieces, len(workers)))
+        return numpy.concatenate(in_threads(_beside_others(lambda piece: f(rows[piece])),
+                                            pieces, len(workers)))
 
 
 def _pieces_of(n_rows, rows_per_piece, n_workers):
@@ -356,12 +360,49 @@ def _pieces_of(n_rows, rows_per_piece, n_workers):
 
 def on_workers(f, items):
     """[f(item) for item in items], each item on a worker thread of its own, with one BLAS
-    thread for the whole call (one item: here, on the threads in force)."""
+    thread for the whole call (one item: here, on the threads in force). Each worker runs
+    beside_other_workers()."""
     items = list(items)
     if len(items) <= 1:
         return [f(item) for item in items]
     with one_blas_thread():
-        return in_threads(f, items, len(items))
+        return in_threads(_beside_others(f), items, len(items))
+
+
+WORKER_PASS = 2 ** 18  # elements: one NumPy pass of an elementwise primitive on such a worker
+
+
+def elements_per_pass(in_cache):
+    """How many elements one NumPy call of an elementwise primitive made of many passes (the
+    float32 GELU's and SwiGLU's chunks) should cover: `in_cache`, the primitive's chunk whose
+    scratch arrays stay in the CPU's cache, except on a worker that runs a model's step beside
+    other workers (beside_other_workers): there WORKER_PASS, at least in_cache. Each NumPy call
+    hands the GIL to the other worker (whose Python then runs until its own next call) and
+    waits to take it back, so fewer, longer passes leave less waiting than cache-sized ones:
+    a small GPT's step on two workers made ~950 such calls a worker, ~550 of them the GELU's,
+    and took 0.95 of its time with the GELU in pieces of 2**18 against 2**15 (docs/benchmarks.md,
+    "The baby GPT's two workers and the GIL"); on one thread, the same."""
+    return max(in_cache, WORKER_PASS) if beside_other_workers() else in_cache
+
+
+_BESIDE = threading.local()  # .others: this thread runs a split's item beside other workers
+
+
+def beside_other_workers():
+    """True on a worker thread while it runs one item of on_workers or rows_on_workers: a
+    model's step, or a forward pass, whose Python runs beside the other workers' own."""
+    return getattr(_BESIDE, "others", False)
+
+
+def _beside_others(f):
+    def item_beside_others(item):
+        before, _BESIDE.others = beside_other_workers(), True
+        try:
+            return f(item)
+        finally:
+            _BESIDE.others = before
+
+    return item_beside_others
 
 
 TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force
