@@ -146,8 +146,8 @@ def _in_chunks(f, x, *more, outputs=1):
     # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
     # machinery and autograd's wrappers cost it more than its passes.
     n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
-    in_cache = threads.elements_per_pass(_CHUNK)  # longer on a worker beside others
-    if n == 1 and type(x) is numpy.ndarray and x.size <= in_cache:
+    per_pass = threads.elements_per_pass(_CHUNK)  # longer on a worker beside others
+    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass:
         flat = x.reshape(-1)
         outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
         with numpy.errstate(over="ignore"):
@@ -157,7 +157,7 @@ def _in_chunks(f, x, *more, outputs=1):
     flat, more = numpy.reshape(x, -1), [numpy.reshape(y, -1) for y in more]
     outs = [numpy.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
-    chunk = in_cache if on_host else max(flat.size, 1)
+    chunk = per_pass if on_host else max(flat.size, 1)
     bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
 
     def piece(span):

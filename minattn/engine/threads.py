@@ -263,11 +263,12 @@ class _ShortSwitches:
     # before asking its holder to drop it; 5 ms by default) at most SPLIT_SWITCH_INTERVAL while
     # any split runs: a worker back from a NumPy call waits for the other worker's Python to
     # reach its next NumPy call, which a stretch of autograd's bookkeeping can make last up to
-    # the whole interval (a small GPT's step on two workers: 7 % faster at 0.2 ms than at 5 ms,
-    # docs/benchmarks.md, "The baby GPT's two workers and the GIL"). Process-wide, as the
-    # interval is: splits that overlap (nested ones, or other threads' own) share one lowering,
-    # counted; the last to end restores the interval found by the first, unless someone set
-    # another in between (theirs is kept). An interval already shorter is left as it is.
+    # the whole interval (a small GPT's step on two workers took 0.94-0.96 of its time at 0.2 ms
+    # against 5 ms; 0.1-1 ms alike: docs/benchmarks.md, "The baby GPT's two workers and the
+    # GIL"). Process-wide, as the interval is: splits that overlap (nested ones, or other
+    # threads' own) share one lowering, counted; the last to end restores the interval found
+    # by the first, unless someone set another in between (theirs is kept). An interval
+    # already shorter is left as it is.
     def __init__(self):
         self.lock = threading.Lock()
         self.running = 0  # splits under way
@@ -379,9 +380,10 @@ def elements_per_pass(in_cache):
     other workers (beside_other_workers): there WORKER_PASS, at least in_cache. Each NumPy call
     hands the GIL to the other worker (whose Python then runs until its own next call) and
     waits to take it back, so fewer, longer passes leave less waiting than cache-sized ones:
-    a small GPT's step on two workers made ~950 such calls a worker, ~550 of them the GELU's,
-    and took 0.95 of its time with the GELU in pieces of 2**18 against 2**15 (docs/benchmarks.md,
-    "The baby GPT's two workers and the GIL"); on one thread, the same."""
+    a small GPT's step on two workers released the GIL ~950 times a worker, ~550 of them in
+    the GELU's passes, and took 0.93-0.95 of its time with them in pieces of 2**18 against
+    2**15 (docs/benchmarks.md, "The baby GPT's two workers and the GIL"); on one thread the
+    two lengths were alike."""
     return max(in_cache, WORKER_PASS) if beside_other_workers() else in_cache
 
 
