@@ -263,7 +263,7 @@ class _ShortSwitches:
     # before asking its holder to drop it; 5 ms by default) at most SPLIT_SWITCH_INTERVAL while
     # any split runs: a worker back from a NumPy call waits for the other worker's Python to
     # reach its next NumPy call, which a stretch of autograd's bookkeeping can make last up to
-    # the whole interval (a small GPT's step on two workers took 0.94-0.96 of its time at 0.2 ms
+    # the whole interval (a small GPT's step on two workers took 0.93-0.94 of its time at 0.2 ms
     # against 5 ms; 0.1-1 ms alike: docs/benchmarks.md, "The baby GPT's two workers and the
     # GIL"). Process-wide, as the interval is: splits that overlap (nested ones, or other
     # threads' own) share one lowering, counted; the last to end restores the interval found
@@ -381,7 +381,7 @@ def elements_per_pass(in_cache):
     hands the GIL to the other worker (whose Python then runs until its own next call) and
     waits to take it back, so fewer, longer passes leave less waiting than cache-sized ones:
     a small GPT's step on two workers released the GIL ~950 times a worker, ~550 of them in
-    the GELU's passes, and took 0.93-0.95 of its time with them in pieces of 2**18 against
+    the GELU's passes, and took 0.92-0.95 of its time with them in pieces of 2**18 against
     2**15 (docs/benchmarks.md, "The baby GPT's two workers and the GIL"); on one thread the
     two lengths were alike."""
     return max(in_cache, WORKER_PASS) if beside_other_workers() else in_cache
