@@ -128,7 +128,8 @@ def _cdf_from_half_erfc(h, x, out):
 # CPU's cache (L2 on the development machine) rather than main memory. Of 2**13 .. 2**17, 2**15
 # and 2**16 were the fastest there, within each other's noise; below, the ~20 calls' own cost
 # shows (docs/benchmarks.md, "GELU in fewer passes"). On a worker that runs a model's step
-# beside other workers, longer (threads.elements_per_pass: each call hands the GIL over).
+# beside other workers, an array of up to 2**18 in one pass (threads.elements_per_pass: each
+# call hands the GIL over).
 _CHUNK = 2 ** 15
 _PER_THREAD = 2 ** 19
 
@@ -146,7 +147,7 @@ def _in_chunks(f, x, *more, outputs=1):
     # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
     # machinery and autograd's wrappers cost it more than its passes.
     n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
-    per_pass = threads.elements_per_pass(_CHUNK)  # longer on a worker beside others
+    per_pass = threads.elements_per_pass(_CHUNK, numpy.size(x))  # a worker's: one pass
     if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass:
         flat = x.reshape(-1)
         outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)

@@ -190,14 +190,15 @@ def test_gelu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
     assert calls == [(n, n)] * 2 and used and threading.get_ident() not in used
 
 
-def test_a_row_splits_workers_pass_over_longer_chunks_with_the_same_bits():
+@pytest.mark.parametrize("worker_pass", [64, 120, 128])
+def test_a_row_splits_workers_pass_over_a_small_array_at_once_with_the_same_bits(worker_pass):
     # On a worker of on_workers or rows_on_workers (a model's step beside other workers), an
-    # elementwise primitive's passes cover WORKER_PASS elements (fewer NumPy calls, each of
-    # which hands the GIL over), elsewhere a cache-sized chunk; the float32 GELU's value and
-    # derivative, and SwiGLU's, the same bits either way; the flag ends with the item, also
-    # when it raises.
+    # elementwise primitive's array of at most WORKER_PASS elements goes in one pass per
+    # operation (fewer NumPy calls, each of which hands the GIL over); a larger one, and any
+    # array elsewhere, in cache-sized chunks; the float32 GELU's value and derivative, and
+    # SwiGLU's, the same bits either way; the flag ends with the item, also when it raises.
     rng = np.random.default_rng(3)
-    x = rng.uniform(-6, 6, size=(3, 40)).astype(np.float32)
+    x = rng.uniform(-6, 6, size=(3, 40)).astype(np.float32)  # 120 elements
     gate, up = (rng.uniform(-8, 8, size=(3, 40)).astype(np.float32) for _ in range(2))
     passes = []
 
@@ -208,12 +209,12 @@ def test_a_row_splits_workers_pass_over_longer_chunks_with_the_same_bits():
         return chunk
 
     def compute(_=None):
-        return (_threads.beside_other_workers(), _threads.elements_per_pass(8),
+        return (_threads.beside_other_workers(), _threads.elements_per_pass(8, 120),
                 position_wise._gelu_float32_and_derivative(("x",), x),
                 position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up))
 
     with mock.patch.object(position_wise, "_CHUNK", 8), \
-            mock.patch.object(_threads, "WORKER_PASS", 64), \
+            mock.patch.object(_threads, "WORKER_PASS", worker_pass), \
             mock.patch.object(position_wise, "_gelu_and_derivative_chunk",
                               counted(position_wise._gelu_and_derivative_chunk)):
         here = compute()
@@ -223,9 +224,11 @@ def test_a_row_splits_workers_pass_over_longer_chunks_with_the_same_bits():
         with mock.patch.object(_threads, "n_workers", lambda x, work, per_thread=0: 2):
             rows = _threads.rows_on_workers(lambda r: np.array([compute()[:2]] * len(r)),
                                             list(range(4)), np.zeros((4, 2)))
+    at_once = worker_pass >= 120
     assert here[:2] == (False, 8) and here_passes == [8] * 15
-    assert all(o[:2] == (True, 64) for o in on) and sorted(on_passes) == [56, 56, 64, 64]
-    assert rows.tolist() == [[True, 64]] * 4
+    assert all(o[:2] == (True, 120 if at_once else 8) for o in on)
+    assert on_passes == ([120] * 2 if at_once else [8] * 30)
+    assert rows.tolist() == [[True, 120 if at_once else 8]] * 4
     for o in on:
         np.testing.assert_array_equal(o[2][0], here[2][0])
         np.testing.assert_array_equal(o[2][1]["x"], here[2][1]["x"])
@@ -241,6 +244,8 @@ def test_a_row_splits_workers_pass_over_longer_chunks_with_the_same_bits():
     assert _threads.in_threads(lambda i: _threads.beside_other_workers(), range(2), 2) == \
         [False, False]  # the pool's threads, after items that raised
     assert not _threads.beside_other_workers()
+    with mock.patch.object(_threads._BESIDE, "others", True, create=True):
+        assert _threads.elements_per_pass(8, 0) == 8  # never a chunk of 0
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -563,7 +568,7 @@ def test_a_small_gpts_step_on_two_workers_has_the_same_bits_with_either_pass_len
         by_half = [loss_and_grad(params, tuple(a[piece] for a in batch), None)
                    for piece in halves(None, 4)]
     count = int(batch[2].sum())
-    for worker_pass in (16, 2 ** 18):
+    for worker_pass in (16, 2 ** 18):  # chunks of 16 on the workers, or one pass
         loss, grads = step(worker_pass)
         assert loss == (float(by_half[0][0]) + float(by_half[1][0])) / count
         for g, g0, g1 in zip(leaves(grads), leaves(by_half[0][1]), leaves(by_half[1][1])):

@@ -32,9 +32,10 @@ What the policy does:
   GPU runs each piece in parallel already. While a split's workers run, Python's switch
   interval is at most SPLIT_SWITCH_INTERVAL (`short_switches`: a worker back from NumPy waits
   less for the other's Python), restored after it; and on a worker of on_workers or
-  rows_on_workers (`beside_other_workers`), an elementwise primitive's passes cover
-  WORKER_PASS elements, not a cache-sized chunk (`elements_per_pass`: each NumPy call hands
-  the GIL to the other worker and waits to take it back).
+  rows_on_workers (`beside_other_workers`), an elementwise primitive's array of at most
+  WORKER_PASS elements goes in one pass per operation, not in cache-sized chunks
+  (`elements_per_pass`: each NumPy call hands the GIL to the other worker and waits to take
+  it back).
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -370,21 +371,23 @@ def on_workers(f, items):
         return in_threads(_beside_others(f), items, len(items))
 
 
-WORKER_PASS = 2 ** 18  # elements: one NumPy pass of an elementwise primitive on such a worker
+WORKER_PASS = 2 ** 18  # elements: an array a worker beside others passes over in one call
 
 
-def elements_per_pass(in_cache):
+def elements_per_pass(in_cache, size):
     """How many elements one NumPy call of an elementwise primitive made of many passes (the
-    float32 GELU's and SwiGLU's chunks) should cover: `in_cache`, the primitive's chunk whose
-    scratch arrays stay in the CPU's cache, except on a worker that runs a model's step beside
-    other workers (beside_other_workers): there WORKER_PASS, at least in_cache. Each NumPy call
-    hands the GIL to the other worker (whose Python then runs until its own next call) and
-    waits to take it back, so fewer, longer passes leave less waiting than cache-sized ones:
-    a small GPT's step on two workers released the GIL ~950 times a worker, ~550 of them in
-    the GELU's passes, and took 0.92-0.95 of its time with them in pieces of 2**18 against
-    2**15 (docs/benchmarks.md, "The baby GPT's two workers and the GIL"); on one thread the
-    two lengths were alike."""
-    return max(in_cache, WORKER_PASS) if beside_other_workers() else in_cache
+    float32 GELU's and SwiGLU's chunks) over `size` elements should cover: `in_cache`, the
+    primitive's chunk whose scratch arrays stay in the CPU's cache, except on a worker that
+    runs a model's step beside other workers (beside_other_workers), where an array of at most
+    WORKER_PASS elements goes in one pass. Each NumPy call hands the GIL to the other worker
+    (whose Python then runs until its own next call) and waits to take it back, so fewer,
+    longer passes leave less waiting than cache-sized ones: a small GPT's step on two workers
+    released the GIL ~950 times a worker, ~550 of them in the GELU's passes, and took 0.92-0.95
+    of its time with each worker's GELU (196,608 elements) in one pass against chunks of 2**15
+    (docs/benchmarks.md, "The baby GPT's two workers and the GIL"). A larger array keeps the
+    cache-sized chunks: the sentence encoder's pieces (786,432 elements a GELU) took 1.03 of
+    their time in passes of 2**18."""
+    return max(size, in_cache) if beside_other_workers() and size <= WORKER_PASS else in_cache
 
 
 _BESIDE = threading.local()  # .others: this thread runs a split's item beside other workers
