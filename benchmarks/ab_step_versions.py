@@ -13,7 +13,9 @@ process's CPU time (user + system, both threads: less moved by other processes t
 time on a shared machine), the order of the two alternating round by round; 15 rounds (or ROUNDS).
 --torch: torch's step of the same model (bench_char_gpt.py's, eager, on its batches of the same
 shape: Shakespeare's text cached) in the same rounds too, and each checkout's ratio to it: the
-peer ratio of both in one process.
+peer ratio of both in one process. --step-only: the training step alone (at two threads the value
+and gradient runs the whole batch on two BLAS threads, whose OpenBLAS threads then spin for a
+while on the cores the next round's row split wants).
 """
 import os
 import sys
@@ -62,19 +64,24 @@ def torch_step(ids):
 
 
 def main():
-    with_torch = "--torch" in sys.argv
-    argv = [a for a in sys.argv if a != "--torch"]
+    with_torch, step_only = "--torch" in sys.argv, "--step-only" in sys.argv
+    argv = [a for a in sys.argv if a not in ("--torch", "--step-only")]
     old, new = (checkout(path, "engine.autograd_rules", "models.char_gpt", "training.loop",
                          "training.optimizer") for path in argv[1:3])
     threads = int(argv[3]) if len(argv) > 3 else 1
     rounds = int(argv[4]) if len(argv) > 4 else 15
     ids = np.random.default_rng(0).integers(65, size=100_000)
     fs = {"old": works(old, ids), "new": works(new, ids)}
+    if step_only:
+        for side in fs.values():
+            del side["value and gradient"]
     if with_torch:
         import torch
 
         torch.set_num_threads(threads)
         fs["torch"] = {"training step": torch_step(ids), "value and gradient": lambda: None}
+        if step_only:
+            del fs["torch"]["value and gradient"]
     wall = {(v, k): [] for v in fs for k in fs["old"]}
     cpu = {(v, k): [] for v in fs for k in fs["old"]}
 

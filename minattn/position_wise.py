@@ -127,7 +127,9 @@ def _cdf_from_half_erfc(h, x, out):
 # Elements per chunk: a chunk's five float32 arrays (128 KiB each, 640 KiB in all) stay in the
 # CPU's cache (L2 on the development machine) rather than main memory. Of 2**13 .. 2**17, 2**15
 # and 2**16 were the fastest there, within each other's noise; below, the ~20 calls' own cost
-# shows (docs/benchmarks.md, "GELU in fewer passes").
+# shows (docs/benchmarks.md, "GELU in fewer passes"). On a worker that runs a model's step
+# beside other workers, an array of up to 2**18 in one pass (threads.elements_per_pass: each
+# call hands the GIL over).
 _CHUNK = 2 ** 15
 _PER_THREAD = 2 ** 19
 
@@ -145,7 +147,8 @@ def _in_chunks(f, x, *more, outputs=1):
     # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
     # machinery and autograd's wrappers cost it more than its passes.
     n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
-    if n == 1 and type(x) is numpy.ndarray and x.size <= _CHUNK:
+    per_pass = threads.elements_per_pass(_CHUNK, numpy.size(x))  # a worker's: one pass
+    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass:
         flat = x.reshape(-1)
         outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
         with numpy.errstate(over="ignore"):
@@ -155,7 +158,7 @@ def _in_chunks(f, x, *more, outputs=1):
     flat, more = numpy.reshape(x, -1), [numpy.reshape(y, -1) for y in more]
     outs = [numpy.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
-    chunk = _CHUNK if on_host else max(flat.size, 1)
+    chunk = per_pass if on_host else max(flat.size, 1)
     bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
 
     def piece(span):

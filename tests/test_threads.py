@@ -4,7 +4,9 @@ Small inputs never reach the threads, so the tests force the split (2 to 4 worke
 few elements) and compare with independent references."""
 import contextlib
 import math
+import sys
 import threading
+import time
 from unittest import mock
 
 import autograd
@@ -188,6 +190,64 @@ def test_gelu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
     assert calls == [(n, n)] * 2 and used and threading.get_ident() not in used
 
 
+@pytest.mark.parametrize("worker_pass", [64, 120, 128])
+def test_a_row_splits_workers_pass_over_a_small_array_at_once_with_the_same_bits(worker_pass):
+    # On a worker of on_workers or rows_on_workers (a model's step beside other workers), an
+    # elementwise primitive's array of at most WORKER_PASS elements goes in one pass per
+    # operation (fewer NumPy calls, each of which hands the GIL over); a larger one, and any
+    # array elsewhere, in cache-sized chunks; the float32 GELU's value and derivative, and
+    # SwiGLU's, the same bits either way; the flag ends with the item, also when it raises.
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-6, 6, size=(3, 40)).astype(np.float32)  # 120 elements
+    gate, up = (rng.uniform(-8, 8, size=(3, 40)).astype(np.float32) for _ in range(2))
+    passes = []
+
+    def counted(f):
+        def chunk(x, *rest):
+            passes.append(x.size)
+            return f(x, *rest)
+        return chunk
+
+    def compute(_=None):
+        return (_threads.beside_other_workers(), _threads.elements_per_pass(8, 120),
+                position_wise._gelu_float32_and_derivative(("x",), x),
+                position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up))
+
+    with mock.patch.object(position_wise, "_CHUNK", 8), \
+            mock.patch.object(_threads, "WORKER_PASS", worker_pass), \
+            mock.patch.object(position_wise, "_gelu_and_derivative_chunk",
+                              counted(position_wise._gelu_and_derivative_chunk)):
+        here = compute()
+        here_passes, passes[:] = list(passes), []
+        on = _threads.on_workers(compute, range(2))
+        on_passes, passes[:] = list(passes), []
+        with mock.patch.object(_threads, "n_workers", lambda x, work, per_thread=0: 2):
+            rows = _threads.rows_on_workers(lambda r: np.array([compute()[:2]] * len(r)),
+                                            list(range(4)), np.zeros((4, 2)))
+    at_once = worker_pass >= 120
+    assert here[:2] == (False, 8) and here_passes == [8] * 15
+    assert all(o[:2] == (True, 120 if at_once else 8) for o in on)
+    assert on_passes == ([120] * 2 if at_once else [8] * 30)
+    assert rows.tolist() == [[True, 120 if at_once else 8]] * 4
+    for o in on:
+        np.testing.assert_array_equal(o[2][0], here[2][0])
+        np.testing.assert_array_equal(o[2][1]["x"], here[2][1]["x"])
+        np.testing.assert_array_equal(o[3][0], here[3][0])
+        for name in ("gate", "up"):
+            np.testing.assert_array_equal(o[3][1][name], here[3][1][name])
+
+    def raises(i):
+        raise ValueError(f"item {i}")
+
+    with pytest.raises(ValueError, match="item"):
+        _threads.on_workers(raises, range(2))
+    assert _threads.in_threads(lambda i: _threads.beside_other_workers(), range(2), 2) == \
+        [False, False]  # the pool's threads, after items that raised
+    assert not _threads.beside_other_workers()
+    with mock.patch.object(_threads._BESIDE, "others", True, create=True):
+        assert _threads.elements_per_pass(8, 0) == 8  # never a chunk of 0
+
+
 @pytest.mark.parametrize("n", [2, 3])
 @pytest.mark.parametrize("size", [0, 1, 5, 23])
 def test_swiglu_chunks_on_worker_threads_are_the_same_as_in_one_piece(n, size):
@@ -359,6 +419,105 @@ def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_work
     assert _threads.in_threads(outer, range(2), 2) == [[0, 10, 20], [1, 11, 21]]
 
 
+def test_a_split_shortens_the_switch_interval_and_restores_it_nested_raising_and_overlapping():
+    # While workers run, Python's switch interval is SPLIT_SWITCH_INTERVAL; after the split the
+    # interval found before it, also when a worker raised, after a nested split (the inner
+    # one's end does not restore it while the outer runs), and after two threads' overlapping
+    # splits (restored by the last to end, to the first one's saved value).
+    before = sys.getswitchinterval()
+    short = _threads.SPLIT_SWITCH_INTERVAL
+    try:
+        sys.setswitchinterval(0.004)
+        found = sys.getswitchinterval()
+        seen = _threads.in_threads(lambda i: sys.getswitchinterval(), range(2), 2)
+        assert seen == [pytest.approx(short, rel=1e-6)] * 2
+        assert sys.getswitchinterval() == found
+
+        def raises(i):
+            assert sys.getswitchinterval() == pytest.approx(short, rel=1e-6)
+            raise ValueError(f"item {i}")
+
+        with pytest.raises(ValueError, match="item"):
+            _threads.in_threads(raises, range(2), 2)
+        assert sys.getswitchinterval() == found
+
+        def outer(i):
+            inner = _threads.in_threads(lambda j: sys.getswitchinterval(), range(2), 2)
+            return inner + [sys.getswitchinterval()]  # after the inner split ended
+
+        assert _threads.in_threads(outer, range(2), 2) == \
+            [[pytest.approx(short, rel=1e-6)] * 3] * 2
+        assert sys.getswitchinterval() == found
+
+        finished = []
+
+        def raises_or_finishes(i):  # the split raises only once the other item has finished
+            if i == 0:
+                raise ValueError("item 0")
+            time.sleep(0.05)
+            finished.append(i)
+
+        with pytest.raises(ValueError, match="item 0"):
+            _threads.in_threads(raises_or_finishes, range(2), 2)
+        assert finished == [1] and sys.getswitchinterval() == found
+
+        def nested_raises(i):
+            return _threads.in_threads(raises, range(2), 2)
+
+        with pytest.raises(ValueError, match="item"):
+            _threads.in_threads(nested_raises, range(2), 2)
+        assert sys.getswitchinterval() == found
+
+        # two threads' splits overlapping: the first starts, the second starts, the first ends
+        # (still short: the second runs), the second ends (restored)
+        first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def first(i):
+            if i == 0:
+                first_in.set()
+                assert second_in.wait(10)
+            return i
+
+        def second(i):
+            if i == 0:
+                second_in.set()
+                assert first_out.wait(10)
+                seen["after the first ended"] = sys.getswitchinterval()
+            return i
+
+        def run_first():
+            try:
+                _threads.in_threads(first, range(2), 2)
+            finally:
+                first_out.set()
+
+        t1 = threading.Thread(target=run_first)
+        t1.start()
+        assert first_in.wait(10)
+        t2 = threading.Thread(target=lambda: _threads.in_threads(second, range(2), 2))
+        t2.start()
+        t1.join(10)
+        t2.join(10)
+        assert not t1.is_alive() and not t2.is_alive()
+        assert seen["after the first ended"] == pytest.approx(short, rel=1e-6)
+        assert sys.getswitchinterval() == found
+
+        # an interval set by someone during a split is theirs to keep; a shorter one is kept
+        _threads.in_threads(lambda i: sys.setswitchinterval(0.003), range(2), 2)
+        assert sys.getswitchinterval() == pytest.approx(0.003, rel=1e-6)
+        sys.setswitchinterval(short / 2)
+        tiny = sys.getswitchinterval()
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(2), 2) == [tiny] * 2
+        assert sys.getswitchinterval() == tiny
+        # one item or one thread: no split, the interval as it is
+        sys.setswitchinterval(0.004)
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(1), 2) == [found]
+        assert _threads.in_threads(lambda i: sys.getswitchinterval(), range(3), 1) == [found] * 3
+    finally:
+        sys.setswitchinterval(before)
+
+
 def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():
     # On a GPU, a Python `if` on a device array copies it to the host and waits for the device
     # (CuPy's bool()): no tile may ask one. The test double counts its conversions to a host
@@ -380,3 +539,37 @@ def test_blockwise_on_a_device_waits_for_no_flag_and_equals_the_host():
     assert flags == []
     on_host = ma.blockwise_attention(q, k, v, causal=True, key_mask=key_mask, block_size=2)
     np.testing.assert_allclose(on_device.get(), on_host, **tolerance(np.float32))
+
+
+def test_a_small_gpts_step_on_two_workers_has_the_same_bits_with_either_pass_length():
+    # A float32 GPT's value and gradient with its rows on two workers (training/loop.py's
+    # split): the worker's longer elementwise passes (and the switch interval) change no bit
+    # of the loss or of any gradient; and the split is the one-thread computation of each half.
+    from minattn.models import char_gpt
+    from minattn.training import loop
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
+    from minattn.engine.trees import leaves
+
+    params, config = char_gpt.init_char_gpt(np.random.default_rng(0), 11, n_layers=1,
+                                            n_heads=2, d_model=16, context=8,
+                                            dtype=np.float32)
+    ids = np.random.default_rng(1).integers(11, size=200)
+    batch = char_gpt.window_batch(ids, context=8, batch_size=4, seed=0, k=0)
+    loss_and_grad = value_and_grad_by_leaf(char_gpt.loss_sum(config))
+    halves = lambda x, n: [slice(0, n // 2), slice(n // 2, n)]  # noqa: E731
+
+    def step(worker_pass):
+        with mock.patch.object(loop, "row_pieces", halves), \
+                mock.patch.object(position_wise, "_CHUNK", 16), \
+                mock.patch.object(_threads, "WORKER_PASS", worker_pass):
+            return loop.accumulated(loss_and_grad, params, [batch], [None])
+
+    with mock.patch.object(position_wise, "_CHUNK", 16):
+        by_half = [loss_and_grad(params, tuple(a[piece] for a in batch), None)
+                   for piece in halves(None, 4)]
+    count = int(batch[2].sum())
+    for worker_pass in (16, 2 ** 18):  # chunks of 16 on the workers, or one pass
+        loss, grads = step(worker_pass)
+        assert loss == (float(by_half[0][0]) + float(by_half[1][0])) / count
+        for g, g0, g1 in zip(leaves(grads), leaves(by_half[0][1]), leaves(by_half[1][1])):
+            np.testing.assert_array_equal(g, (g0 + g1) / count)

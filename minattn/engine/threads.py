@@ -29,7 +29,13 @@ What the policy does:
   over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike, in
   pieces of a given number of rows where asked (rows_per_piece: the sentence encoder's pieces
   of about 512 tokens, whose arrays stay in the CPU's cache). Only NumPy arrays are split: a
-  GPU runs each piece in parallel already.
+  GPU runs each piece in parallel already. While a split's workers run, Python's switch
+  interval is at most SPLIT_SWITCH_INTERVAL (`short_switches`: a worker back from NumPy waits
+  less for the other's Python), restored after it; and on a worker of on_workers or
+  rows_on_workers (`beside_other_workers`), an elementwise primitive's array of at most
+  WORKER_PASS elements goes in one pass per operation, not in cache-sized chunks
+  (`elements_per_pass`: each NumPy call hands the GIL to the other worker and waits to take
+  it back).
 
 Turning it off: MINATTN_TIMED_THREADS=0 in the environment (or `TIMED_THREADS = False`) runs
 every call on the threads in force. The thread count can change the last bits of a product
@@ -51,9 +57,10 @@ import functools
 import numbers
 import os
 import statistics
+import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy
 
@@ -227,15 +234,75 @@ def in_threads(f, items, n_threads):
     one item: here, in order). The workers are kept from call to call, one pool per count of
     threads (fresh threads each call cost a small GPT's training step on two workers about a
     tenth more CPU time: benchmarks/bench_char_gpt.py); a worker's own split runs on threads
-    of its own, so that it never waits for a pool whose threads wait for it."""
+    of its own, so that it never waits for a pool whose threads wait for it. Python's switch
+    interval is at most SPLIT_SWITCH_INTERVAL while the workers run (short_switches)."""
     items = list(items)
     if n_threads <= 1 or len(items) <= 1:
         return [f(item) for item in items]
     n = min(n_threads, len(items))
-    if threading.current_thread().name.startswith(_WORKER):  # (its threads are workers too)
-        with ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-nested") as pool:
-            return list(pool.map(f, items))
-    return list(_pool(n).map(f, items))
+    with short_switches():
+        if threading.current_thread().name.startswith(_WORKER):  # (its threads are workers too)
+            with ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-nested") as pool:
+                return _all_done(pool, f, items)
+        return _all_done(_pool(n), f, items)
+
+
+def _all_done(pool, f, items):
+    # [f(item) for item in items] on the pool, every item finished before this returns or
+    # raises (the first failing item's error, in the items' order): nothing of a split runs on
+    # after it, its switch interval included
+    futures = [pool.submit(f, item) for item in items]
+    wait(futures)
+    return [future.result() for future in futures]
+
+
+SPLIT_SWITCH_INTERVAL = 2e-4  # seconds: Python's switch interval while workers run (below)
+
+
+class _ShortSwitches:
+    # The switch interval (sys.setswitchinterval: how long a thread that wants the GIL waits
+    # before asking its holder to drop it; 5 ms by default) at most SPLIT_SWITCH_INTERVAL while
+    # any split runs: a worker back from a NumPy call waits for the other worker's Python to
+    # reach its next NumPy call, which a stretch of autograd's bookkeeping can make last up to
+    # the whole interval (a small GPT's step on two workers took 0.93-0.94 of its time at 0.2 ms
+    # against 5 ms; 0.1-1 ms alike: docs/benchmarks.md, "The baby GPT's two workers and the
+    # GIL"). Process-wide, as the interval is: splits that overlap (nested ones, or other
+    # threads' own) share one lowering, counted; the last to end restores the interval found
+    # by the first, unless someone set another in between (theirs is kept). An interval
+    # already shorter is left as it is.
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = 0  # splits under way
+        self.saved = self.lowered = None  # the interval found, and the one set (or None)
+
+    def __enter__(self):
+        with self.lock:
+            if self.running == 0:
+                self.saved = sys.getswitchinterval()
+                self.lowered = None
+                if self.saved > SPLIT_SWITCH_INTERVAL:
+                    sys.setswitchinterval(SPLIT_SWITCH_INTERVAL)
+                    self.lowered = sys.getswitchinterval()  # (as Python stores it)
+            self.running += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self.running -= 1
+            if self.running == 0 and self.lowered is not None and \
+                    sys.getswitchinterval() == self.lowered:
+                sys.setswitchinterval(self.saved)
+        return False
+
+
+_SHORT_SWITCHES = _ShortSwitches()
+
+
+def short_switches():
+    """Context manager: Python's switch interval at most SPLIT_SWITCH_INTERVAL inside the block
+    (in_threads' splits: see _ShortSwitches), restored after the last block that overlaps it,
+    also when one raises."""
+    return _SHORT_SWITCHES
 
 
 _WORKER = "minattn-worker"
@@ -275,7 +342,8 @@ def rows_on_workers(f, rows, x, rows_per_piece=None):
     if len(workers) == 1:
         return numpy.concatenate([f(rows[piece]) for piece in pieces])
     with one_blas_thread():
-        return numpy.concatenate(in_threads(lambda piece: f(rows[piece]), pieces, len(workers)))
+        return numpy.concatenate(in_threads(_beside_others(lambda piece: f(rows[piece])),
+                                            pieces, len(workers)))
 
 
 def _pieces_of(n_rows, rows_per_piece, n_workers):
@@ -294,12 +362,52 @@ def _pieces_of(n_rows, rows_per_piece, n_workers):
 
 def on_workers(f, items):
     """[f(item) for item in items], each item on a worker thread of its own, with one BLAS
-    thread for the whole call (one item: here, on the threads in force)."""
+    thread for the whole call (one item: here, on the threads in force). Each worker runs
+    beside_other_workers()."""
     items = list(items)
     if len(items) <= 1:
         return [f(item) for item in items]
     with one_blas_thread():
-        return in_threads(f, items, len(items))
+        return in_threads(_beside_others(f), items, len(items))
+
+
+WORKER_PASS = 2 ** 18  # elements: an array a worker beside others passes over in one call
+
+
+def elements_per_pass(in_cache, size):
+    """How many elements one NumPy call of an elementwise primitive made of many passes (the
+    float32 GELU's and SwiGLU's chunks) over `size` elements should cover: `in_cache`, the
+    primitive's chunk whose scratch arrays stay in the CPU's cache, except on a worker that
+    runs a model's step beside other workers (beside_other_workers), where an array of at most
+    WORKER_PASS elements goes in one pass. Each NumPy call hands the GIL to the other worker
+    (whose Python then runs until its own next call) and waits to take it back, so fewer,
+    longer passes leave less waiting than cache-sized ones: a small GPT's step on two workers
+    released the GIL ~950 times a worker, ~550 of them in the GELU's passes, and took 0.92-0.95
+    of its time with each worker's GELU (196,608 elements) in one pass against chunks of 2**15
+    (docs/benchmarks.md, "The baby GPT's two workers and the GIL"). A larger array keeps the
+    cache-sized chunks: the sentence encoder's pieces (786,432 elements a GELU) took 1.03 of
+    their time in passes of 2**18."""
+    return max(size, in_cache) if beside_other_workers() and size <= WORKER_PASS else in_cache
+
+
+_BESIDE = threading.local()  # .others: this thread runs a split's item beside other workers
+
+
+def beside_other_workers():
+    """True on a worker thread while it runs one item of on_workers or rows_on_workers: a
+    model's step, or a forward pass, whose Python runs beside the other workers' own."""
+    return getattr(_BESIDE, "others", False)
+
+
+def _beside_others(f):
+    def item_beside_others(item):
+        before, _BESIDE.others = beside_other_workers(), True
+        try:
+            return f(item)
+        finally:
+            _BESIDE.others = before
+
+    return item_beside_others
 
 
 TIMED_THREADS = os.environ.get("MINATTN_TIMED_THREADS", "1") != "0"  # False: threads in force
