@@ -2,13 +2,13 @@
 prefill (bench_smollm2.py's), with the peers beside them: the bare NumPy decode step
 (bench_smollm2._bare_step) and, for the prefill, transformers' (torch on as many threads).
 
-    python benchmarks/ab_smollm2_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT [THREADS]]]
+    python benchmarks/ab_smollm2_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT [THREADS [PAST]]]]
 
 WHAT: "both" (the default), "decode" or "prefill"; THREADS: the BLAS threads (and torch's),
 default 1 (two-thread runs wait on the other sessions' processes on a shared 2-core machine).
 Every call of a checkout's causal_lm runs with the timing of the thread count off
 (engine/threads.py's TIMED_THREADS = False, both checkouts alike), so that both run on THREADS.
-- decode: the new token through the cache of a 64-token prompt, its logits and their argmax
+- decode: the new token through the cache of a PAST-token prompt (default 64), its logits and their argmax
   (as bench_smollm2.py's minattn_decode); a round's time is the median of 16 steps; the bare
   step (median of 16 calls) in the same round;
 - prefill: causal_lm(prompt of 512 tokens, return_cache=True, logits_to_keep=1), as generate
@@ -60,6 +60,7 @@ def main():
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     what = sys.argv[4] if len(sys.argv) > 4 else "both"
     threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    past = int(sys.argv[6]) if len(sys.argv) > 6 else 64
     threadpool_limits(threads, user_api="blas")
     versions = {"old": checkout(old_path, *MODULES), "new": checkout(new_path, *MODULES)}
     for m in versions.values():
@@ -71,7 +72,7 @@ def main():
     if what in ("both", "decode"):
         import bench_smollm2
 
-        prompt = np.array([ids[:64]])
+        prompt = np.array([ids[:past]])
         runs = {name: decode_steps(m, model, prompt) for name, m in versions.items()}
         logits = {name: [] for name in runs}
         for name, run in runs.items():
@@ -104,7 +105,8 @@ def main():
         work["prefill"] = {name: _seconds(f) for name, f in
                            {**calls, "transformers": transformers_prefill}.items()}
     header(0)
-    print(f"{threads} thread(s), {rounds} rounds; old {old_path}, new {new_path}")
+    print(f"{threads} thread(s), {rounds} rounds, decode after {past} tokens; old {old_path}, "
+          f"new {new_path}")
     for kind, functions in work.items():
         for f in functions.values():
             f()
