@@ -61,8 +61,9 @@ def test_the_room_is_used_and_the_past_copied_once_every_room_tokens(monkeypatch
     views = [past]
     for i in range(12):
         views.append(appended(views[-1], np.full((1, 2, 1, 2), i, np.float32)))
-    buffers = [v.base for v in views[1:]]
-    assert all(v.base is not None and v.base.shape[-2] >= v.shape[-2] for v in views[1:])
+    assert views[1].base is None  # the first from the caller's array: a concatenation
+    buffers = [v.base for v in views[2:]]  # then a chain of steps: views of buffers
+    assert all(b is not None and b.size >= v.size for b, v in zip(buffers, views[2:]))
     assert len({id(b) for b in buffers}) < len(buffers)  # steps written into one buffer's room
     assert np.array_equal(views[-1][0, 0, 3:, 0], np.arange(12))
 
@@ -81,9 +82,18 @@ def test_a_held_cache_appended_twice_branches_without_changing_either_branch():
     assert np.array_equal(b, _concatenated(start, b_new))
 
 
+def test_a_held_cache_appended_again_costs_one_copy_as_before():
+    rng = np.random.default_rng(3)
+    held = rng.standard_normal((1, 2, 7, 4))
+    for _ in range(3):  # a retry from the same cache: one concatenation each, never a buffer
+        out = appended(held, rng.standard_normal((1, 2, 1, 4)))
+        assert out.base is None and out.flags.owndata
+
+
 def test_a_slice_of_a_view_is_concatenated_not_written_into_the_room():
     rng = np.random.default_rng(1)
     view = appended(rng.standard_normal((2, 6, 3)), rng.standard_normal((2, 1, 3)))
+    view = appended(view, rng.standard_normal((2, 1, 3)))  # a view of a buffer
     later = appended(view, rng.standard_normal((2, 1, 3)))
     later_copy = later.copy()
     part = view[:, 2:, :]  # a slice: not the view handed out, never given its room

@@ -7,16 +7,18 @@ read and written, beside its 540 MB of weights read), and the copy grows with ev
 
     keys = appended(past, new)     # np.concatenate([past, new], axis=-2), the same numbers
 
-returns the same array as the concatenation, but as a view of a larger buffer with room for
-ROOM more tokens after them (at least a quarter of the length): the next step's new token is
-written into that room, where no array anyone holds can see it, and its result is again a view
-of the buffer, one token longer. The past is copied once every ROOM steps, into a new buffer.
+returns the same array as the concatenation. Appending to an array it returned (the next step
+of a generation), it copies the past once more, into a buffer with room for ROOM more tokens
+after them (at least a quarter of the length), and returns a view of the buffer; the next
+step's new token is written into that room, where no array anyone holds can see it, and its
+result is again a view of the buffer, one token longer. The past is copied once every ROOM
+steps, into a new buffer.
 
-The arrays a caller holds never change. Only the view a call returned takes the room after it,
-and only once: appending to it hands the room to the new view. A cache kept from an earlier
-step (to branch, to retry), a slice of a view, an autograd box (a gradient being recorded), a
-CuPy array, or arrays that differ in dtype or in anything but their length along axis -2 are
-concatenated into a new buffer, as the concatenation would copy them.
+The arrays a caller holds never change. Only the array a call returned takes the room after it,
+and only once: appending to it hands the room on to the new view. A cache kept from an earlier
+step (to branch, to retry), a slice of a view, a prompt's keys, an autograd box (a gradient
+being recorded), a CuPy array, or arrays that differ in dtype or in anything but their length
+along axis -2 are concatenated as ever (one copy, as before).
 
 The keys attend as before: the buffer's axes lie in memory in the order of the concatenated
 array's (NumPy keeps its inputs'; a model's keys come token by token), so each head's [L, d]
@@ -24,15 +26,21 @@ block has the strides it had there, only the step across the axes outside L is l
 every product reads the same rows the same way: the same numbers to the last bit
 (tests/test_kv_room.py compares a model's logits over many steps).
 """
-import threading
 import weakref
 
 import numpy
 
 ROOM = 128  # the least number of tokens a new buffer holds beyond its cache
 
-_rooms = {}  # id(a view appended() returned) -> (a weak reference to it, its buffer)
-_lock = threading.RLock()  # (a view freed inside it forgets itself: re-entered)
+# id(an array appended() returned) -> (a weak reference to it, its buffer or None). A dict's
+# get, pop and set are each atomic under the GIL: two threads appending to one array, one takes
+# its room, the other concatenates.
+_rooms = {}
+
+
+class _Ref(weakref.ref):
+    # a weak reference that knows its array's id, under which _rooms holds it
+    __slots__ = ("key",)
 
 
 def appended(past, new):
@@ -42,17 +50,19 @@ def appended(past, new):
             past.shape[:-2] != new.shape[:-2] or past.shape[-1] != new.shape[-1]:
         return numpy.concatenate([past, new], axis=-2)
     n_past, total = past.shape[-2], past.shape[-2] + new.shape[-2]
-    with _lock:
-        entry = _rooms.pop(id(past), None)  # the room, taken (or none)
-    if entry is not None and entry[0]() is past and total <= entry[1].shape[-2]:
+    entry = _rooms.pop(id(past), None)  # the room after past, taken (or none)
+    if entry is None or entry[0]() is not past:  # an array of the caller's: as ever, the
+        view, buffer = numpy.concatenate([past, new], axis=-2), None  # room only from the next
+    else:  # a view this function returned: its chain of steps
         buffer = entry[1]
-        buffer[..., n_past:total, :] = new
-    else:
-        buffer = _with_room(numpy.concatenate([past, new], axis=-2))
-    view = buffer[..., :total, :]
-    key = id(view)
-    with _lock:
-        _rooms[key] = (weakref.ref(view, lambda ref, key=key: _forget(key, ref)), buffer)
+        if buffer is None or total > buffer.shape[-2]:
+            buffer = _with_room(numpy.concatenate([past, new], axis=-2))
+        else:
+            buffer[..., n_past:total, :] = new
+        view = buffer[..., :total, :]
+    ref = _Ref(view, _forget)
+    ref.key = id(view)
+    _rooms[ref.key] = (ref, buffer)
     return view
 
 
@@ -69,8 +79,8 @@ def _with_room(out):
     return buffer
 
 
-def _forget(key, ref):
-    with _lock:
-        entry = _rooms.get(key)
-        if entry is not None and entry[0] is ref:  # (not a newer view's, given the freed id)
-            del _rooms[key]
+def _forget(ref):
+    # (the array is being freed: no newer one has its id yet, nor its entry)
+    entry = _rooms.get(ref.key)
+    if entry is not None and entry[0] is ref:
+        _rooms.pop(ref.key, None)
