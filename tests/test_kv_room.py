@@ -150,3 +150,13 @@ def test_a_models_logits_over_many_steps_equal_those_with_the_cache_concatenated
     again = causal_lm(params, token, cache=kept, return_cache=True, **config)[0]
     assert np.array_equal(branch, again)
     assert all(np.array_equal(c["k"], d["k"]) for c, d in zip(caches[-1], decode(prompt, 40)[1][-1]))
+
+
+def test_an_array_freed_leaves_no_entry_behind():
+    rng = np.random.default_rng(4)
+    before = len(kv_room._rooms)
+    view = appended(rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 2, 1, 4)))
+    view = appended(view, rng.standard_normal((1, 2, 1, 4)))
+    assert len(kv_room._rooms) == before + 1  # the chain's newest array alone holds room
+    del view
+    assert len(kv_room._rooms) == before

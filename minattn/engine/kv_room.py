@@ -79,8 +79,9 @@ def _with_room(out):
     return buffer
 
 
-def _forget(ref):
-    # (the array is being freed: no newer one has its id yet, nor its entry)
-    entry = _rooms.get(ref.key)
+def _forget(ref, rooms=_rooms):
+    # (the array is being freed: no newer one has its id yet, nor its entry; the dict bound
+    # here, so that a callback at the interpreter's exit finds it)
+    entry = rooms.get(ref.key)
     if entry is not None and entry[0] is ref:
-        _rooms.pop(ref.key, None)
+        rooms.pop(ref.key, None)
