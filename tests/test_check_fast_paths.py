@@ -262,3 +262,80 @@ def test_check_self_attention(lead, length, n_heads, n_kv, d_k, d, cached, fault
             assert p1[key].dtype == p2[key].dtype and np.array_equal(p1[key], p2[key])
     assert np.array_equal(x1, x2) and pos1.shape == pos2.shape and np.array_equal(pos1, pos2)
     assert (c1 is None) == (c2 is None) and (c1 is None or list(c1) == list(c2))
+
+
+BLOCK_FAULTS = [None, "layer_norm", "relu", "memory_mask", "parallel", "np parallel",
+                "eps < 0", "int eps", "eps None", "post norm", "cross key", "old name",
+                "missing norm", "norm beta", "no gamma", "gamma shape", "gamma int",
+                "ff bias", "ff lora", "ff float32", "ff shape", "ff list", "n_kv 3", "kv None",
+                "bad norm", "numpy heads"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(lead=st.lists(st.integers(1, 2), min_size=0, max_size=1), length=st.integers(1, 3),
+       d=st.sampled_from([np.float64, np.float32]), fault=st.sampled_from(BLOCK_FAULTS))
+def test_check_decoder_block(lead, length, d, fault):
+    # its common case (a Llama block: the four sublayers, a gated feed-forward of NumPy weights
+    # in x's dtype, NumPy gammas) answers as the full checks do for the same arguments as views
+    # of an ndarray subclass; each example well formed but for at most one fault
+    from minattn.engine.decoder_checks import _check_decoder_block
+
+    d_model, d_ff = 8, 6
+    norm = {"layer_norm": "layer_norm", "bad norm": "batch_norm"}.get(fault, "rms_norm")
+    gamma = {"gamma": arrays((d_model,), d)}
+    if fault in ("layer_norm", "norm beta"):
+        gamma["beta"] = arrays((d_model,), d)
+    feed = {"w_gate": arrays((d_model, d_ff), np.float32 if fault == "ff float32" else d),
+            "w_up": arrays((d_model, d_ff + (fault == "ff shape")), d),
+            "w_down": arrays((d_ff, d_model), d)}
+    if fault == "ff bias":
+        feed["b_up"] = arrays((d_ff,), d)
+    if fault == "ff lora":
+        feed["lora"] = {}
+    params = {"self_attention": {"w_q": arrays((d_model, d_model), d)},
+              "self_attention_norm": dict(gamma),
+              "feed_forward": [feed] if fault == "ff list" else feed,
+              "feed_forward_norm": dict(gamma)}
+    if fault == "post norm":
+        params["post_feed_forward_norm"] = dict(gamma)
+    if fault == "cross key":
+        params["cross_attention"] = {}
+    if fault == "old name":
+        params["norm1"] = params.pop("self_attention_norm")
+    if fault == "missing norm":
+        del params["feed_forward_norm"]
+    if fault == "no gamma":
+        params["feed_forward_norm"] = {}
+    if fault == "gamma shape":
+        params["feed_forward_norm"] = {"gamma": arrays((d_model + 1,), d)}
+    if fault == "gamma int":
+        params["feed_forward_norm"] = {"gamma": np.ones(d_model, np.int64)}
+    x = arrays((*lead, length, d_model), d)
+    n_heads = np.int64(4) if fault == "numpy heads" else 4
+    n_kv = {"n_kv 3": 3, "kv None": None}.get(fault, 2)
+    activation = "relu" if fault == "relu" else "swiglu"
+    eps = {"eps < 0": -1.0, "int eps": 1, "eps None": None}.get(fault, 1e-5)
+    parallel = {"parallel": True, "np parallel": np.bool_(False)}.get(fault, False)
+    mask = np.ones((length, length), bool) if fault == "memory_mask" else None
+
+    def slow_tree(value):
+        if isinstance(value, dict):
+            return {k: slow_tree(v) for k, v in value.items()}
+        return [slow_tree(v) for v in value] if isinstance(value, list) else slow(value)
+
+    fast = answer(_check_decoder_block, params, x, None, mask, n_heads, n_kv, norm, activation,
+                  eps, parallel, True)
+    full = answer(_check_decoder_block, slow_tree(params), slow(x), None, mask, n_heads, n_kv,
+                  norm, activation, eps, parallel, True)
+    assert fast[0] == full[0], (fast, full)
+    if fast[0] != "ok":
+        assert fast[1] == full[1]
+        return
+    (p1, x1, m1), (p2, x2, m2) = fast[1], full[1]
+    assert list(p1) == list(p2) and m1 is m2 is None and np.array_equal(x1, x2)
+    for key in p1:
+        assert type(p1[key]) is type(p2[key]) and list(p1[key]) == list(p2[key])
+        for name, value in p1[key].items():
+            if isinstance(value, np.ndarray):
+                assert value.dtype == p2[key][name].dtype
+                assert np.array_equal(value, p2[key][name])

@@ -292,9 +292,58 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
     checks.check_n_kv_heads(n_kv_heads, n_heads)
 
 
+_COMMON_BLOCK_KEYS = frozenset(("self_attention", "self_attention_norm", "feed_forward",
+                                "feed_forward_norm"))
+_GATED_KEYS = frozenset(("w_gate", "w_up", "w_down"))
+
+
+def _common_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
+                          eps, parallel):
+    # The common case first (every layer of a Llama-style model: a plain dict of the four
+    # sublayers, a gated feed-forward of three NumPy weights in x's dtype, norms of NumPy
+    # gammas, no memory, ints for the heads, a float or None for eps, parallel=False): -> what
+    # _check_decoder_block returns for it, without its sequence of calls; None for any other
+    # call, which the full checks take (tests/test_check_fast_paths.py: the same answers).
+    if not (memory is None and memory_mask is None and parallel is False and
+            type(params) is dict and params.keys() == _COMMON_BLOCK_KEYS and
+            type(x) is numpy.ndarray and x.dtype.kind == "f" and x.ndim >= 2 and
+            type(n_heads) is int and n_heads > 0 and activation in GATED and
+            norm in NORMS and type(norm) is str and
+            (eps is None or type(eps) is float and 0 <= eps < math.inf) and
+            (n_kv_heads is None or type(n_kv_heads) is int and n_kv_heads > 0 and
+             not n_heads % n_kv_heads)):
+        return None
+    d_model, feed = x.shape[-1], params["feed_forward"]
+    if type(feed) is not dict or feed.keys() != _GATED_KEYS:
+        return None
+    gate = feed["w_gate"]
+    d_ff = gate.shape[1] if type(gate) is numpy.ndarray and gate.ndim == 2 else -1
+    for key, shape in (("w_gate", (d_model, d_ff)), ("w_up", (d_model, d_ff)),
+                       ("w_down", (d_ff, d_model))):
+        w = feed[key]
+        if type(w) is not numpy.ndarray or w.dtype != x.dtype or w.shape != shape:
+            return None
+    checked = {"feed_forward": dict(feed)}
+    for key in ("self_attention_norm", "feed_forward_norm"):
+        p = params[key]
+        if type(p) is not dict or ("beta" in p) != (norm == "layer_norm"):
+            return None
+        for name in ("gamma", "beta") if norm == "layer_norm" else ("gamma",):
+            value = p.get(name)
+            if type(value) is not numpy.ndarray or value.dtype.kind != "f" or \
+                    value.shape != (d_model,):
+                return None
+        checked[key] = dict(p)
+    return {**params, **checked}, x, None
+
+
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
                          eps, parallel=False, norm_first=True):
     # The self-attention sublayer checks its own params, cache and head width.
+    fast = _common_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm,
+                                 activation, eps, parallel)
+    if fast is not None:
+        return fast
     where = "params"  # a decoder's layers are each a decoder_block's params
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")
