@@ -2,13 +2,14 @@
 prefill (bench_smollm2.py's), with the peers beside them: the bare NumPy decode step
 (bench_smollm2._bare_step) and, for the prefill, transformers' (torch on as many threads).
 
-    python benchmarks/ab_smollm2_versions.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [WHAT [THREADS [PAST]]]]
+    python benchmarks/ab_smollm2_versions.py OLD NEW [ROUNDS [WHAT [THREADS [PAST]]]]
 
 WHAT: "both" (the default), "decode" or "prefill"; THREADS: the BLAS threads (and torch's),
 default 1 (two-thread runs wait on the other sessions' processes on a shared 2-core machine).
 Every call of a checkout's causal_lm runs with the timing of the thread count off
 (engine/threads.py's TIMED_THREADS = False, both checkouts alike), so that both run on THREADS.
-- decode: the new token through the cache of a PAST-token prompt (default 64), its logits and their argmax
+- decode: the new token through the cache of a PAST-token prompt (default 64), its logits
+  and their argmax
   (as bench_smollm2.py's minattn_decode); a round's time is the median of 16 steps; the bare
   step (median of 16 calls) in the same round;
 - prefill: causal_lm(prompt of 512 tokens, return_cache=True, logits_to_keep=1), as generate
