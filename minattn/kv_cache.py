@@ -2,7 +2,9 @@
 appended, so a decoder generating token by token attends to the whole past without recomputing
 it (RoPE, grouped-query attention and QK-norm as the Llama block has them).
 
-The KV cache is plain arrays, passed in and returned, never changed in place:
+The KV cache is plain arrays, passed in and returned, never changed in place (a step's keys
+and values are written into room after the arrays, which no one holding them sees:
+engine/kv_room.py):
     one layer's cache  {"k": [B, H_kv, L_past, d_k], "v": [B, H_kv, L_past, d_k]}
     a model's cache    a tuple of one such dict per layer
 
@@ -13,12 +15,12 @@ Variants of self-attention live in their own files and register the keywords tha
 families/smollm3.py (a layer without RoPE).
 """
 import autograd.numpy as np
-import numpy
 from autograd.tracer import isbox
 
 from .engine import checks, variants
 from .engine.decoder_checks import check_self_attention
 from .engine.param_checks import ROPE_BASE
+from .engine.kv_room import appended
 from .engine.query_blocks import weights_unread
 from .heads import merge_heads, split_heads
 from .linear import project
@@ -72,10 +74,11 @@ def _qk_norm(heads, gamma, eps):
 def _append(past, new):
     # [..., L_past, d], [..., L, d] -> [..., L_past + L, d]; past None: an empty cache ({}).
     # autograd's np.concatenate views its result as a host ndarray (no CuPy); NumPy's own
-    # dispatches to the arrays' library. So autograd's only when differentiating through it.
+    # dispatches to the arrays' library. So autograd's only when differentiating through it;
+    # else the same arrays as NumPy's concatenate, in a buffer's spare room (engine/kv_room.py).
     if past is None:
         return new
     past = checks.in_dtype(past, new.dtype)  # the cache, an auxiliary argument: x's dtype
     if isbox(past) or isbox(new):
         return np.concatenate([past, new], axis=-2)
-    return numpy.concatenate([past, new], axis=-2)
+    return appended(past, new)

@@ -196,3 +196,146 @@ def test_size_and_head_count_checks_answer_as_their_full_forms(n, other):
     same(checks.check_size, "n", n, 0)
     same(checks.check_n_heads, n, other)
     same(checks.check_n_kv_heads, n, other)
+
+
+FAULTS = [None, "eps 0", "eps < 0", "eps inf", "int eps", "base inf", "base < 0", "int base",
+          "wrong positions", "float positions", "batch positions", "empty cache", "cache heads",
+          "cache width", "b_q", "sinks", "q_norm", "lora", "odd d_k", "not whole heads",
+          "float32 weights", "no weight", "n_kv not dividing", "numpy int heads"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(lead=st.lists(st.integers(1, 2), min_size=0, max_size=1), length=st.integers(1, 3),
+       n_heads=st.sampled_from([1, 2, 4]), n_kv=st.sampled_from([None, 1, 2]),
+       d_k=st.sampled_from([None, 2, 4]), d=st.sampled_from([np.float64, np.float32]),
+       cached=st.booleans(), fault=st.sampled_from(FAULTS))
+def test_check_self_attention(lead, length, n_heads, n_kv, d_k, d, cached, fault):
+    # its common case (a plain dict of NumPy weights, int positions, a NumPy cache or none: the
+    # layers of a decode step) answers as the full checks do for the same arguments as views of
+    # an ndarray subclass, which only the full checks take; each example well formed but for
+    # at most one fault
+    from minattn.engine.decoder_checks import check_self_attention
+
+    d_model = 8
+    n_kv = 3 if fault == "n_kv not dividing" else n_kv
+    d_k = 3 if fault == "odd d_k" else d_k
+    width = d_k or d_model // n_heads
+    kv = n_kv or n_heads
+    w_dtype = np.float32 if fault == "float32 weights" else d
+    shapes = {"w_q": (d_model, n_heads * width), "w_k": (d_model, kv * width),
+              "w_v": (d_model, kv * width), "w_o": (n_heads * width, d_model)}
+    params = {key: arrays(shape, w_dtype) for key, shape in shapes.items()}
+    extra = {"b_q": arrays((n_heads * width,), d), "sinks": arrays((n_heads,), d),
+             "q_norm": {"gamma": arrays((width,), d)}, "lora": {"q": None}}
+    if fault in extra:
+        params[fault] = extra[fault]
+    if fault == "no weight":
+        del params["w_v"]
+    x = arrays((*lead, length, d_model), d)
+    pos = {"wrong positions": np.arange(length + 1), "float positions": np.arange(length) * 1.0,
+           "batch positions": np.zeros((*lead, length), np.int64)}.get(fault, np.arange(length))
+    heads, size = kv + (fault == "cache heads"), width + (fault == "cache width")
+    past = {"k": arrays((*lead, heads, 4, size), d), "v": arrays((*lead, heads, 4, size), d)} \
+        if cached else None
+    past = {} if fault == "empty cache" else past
+    eps = {"eps 0": 0.0, "eps < 0": -1.0, "eps inf": float("inf"), "int eps": 1}.get(fault, 1e-6)
+    base = {"base inf": float("inf"), "base < 0": -2.0, "int base": 10000}.get(fault, 1e4)
+    whole = fault != "not whole heads"
+    heads_given = np.int64(n_heads) if fault == "numpy int heads" else n_heads
+
+    def slow_tree(value):
+        return {k: slow_tree(v) for k, v in value.items()} if isinstance(value, dict) \
+            else slow(value)
+
+    fast = answer(check_self_attention, params, x, None, heads_given, n_kv, d_k, pos, base,
+                  past, whole, eps)
+    full = answer(check_self_attention, slow_tree(params), slow(x), None, heads_given, n_kv,
+                  d_k, slow(pos), base, None if past is None else slow_tree(past), whole, eps)
+    assert fast[0] == full[0], (fast, full)
+    if fast[0] != "ok":
+        assert fast[1] == full[1]
+        return
+    (p1, x1, m1, pos1, c1), (p2, x2, m2, pos2, c2) = fast[1], full[1]
+    assert list(p1) == list(p2) and m1 is m2 is None
+    for key in shapes:
+        if key in p1:
+            assert p1[key].dtype == p2[key].dtype and np.array_equal(p1[key], p2[key])
+    assert np.array_equal(x1, x2) and pos1.shape == pos2.shape and np.array_equal(pos1, pos2)
+    assert (c1 is None) == (c2 is None) and (c1 is None or list(c1) == list(c2))
+
+
+BLOCK_FAULTS = [None, "layer_norm", "relu", "memory_mask", "parallel", "np parallel",
+                "eps < 0", "int eps", "eps None", "post norm", "cross key", "old name",
+                "missing norm", "norm beta", "no gamma", "gamma shape", "gamma int",
+                "ff bias", "ff lora", "ff float32", "ff shape", "ff list", "n_kv 3", "kv None",
+                "bad norm", "numpy heads"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(lead=st.lists(st.integers(1, 2), min_size=0, max_size=1), length=st.integers(1, 3),
+       d=st.sampled_from([np.float64, np.float32]), fault=st.sampled_from(BLOCK_FAULTS))
+def test_check_decoder_block(lead, length, d, fault):
+    # its common case (a Llama block: the four sublayers, a gated feed-forward of NumPy weights
+    # in x's dtype, NumPy gammas) answers as the full checks do for the same arguments as views
+    # of an ndarray subclass; each example well formed but for at most one fault
+    from minattn.engine.decoder_checks import _check_decoder_block
+
+    d_model, d_ff = 8, 6
+    norm = {"layer_norm": "layer_norm", "bad norm": "batch_norm"}.get(fault, "rms_norm")
+    gamma = {"gamma": arrays((d_model,), d)}
+    if fault in ("layer_norm", "norm beta"):
+        gamma["beta"] = arrays((d_model,), d)
+    feed = {"w_gate": arrays((d_model, d_ff), np.float32 if fault == "ff float32" else d),
+            "w_up": arrays((d_model, d_ff + (fault == "ff shape")), d),
+            "w_down": arrays((d_ff, d_model), d)}
+    if fault == "ff bias":
+        feed["b_up"] = arrays((d_ff,), d)
+    if fault == "ff lora":
+        feed["lora"] = {}
+    params = {"self_attention": {"w_q": arrays((d_model, d_model), d)},
+              "self_attention_norm": dict(gamma),
+              "feed_forward": [feed] if fault == "ff list" else feed,
+              "feed_forward_norm": dict(gamma)}
+    if fault == "post norm":
+        params["post_feed_forward_norm"] = dict(gamma)
+    if fault == "cross key":
+        params["cross_attention"] = {}
+    if fault == "old name":
+        params["norm1"] = params.pop("self_attention_norm")
+    if fault == "missing norm":
+        del params["feed_forward_norm"]
+    if fault == "no gamma":
+        params["feed_forward_norm"] = {}
+    if fault == "gamma shape":
+        params["feed_forward_norm"] = {"gamma": arrays((d_model + 1,), d)}
+    if fault == "gamma int":
+        params["feed_forward_norm"] = {"gamma": np.ones(d_model, np.int64)}
+    x = arrays((*lead, length, d_model), d)
+    n_heads = np.int64(4) if fault == "numpy heads" else 4
+    n_kv = {"n_kv 3": 3, "kv None": None}.get(fault, 2)
+    activation = "relu" if fault == "relu" else "swiglu"
+    eps = {"eps < 0": -1.0, "int eps": 1, "eps None": None}.get(fault, 1e-5)
+    parallel = {"parallel": True, "np parallel": np.bool_(False)}.get(fault, False)
+    mask = np.ones((length, length), bool) if fault == "memory_mask" else None
+
+    def slow_tree(value):
+        if isinstance(value, dict):
+            return {k: slow_tree(v) for k, v in value.items()}
+        return [slow_tree(v) for v in value] if isinstance(value, list) else slow(value)
+
+    fast = answer(_check_decoder_block, params, x, None, mask, n_heads, n_kv, norm, activation,
+                  eps, parallel, True)
+    full = answer(_check_decoder_block, slow_tree(params), slow(x), None, mask, n_heads, n_kv,
+                  norm, activation, eps, parallel, True)
+    assert fast[0] == full[0], (fast, full)
+    if fast[0] != "ok":
+        assert fast[1] == full[1]
+        return
+    (p1, x1, m1), (p2, x2, m2) = fast[1], full[1]
+    assert list(p1) == list(p2) and m1 is m2 is None and np.array_equal(x1, x2)
+    for key in p1:
+        assert type(p1[key]) is type(p2[key]) and list(p1[key]) == list(p2[key])
+        for name, value in p1[key].items():
+            if isinstance(value, np.ndarray):
+                assert value.dtype == p2[key][name].dtype
+                assert np.array_equal(value, p2[key][name])

@@ -11,6 +11,7 @@ sublayer checks its own.
 import difflib
 import functools
 import inspect
+import math
 import numbers
 import types
 import weakref
@@ -38,6 +39,10 @@ def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, r
     # self_attention's: -> params, x, mask, positions ([..., 1, L] to broadcast over the heads),
     # cache. whole_heads=False: a variant rotates part of each head, and checks that part. eps
     # (QK-norm's) is checked whether or not params has a QK-norm.
+    fast = _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
+                                  rope_base, cache, whole_heads, eps)
+    if fast is not None:
+        return fast
     checks.check_positive_real("eps", eps, allow_zero=True)
     params, x, mask, positions, _, cache = _check_self_attention(
         params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base, None, cache,
@@ -45,6 +50,47 @@ def check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, r
     if positions is not None and positions.ndim > 1:
         positions = positions[..., None, :]  # [..., L] -> [..., 1, L]
     return params, x, mask, positions, cache
+
+
+def _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
+                           cache, whole_heads, eps):
+    # The common case first (every layer of a decode step, or of a prompt, of a model with RoPE
+    # and no mask given: a plain dict of the four NumPy weights in x's dtype, no bias, sinks or
+    # QK-norm, ints for the heads, floats for eps and rope_base, int positions, a NumPy cache of
+    # the expected shape or none): -> what check_self_attention returns for it, without its
+    # sequence of calls; None for any other call, which the full checks take
+    # (tests/test_check_fast_paths.py: the same answers).
+    if not (mask is None and type(params) is dict and type(x) is numpy.ndarray and
+            x.dtype.kind == "f" and x.ndim >= 2 and type(n_heads) is int and n_heads > 0 and
+            type(eps) is float and 0 <= eps < math.inf and type(rope_base) is float and
+            0 < rope_base < math.inf and type(positions) is numpy.ndarray and
+            positions.dtype.kind in "iu" and whole_heads is True):
+        return None
+    d_model = x.shape[-1]
+    if d_k is None:
+        if d_model % n_heads:
+            return None
+        d_k = d_model // n_heads
+    elif type(d_k) is not int or d_k < 1:
+        return None
+    n_kv = n_heads if n_kv_heads is None else n_kv_heads
+    if type(n_kv) is not int or n_kv < 1 or n_heads % n_kv or d_k % 2 or \
+            not checks.broadcasts_to(positions.shape, x.shape[:-1]) or \
+            any(key in params for key in _OPTIONAL_ATTENTION_KEYS + ("q_norm", "k_norm")):
+        return None
+    for key, shape in (("w_q", (d_model, n_heads * d_k)), ("w_k", (d_model, n_kv * d_k)),
+                       ("w_v", (d_model, n_kv * d_k)), ("w_o", (n_heads * d_k, d_model))):
+        w = params.get(key)
+        if type(w) is not numpy.ndarray or w.dtype != x.dtype or w.shape != shape:
+            return None
+    if cache is not None and not (type(cache) is dict and not cache):
+        k, v = (cache.get("k"), cache.get("v")) if type(cache) is dict else (None, None)
+        if not (type(k) is numpy.ndarray and type(v) is numpy.ndarray and k.shape == v.shape and
+                k.shape[:-2] == x.shape[:-2] + (n_kv,) and k.shape[-1] == d_k):
+            return None
+    if positions.ndim > 1:
+        positions = positions[..., None, :]  # [..., L] -> [..., 1, L]
+    return dict(params), x, None, positions, cache
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
@@ -246,9 +292,58 @@ def _check_config(n_heads, n_kv_heads, norm, activation):
     checks.check_n_kv_heads(n_kv_heads, n_heads)
 
 
+_COMMON_BLOCK_KEYS = frozenset(("self_attention", "self_attention_norm", "feed_forward",
+                                "feed_forward_norm"))
+_GATED_KEYS = frozenset(("w_gate", "w_up", "w_down"))
+
+
+def _common_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
+                          eps, parallel):
+    # The common case first (every layer of a Llama-style model: a plain dict of the four
+    # sublayers, a gated feed-forward of three NumPy weights in x's dtype, norms of NumPy
+    # gammas, no memory, ints for the heads, a float or None for eps, parallel=False): -> what
+    # _check_decoder_block returns for it, without its sequence of calls; None for any other
+    # call, which the full checks take (tests/test_check_fast_paths.py: the same answers).
+    if not (memory is None and memory_mask is None and parallel is False and
+            type(params) is dict and params.keys() == _COMMON_BLOCK_KEYS and
+            type(x) is numpy.ndarray and x.dtype.kind == "f" and x.ndim >= 2 and
+            type(n_heads) is int and n_heads > 0 and activation in GATED and
+            norm in NORMS and type(norm) is str and
+            (eps is None or type(eps) is float and 0 <= eps < math.inf) and
+            (n_kv_heads is None or type(n_kv_heads) is int and n_kv_heads > 0 and
+             not n_heads % n_kv_heads)):
+        return None
+    d_model, feed = x.shape[-1], params["feed_forward"]
+    if type(feed) is not dict or feed.keys() != _GATED_KEYS:
+        return None
+    gate = feed["w_gate"]
+    d_ff = gate.shape[1] if type(gate) is numpy.ndarray and gate.ndim == 2 else -1
+    for key, shape in (("w_gate", (d_model, d_ff)), ("w_up", (d_model, d_ff)),
+                       ("w_down", (d_ff, d_model))):
+        w = feed[key]
+        if type(w) is not numpy.ndarray or w.dtype != x.dtype or w.shape != shape:
+            return None
+    checked = {"feed_forward": dict(feed)}
+    for key in ("self_attention_norm", "feed_forward_norm"):
+        p = params[key]
+        if type(p) is not dict or ("beta" in p) != (norm == "layer_norm"):
+            return None
+        for name in ("gamma", "beta") if norm == "layer_norm" else ("gamma",):
+            value = p.get(name)
+            if type(value) is not numpy.ndarray or value.dtype.kind != "f" or \
+                    value.shape != (d_model,):
+                return None
+        checked[key] = dict(p)
+    return {**params, **checked}, x, None
+
+
 def _check_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm, activation,
                          eps, parallel=False, norm_first=True):
     # The self-attention sublayer checks its own params, cache and head width.
+    fast = _common_decoder_block(params, x, memory, memory_mask, n_heads, n_kv_heads, norm,
+                                 activation, eps, parallel)
+    if fast is not None:
+        return fast
     where = "params"  # a decoder's layers are each a decoder_block's params
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d_model)")

@@ -8,7 +8,6 @@ them from here (and keep their names).
 ROPE_SCHEDULES is filled by rope_scaling.py, which defines the schedules (a name -> function
 table read here for the keywords each takes).
 """
-import contextlib
 import inspect
 
 import autograd.numpy as np
@@ -38,18 +37,31 @@ def rope_base_given(rope_base):
     return rope_base is not None and not isinstance(rope_base, _DefaultRopeBase)
 
 
-@contextlib.contextmanager
 def n_kv_heads_hint(params, d_k, n_heads, n_kv_heads):
     """A params check refusing w_k, in a call without n_kv_heads, whose width is a whole number
-    of heads dividing n_heads: the error then says which n_kv_heads the weights hold."""
-    try:
-        yield
-    except ValueError as error:
+    of heads dividing n_heads: the error then says which n_kv_heads the weights hold. (A context
+    manager of its own, not contextlib's: every layer of a decode step enters it.)"""
+    return _NKvHeadsHint(params, d_k, n_heads, n_kv_heads)
+
+
+class _NKvHeadsHint:
+    __slots__ = ("params", "d_k", "n_heads", "n_kv_heads")
+
+    def __init__(self, params, d_k, n_heads, n_kv_heads):
+        self.params, self.d_k, self.n_heads, self.n_kv_heads = params, d_k, n_heads, n_kv_heads
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, kind, error, traceback):
+        if kind is None or not issubclass(kind, ValueError):
+            return False
+        params, d_k, n_heads = self.params, self.d_k, self.n_heads
         w_k = params.get("w_k") if isinstance(params, checks.DICT_TYPES) else None
         width = numpy.shape(w_k)[-1] if numpy.ndim(w_k) == 2 else 0
-        if n_kv_heads is not None or "w_k" not in str(error) or not width or width % d_k or \
-                n_heads % (width // d_k) or width // d_k == n_heads:
-            raise
+        if self.n_kv_heads is not None or "w_k" not in str(error) or not width or width % d_k \
+                or n_heads % (width // d_k) or width // d_k == n_heads:
+            return False
         raise ValueError(f"{error}; w_k holds {width // d_k} heads of d_k={d_k}: a grouped-query "
                          f"model's, give n_kv_heads={width // d_k}") from None
 

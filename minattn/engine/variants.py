@@ -58,6 +58,11 @@ def dispatch(function=None, *, hooks=(), shows=None):
 
     @functools.wraps(function)
     def dispatched(*args, **kwargs):
+        if selecting.isdisjoint(kwargs):  # the common case first: no variant's keyword named,
+            for _, when, variant in registered:  # so only a predicate may select one
+                if when is not None and _holds(when, args, kwargs):
+                    return variant(*args, **kwargs)
+            return function(*args, **kwargs)
         named = selecting.intersection(kwargs)  # the variants' keywords this call names
         on = {k for k in named if _set(kwargs[k])} if named else named  # ... and sets
         for keywords, when, variant in registered:
