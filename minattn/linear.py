@@ -8,10 +8,27 @@ import autograd.numpy as np
 import numpy
 
 from .engine import variants
-from .engine.autograd_rules import gradient_by_hand, reads
+from .engine.autograd_rules import gradient_by_hand, plain_form, reads
 from .engine.fused_products import in_one_product
 
 
+def linear_vjp_plain(wrt, g, y, x, w, b):
+    # linear_vjp's operations in its order, on NumPy itself (engine/autograd_rules.plain_form):
+    # the same bits, without autograd.numpy's wrappers.
+    n = math.prod(numpy.shape(x)[:-1])
+    g_tokens = numpy.reshape(g, (n, w.shape[1]))
+    grads = {}
+    for name in wrt:
+        if name == "x":
+            grads["x"] = numpy.reshape(g_tokens @ numpy.swapaxes(w, 0, 1), numpy.shape(x))
+        elif name == "w":
+            grads["w"] = numpy.swapaxes(numpy.reshape(x, (n, w.shape[0])), 0, 1) @ g_tokens
+        else:
+            grads["b"] = numpy.sum(g_tokens, axis=0)
+    return grads
+
+
+@plain_form(linear_vjp_plain)
 @reads(x=("w",), w=("x",), b=())  # the tape keeps no frozen weight's input, and no output
 def linear_vjp(wrt, g, y, x, w, b):
     # dx = g wᵀ, dw = xᵀ g, db = Σ g over all tokens: three products on the flattened tokens.

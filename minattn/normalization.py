@@ -1,5 +1,8 @@
 """Layer normalization and RMS normalization over the feature axis, with their gradients."""
+import functools
+
 import autograd.numpy as np
+import numpy
 
 from .engine import checks
 from .engine.autograd_rules import gradient_by_hand, reads
@@ -40,21 +43,44 @@ def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
     return {name: grads[name]() for name in wrt}
 
 
+def _plain_feature_mean(a):
+    # feature_mean on NumPy itself (no autograd.numpy wrapper), a NumPy array's column of ones
+    # made once per width and dtype: the same product, the same bits.
+    ones = _ones_column(a.shape[-1], a.dtype) if type(a) is numpy.ndarray else \
+        numpy.ones_like(a, shape=(a.shape[-1], 1))
+    return a @ ones / max(a.shape[-1], 1)
+
+
+def _plain_feature_mean_of_product(a, b):
+    # feature_mean_of_product on NumPy itself: row_dot's einsum, the same bits
+    return numpy.einsum("...i,...i->...", a, b)[..., None] / max(a.shape[-1], 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _ones_column(d, dtype):
+    ones = numpy.ones((d, 1), dtype)
+    ones.flags.writeable = False
+    return ones
+
+
 def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
-    # layer_norm_vjp's operations in its order, on plain arrays, the results written into the
-    # arrays made here (engine/autograd_rules.py, in_place=): equal to it to the last bit.
+    # layer_norm_vjp's operations in its order, on plain arrays and NumPy itself (not
+    # autograd.numpy's wrappers), the results written into the arrays made here
+    # (engine/autograd_rules.py, in_place=): equal to it to the last bit.
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
-    centered = x - feature_mean(x)
-    sigma = np.sqrt(feature_mean_of_product(centered, centered) + eps)
-    x_hat = np.divide(centered, sigma, out=centered)
+    centered = x - _plain_feature_mean(x)
+    sigma = numpy.sqrt(_plain_feature_mean_of_product(centered, centered) + eps)
+    x_hat = numpy.divide(centered, sigma, out=centered)
     d_x_hat = g * gamma
     grads = {"gamma": g * x_hat if "gamma" in wrt else None, "beta": g,
-             "eps": np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5 if "eps" in wrt else None}
+             "eps": numpy.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5 if "eps" in wrt
+             else None}
     if "x" in wrt:  # last: it overwrites x_hat and d_x_hat
-        mean_d, mean_d_x_hat = feature_mean(d_x_hat), feature_mean_of_product(d_x_hat, x_hat)
-        d_x = np.subtract(d_x_hat, mean_d, out=d_x_hat)
-        d_x = np.subtract(d_x, np.multiply(x_hat, mean_d_x_hat, out=x_hat), out=d_x)
-        grads["x"] = np.divide(d_x, sigma, out=d_x)
+        mean_d = _plain_feature_mean(d_x_hat)
+        mean_d_x_hat = _plain_feature_mean_of_product(d_x_hat, x_hat)
+        d_x = numpy.subtract(d_x_hat, mean_d, out=d_x_hat)
+        d_x = numpy.subtract(d_x, numpy.multiply(x_hat, mean_d_x_hat, out=x_hat), out=d_x)
+        grads["x"] = numpy.divide(d_x, sigma, out=d_x)
     return {name: grads[name] for name in wrt}
 
 
