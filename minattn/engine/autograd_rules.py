@@ -57,6 +57,7 @@ import functools
 import autograd.numpy as np
 import numpy
 from autograd.builtins import SequenceBox
+from autograd.numpy.numpy_boxes import ArrayBox
 from autograd.core import VJPNode, add_outgrads
 from autograd.tracer import new_box, trace_stack
 from autograd.util import toposort
@@ -297,6 +298,38 @@ def kept(x):
     x = getval(x)  # (a box of an outer differentiation holds the array itself)
     # A stand-in's strides are all 0; an array without strides counts as not kept (recomputed).
     return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(getattr(x, "strides", (0,)))
+
+
+def _box_shape(box):
+    value = box._value
+    return value.shape if type(value) is numpy.ndarray else np.shape(value)
+
+
+def _box_ndim(box):
+    value = box._value
+    return value.ndim if type(value) is numpy.ndarray else np.ndim(value)
+
+
+def _box_size(box):
+    value = box._value
+    return value.size if type(value) is numpy.ndarray else np.size(value)
+
+
+def _box_dtype(box):
+    value = box._value
+    return value.dtype if type(value) is numpy.ndarray else np.result_type(value)
+
+
+# An autograd box's shape, ndim, size and dtype: autograd reads each through autograd.numpy's
+# wrapper (np.shape(box._value), which first looks for boxes among its arguments), ~1 µs a read;
+# a training step of the baby GPT reads ~400 of them per 6 rows (its checks, its reshapes). For
+# a box of a NumPy array, the array's own attribute: the same value (np.result_type of an array
+# is its dtype); for anything else (a box of a box, a scalar), autograd's own read. Set on
+# autograd's ArrayBox when minattn is imported: process-wide, as autograd's own rules are.
+ArrayBox.shape = property(_box_shape)
+ArrayBox.ndim = property(_box_ndim)
+ArrayBox.size = property(_box_size)
+ArrayBox.dtype = property(_box_dtype)
 
 
 @primitive
