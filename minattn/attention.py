@@ -10,12 +10,12 @@ the end of this file, walkthrough.md section "Backpropagation by hand"); one BLA
 many small products of the attention core.
 """
 import autograd.numpy as np
-import numpy
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
 from .engine.autograd_rules import gradient_by_hand, kept, plain_form, plus_gradient, reads
 from .engine.dtypes import float16_in_float32
+from .engine.plain_vjps import attention_core_plain
 from .engine.query_blocks import in_query_blocks
 from .engine.reductions import row_dot, row_max
 from .engine.threads import decoding_or_timed, one_blas_thread
@@ -75,44 +75,6 @@ def _weights_are_small(outputs, q, k, v, **_):
     return np.size(outputs[1]) <= np.size(q) + np.size(k) + np.size(v)
 
 
-def attention_vjp_plain(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
-    # attention_vjp's operations in its order, on NumPy itself (not autograd.numpy's wrappers,
-    # engine/autograd_rules.plain_form), softmax's VJP written into the dP made here, the scale
-    # into the products made here: the same bits.
-    d_out, d_weights = g
-    q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
-    with one_blas_thread():
-        p = outputs[1] if kept(outputs[1]) else _weights(q, k, keep, bias, scale)
-        d_p = plus_gradient(d_out @ numpy.swapaxes(v, -1, -2), d_weights)  # [..., L_q, L_k]
-        dot = numpy.einsum("...i,...i->...", d_p, p)[..., None]  # row_dot(d_p, p)
-        if type(d_p) is numpy.ndarray and numpy.shape(p) == d_p.shape and \
-                numpy.result_type(p, d_p, dot) == d_p.dtype:  # d_p: an array made here
-            d_s = numpy.multiply(p, numpy.subtract(d_p, dot, out=d_p), out=d_p)
-        else:
-            d_s = p * (d_p - dot)
-        grads = {}
-        for name in wrt:
-            if name == "q":
-                grads["q"] = _times(d_s @ k, scale)
-            elif name == "k":
-                grads["k"] = _times(numpy.swapaxes(d_s, -1, -2) @ q, scale)
-            elif name == "v":
-                grads["v"] = numpy.swapaxes(p, -1, -2) @ d_out
-            elif name == "mask":
-                grads["mask"] = d_s
-            else:
-                grads["scale"] = numpy.sum(d_s * (q @ numpy.swapaxes(k, -1, -2)))
-        return grads
-
-
-def _times(a, scale):
-    # a * scale, into a where a is a NumPy array of scale's result dtype (the same bits)
-    if isinstance(a, numpy.ndarray) and numpy.result_type(a, scale) == a.dtype:
-        return numpy.multiply(a, scale, out=a)
-    return a * scale
-
-
-@plain_form(attention_vjp_plain)
 @reads(q=_INPUTS, k=_INPUTS, v=_INPUTS, mask=_INPUTS, scale=_INPUTS, out_if=_weights_are_small)
 def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
     # Backpropagation through O = P V, P = softmax(S), S = scale · Q Kᵀ + bias, given dO and dP
@@ -135,6 +97,11 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
             "scale": lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # Σ dS ⊙ Q Kᵀ
         }
         return {name: grads[name]() for name in wrt}
+
+
+# Where the backward pass is not differentiated again, attention_vjp's operations on NumPy itself
+# (engine/plain_vjps.py: the same bits, without autograd.numpy's wrappers).
+plain_form(attention_core_plain(attention_vjp))(attention_vjp)
 
 
 @variants.dispatch

@@ -10,22 +10,7 @@ import numpy
 from .engine import variants
 from .engine.autograd_rules import gradient_by_hand, plain_form, reads
 from .engine.fused_products import in_one_product
-
-
-def linear_vjp_plain(wrt, g, y, x, w, b):
-    # linear_vjp's operations in its order, on NumPy itself (engine/autograd_rules.plain_form):
-    # the same bits, without autograd.numpy's wrappers.
-    n = math.prod(numpy.shape(x)[:-1])
-    g_tokens = numpy.reshape(g, (n, w.shape[1]))
-    grads = {}
-    for name in wrt:
-        if name == "x":
-            grads["x"] = numpy.reshape(g_tokens @ numpy.swapaxes(w, 0, 1), numpy.shape(x))
-        elif name == "w":
-            grads["w"] = numpy.swapaxes(numpy.reshape(x, (n, w.shape[0])), 0, 1) @ g_tokens
-        else:
-            grads["b"] = numpy.sum(g_tokens, axis=0)
-    return grads
+from .engine.plain_vjps import linear_vjp_plain
 
 
 @plain_form(linear_vjp_plain)

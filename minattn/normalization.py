@@ -1,13 +1,10 @@
 """Layer normalization and RMS normalization over the feature axis, with their gradients."""
-import functools
-import math
-
 import autograd.numpy as np
-import numpy
 
 from .engine import checks
 from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
+from .engine.plain_vjps import layer_norm_vjp_in_place  # its VJP in fewer passes
 from .engine.reductions import row_dot
 
 
@@ -42,58 +39,6 @@ def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
         "eps": lambda: np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5,
     }
     return {name: grads[name]() for name in wrt}
-
-
-def _plain_feature_mean(a):
-    # feature_mean on NumPy itself (no autograd.numpy wrapper), a NumPy array's column of ones
-    # made once per width and dtype: the same product, the same bits.
-    ones = _ones_column(a.shape[-1], a.dtype) if type(a) is numpy.ndarray else \
-        numpy.ones_like(a, shape=(a.shape[-1], 1))
-    return a @ ones / max(a.shape[-1], 1)
-
-
-def _plain_feature_mean_of_product(a, b):
-    # feature_mean_of_product on NumPy itself: row_dot's einsum, the same bits
-    return numpy.einsum("...i,...i->...", a, b)[..., None] / max(a.shape[-1], 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _ones_column(d, dtype):
-    ones = numpy.ones((d, 1), dtype)
-    ones.flags.writeable = False
-    return ones
-
-
-def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
-    # layer_norm_vjp's gradients on plain arrays, on NumPy itself (not autograd.numpy's
-    # wrappers), in fewer passes over [..., D] (engine/autograd_rules.py, in_place=): with
-    # c = x - μ and r = 1 / σ (a number per row), x̂ = c r is never made, and with t = r dx̂ = r g γ,
-    #   dx = r (dx̂ - mean(dx̂) - x̂ mean(dx̂ x̂)) = t - mean(t) - c r² mean(t c),
-    #   dγ = Σ (g r) ⊙ c (one einsum over the tokens), dβ = Σ g (one sum over the tokens).
-    # 12 NumPy calls over [..., D] where the formula's order took 16 (and 2 sums more each for
-    # γ and β, over the leading dims one at a time): a float32 result within float32 rounding of
-    # the float64 formula, not its bits (tests/test_layer_norm.py).
-    x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
-    d = x.shape[-1]
-    n = math.prod(x.shape[:-1])  # the tokens, counted (-1 is ambiguous where x holds none)
-    c = x - _plain_feature_mean(x)  # [..., D], centered
-    r = 1 / numpy.sqrt(_plain_feature_mean_of_product(c, c) + eps)  # [..., 1], 1 / σ
-    g_r = g * r  # [..., D]
-    grads = {}
-    if "gamma" in wrt:
-        grads["gamma"] = numpy.einsum("nd,nd->d", numpy.reshape(g_r, (n, d)),
-                                      numpy.reshape(c, (n, d)))
-    if "beta" in wrt:
-        grads["beta"] = numpy.sum(numpy.reshape(g, (n, d)), axis=0)
-    if "x" in wrt or "eps" in wrt:  # last: they overwrite g_r and c
-        t = numpy.multiply(g_r, gamma, out=g_r)  # r dx̂
-        s = _plain_feature_mean_of_product(t, c) * (r * r)  # [..., 1]: r² mean(t c)
-        if "eps" in wrt:  # Σ dx̂ x̂ / σ² · -1/2 = Σ_rows D r² mean(t c) · -1/2
-            grads["eps"] = numpy.sum(s) * (-0.5 * d)
-        if "x" in wrt:
-            t = numpy.subtract(t, _plain_feature_mean(t), out=t)
-            grads["x"] = numpy.subtract(t, numpy.multiply(c, s, out=c), out=t)
-    return {name: grads[name] for name in wrt}
 
 
 @float16_in_float32("x")

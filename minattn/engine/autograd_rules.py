@@ -42,11 +42,15 @@ another differentiation (a second derivative), `otherwise=`, a differentiable fu
 the same (the general form: the float32 GELU's and SwiGLU's), runs instead; without one (the
 fused loss) it is refused (NotImplementedError), never returned as zero.
 
-`@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients by
-the same operations in the same order, writing them (`out=`) into arrays it makes itself: fewer
-fresh arrays, results equal to the last bit (layer_norm's, tests/test_layer_norm.py). It is
-called where g and every array argument are plain arrays of one dtype; where the backward pass is
-differentiated again (second derivatives) or dtypes mix, the differentiable vjp is.
+`@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients on
+plain arrays, writing them (`out=`) into arrays it makes itself: fewer fresh arrays; rms_norm's
+by the same operations in the same order (equal to the last bit), layer_norm's in fewer passes
+(within float32 rounding of the float64 formula: engine/plain_vjps.py, tests/test_layer_norm.py).
+It is called where g and every array argument are plain arrays of one dtype; where the backward
+pass is differentiated again (second derivatives) or dtypes mix, the differentiable vjp is.
+`plain_form(vjp_plain)(vjp)` marks a VJP's form on NumPy itself (the same calls, without
+autograd.numpy's wrappers: linear's and the attention core's, engine/plain_vjps.py), called
+where g and the arguments hold no box, whatever their dtypes.
 
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
@@ -71,7 +75,6 @@ from .signatures import binder, call_by_name
 def gradient_by_hand(vjp, *, unless=None, in_place=None):
     """Decorator: see the module docstring."""
     in_place = getattr(vjp, "in_place", None) if in_place is None else in_place
-    plain = getattr(vjp, "plain", None)
 
     def decorate(f):
         names, bind = binder(f)
@@ -91,6 +94,7 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
                 values = tuple(v if n in kept else _stand_in(v) for n, v in zip(names, values))
 
             def backward(g):
+                plain = getattr(vjp, "plain", None)  # (read here: a test may take it away)
                 by = in_place if in_place is not None and _plain_of_one_dtype(g, values) else \
                     plain if plain is not None and _plain(g, values) else vjp
                 grads = by(wrt, g, outputs, **dict(zip(names, values)))
