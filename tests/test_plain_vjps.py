@@ -1,7 +1,8 @@
 """The hand VJPs' plain forms (engine/plain_vjps.py): linear's and the attention core's equal to
-their differentiable VJPs to the last bit, called where the backward pass is not differentiated
-again and not where it is; gradient_by_hand's unbroadcast on NumPy equal to autograd's; an
-autograd box's shape, ndim, size and dtype read from its array (engine/autograd_rules.py).
+their differentiable VJPs to the last bit (a bias's gradient within the rounding of its sum),
+called where the backward pass is not differentiated again and not where it is;
+gradient_by_hand's unbroadcast on NumPy equal to autograd's; an autograd box's shape, ndim, size
+and dtype read from its array (engine/autograd_rules.py).
 (layer_norm's in-place VJP, which is not its formula's bits: tests/test_layer_norm.py.)"""
 import autograd.numpy as anp
 import numpy as np
@@ -33,7 +34,29 @@ def test_linears_plain_vjp_is_its_vjp_to_the_last_bit(wrt, dtypes, lead):
     assert sorted(got) == sorted(want)
     for name in wrt:
         assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
-        np.testing.assert_array_equal(got[name], want[name])
+        if name != "b":
+            np.testing.assert_array_equal(got[name], want[name])
+    if "b" in wrt:  # a product with a row of ones: the sum within its dtype's rounding
+        _assert_column_sums(got["b"], g.reshape(-1, 4))
+
+
+def _assert_column_sums(got, a):
+    # got: a's sums over its rows, within the rounding of n additions in a's dtype
+    a64 = a.astype(np.float64)
+    bound = (len(a) + 2) * np.finfo(a.dtype).eps * np.abs(a64).sum(0)
+    assert got.dtype == a.dtype and got.shape == a.shape[1:]
+    assert np.all(np.abs(got - a64.sum(0)) <= bound)
+
+
+@pytest.mark.parametrize("shape", [(384, 128), (5, 3), (0, 4), (7, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_sums_are_the_sums_within_rounding(shape, dtype):
+    rng = np.random.default_rng(shape[0])
+    a = (rng.normal(size=shape) * 10.0 ** rng.uniform(-3, 3, size=shape)).astype(dtype)
+    _assert_column_sums(plain_vjps.column_sums(a), a)
+    if shape[0] >= 2 and shape[1]:
+        with pytest.raises(AssertionError):  # the bound can fail: the sums less the first row
+            _assert_column_sums(plain_vjps.column_sums(a[1:]), a)
 
 
 ATTENTION_WANTED = [("q",), ("k",), ("v",), ("q", "k", "v"), ("q", "k", "v", "mask"),
@@ -126,7 +149,8 @@ def test_plain_forms_run_where_nothing_is_boxed_and_the_vjp_where_a_second_deriv
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_models_gradient_with_the_plain_forms_is_the_same_to_the_last_bit(dtype, monkeypatch):
     # A small GPT's loss and gradient with linear's and the attention core's plain forms, and
-    # with them taken away (their differentiable VJPs): equal to the last bit.
+    # with them taken away (their differentiable VJPs): equal to the last bit, but for the
+    # biases of the linear maps (their sums over the tokens: column_sums, within rounding).
     rng = np.random.default_rng(0)
     params, config = ma.init_causal_lm(rng, 11, 2, 16, 2, 32, n_positions=8,
                                        activation="gelu", dtype=dtype)
@@ -145,10 +169,19 @@ def test_a_models_gradient_with_the_plain_forms_is_the_same_to_the_last_bit(dtyp
         monkeypatch.setattr(vjp, "plain", None)
     value_again, again = value_and_grad(params)
     assert len(calls) == 15 and value == value_again
-    leaves, leaves_again = autograd_rules._leaves(grads)[0], autograd_rules._leaves(again)[0]
-    for a, b in zip(leaves, leaves_again):
-        assert a.dtype == b.dtype
-        np.testing.assert_array_equal(a, b)
+    for layer, layer_again in zip(grads["layers"], again["layers"]):
+        for (name, a), b in zip(_named_leaves(layer), (b for _, b in _named_leaves(layer_again))):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            if not name.startswith("b_"):  # (a bias's: column_sums, tested above)
+                np.testing.assert_array_equal(a, b)
+    for name in ("token_embedding", "position_embedding"):
+        np.testing.assert_array_equal(grads[name], again[name])
+
+
+def _named_leaves(tree, name=""):
+    if isinstance(tree, dict):
+        return [leaf for key, value in tree.items() for leaf in _named_leaves(value, key)]
+    return [(name, tree)]
 
 
 @pytest.mark.parametrize("value_shape, grad_shape", [
