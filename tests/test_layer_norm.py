@@ -191,6 +191,26 @@ def test_layer_norms_in_place_vjp_is_the_formula_within_rounding(wrt, dtype, see
             assert np.all(np.abs(computed - expected[name]) <= bounds[name]), name
 
 
+@pytest.mark.parametrize("eps", [1e-5, 0.0])
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3), (0, 0)])
+def test_layer_norms_in_place_vjp_of_no_features_or_no_tokens_is_the_formulas(shape, eps):
+    # Empty gradients (eps's the sum of nothing, -0.0 as the formula's), without a warning
+    # (warnings are errors in this suite) where eps = 0 leaves 1 / σ infinite.
+    from minattn import normalization
+
+    x, g = np.ones(shape, np.float32), np.ones(shape, np.float32)
+    gamma, beta = np.ones(shape[-1:], np.float32), np.zeros(shape[-1:], np.float32)
+    wrt = ("x", "gamma", "beta", "eps")
+    got = normalization.layer_norm_vjp_in_place(wrt, g, None, x, gamma, beta, eps)
+    want = normalization.layer_norm_vjp(wrt, g, None, x, gamma, beta, eps)
+    for name in ("x", "eps"):
+        assert got[name].shape == want[name].shape and got[name].dtype == want[name].dtype
+        np.testing.assert_array_equal(got[name], want[name])
+        assert np.signbit(got[name]).tolist() == np.signbit(want[name]).tolist()
+    for name, value in (("gamma", gamma), ("beta", beta)):  # summed over the tokens: zeros
+        assert got[name].shape == value.shape and not got[name].any()
+
+
 def test_layer_norms_in_place_vjp_makes_fewer_passes():
     # The point of its form: fewer NumPy calls that read or write a whole [..., D] array than
     # the formula's order (its gradients of gamma and beta summed over the leading dims as

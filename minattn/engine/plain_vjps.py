@@ -112,6 +112,11 @@ def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
     x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
     d = x.shape[-1]
     n = math.prod(x.shape[:-1])  # the tokens, counted (-1 is ambiguous where x holds none)
+    if d == 0:  # no features: empty gradients, and eps's the formula's sum of nothing (1 / σ,
+        # 1 / sqrt(eps), would be infinite for eps = 0, and times the empty sums NaN)
+        grads = {"x": numpy.zeros_like(x), "gamma": numpy.zeros_like(gamma),
+                 "beta": numpy.zeros_like(beta), "eps": numpy.sum(numpy.zeros_like(x)) * -0.5}
+        return {name: grads[name] for name in wrt}
     c = x - _feature_mean(x)  # [..., D], centered
     r = 1 / numpy.sqrt(_feature_mean_of_product(c, c) + eps)  # [..., 1]: 1 / σ
     g_r = g * r  # [..., D]
