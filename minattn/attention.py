@@ -13,8 +13,9 @@ import autograd.numpy as np
 
 from .dropout import dropout as _dropout
 from .engine import checks, variants
-from .engine.autograd_rules import gradient_by_hand, kept, plus_gradient, reads
+from .engine.autograd_rules import gradient_by_hand, kept, plain_form, plus_gradient, reads
 from .engine.dtypes import float16_in_float32
+from .engine.plain_vjps import attention_core_plain
 from .engine.query_blocks import in_query_blocks
 from .engine.reductions import row_dot, row_max
 from .engine.threads import decoding_or_timed, one_blas_thread
@@ -96,6 +97,11 @@ def attention_vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
             "scale": lambda: np.sum(d_s * (q @ np.swapaxes(k, -1, -2))),  # Σ dS ⊙ Q Kᵀ
         }
         return {name: grads[name]() for name in wrt}
+
+
+# Where the backward pass is not differentiated again, attention_vjp's operations on NumPy itself
+# (engine/plain_vjps.py: the same bits, without autograd.numpy's wrappers).
+plain_form(attention_core_plain(attention_vjp))(attention_vjp)
 
 
 @variants.dispatch

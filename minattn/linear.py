@@ -8,10 +8,12 @@ import autograd.numpy as np
 import numpy
 
 from .engine import variants
-from .engine.autograd_rules import gradient_by_hand, reads
+from .engine.autograd_rules import gradient_by_hand, plain_form, reads
 from .engine.fused_products import in_one_product
+from .engine.plain_vjps import linear_vjp_plain
 
 
+@plain_form(linear_vjp_plain)
 @reads(x=("w",), w=("x",), b=())  # the tape keeps no frozen weight's input, and no output
 def linear_vjp(wrt, g, y, x, w, b):
     # dx = g wᵀ, dw = xᵀ g, db = Σ g over all tokens: three products on the flattened tokens.

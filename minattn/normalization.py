@@ -4,6 +4,7 @@ import autograd.numpy as np
 from .engine import checks
 from .engine.autograd_rules import gradient_by_hand, reads
 from .engine.dtypes import float16_in_float32
+from .engine.plain_vjps import layer_norm_vjp_in_place  # its VJP in fewer passes
 from .engine.reductions import row_dot
 
 
@@ -38,24 +39,6 @@ def layer_norm_vjp(wrt, g, y, x, gamma, beta, eps):
         "eps": lambda: np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5,
     }
     return {name: grads[name]() for name in wrt}
-
-
-def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
-    # layer_norm_vjp's operations in its order, on plain arrays, the results written into the
-    # arrays made here (engine/autograd_rules.py, in_place=): equal to it to the last bit.
-    x, gamma, beta, eps = checks.check_layer_norm(x, gamma, beta, eps)
-    centered = x - feature_mean(x)
-    sigma = np.sqrt(feature_mean_of_product(centered, centered) + eps)
-    x_hat = np.divide(centered, sigma, out=centered)
-    d_x_hat = g * gamma
-    grads = {"gamma": g * x_hat if "gamma" in wrt else None, "beta": g,
-             "eps": np.sum(d_x_hat * x_hat / (sigma * sigma)) * -0.5 if "eps" in wrt else None}
-    if "x" in wrt:  # last: it overwrites x_hat and d_x_hat
-        mean_d, mean_d_x_hat = feature_mean(d_x_hat), feature_mean_of_product(d_x_hat, x_hat)
-        d_x = np.subtract(d_x_hat, mean_d, out=d_x_hat)
-        d_x = np.subtract(d_x, np.multiply(x_hat, mean_d_x_hat, out=x_hat), out=d_x)
-        grads["x"] = np.divide(d_x, sigma, out=d_x)
-    return {name: grads[name] for name in wrt}
 
 
 @float16_in_float32("x")

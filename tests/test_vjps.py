@@ -753,6 +753,37 @@ def test_gradient_by_hand_unbroadcasts_as_autograd_does(value_shape, grad_shape,
         assert got is grad
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("chunk_elements", [2 ** 23, 7 * 11])  # one chunk; several of 7 rows
+def test_the_fused_loss_with_every_position_counted_reads_rows_in_place_with_the_same_bits(
+        dtype, chunk_elements, monkeypatch):
+    # With every position counted the chunks are slices of h's rows, not copies taken by index:
+    # the same products of the same numbers. Against the same batch with one more position that
+    # is not counted (so the counted rows are taken by index): loss and gradients equal to the
+    # last bit, the extra position's gradient zero.
+    from minattn.training import losses
+
+    monkeypatch.setattr(losses, "CHUNK_ELEMENTS", chunk_elements)
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(3, 9, 8)).astype(dtype)
+    w, b = rng.normal(size=(8, 11)).astype(dtype), rng.normal(size=11).astype(dtype)
+    targets = rng.integers(11, size=(3, 9))
+    every = np.ones((3, 9), dtype=bool)
+    wrt = ("h", "w", "b")
+    value, grads = losses.unembedded_nll_and_gradient(wrt, h, w, b, targets, every)
+    h_more = np.concatenate([h, rng.normal(size=(3, 1, 8)).astype(dtype)], axis=1)
+    targets_more = np.concatenate([targets, np.zeros((3, 1), dtype=targets.dtype)], axis=1)
+    counted_more = np.concatenate([every, np.zeros((3, 1), dtype=bool)], axis=1)
+    value_more, grads_more = losses.unembedded_nll_and_gradient(
+        wrt, h_more, w, b, targets_more, counted_more)
+    # the rows of h_more are the same rows, in the same order, where counted
+    assert value.dtype == value_more.dtype == dtype and value == value_more
+    np.testing.assert_array_equal(grads["h"], grads_more["h"][:, :9])
+    assert not grads_more["h"][:, 9].any()
+    np.testing.assert_array_equal(grads["w"], grads_more["w"])
+    np.testing.assert_array_equal(grads["b"], grads_more["b"])
+
+
 def test_float32_gelu_in_chunks_differentiated_twice_runs_the_exact_form():
     # The float32 GELU's derivative comes with its value (plain arrays, not differentiated
     # again); inside another differentiation the exact form (scipy's erf, its VJP written with

@@ -42,11 +42,15 @@ another differentiation (a second derivative), `otherwise=`, a differentiable fu
 the same (the general form: the float32 GELU's and SwiGLU's), runs instead; without one (the
 fused loss) it is refused (NotImplementedError), never returned as zero.
 
-`@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients by
-the same operations in the same order, writing them (`out=`) into arrays it makes itself: fewer
-fresh arrays, results equal to the last bit (layer_norm's, tests/test_layer_norm.py). It is
-called where g and every array argument are plain arrays of one dtype; where the backward pass is
-differentiated again (second derivatives) or dtypes mix, the differentiable vjp is.
+`@gradient_by_hand(vjp, in_place=vjp_in_place)`: vjp_in_place computes the same gradients on
+plain arrays, writing them (`out=`) into arrays it makes itself: fewer fresh arrays; rms_norm's
+by the same operations in the same order (equal to the last bit), layer_norm's in fewer passes
+(within float32 rounding of the float64 formula: engine/plain_vjps.py, tests/test_layer_norm.py).
+It is called where g and every array argument are plain arrays of one dtype; where the backward
+pass is differentiated again (second derivatives) or dtypes mix, the differentiable vjp is.
+`plain_form(vjp_plain)(vjp)` marks a VJP's form on NumPy itself (the same calls, without
+autograd.numpy's wrappers: linear's and the attention core's, engine/plain_vjps.py), called
+where g and the arguments hold no box, whatever their dtypes.
 
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
@@ -57,6 +61,7 @@ import functools
 import autograd.numpy as np
 import numpy
 from autograd.builtins import SequenceBox
+from autograd.numpy.numpy_boxes import ArrayBox
 from autograd.core import VJPNode, add_outgrads
 from autograd.tracer import new_box, trace_stack
 from autograd.util import toposort
@@ -69,6 +74,8 @@ from .signatures import binder, call_by_name
 
 def gradient_by_hand(vjp, *, unless=None, in_place=None):
     """Decorator: see the module docstring."""
+    in_place = getattr(vjp, "in_place", None) if in_place is None else in_place
+
     def decorate(f):
         names, bind = binder(f)
         reads = getattr(vjp, "reads", None)
@@ -87,7 +94,9 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
                 values = tuple(v if n in kept else _stand_in(v) for n, v in zip(names, values))
 
             def backward(g):
-                by = in_place if in_place is not None and _plain_of_one_dtype(g, values) else vjp
+                plain = getattr(vjp, "plain", None)  # (read here: a test may take it away)
+                by = in_place if in_place is not None and _plain_of_one_dtype(g, values) else \
+                    plain if plain is not None and _plain(g, values) else vjp
                 grads = by(wrt, g, outputs, **dict(zip(names, values)))
                 return tuple(_unbroadcast(values[i], grads[n]) for i, n in zip(argnums, wrt))
 
@@ -119,11 +128,51 @@ def _unbroadcast(value, grad):
     # grad summed over the dims along which value was broadcast (autograd's unbroadcast), or
     # grad itself where both are NumPy arrays of one shape and no complex grad meets a real
     # value: autograd's looks up the value's shape, ndim, dtype and complexity through its
-    # wrappers first, about 8 µs a gradient (a small GPT's step takes ~140).
+    # wrappers first, about 8 µs a gradient (a small GPT's step takes ~140). Two NumPy arrays of
+    # other shapes (a LayerNorm's gamma and beta, summed over the tokens) are summed as
+    # autograd's unbroadcast sums them, the same calls in the same order (the same bits), on
+    # NumPy itself: ~12 wrapped calls fewer a gradient.
     if type(value) is numpy.ndarray and type(grad) is numpy.ndarray and \
-            value.shape == grad.shape and (grad.dtype.kind != "c" or value.dtype.kind == "c"):
-        return grad
+            (grad.dtype.kind != "c" or value.dtype.kind == "c"):
+        if value.shape == grad.shape:
+            return grad
+        return _numpy_unbroadcast(grad, value.shape)
     return unbroadcast_f(value, lambda _: grad)(None)
+
+
+def _numpy_unbroadcast(x, shape):
+    # autograd.numpy.numpy_vjps.unbroadcast for a real NumPy x and a target of `shape`: the
+    # leading dims summed one at a time, then every dim of 1 summed with keepdims
+    while x.ndim > len(shape):
+        x = numpy.sum(x, axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1:
+            x = numpy.sum(x, axis=axis, keepdims=True)
+    return x
+
+
+def _plain(g, values):
+    # Whether g (or each part of a tuple g) and the arguments hold no autograd box: this
+    # backward pass is not differentiated again.
+    parts = g if type(g) is tuple else (g,)
+    return not any(map(isbox, parts)) and not any(map(isbox, values))
+
+
+def plain_form(plain_vjp, *, in_place=False):
+    """Decorator for a differentiable VJP: plain_vjp computes the same gradients by the same
+    NumPy operations in the same order (the same bits), calling NumPy itself, not
+    autograd.numpy's wrappers (which look for boxes among each call's arguments, some µs a
+    call). gradient_by_hand calls it where g and the arguments hold no box (the backward pass
+    is not differentiated again); in_place=True: only where they are also of one dtype, as
+    `gradient_by_hand(..., in_place=)` (for a form that writes into arrays it made)."""
+    def mark(vjp):
+        if in_place:
+            vjp.in_place = plain_vjp
+        else:
+            vjp.plain = plain_vjp
+        return vjp
+
+    return mark
 
 
 def _plain_of_one_dtype(g, values):
@@ -253,6 +302,38 @@ def kept(x):
     x = getval(x)  # (a box of an outer differentiation holds the array itself)
     # A stand-in's strides are all 0; an array without strides counts as not kept (recomputed).
     return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(getattr(x, "strides", (0,)))
+
+
+def _box_shape(box):
+    value = box._value
+    return value.shape if type(value) is numpy.ndarray else np.shape(value)
+
+
+def _box_ndim(box):
+    value = box._value
+    return value.ndim if type(value) is numpy.ndarray else np.ndim(value)
+
+
+def _box_size(box):
+    value = box._value
+    return value.size if type(value) is numpy.ndarray else np.size(value)
+
+
+def _box_dtype(box):
+    value = box._value
+    return value.dtype if type(value) is numpy.ndarray else np.result_type(value)
+
+
+# An autograd box's shape, ndim, size and dtype: autograd reads each through autograd.numpy's
+# wrapper (np.shape(box._value), which first looks for boxes among its arguments), ~1 µs a read;
+# a training step of the baby GPT reads ~400 of them per 6 rows (its checks, its reshapes). For
+# a box of a NumPy array, the array's own attribute: the same value (np.result_type of an array
+# is its dtype); for anything else (a box of a box, a scalar), autograd's own read. Set on
+# autograd's ArrayBox when minattn is imported: process-wide, as autograd's own rules are.
+ArrayBox.shape = property(_box_shape)
+ArrayBox.ndim = property(_box_ndim)
+ArrayBox.size = property(_box_size)
+ArrayBox.dtype = property(_box_dtype)
 
 
 @primitive

@@ -54,17 +54,20 @@ def unembedded_nll_and_gradient(wrt, h, w, b, targets, counted):
     d_h = np.zeros_like(h_rows) if "h" in wrt else None
     d_w = np.zeros_like(w) if "w" in wrt else None
     d_b = np.zeros_like(b) if "b" in wrt else None
+    every = len(rows) == len(h_rows)  # every position counted (a training batch's windows)
     for start in range(0, len(rows), max(1, CHUNK_ELEMENTS // v)):
         chunk = rows[start:start + max(1, CHUNK_ELEMENTS // v)]
+        if every:  # the same rows as a slice: h's rows read where they are, not copied twice
+            chunk = slice(start, start + len(chunk))
         logits = h_rows[chunk] @ w if b is None else h_rows[chunk] @ w + b  # [C, V]
-        picked = np.take_along_axis(logits, picks[start:start + len(chunk), None], axis=-1)
+        picked = np.take_along_axis(logits, picks[start:start + len(logits), None], axis=-1)
         top = row_max(logits)  # [C, 1], shifted as softmax is
         e = np.exp(np.subtract(logits, top, out=logits), out=logits)  # in place: one exp
         sums = np.sum(e, axis=-1, keepdims=True)  # [C, 1]
         total += float(np.sum(top + np.log(sums) - picked, dtype=np.float64))
         if wrt:
             d_logits = np.divide(e, sums, out=e)  # softmax
-            d_logits[np.arange(len(chunk)), picks[start:start + len(chunk)]] -= 1
+            d_logits[np.arange(len(d_logits)), picks[start:start + len(d_logits)]] -= 1
             if d_h is not None:
                 d_h[chunk] = d_logits @ w.T
             if d_w is not None:
