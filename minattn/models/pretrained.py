@@ -259,7 +259,10 @@ class SentenceEncoder:
     def _embeddings(self, batch):
         # B tokenizer Encodings -> float32 [B, D], unit rows: mean-pooled, L2-normalized states.
         states = self.forward(batch)  # [B, L, D]
-        return l2_normalize(mean_pool(states, _token_arrays(batch)[2]))
+        # the attention mask of the L columns forward kept (not _token_arrays again: its three
+        # arrays were built once, in forward)
+        mask = np.array([e.attention_mask for e in batch])[:, :states.shape[1]]  # [B, L]
+        return l2_normalize(mean_pool(states, mask))
 
     def attention(self, sentence):
         # one sentence -> (its L tokens, a list of n_layers attention weights [H, L, L]).
