@@ -265,7 +265,7 @@ class SentenceEncoder:
             # less padding, and arrays that stay in the CPU's cache. The pieces of several
             # batches go to the worker threads together (rows_on_workers), most work first:
             # the workers wait for each other once, not after every batch.
-            pieces, indices = [], []
+            pieces, indices, work = [], [], []
             for start in range(begin, min(begin + group, len(sentences)), batch_size):
                 index = order[start:start + batch_size]
                 batch = self.tokenizer.encode_batch([sentences[i] for i in index])
@@ -274,8 +274,8 @@ class SentenceEncoder:
                 for piece in _pieces(tokens[by_tokens]):
                     pieces.append([batch[i] for i in by_tokens[piece]])
                     indices.append(index[by_tokens[piece]])
-            first = sorted(range(len(pieces)), key=lambda i: -len(pieces[i]) * max(
-                sum(e.attention_mask) for e in pieces[i]))  # rows x tokens, most first
+                    work.append(len(pieces[-1]) * tokens[by_tokens[piece.start]])  # rows x L
+            first = sorted(range(len(pieces)), key=lambda i: -work[i])  # most work first
             chunks.append(rows_on_workers(self._embeddings_of_pieces, [pieces[i] for i in first],
                                           self.params["embeddings"]["word"], rows_per_piece=1))
             rows.extend(indices[i] for i in first)
