@@ -127,17 +127,18 @@ def test_batch_size_does_not_change_results(model):
                                model.encode(short, batch_size=32), atol=1e-5)
 
 
-def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
+def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(
+        model, monkeypatch):
     # encode: a batch's rows, most tokens first, in pieces of about PIECE_TOKENS tokens computed
-    # (LONG_TEXT's 256 and the next: 512; the eight others, of at most 20 tokens, in one), on two
-    # worker threads with one BLAS thread each, or one after the other on one thread. The same
-    # embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
+    # (512 here: LONG_TEXT's 256 and the next; the eight others, of at most 20 tokens, in one),
+    # on two worker threads with one BLAS thread each, or one after the other on one thread. The
+    # same embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from minattn.models import pretrained
 
-    assert pretrained.PIECE_TOKENS // 256 == 2
     pieces, forward = [], model.forward
     model.forward = lambda batch, **kw: pieces.append(len(batch)) or forward(batch, **kw)
+    monkeypatch.setattr(pretrained, "PIECE_TOKENS", 512)
     try:
         with threadpoolctl.threadpool_limits(2, user_api="blas"):
             if min(i["num_threads"] for i in threadpoolctl.threadpool_info()
@@ -164,13 +165,13 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
 @pytest.mark.parametrize("tokens, rows", [([256, 20, 19, 5], [2, 2]), ([100] * 12, [5, 5, 2]),
                                           ([600, 600, 3], [1, 1, 1]), ([7], [1]), ([], []),
                                           ([64] * 8 + [32] * 3, [8, 3])])
-def test_pieces_hold_as_many_rows_as_fit_in_piece_tokens(tokens, rows):
+def test_pieces_hold_as_many_rows_as_fit_in_piece_tokens(tokens, rows, monkeypatch):
     # _pieces: a batch's rows, most tokens first, in order, in pieces of at most PIECE_TOKENS
-    # tokens computed (rows times the first row's tokens), a row longer than that alone
-    from minattn.models.pretrained import PIECE_TOKENS, _pieces
+    # tokens computed (rows times the first row's tokens; 512 here), a row longer than that alone
+    from minattn.models import pretrained
 
-    assert PIECE_TOKENS == 512
-    pieces = _pieces(np.array(tokens, dtype=int))
+    monkeypatch.setattr(pretrained, "PIECE_TOKENS", 512)
+    pieces = pretrained._pieces(np.array(tokens, dtype=int))
     assert [p.stop - p.start for p in pieces] == rows
     assert [i for p in pieces for i in range(p.start, p.stop)] == list(range(len(tokens)))
 

@@ -178,9 +178,11 @@ def l2_normalize(x, eps=1e-12):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
 
-# Tokens per piece of a batch (SentenceEncoder.encode): fewer, and the products grow small; more,
-# and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of a batch").
-PIECE_TOKENS = 512
+# Tokens computed per piece of a batch (SentenceEncoder.encode): fewer, and the products grow
+# small; more, and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of
+# a batch"; 384 since pieces are filled up to it, "The bias in place, and the sentence encoder's
+# pieces": 512 then cost two workers more CPU time than the pieces before).
+PIECE_TOKENS = 384
 # Batches whose pieces go to the worker threads in one call: the workers wait for each other
 # once per so many batches, and the Encodings of no more sentences are held at once.
 BATCHES_AT_ONCE = 16
