@@ -11,11 +11,11 @@ the last axis, row_max takes the max of the transposed copy's columns: the same 
 the same numbers, the same max (NaN where a row holds one), faster by more than the copy costs
 (docs/benchmarks.md, "Fewer elementwise passes"). The copy is made of BLOCK_BYTES of rows at a
 time, all the rows of the block as the columns' length: n - 1 maximums of a few hundred entries
-each, where a transposed copy per matrix of scores had n - 1 of a matrix's rows each, about a
-third faster again on a sentence encoder's scores of 16 to 63 keys (docs/benchmarks.md, "The
-bias in place, and the sentence encoder's pieces"). Rows of a multiple of 256 bytes (64 float32)
-keep the copy per matrix: the block's column reads, 256 bytes apart, fall into few of the
-cache's sets, and were slower there. Only the sign of a zero max may differ, which
+each, where a transposed copy per matrix of scores had n - 1 of a matrix's rows each: a third
+to three fifths less time on a sentence encoder's scores of 16 to 63 keys (docs/benchmarks.md,
+"The bias in place, and the sentence encoder's pieces"). Rows of a multiple of 256 bytes (64
+float32) keep the copy per matrix: the block's column reads, 256 bytes apart, fall into few of
+the cache's sets, and were slower there. Only the sign of a zero max may differ, which
 no shift by it can tell apart (x - 0 and x - (-0) are the same number for every x but -0, whose
 exp is 1 either way). Wider rows, other axes, 1-d x and GPU arrays are reduced as NumPy (or
 CuPy) does.
