@@ -54,19 +54,24 @@ def floor_products(model, sentences, batch_size, pieces=True):
     # the four attention projections, the two feed-forward ones, and per head q kᵀ and P v
     # (on one BLAS thread, as the attention core runs them). pieces=True: in encode()'s pieces
     # (each batch's rows by tokens, pieces of about PIECE_TOKENS tokens, each padded to its own
-    # longest), run as encode() runs them (rows_on_workers: on the worker threads, one BLAS
-    # thread each); False: whole batches padded to their longest, on the threads in force, as
-    # sentence-transformers computes them.
+    # longest), run as encode() runs them (rows_on_workers: the pieces of BATCHES_AT_ONCE batches
+    # in one call, most work first, on the worker threads, one BLAS thread each); False: whole
+    # batches padded to their longest, on the threads in force, as sentence-transformers
+    # computes them.
     from minattn.engine.threads import one_blas_thread, rows_on_workers
-    from minattn.models.pretrained import PIECE_TOKENS
+    from minattn.models.pretrained import BATCHES_AT_ONCE, _pieces
 
     order = np.argsort([-len(s) for s in sentences], kind="stable")
-    batches = []  # per batch, its pieces' (rows, tokens)
-    for start in range(0, len(sentences), batch_size):
-        tokens = sorted((sum(e.attention_mask) for e in model.tokenizer.encode_batch(
-            [sentences[i] for i in order[start:start + batch_size]])), reverse=True)
-        rows = max(1, PIECE_TOKENS // tokens[0]) if pieces else len(tokens)
-        batches.append([(len(tokens[a:a + rows]), tokens[a]) for a in range(0, len(tokens), rows)])
+    batches = []  # per call of rows_on_workers, its pieces' (rows, tokens), most work first
+    for begin in range(0, len(sentences), batch_size * BATCHES_AT_ONCE):
+        shapes = []
+        for start in range(begin, min(begin + batch_size * BATCHES_AT_ONCE, len(sentences)),
+                           batch_size):
+            tokens = np.array(sorted((sum(e.attention_mask) for e in model.tokenizer.encode_batch(
+                [sentences[i] for i in order[start:start + batch_size]])), reverse=True))
+            shapes += [(p.stop - p.start, int(tokens[p.start])) for p in _pieces(tokens)] \
+                if pieces else [(len(tokens), int(tokens[0]))]
+        batches.append(sorted(shapes, key=lambda shape: -shape[0] * shape[1]))
     layers, n_heads = model.params["encoder"]["layers"], model.config["num_attention_heads"]
     d_model = layers[0]["self_attention"]["w_q"].shape[0]
     rng = np.random.default_rng(0)
@@ -89,7 +94,10 @@ def floor_products(model, sentences, batch_size, pieces=True):
 
     def products():
         for batch in inputs:  # a piece a row, as encode() deals them
-            rows_on_workers(piece_products, batch, inputs[0][0][0], rows_per_piece=1)
+            if pieces:
+                rows_on_workers(piece_products, batch, inputs[0][0][0], rows_per_piece=1)
+            else:  # whole batches, one after the other, on the threads in force
+                piece_products(batch)
 
     return products
 

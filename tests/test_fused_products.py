@@ -244,3 +244,65 @@ def test_one_product_for_a_few_tokens_only(lead):
     assert one_output == (tokens <= fused_products.FEW_TOKENS)
     for got, want in zip((q, k), reference(x, ws, [None, None])):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@given(lead=st.sampled_from([(0,), (1,), (3,), (2, 5)]),
+       dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+       seed=st.integers(0, 2**32 - 1))
+def test_linear_with_its_bias_in_place_is_the_formula_to_the_last_bit(lead, dtype, seed):
+    # bias_in_place: where nothing is recorded, linear adds its bias into the product's own
+    # array: the same additions as the formula's y + b, so the same bits; and within rounding of
+    # a float64 reference. Nothing it was given changes; the result shares no memory with them.
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, size=lead + (16,)).astype(dtype)
+    w, b = rng.normal(size=(16, 24)).astype(dtype), rng.normal(size=24).astype(dtype)
+    before = x.copy(), w.copy(), b.copy()
+    got = linear(x, w, b)
+    formula = (x.reshape(-1, 16) @ w + b).reshape(lead + (24,))
+    assert got.dtype == dtype and got.shape == lead + (24,)
+    np.testing.assert_array_equal(got, formula)
+    assert got.tobytes() == formula.tobytes()  # -0.0 and +0.0 told apart too
+    tol = {np.float16: 2e-2, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(got, reference(x, [w], [b])[0], rtol=tol, atol=tol * 16)
+    for given_array, copy in zip((x, w, b), before):
+        np.testing.assert_array_equal(given_array, copy)
+        assert not np.shares_memory(got, given_array)
+
+
+@pytest.mark.parametrize("case", ["float64 bias", "one bias for all", "bias per token",
+                                  "no bias", "device arrays"])
+def test_linear_adds_a_bias_as_written_where_it_may_not_add_it_in_place(case):
+    # a bias that would change the product's dtype or shape, no bias, or arrays that are not
+    # NumPy's: the formula as written, the same numbers and dtype as y + b
+    rng = np.random.default_rng(3)
+    x, w = rng.normal(size=(3, 8)).astype(np.float32), rng.normal(size=(8, 4)).astype(np.float32)
+    b = {"float64 bias": rng.normal(size=4), "one bias for all": np.float32([0.5]),
+         "bias per token": rng.normal(size=(3, 4)).astype(np.float32), "no bias": None,
+         "device arrays": rng.normal(size=4).astype(np.float32)}[case]
+    want = x @ w + (0 if b is None else b)
+    got = linear(DeviceArray(x), DeviceArray(w), DeviceArray(b)).get() \
+        if case == "device arrays" else linear(x, w, b)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bias_in_place_adds_the_bias_into_the_product_it_made():
+    # the policy itself: the product without its bias, then the bias added into that very array
+    calls, made = [], []
+
+    def product(x, w, b=None):
+        calls.append(b)
+        made.append(x @ w + (0 if b is None else b))
+        return made[-1]
+
+    x, w, b = np.ones((2, 3)), np.full((3, 4), 2.0), np.arange(4.0)
+    with_bias = fused_products.bias_in_place(product)
+    got = with_bias(x, w, b)
+    assert calls == [None] and got is made[0]  # one product, no bias, the bias added into it
+    np.testing.assert_array_equal(got, np.broadcast_to(6.0 + b, (2, 4)))
+    calls.clear()
+    np.testing.assert_array_equal(with_bias(x, w, b.astype(np.float32)), got)
+    assert calls == [None]  # a float32 bias keeps float64's dtype: in place too
+    calls.clear()
+    with_bias(x.astype(np.float32), w.astype(np.float32), b)  # a float64 bias: as written
+    assert calls[0] is b

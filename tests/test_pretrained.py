@@ -127,29 +127,29 @@ def test_batch_size_does_not_change_results(model):
                                model.encode(short, batch_size=32), atol=1e-5)
 
 
-def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(model):
-    # engine/threads.py rows_on_workers: a batch's rows, most tokens first, run in pieces of
-    # about PIECE_TOKENS tokens (LONG_TEXT's 256: two sentences a piece at most), with two BLAS
-    # threads on two worker threads with one BLAS thread each (an even count of pieces), with
-    # one one after the other. The same
-    # embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
+def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embeddings(
+        model, monkeypatch):
+    # encode: a batch's rows, most tokens first, in pieces of about PIECE_TOKENS tokens computed
+    # (512 here: LONG_TEXT's 256 and the next; the eight others, of at most 20 tokens, in one),
+    # on two worker threads with one BLAS thread each, or one after the other on one thread. The
+    # same embeddings as the whole batch in one piece, within float32 rounding of a sum's order.
     threadpoolctl = pytest.importorskip("threadpoolctl")
     from minattn.models import pretrained
 
-    assert pretrained.PIECE_TOKENS // 256 == 2
     pieces, forward = [], model.forward
     model.forward = lambda batch, **kw: pieces.append(len(batch)) or forward(batch, **kw)
+    monkeypatch.setattr(pretrained, "PIECE_TOKENS", 512)
     try:
         with threadpoolctl.threadpool_limits(2, user_api="blas"):
             if min(i["num_threads"] for i in threadpoolctl.threadpool_info()
                    if i["user_api"] == "blas") != 2:
                 pytest.skip("this BLAS does not take two threads")
             split = model.encode(SENTENCES[:10])
-        assert sorted(pieces) == [1, 1, 2, 2, 2, 2]  # six pieces, three for each worker
+        assert sorted(pieces) == [2, 8]  # one for each worker
         pieces.clear()
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
             one_thread = model.encode(SENTENCES[:10])
-        assert pieces == [2, 2, 2, 2, 2]
+        assert pieces == [2, 8]  # most work first: 2 x 256 tokens, then 8 x at most 20
         pieces.clear()
         with pytest.MonkeyPatch.context() as mp, \
                 threadpoolctl.threadpool_limits(1, user_api="blas"):
@@ -160,6 +160,41 @@ def test_a_batchs_rows_split_over_worker_threads_give_the_whole_batchs_embedding
         del model.forward
     np.testing.assert_allclose(split, whole, atol=2e-6)
     np.testing.assert_allclose(one_thread, whole, atol=2e-6)
+
+
+@pytest.mark.parametrize("tokens, rows", [([256, 20, 19, 5], [2, 2]), ([100] * 12, [5, 5, 2]),
+                                          ([600, 600, 3], [1, 1, 1]), ([7], [1]), ([], []),
+                                          ([64] * 8 + [32] * 3, [8, 3])])
+def test_pieces_hold_as_many_rows_as_fit_in_piece_tokens(tokens, rows, monkeypatch):
+    # _pieces: a batch's rows, most tokens first, in order, in pieces of at most PIECE_TOKENS
+    # tokens computed (rows times the first row's tokens; 512 here), a row longer than that alone
+    from minattn.models import pretrained
+
+    monkeypatch.setattr(pretrained, "PIECE_TOKENS", 512)
+    pieces = pretrained._pieces(np.array(tokens, dtype=int))
+    assert [p.stop - p.start for p in pieces] == rows
+    assert [i for p in pieces for i in range(p.start, p.stop)] == list(range(len(tokens)))
+
+
+def test_the_pieces_of_several_batches_go_to_the_workers_in_one_call_most_work_first(model):
+    # encode(batch_size=2): five batches, whose pieces are dealt in one rows_on_workers call,
+    # the piece with the most tokens computed first; the rows come back in the caller's order.
+    from minattn.models import pretrained
+
+    calls = []
+
+    def recorded(f, rows, x, rows_per_piece=None):
+        calls.append([len(piece) * max(sum(e.attention_mask) for e in piece) for piece in rows])
+        return pretrained_rows_on_workers(f, rows, x, rows_per_piece=rows_per_piece)
+
+    pretrained_rows_on_workers = pretrained.rows_on_workers
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pretrained, "rows_on_workers", recorded)
+        got = model.encode(SENTENCES[:10], batch_size=2)
+    assert len(calls) == 1 and len(calls[0]) >= 5
+    assert calls[0] == sorted(calls[0], reverse=True)
+    alone = np.concatenate([model.encode([s]) for s in SENTENCES[:10]])
+    np.testing.assert_allclose(got, alone, atol=2e-6)
 
 
 def test_a_part_of_a_batch_is_computed_to_its_own_longest_sentence(model):

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minattn as ma
+from minattn.engine import reductions
 from minattn.engine.reductions import SHORT_ROW, row_dot, row_max
 
 SPECIAL = st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 6e4, -6e4])
@@ -34,6 +35,23 @@ def test_row_max_is_numpys_max_along_the_last_axis(x, dtype):
     x = x.astype(dtype)
     assert _same_bits_but_the_sign_of_zero(row_max(x), x.max(axis=-1, keepdims=True))
     assert _same_bits_but_the_sign_of_zero(row_max(x, x.ndim - 1), x.max(axis=-1, keepdims=True))
+
+
+@pytest.mark.parametrize("n", [2, 16, 30, 32, 50, 63, SHORT_ROW])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_row_max_over_many_blocks_of_rows_is_numpys_max(n, dtype, contiguous):
+    # scores of a batch of sequences, more rows than one block of BLOCK_BYTES holds (and a
+    # last block of fewer), with specials in the first, a middle and the last row; a strided
+    # view (every other key of wider rows) taken as it is
+    rng = np.random.default_rng(n)
+    rows = 3 * (reductions.BLOCK_BYTES // (n * np.dtype(dtype).itemsize)) + 7
+    x = rng.normal(size=(rows // 7 + 1, 7, n if contiguous else 2 * n)).astype(dtype)
+    x = x if contiguous else x[..., ::2]
+    x[0, 0, 0], x[0, 0, -1], x[-1, -1, :] = np.nan, np.inf, -np.inf
+    x[x.shape[0] // 2, 3, :] = -0.0
+    assert x.reshape(-1, n).shape[0] > 3 * (reductions.BLOCK_BYTES // (n * x.itemsize))
+    assert _same_bits_but_the_sign_of_zero(row_max(x), x.max(axis=-1, keepdims=True))
 
 
 @given(arrays_with_specials())

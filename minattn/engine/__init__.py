@@ -12,9 +12,12 @@
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
     reductions.py      a max along short rows, taken down the columns of a transposed copy
-                       (row_max: the shift of softmax and log-sum-exp), the same max, faster;
+                       of a block of rows (row_max: the shift of softmax and log-sum-exp), the
+                       same max, faster;
                        row_dot, each row's dot product, without the product array
-    fused_products.py  several weights of one input in one product, where they lie side by side
+    fused_products.py  several weights of one input in one product, where they lie side by side;
+                       bias_in_place: linear's bias added into its product where nothing
+                       is recorded
     autograd_rules.py  autograd rules: gradients by hand (gradient_by_hand, and reads: what the
                        tape keeps for them; gradient_with_the_value: a loss's gradient computed
                        with it), and where, which keeps a gradient's dtype and device

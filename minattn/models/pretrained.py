@@ -178,9 +178,26 @@ def l2_normalize(x, eps=1e-12):
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
 
-# Tokens per piece of a batch (SentenceEncoder.encode): fewer, and the products grow small; more,
-# and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of a batch").
-PIECE_TOKENS = 512
+# Tokens computed per piece of a batch (SentenceEncoder.encode): fewer, and the products grow
+# small; more, and a piece's arrays outgrow the cache (docs/benchmarks.md, "Encoding in pieces of
+# a batch"; 384 since pieces are filled up to it, "The bias in place, and the sentence encoder's
+# pieces": 512 then cost two workers more CPU time than the pieces before).
+PIECE_TOKENS = 384
+# Batches whose pieces go to the worker threads in one call: the workers wait for each other
+# once per so many batches, and the Encodings of no more sentences are held at once.
+BATCHES_AT_ONCE = 16
+
+
+def _pieces(tokens):
+    # int tokens [B] of a batch's rows, most first -> slices of the rows, in order: each piece
+    # as many rows as fit in PIECE_TOKENS tokens computed (its rows times its first row's
+    # tokens, which its shorter rows are padded to), at least one.
+    pieces, start = [], 0
+    while start < len(tokens):
+        stop = min(start + max(1, PIECE_TOKENS // max(int(tokens[start]), 1)), len(tokens))
+        pieces.append(slice(start, stop))
+        start = stop
+    return pieces
 
 
 def _token_arrays(batch):
@@ -242,24 +259,43 @@ class SentenceEncoder:
         # sentence, so batching sentences of similar length wastes less work on padding.
         order = np.argsort([-len(s) for s in sentences], kind="stable")
         chunks = [np.zeros((0, self.config["hidden_size"]), np.float32)]  # so N = 0 works
-        for start in range(0, len(sentences), batch_size):
-            batch = self.tokenizer.encode_batch([sentences[i] for i in
-                                                 order[start:start + batch_size]])
-            # Most tokens first within the batch, then pieces of about PIECE_TOKENS tokens on
-            # the worker threads (rows_on_workers), each computed to its own longest sentence
-            # (forward), not the batch's: less padding, and arrays that stay in the CPU's cache.
-            tokens = [sum(e.attention_mask) for e in batch]
-            by_tokens = np.argsort(np.negative(tokens), kind="stable")
-            pooled = rows_on_workers(self._embeddings, [batch[i] for i in by_tokens],
-                                     self.params["embeddings"]["word"],
-                                     rows_per_piece=max(1, PIECE_TOKENS // max(tokens)))  # [b, D]
-            chunks.append(pooled[np.argsort(by_tokens)])
-        return np.concatenate(chunks)[np.argsort(order)]  # back to the caller's order
+        rows = []  # the caller's index of each row of chunks, in their order
+        group = batch_size * BATCHES_AT_ONCE
+        for begin in range(0, len(sentences), group):
+            # Each batch's rows most tokens first, in pieces of about PIECE_TOKENS tokens
+            # (_pieces), each computed to its own longest sentence (forward), not the batch's:
+            # less padding, and arrays that stay in the CPU's cache. The pieces of several
+            # batches go to the worker threads together (rows_on_workers), most work first:
+            # the workers wait for each other once, not after every batch.
+            pieces, indices, work = [], [], []
+            for start in range(begin, min(begin + group, len(sentences)), batch_size):
+                index = order[start:start + batch_size]
+                batch = self.tokenizer.encode_batch([sentences[i] for i in index])
+                tokens = np.array([sum(e.attention_mask) for e in batch])
+                by_tokens = np.argsort(np.negative(tokens), kind="stable")
+                for piece in _pieces(tokens[by_tokens]):
+                    pieces.append([batch[i] for i in by_tokens[piece]])
+                    indices.append(index[by_tokens[piece]])
+                    work.append(len(pieces[-1]) * tokens[by_tokens[piece.start]])  # rows x L
+            first = sorted(range(len(pieces)), key=lambda i: -work[i])  # most work first
+            chunks.append(rows_on_workers(self._embeddings_of_pieces, [pieces[i] for i in first],
+                                          self.params["embeddings"]["word"], rows_per_piece=1))
+            rows.extend(indices[i] for i in first)
+        embeddings = np.concatenate(chunks)  # [N, D]
+        embeddings[np.concatenate([np.zeros(0, int)] + rows)] = embeddings.copy()
+        return embeddings  # in the caller's order
+
+    def _embeddings_of_pieces(self, pieces):
+        # a list of pieces (lists of Encodings) -> float32 [their rows, D], piece after piece
+        return np.concatenate([self._embeddings(piece) for piece in pieces])
 
     def _embeddings(self, batch):
         # B tokenizer Encodings -> float32 [B, D], unit rows: mean-pooled, L2-normalized states.
         states = self.forward(batch)  # [B, L, D]
-        return l2_normalize(mean_pool(states, _token_arrays(batch)[2]))
+        # the attention mask of the L columns forward kept (not _token_arrays again: its three
+        # arrays were built once, in forward)
+        mask = np.array([e.attention_mask for e in batch])[:, :states.shape[1]]  # [B, L]
+        return l2_normalize(mean_pool(states, mask))
 
     def attention(self, sentence):
         # one sentence -> (its L tokens, a list of n_layers attention weights [H, L, L]).
