@@ -161,3 +161,20 @@ def test_an_array_freed_leaves_no_entry_behind():
     assert len(kv_room._rooms) == before + 1  # the chain's newest array alone holds room
     del view
     assert len(kv_room._rooms) == before
+
+
+def test_the_views_are_read_only_so_no_write_reaches_another_steps_cache():
+    # the views of one buffer share memory (a step's keys hold the last step's): a write into
+    # one is refused, not passed on to the cache kept for a branch
+    from minattn.engine.kv_room import appended
+
+    rng = np.random.default_rng(0)
+    k1 = appended(rng.normal(size=(1, 2, 3, 4)), rng.normal(size=(1, 2, 1, 4)))
+    k2 = appended(k1, rng.normal(size=(1, 2, 1, 4)))
+    k3 = appended(k2, rng.normal(size=(1, 2, 1, 4)))
+    kept = k2.copy()
+    assert np.shares_memory(k2, k3)
+    for view in (k2, k3):
+        with pytest.raises(ValueError, match="read-only"):
+            view[..., 0, :] = 0.0
+    np.testing.assert_array_equal(k2, kept)

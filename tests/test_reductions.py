@@ -128,3 +128,15 @@ def test_row_dot_is_differentiable_twice():
     np.testing.assert_allclose(grad(f)(a), 2 * (a * b).sum(-1, keepdims=True) * b, rtol=1e-12)
     second = grad(lambda a: anp.sum(grad(f)(a)))(a)
     np.testing.assert_allclose(second, 2 * b * b.sum(-1, keepdims=True), rtol=1e-12)
+
+
+def test_row_max_of_a_masked_array_is_its_own_reduction():
+    # a subclass of ndarray (a masked array) takes its own max, which honours the mask, on
+    # every row length: the block path's copies would drop it
+    from minattn.engine.reductions import row_max
+
+    for n in (3, 16, 64):
+        x = np.ma.array(np.arange(4.0 * n, dtype=np.float32).reshape(4, n))
+        x[:, -1] = np.ma.masked
+        np.testing.assert_array_equal(np.asarray(row_max(x)), np.asarray(x.max(-1, keepdims=True)))
+        assert np.asarray(row_max(x))[0, 0] == n - 2

@@ -8,17 +8,19 @@ read and written, beside its 540 MB of weights read), and the copy grows with ev
     keys = appended(past, new)     # np.concatenate([past, new], axis=-2), the same numbers
 
 returns the same array as the concatenation. Appending to an array it returned (the next step
-of a generation), it copies the past once more, into a buffer with room for ROOM more tokens
-after them (at least a quarter of the length), and returns a view of the buffer; the next
-step's new token is written into that room, where no array anyone holds can see it, and its
-result is again a view of the buffer, one token longer. The past is copied once every ROOM
-steps, into a new buffer.
+of a generation), it copies the past again (a concatenation, then that into a buffer) with room
+for ROOM more tokens after them (at least a quarter of the length), and returns a view of the
+buffer; the next step's new token is written into that room, where no array anyone holds can
+see it, and its result is again a view of the buffer, one token longer. The past is copied once
+every ROOM steps, into a new buffer.
 
-The arrays a caller holds never change. Only the array a call returned takes the room after it,
-and only once: appending to it hands the room on to the new view. A cache kept from an earlier
-step (to branch, to retry), a slice of a view, a prompt's keys, an autograd box (a gradient
-being recorded), a CuPy array, or arrays that differ in dtype or in anything but their length
-along axis -2 are concatenated as ever (one copy, as before).
+The arrays a caller holds never change. The views returned share the buffer with the cache's
+earlier and later steps, so they are read-only: a write into one, which would change the
+others, raises NumPy's ValueError instead. Only the array a call returned takes the room after
+it, and only once: appending to it hands the room on to the new view. A cache kept from an
+earlier step (to branch, to retry), a slice of a view, a prompt's keys, an autograd box (a
+gradient being recorded), a CuPy array, or arrays that differ in dtype or in anything but their
+length along axis -2 are concatenated as ever (one copy, as before).
 
 The keys attend as before: the buffer's axes lie in memory in the order of the concatenated
 array's (NumPy keeps its inputs'; a model's keys come token by token), so each head's [L, d]
@@ -60,6 +62,7 @@ def appended(past, new):
         else:
             buffer[..., n_past:total, :] = new
         view = buffer[..., :total, :]
+        view.flags.writeable = False  # (it shares memory with the other steps' views)
     ref = _Ref(view, _forget)
     ref.key = id(view)
     _rooms[ref.key] = (ref, buffer)

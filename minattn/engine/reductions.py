@@ -33,8 +33,8 @@ BLOCK_BYTES = 2 ** 16  # of rows transposed at a time: a few L1 caches' worth
 
 def row_max(x, axis=-1):
     """x [..., n] -> x.max(axis, keepdims=True): see the module docstring."""
-    if not isinstance(x, numpy.ndarray) or x.ndim < 2 or axis not in (-1, x.ndim - 1) or \
-            not 1 < x.shape[-1] <= SHORT_ROW:  # (a GPU array: its own reduction)
+    if type(x) is not numpy.ndarray or x.ndim < 2 or axis not in (-1, x.ndim - 1) or \
+            not 1 < x.shape[-1] <= SHORT_ROW:  # (a GPU array, a masked one: its own reduction)
         return x.max(axis=axis, keepdims=True)
     n = x.shape[-1]
     if n * x.itemsize % 256 == 0:
