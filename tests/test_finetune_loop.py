@@ -204,6 +204,30 @@ def test_a_nan_loss_stops_at_its_step_and_keeps_the_last_good_checkpoint(model, 
     assert checkpoints.load_checkpoint(tmp_path)["step"] == 3
 
 
+@pytest.mark.parametrize("poisoned_step", [2, 4])  # a checkpoint's step, the last step
+def test_weights_an_update_makes_nan_stop_the_run_before_any_checkpoint_holds_them(
+        model, tmp_path, monkeypatch, poisoned_step):
+    forward, trainable = model
+    update, steps = loop.adamw_update, []
+
+    def poisoned(params, grads, state, **kwargs):  # the update of poisoned_step: one NaN weight
+        steps.append(1)
+        new, state = update(params, grads, state, **kwargs)
+        if len(steps) == poisoned_step:
+            new = {**new, "lm_head": new["lm_head"].copy()}
+            new["lm_head"][0, 0] = np.nan
+        return new, state
+
+    monkeypatch.setattr(loop, "adamw_update", poisoned)
+    with pytest.raises(loop.NonFinite, match=f"weights became NaN or infinite at step "
+                                             f"{poisoned_step}"):
+        loop.train(losses.lm_loss_sum(forward), trainable, _examples(7), steps=4, batch_size=2,
+                   pad_id=0, lr=0.05, out=tmp_path, every=2)
+    saved = checkpoints.load_checkpoint(tmp_path) if poisoned_step == 4 else None
+    assert (saved["step"] == 2 and np.isfinite(saved["trainable"]["lm_head"]).all()) \
+        if saved else not (tmp_path / checkpoints.CHECKPOINT).exists()
+
+
 @pytest.fixture(scope="module")
 def tied_lora_model():
     # A tied embedding with an unembedding bias, LoRA on q and v with B drawn (not zero), so

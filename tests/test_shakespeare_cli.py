@@ -246,14 +246,26 @@ def test_without_text_the_command_trains_on_shakespeare_fetched_once(text_file, 
 
 def test_an_evaluation_that_becomes_nan_stops_keeping_the_last_finite_one(text_file, tmp_path,
                                                                           capsys, monkeypatch):
+    # finite weights whose evaluation is not (a float32 forward that overflows): the evaluation
+    # of step 3 stops the run, the checkpoint of step 0 stays
     from minattn.models import char_gpt
 
-    evaluate = char_gpt.evaluate
+    evaluate, calls = char_gpt.evaluate, []
 
-    def poisoned(params, config, ids, **kwargs):  # the weights of step 3 give NaN on some window
-        return np.nan if any(np.isnan(w).any() for w in trees.leaves(params)) else \
-            evaluate(params, config, ids, **kwargs)
+    def poisoned(params, config, ids, **kwargs):  # the evaluations after step 0's two
+        calls.append(1)
+        return evaluate(params, config, ids, **kwargs) if len(calls) <= 2 else np.inf
 
+    monkeypatch.setattr(char_gpt, "evaluate", poisoned)
+    _failed(capsys, ["--text", text_file, "--out", tmp_path, *TINY, "--steps", 9],
+            "the evaluation's loss became inf (training split) and inf (validation) at step 3: "
+            "stopped; the last good checkpoint, step 0, stays in")
+    saved = checkpoints.load_checkpoint(tmp_path)
+    assert saved["step"] == 0 and [e[0] for e in saved["settings"]["evals"]] == [0]
+
+
+def test_weights_an_update_makes_nan_stop_the_run_keeping_the_last_finite_one(
+        text_file, tmp_path, capsys, monkeypatch):
     update, steps = loop.adamw_update, []
 
     def nan_weights(params, grads, state, **kwargs):  # step 3's update: one position's weight NaN
@@ -264,13 +276,11 @@ def test_an_evaluation_that_becomes_nan_stops_keeping_the_last_finite_one(text_f
             new["position_embedding"][-1, 0] = np.nan
         return new, state
 
-    monkeypatch.setattr(char_gpt, "evaluate", poisoned)
     monkeypatch.setattr(loop, "adamw_update", nan_weights)
     _failed(capsys, ["--text", text_file, "--out", tmp_path, *TINY, "--steps", 9],
-            "the evaluation's loss became nan (training split) and nan (validation) at step 3: "
-            "stopped; the last good checkpoint, step 0, stays in")
-    saved = checkpoints.load_checkpoint(tmp_path)
-    assert saved["step"] == 0 and [e[0] for e in saved["settings"]["evals"]] == [0]
+            "the weights became NaN or infinite at step 3: stopped; the last good checkpoint, "
+            "step 0, stays in")
+    assert checkpoints.load_checkpoint(tmp_path)["step"] == 0
 
 
 @pytest.mark.parametrize("damage", ["cut", "empty", "text", "no meta", "meta a list"])

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..engine.autograd_rules import value_and_grad_by_leaf
 from ..engine.threads import on_workers, row_pieces
-from ..engine.trees import tree_map
+from ..engine.trees import leaves, tree_map
 from .chat_data import batch
 from .checkpoints import save_checkpoint
 from .optimizer import adamw_init, adamw_update, clip_by_global_norm, cosine_lr
@@ -58,7 +58,8 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
     Ctrl-C (KeyboardInterrupt, raised again once saved). callback(step, loss, n_tokens) after
     each step (n_tokens: the tokens read, padding included). settings (JSON): kept in the
     checkpoints, for a resumed run to compare with its own. NonFinite for a NaN or infinite
-    loss, naming the step; nothing saved then. batches(k) -> micro-batch k (tokens, targets,
+    loss, or weights that an update made NaN or infinite (checked before each checkpoint and at
+    the end), naming the step; nothing saved then. batches(k) -> micro-batch k (tokens, targets,
     weights), in place of examples' (a model's own data: models/char_gpt.py's windows); total:
     the schedule's length where the run stops before its end, at `steps` (default: steps);
     min_lr, betas, decays: as cosine_lr's and adamw_update's. at_end=False: no checkpoint at the
@@ -86,15 +87,29 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
             state = {"step": step + 1, "trainable": params, "adam": adam,
                      "losses": state["losses"] + [loss], "settings": state.get("settings")}
             if out is not None and every and state["step"] % every == 0:
-                save_checkpoint(out, state)
+                save_checkpoint(out, _with_finite_weights(state))
             if callback is not None:
                 callback(state["step"], loss, sum(tokens.size for tokens, _, _ in parts))
     except KeyboardInterrupt:
-        if out is not None and state["step"] > 0:
+        if out is not None and state["step"] > 0 and _finite(state["trainable"]):
             save_checkpoint(out, state)
         raise
+    _with_finite_weights(state)  # (the last step's update: no loss of the step after it reads it)
     if out is not None and at_end:
         save_checkpoint(out, state)
+    return state
+
+
+def _finite(trainable):
+    return all(bool(np.isfinite(leaf).all()) for leaf in leaves(trainable))
+
+
+def _with_finite_weights(state):
+    # state, where its weights are all finite; else NonFinite naming its step: no checkpoint
+    # holds the NaN an update wrote, and no run ends with it (a loss reads the weights only at
+    # the next step)
+    if not _finite(state["trainable"]):
+        raise NonFinite(f"the weights became NaN or infinite at step {state['step']}")
     return state
 
 
