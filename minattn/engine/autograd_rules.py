@@ -304,24 +304,13 @@ def kept(x):
     return getattr(x, "ndim", 0) == 0 or x.size <= 1 or any(getattr(x, "strides", (0,)))
 
 
-def _box_shape(box):
-    value = box._value
-    return value.shape if type(value) is numpy.ndarray else np.shape(value)
+def _from_the_array(name, general):
+    # a box's attribute `name`: its NumPy array's own, else general(the value) (autograd's read)
+    def read(box):
+        value = box._value
+        return getattr(value, name) if type(value) is numpy.ndarray else general(value)
 
-
-def _box_ndim(box):
-    value = box._value
-    return value.ndim if type(value) is numpy.ndarray else np.ndim(value)
-
-
-def _box_size(box):
-    value = box._value
-    return value.size if type(value) is numpy.ndarray else np.size(value)
-
-
-def _box_dtype(box):
-    value = box._value
-    return value.dtype if type(value) is numpy.ndarray else np.result_type(value)
+    return property(read)
 
 
 # An autograd box's shape, ndim, size and dtype: autograd reads each through autograd.numpy's
@@ -330,10 +319,10 @@ def _box_dtype(box):
 # a box of a NumPy array, the array's own attribute: the same value (np.result_type of an array
 # is its dtype); for anything else (a box of a box, a scalar), autograd's own read. Set on
 # autograd's ArrayBox when minattn is imported: process-wide, as autograd's own rules are.
-ArrayBox.shape = property(_box_shape)
-ArrayBox.ndim = property(_box_ndim)
-ArrayBox.size = property(_box_size)
-ArrayBox.dtype = property(_box_dtype)
+ArrayBox.shape = _from_the_array("shape", np.shape)
+ArrayBox.ndim = _from_the_array("ndim", np.ndim)
+ArrayBox.size = _from_the_array("size", np.size)
+ArrayBox.dtype = _from_the_array("dtype", np.result_type)
 
 
 @primitive
