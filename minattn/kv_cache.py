@@ -15,6 +15,7 @@ Variants of self-attention live in their own files and register the keywords tha
 families/smollm3.py (a layer without RoPE).
 """
 import autograd.numpy as np
+import numpy
 from autograd.tracer import isbox
 
 from .engine import checks, variants
@@ -76,6 +77,8 @@ def _append(past, new):
     # autograd's np.concatenate views its result as a host ndarray (no CuPy); NumPy's own
     # dispatches to the arrays' library. So autograd's only when differentiating through it;
     # else the same arrays as NumPy's concatenate, in a buffer's spare room (engine/kv_room.py).
+    if type(past) is type(new) is numpy.ndarray and past.dtype == new.dtype:
+        return appended(past, new)  # the common case first (a decode step's), as below
     if past is None:
         return new
     past = checks.in_dtype(past, new.dtype)  # the cache, an auxiliary argument: x's dtype

@@ -125,7 +125,8 @@ def _check_apply_rope(x, positions, base, scaling):
     if type(x) is type(positions) is numpy.ndarray and x.dtype.kind == "f" and x.ndim >= 2 and \
             not x.shape[-1] % 2 and positions.dtype.kind in "iu" and scaling is None and \
             type(base) is float and 0 < base <= math.inf and \
-            checks.broadcasts_to(positions.shape, x.shape[:-1]):
+            (positions.shape == x.shape[-2:-1] or checks.broadcasts_to(positions.shape,
+                                                                       x.shape[:-1])):
         return x, positions  # the common case first, as the checks below return it
     x = checks.as_float_array("x", x)
     checks.check_min_ndim("x", x, 2, "(..., L, d)")

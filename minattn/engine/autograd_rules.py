@@ -57,6 +57,7 @@ That turns a float32 gradient into float64 (and would move a CuPy gradient to th
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
 """
 import functools
+import weakref
 
 import autograd.numpy as np
 import numpy
@@ -67,7 +68,7 @@ from autograd.tracer import new_box, trace_stack
 from autograd.util import toposort
 from autograd.extend import defvjp, defvjp_argnums, primitive, vspace
 from autograd.numpy.numpy_vjps import unbroadcast_f
-from autograd.tracer import getval, isbox
+from autograd.tracer import box_types as _BOX_TYPES, getval, isbox  # isbox(x): type(x) in it
 
 from .signatures import binder, call_by_name
 
@@ -109,7 +110,9 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
         def with_gradient_by_hand(*args, **kwargs):
             # Not differentiating (no argument is an autograd box): nothing to record, so f runs
             # as it is, without the primitive's wrapping (it costs microseconds, on every call).
-            if not any(map(isbox, args)) and not (kwargs and any(map(isbox, kwargs.values()))):
+            # (isbox's test, type in box_types, on every argument at once: no frame per argument)
+            if _BOX_TYPES.isdisjoint(map(type, args)) and \
+                    (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
                 return f(*args, **kwargs)
             values = bind(args, kwargs)
             if skip is not None and values[skip]:
@@ -119,9 +122,21 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
             return tuple(_output(out, i) for i in range(len(out))) \
                 if isinstance(out, SequenceBox) else out
 
+        _UNRECORDED[with_gradient_by_hand] = f
         return with_gradient_by_hand
 
     return decorate
+
+
+# gradient_by_hand's wrappers -> the function each runs as it is where no argument is a box (a
+# table, not an attribute: functools.wraps would copy an attribute onto the wrappers around it)
+_UNRECORDED = weakref.WeakKeyDictionary()
+
+
+def unrecorded(wrapper):
+    """The function that `wrapper`, a gradient_by_hand wrapper, calls as it is where no argument
+    is an autograd box (nothing to record); None for any other function."""
+    return _UNRECORDED.get(wrapper)
 
 
 def _unbroadcast(value, grad):
@@ -210,7 +225,8 @@ def gradient_with_the_value(value_and_grads, otherwise=None):
         def with_the_gradient(*args, **kwargs):
             # Not differentiating: f as it is, without binding the arguments (as
             # gradient_by_hand: it costs microseconds, on every call of a decode step)
-            if not any(map(isbox, args)) and not (kwargs and any(map(isbox, kwargs.values()))):
+            if _BOX_TYPES.isdisjoint(map(type, args)) and \
+                    (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
                 return f(*args, **kwargs)
             values = bind(args, kwargs)
             wrt = [name for name, value in zip(names, values) if isbox(value)]

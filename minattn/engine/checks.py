@@ -93,8 +93,10 @@ def broadcast_or_raise(names_and_shapes, what):
 def _broadcast_sizes(shapes):
     # Shapes of one length -> their broadcast shape (each axis: its sizes are 1 or one size n,
     # which it takes), or None where they have other lengths or do not broadcast.
-    if any(len(s) != len(shapes[0]) for s in shapes):
-        return None
+    n = len(shapes[0])
+    for s in shapes:  # (loops here, not generators: this runs on every attention call)
+        if len(s) != n:
+            return None
     result = []
     for sizes in zip(*shapes):
         others = set(sizes) - {1}
@@ -110,6 +112,13 @@ def _plain_float(x):
     if type(x) is ArrayBox:
         x = x._value
     return type(x) is numpy.ndarray and x.dtype.kind == "f"
+
+
+def _plain_floats(q, k, v):
+    # _plain_float of each (NumPy float arrays, in one frame where they are, the common case)
+    if type(q) is type(k) is type(v) is numpy.ndarray:
+        return q.dtype.kind == k.dtype.kind == v.dtype.kind == "f"
+    return _plain_float(q) and _plain_float(k) and _plain_float(v)
 
 
 def check_qkv(q, k, v):
@@ -135,7 +144,8 @@ def check_qkv(q, k, v):
 
 
 def check_softmax(x, axis, mask):
-    if _plain_float(x) and x.ndim and axis == -1 and type(axis) is int and (mask is None or (
+    if (type(x) is numpy.ndarray and x.dtype.kind == "f" or _plain_float(x)) and x.ndim and \
+            axis == -1 and type(axis) is int and (mask is None or (
             type(mask) is numpy.ndarray and mask.dtype == bool and
             broadcasts_to(mask.shape, x.shape))):
         return x, axis, mask  # the common case first (what the checks below return for it)
@@ -151,8 +161,8 @@ def check_grouped_attention(q, k, v, mask, dropout, rng):
     """grouped_attention's arguments: q [..., H, L_q, d_k], k [..., H_kv, L_k, d_k], v [...,
     H_kv, L_k, d_v], H_kv dividing H, their batch dims broadcasting; mask broadcasting to the
     per-head scores [..., H, L_q, L_k]. Returns q, k, v, mask (as arrays)."""
-    if _plain_float(q) and _plain_float(k) and _plain_float(v) and \
-            q.ndim == k.ndim == v.ndim >= 3 and q.shape[:-3] == k.shape[:-3] == v.shape[:-3] and \
+    if _plain_floats(q, k, v) and q.ndim == k.ndim == v.ndim >= 3 and \
+            q.shape[:-3] == k.shape[:-3] == v.shape[:-3] and \
             k.shape[-1] == q.shape[-1] and k.shape[-3:-1] == v.shape[-3:-1] and \
             k.shape[-3] and not q.shape[-3] % k.shape[-3] and \
             type(dropout) is float and dropout == 0.0 and \
@@ -187,8 +197,8 @@ def check_attention(q, k, v, mask, scale, dropout, rng, sinks=None):
     dot product of d_k unit-variance terms has variance d_k; 0 is allowed: uniform weights, as in
     torch), and the attention sinks (None, or
     one logit per query row)."""
-    if _plain_float(q) and _plain_float(k) and _plain_float(v) and q.dtype == k.dtype == v.dtype \
-            and q.ndim == k.ndim == v.ndim >= 2 and q.shape[-1] == k.shape[-1] and \
+    if _plain_floats(q, k, v) and q.dtype == k.dtype == v.dtype and \
+            q.ndim == k.ndim == v.ndim >= 2 and q.shape[-1] == k.shape[-1] and \
             k.shape[-2] == v.shape[-2] and scale is None and sinks is None and \
             type(dropout) is float and dropout == 0.0:
         # the common case first, as the checks below would take it: no broadcasting of q
@@ -233,7 +243,8 @@ def check_sinks(sinks, rows_shape, rows_name="the scores without their key axis 
 
 
 def check_split_heads(x, n_heads):
-    if _plain_float(x) and x.ndim >= 2 and type(n_heads) is int and n_heads > 0 and \
+    if (type(x) is numpy.ndarray and x.dtype.kind == "f" or _plain_float(x)) and \
+            x.ndim >= 2 and type(n_heads) is int and n_heads > 0 and \
             x.shape[-1] % n_heads == 0:
         return x  # the common case first
     x = as_float_array("x", x)
@@ -243,7 +254,7 @@ def check_split_heads(x, n_heads):
 
 
 def check_merge_heads(x):
-    if _plain_float(x) and x.ndim >= 3:
+    if (type(x) is numpy.ndarray and x.dtype.kind == "f" or _plain_float(x)) and x.ndim >= 3:
         return x  # the common case first
     x = as_float_array("x", x)
     check_min_ndim("x", x, 3, "(..., H, L, d_k)")
@@ -254,7 +265,8 @@ def check_layer_norm(x, gamma, beta, eps, centered=True):
     """layer_norm's (centered) or rms_norm's arguments: gamma and beta [D] and a 0-d eps taken
     in x's dtype. eps = 0 is allowed where no row's variance (mean square, uncentered) is 0:
     there the norm would be 0 / 0, so it is refused, naming eps, rather than returned as NaN."""
-    if _plain_float(x) and x.ndim and type(gamma) is type(beta) is numpy.ndarray and \
+    if (type(x) is numpy.ndarray and x.dtype.kind == "f" or _plain_float(x)) and x.ndim and \
+            type(gamma) is type(beta) is numpy.ndarray and \
             gamma.dtype == beta.dtype == x.dtype and gamma.shape == beta.shape == x.shape[-1:] \
             and type(eps) is float and 0 < eps < math.inf:
         return x, gamma, beta, eps  # the common case first, as the checks below return it

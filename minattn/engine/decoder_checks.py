@@ -75,12 +75,13 @@ def _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
         return None
     n_kv = n_heads if n_kv_heads is None else n_kv_heads
     if type(n_kv) is not int or n_kv < 1 or n_heads % n_kv or d_k % 2 or \
-            not checks.broadcasts_to(positions.shape, x.shape[:-1]) or \
-            any(key in params for key in _OPTIONAL_ATTENTION_KEYS + ("q_norm", "k_norm")):
-        return None
+            params.keys() != _ATTENTION_WEIGHTS or not (
+                positions.shape == x.shape[-2:-1] or  # [L] (a model's): broadcasts, no loop
+                checks.broadcasts_to(positions.shape, x.shape[:-1])):
+        return None  # (any other key, a bias, sinks or QK-norm among them: the full checks)
     for key, shape in (("w_q", (d_model, n_heads * d_k)), ("w_k", (d_model, n_kv * d_k)),
                        ("w_v", (d_model, n_kv * d_k)), ("w_o", (n_heads * d_k, d_model))):
-        w = params.get(key)
+        w = params[key]
         if type(w) is not numpy.ndarray or w.dtype != x.dtype or w.shape != shape:
             return None
     if cache is not None and not (type(cache) is dict and not cache):
@@ -91,6 +92,9 @@ def _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
     if positions.ndim > 1:
         positions = positions[..., None, :]  # [..., L] -> [..., 1, L]
     return dict(params), x, None, positions, cache
+
+
+_ATTENTION_WEIGHTS = frozenset(("w_q", "w_k", "w_v", "w_o"))
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,
@@ -450,6 +454,10 @@ def check_keywords(where, config, takers):
     its file is imported; its **keywords go on to the takers beside it. A plug (a function with
     no signature shown: attention=) that takes **keywords may take any, and config is not
     checked."""
+    if len(takers) == 1:  # the common case first (a block's own attention): no list made
+        taken = _keywords(takers[0])
+        if taken is None or taken.issuperset(config):
+            return
     names = [_keywords(taker) for taker in takers]
     if None in names:
         return

@@ -18,7 +18,9 @@ casts.
 import functools
 
 import numpy
+from autograd.tracer import box_types as _BOX_TYPES  # isbox(x): type(x) in it
 
+from . import autograd_rules
 from .signatures import binder, call_by_name
 
 
@@ -51,12 +53,19 @@ def float16_in_float32(*inputs):
         decide = [names.index(name) for name in inputs]
         last = max(decide)
 
+        # f's own function where f is gradient_by_hand's wrapper: called here where no argument
+        # is an autograd box, as that wrapper would call it (a frame fewer a call of a decode step)
+        unrecorded = autograd_rules.unrecorded(f)
+
         @functools.wraps(f)
         def computed_in_float32_if_float16(*args, **kwargs):
             # The common case first, without binding: the deciding inputs given by position.
             given = args if len(args) > last else bind(args, kwargs)
             for i in decide:
                 if getattr(given[i], "dtype", None) != numpy.float16 or not _floating(given[i]):
+                    if unrecorded is not None and _BOX_TYPES.isdisjoint(map(type, args)) and \
+                            (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
+                        return unrecorded(*args, **kwargs)
                     return f(*args, **kwargs)
             values = bind(args, kwargs)
             return _as_float16(call_by_name(f, names, [_in_float32(v) for v in values]))

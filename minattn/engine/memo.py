@@ -48,6 +48,25 @@ def _key(value):
     return (kind, value)
 
 
+_SIMPLE = frozenset((int, float, str, bool, numpy.dtype, type(None)))
+
+
+def _keys(args, kwargs):
+    # (tuple(map(_key, args)), tuple((k, _key(v)) for k, v in kwargs.items())), the same key,
+    # with an array and a number keyed here, without a call of _key each (RoPE's tables are
+    # asked for twice a layer of every decode step)
+    parts = []
+    for value in args:
+        kind = type(value)
+        if kind is numpy.ndarray:
+            parts.append((kind, value.dtype, value.shape, value.tobytes()))
+        elif kind in _SIMPLE or isinstance(value, numpy.dtype):
+            parts.append((kind, value))
+        else:
+            parts.append(_key(value))
+    return (tuple(parts), tuple((k, _key(v)) for k, v in kwargs.items()) if kwargs else ())
+
+
 def _read_only(result):
     for r in result if isinstance(result, tuple) else (result,):
         if hasattr(r, "flags") and hasattr(r.flags, "writeable"):
@@ -64,7 +83,7 @@ def by_value(maxsize=4):
         @functools.wraps(f)
         def remembered(*args, **kwargs):
             try:
-                key = (tuple(map(_key, args)), tuple((k, _key(v)) for k, v in kwargs.items()))
+                key = _keys(args, kwargs)
             except _Unkeyable:
                 return f(*args, **kwargs)
             with lock:

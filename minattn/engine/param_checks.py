@@ -104,8 +104,19 @@ def _d_ff(params, key, d_model, where):
     return checks.check_params(params, {key: (d_model, "d_ff")}, where)[key].shape[1]
 
 
+_GATED_WEIGHTS = frozenset(("w_gate", "w_up", "w_down"))
+
+
 def check_gated_feed_forward_params(params, d_model, where="params", dtype=None):
     # (its adapters, params["lora"], are read by minattn.lora's variant of linear.project)
+    if type(params) is dict and params.keys() == _GATED_WEIGHTS:  # the common case first (a
+        gate, up, down = params["w_gate"], params["w_up"], params["w_down"]  # model's layer),
+        if type(gate) is type(up) is type(down) is numpy.ndarray and gate.ndim == 2 and \
+                gate.dtype.kind == up.dtype.kind == down.dtype.kind == "f" and \
+                (dtype is None or gate.dtype == up.dtype == down.dtype == dtype) and \
+                gate.shape[0] == d_model and up.shape == gate.shape and \
+                down.shape == (gate.shape[1], d_model):
+            return dict(params)  # as the checks below return it
     d_ff = _d_ff(params, "w_gate", d_model, where)
     return _only(checks.check_params(params, {"w_gate": (d_model, d_ff), "w_up": (d_model, d_ff),
                                               "w_down": (d_ff, d_model)}, where, dtype),

@@ -27,6 +27,11 @@ ulps), differentiable by autograd (layer_norm's mean square, the attention VJP's
 import autograd.numpy as np
 import numpy
 
+try:  # what numpy.einsum calls without optimize= (the same sums), without its Python layers
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover (another NumPy's layout)
+    _einsum = numpy.einsum
+
 SHORT_ROW = 64
 BLOCK_BYTES = 2 ** 16  # of rows transposed at a time: a few L1 caches' worth
 
@@ -52,5 +57,5 @@ def row_max(x, axis=-1):
 def row_dot(a, b):
     """a, b [..., n] (broadcasting) -> Σ_i a_i b_i [..., 1]: see the module docstring."""
     if type(a) is numpy.ndarray and type(b) is numpy.ndarray:  # NumPy's own: the same einsum,
-        return numpy.einsum("...i,...i->...", a, b)[..., None]  # without autograd's wrapper
+        return _einsum("...i,...i->...", a, b)[..., None]  # without autograd's wrapper
     return np.einsum("...i,...i->...", a, b)[..., None]

@@ -60,7 +60,15 @@ def dispatch(function=None, *, hooks=(), shows=None):
     def dispatched(*args, **kwargs):
         if selecting.isdisjoint(kwargs):  # the common case first: no variant's keyword named,
             for _, when, variant in registered:  # so only a predicate may select one
-                if when is not None and _holds(when, args, kwargs):
+                if when is None:
+                    continue
+                try:  # _holds(when, args, kwargs), in this frame (a frame fewer a predicate)
+                    holds = when(*args, **kwargs)
+                except TypeError as error:
+                    if error.__traceback__.tb_next is not None:
+                        raise  # raised inside the predicate: its own error
+                    holds = False  # the call itself did not fit: the canonical function's
+                if holds:
                     return variant(*args, **kwargs)
             return function(*args, **kwargs)
         named = selecting.intersection(kwargs)  # the variants' keywords this call names
