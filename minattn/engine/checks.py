@@ -98,11 +98,15 @@ def _broadcast_sizes(shapes):
         if len(s) != n:
             return None
     result = []
-    for sizes in zip(*shapes):
-        others = set(sizes) - {1}
-        if len(others) > 1:
-            return None
-        result.append(others.pop() if others else 1)
+    for sizes in zip(*shapes):  # the one size other than 1 (or 1), without a set made an axis
+        n = 1
+        for size in sizes:
+            if size != 1:
+                if n == 1:
+                    n = size
+                elif size != n:
+                    return None
+        result.append(n)
     return tuple(result)
 
 

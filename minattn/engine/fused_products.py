@@ -37,6 +37,8 @@ import weakref
 import numpy
 from autograd.tracer import box_types  # isbox(x): type(x) in box_types
 
+from . import autograd_rules
+
 
 def side_by_side(ws):
     """ws: 2-D arrays [d_in, d_out_i] -> one read-only [d_in, sum of d_out_i] view of them all,
@@ -142,13 +144,19 @@ def bias_in_place(f):
     w and b are plain NumPy arrays (no autograd box: nothing is recorded; no GPU array), b has
     one entry per output and the sum keeps the product's dtype, it computes f(x, w) and adds b
     into it; elsewhere it calls f(x, w, b) as written."""
+    # f's own function where f is gradient_by_hand's wrapper (linear's): called here on NumPy
+    # arrays, where that wrapper would call it (nothing to record: a frame fewer a product)
+    plain = autograd_rules.unrecorded(f) or f
+
     @functools.wraps(f)
     def with_bias_in_place(x, w, b=None):
+        if b is None and type(x) is type(w) is numpy.ndarray:
+            return plain(x, w, b)  # the common case first (a model's projections have no bias)
         if b is None or type(x) is not numpy.ndarray or type(w) is not numpy.ndarray or \
                 type(b) is not numpy.ndarray or w.ndim != 2 or b.shape != w.shape[1:] or \
                 x.ndim < 1 or numpy.result_type(x, w, b) != numpy.result_type(x, w):
             return f(x, w, b)
-        y = f(x, w)  # a fresh array (linear's product, reshaped), never a view of x or w
+        y = plain(x, w)  # a fresh array (linear's product, reshaped), never a view of x or w
         return numpy.add(y, b, out=y)
 
     return with_bias_in_place

@@ -44,6 +44,9 @@ import inspect
 import weakref
 
 import numpy
+from autograd.tracer import box_types as _BOX_TYPES  # isbox(x): type(x) in it
+
+from . import autograd_rules
 
 _DISPATCHED = weakref.WeakSet()  # every dispatched function, for trace()
 
@@ -55,6 +58,9 @@ def dispatch(function=None, *, hooks=(), shows=None):
         return functools.partial(dispatch, hooks=hooks, shows=shows)
     registered = []  # (keywords, when, variant), in the order they were registered
     selecting = set()  # every variant's keywords
+    # function's own function where function is gradient_by_hand's wrapper (RoPE's): called
+    # here where no argument is an autograd box, as that wrapper would (a frame fewer a call)
+    unrecorded = autograd_rules.unrecorded(function)
 
     @functools.wraps(function)
     def dispatched(*args, **kwargs):
@@ -70,6 +76,9 @@ def dispatch(function=None, *, hooks=(), shows=None):
                     holds = False  # the call itself did not fit: the canonical function's
                 if holds:
                     return variant(*args, **kwargs)
+            if unrecorded is not None and _BOX_TYPES.isdisjoint(map(type, args)) and \
+                    (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
+                return unrecorded(*args, **kwargs)  # as gradient_by_hand's wrapper would call it
             return function(*args, **kwargs)
         named = selecting.intersection(kwargs)  # the variants' keywords this call names
         on = {k for k in named if _set(kwargs[k])} if named else named  # ... and sets
