@@ -52,7 +52,7 @@ _cupy_registered = set()
 
 def as_float_array(name, x):
     """as_array, then require a floating-point dtype."""
-    if _plain_float(x):  # the common case first
+    if type(x) is numpy.ndarray and x.dtype.kind == "f" or _plain_float(x):  # the common case
         return x
     x = as_array(name, x)
     if numpy.dtype(x.dtype).kind != "f":

@@ -75,10 +75,11 @@ def _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
         return None
     n_kv = n_heads if n_kv_heads is None else n_kv_heads
     if type(n_kv) is not int or n_kv < 1 or n_heads % n_kv or d_k % 2 or \
-            params.keys() != _ATTENTION_WEIGHTS or not (
-                positions.shape == x.shape[-2:-1] or  # [L] (a model's): broadcasts, no loop
-                checks.broadcasts_to(positions.shape, x.shape[:-1])):
-        return None  # (any other key, a bias, sinks or QK-norm among them: the full checks)
+            not (params.keys() == _ATTENTION_WEIGHTS or params.keys() == _WITH_ADAPTERS) or \
+            not (positions.shape == x.shape[-2:-1] or  # [L] (a model's): no loop to broadcast
+                 checks.broadcasts_to(positions.shape, x.shape[:-1])):
+        return None  # (any other key, a bias, sinks or QK-norm among them: the full checks;
+        # LoRA's adapters, params["lora"], are read by minattn.lora's variant of project)
     for key, shape in (("w_q", (d_model, n_heads * d_k)), ("w_k", (d_model, n_kv * d_k)),
                        ("w_v", (d_model, n_kv * d_k)), ("w_o", (n_heads * d_k, d_model))):
         w = params[key]
@@ -95,6 +96,7 @@ def _common_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions,
 
 
 _ATTENTION_WEIGHTS = frozenset(("w_q", "w_k", "w_v", "w_o"))
+_WITH_ADAPTERS = _ATTENTION_WEIGHTS | {"lora"}
 
 
 def _check_self_attention(params, x, mask, n_heads, n_kv_heads, d_k, positions, rope_base,

@@ -64,30 +64,36 @@ def dispatch(function=None, *, hooks=(), shows=None):
 
     @functools.wraps(function)
     def dispatched(*args, **kwargs):
-        if selecting.isdisjoint(kwargs):  # the common case first: no variant's keyword named,
-            for _, when, variant in registered:  # so only a predicate may select one
-                if when is None:
-                    continue
-                try:  # _holds(when, args, kwargs), in this frame (a frame fewer a predicate)
-                    holds = when(*args, **kwargs)
-                except TypeError as error:
-                    if error.__traceback__.tb_next is not None:
-                        raise  # raised inside the predicate: its own error
-                    holds = False  # the call itself did not fit: the canonical function's
-                if holds:
-                    return variant(*args, **kwargs)
-            if unrecorded is not None and _BOX_TYPES.isdisjoint(map(type, args)) and \
-                    (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
-                return unrecorded(*args, **kwargs)  # as gradient_by_hand's wrapper would call it
-            return function(*args, **kwargs)
-        named = selecting.intersection(kwargs)  # the variants' keywords this call names
-        on = {k for k in named if _set(kwargs[k])} if named else named  # ... and sets
+        # (in this one frame: it runs about ten times in every layer of a decode step)
+        named = () if selecting.isdisjoint(kwargs) else selecting.intersection(kwargs)
+        on = set()  # the variants' keywords this call names and sets: None and False (a bool,
+        for k in named:  # NumPy's too) leave a variant off; anything else, even a wrong value,
+            value = kwargs[k]  # selects it, so that the variant's own check refuses it by name
+            if value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value):
+                on.add(k)
         for keywords, when, variant in registered:
-            if (on and not on.isdisjoint(keywords)) or \
-                    (when is not None and _holds(when, args, kwargs)):
+            if on and not on.isdisjoint(keywords):
+                return variant(*args, **kwargs)
+            if when is None:
+                continue
+            # A call the predicate cannot take (a missing argument) is no variant's: the
+            # canonical function raises its own error. That TypeError is raised by the call
+            # itself, before any line of the predicate runs, so its traceback ends in this
+            # frame; one raised inside the predicate (a frame further on) is its own, and
+            # surfaces.
+            try:
+                holds = when(*args, **kwargs)
+            except TypeError as error:
+                if error.__traceback__.tb_next is not None:
+                    raise
+                holds = False
+            if holds:
                 return variant(*args, **kwargs)
         for k in named:  # every variant's keywords are off: left out
             del kwargs[k]
+        if unrecorded is not None and _BOX_TYPES.isdisjoint(map(type, args)) and \
+                (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
+            return unrecorded(*args, **kwargs)  # as gradient_by_hand's wrapper would call it
         return function(*args, **kwargs)
 
     dispatched.variants = registered
@@ -137,25 +143,6 @@ def _show_keywords(dispatched, keywords, variant=False):
     dispatched.__signature__ = signature.replace(parameters=parameters[:at] + new + parameters[at:])
     if variant:  # a variant's keyword, which the canonical formula (and the course) never takes
         dispatched.variant_keywords.update(p.name for p in new)
-
-
-def _set(value):
-    # None and False (a bool, NumPy's too) leave a variant off; anything else, even a wrong
-    # value, selects it, so that the variant's own check refuses it by name.
-    return value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value)
-
-
-def _holds(when, args, kwargs):
-    # A call the predicate cannot take (a missing argument) is no variant's: the canonical
-    # function raises its own error. That TypeError is raised by the call itself, before any
-    # line of the predicate runs, so its traceback ends here; one raised inside the predicate
-    # (a frame further on) is the predicate's own, and surfaces.
-    try:
-        return when(*args, **kwargs)
-    except TypeError as error:
-        if error.__traceback__.tb_next is not None:
-            raise
-        return False
 
 
 def trace(f, *args, **kwargs):
