@@ -49,6 +49,7 @@ from autograd.tracer import box_types as _BOX_TYPES  # isbox(x): type(x) in it
 from . import autograd_rules
 
 _DISPATCHED = weakref.WeakSet()  # every dispatched function, for trace()
+_NONE = frozenset()
 
 
 def dispatch(function=None, *, hooks=(), shows=None):
@@ -65,12 +66,12 @@ def dispatch(function=None, *, hooks=(), shows=None):
     @functools.wraps(function)
     def dispatched(*args, **kwargs):
         # (in this one frame: it runs about ten times in every layer of a decode step)
-        named = () if selecting.isdisjoint(kwargs) else selecting.intersection(kwargs)
-        on = set()  # the variants' keywords this call names and sets: None and False (a bool,
+        named = _NONE if selecting.isdisjoint(kwargs) else selecting.intersection(kwargs)
+        on = _NONE  # the variants' keywords this call names and sets: None and False (a bool,
         for k in named:  # NumPy's too) leave a variant off; anything else, even a wrong value,
             value = kwargs[k]  # selects it, so that the variant's own check refuses it by name
             if value is not None and not (isinstance(value, (bool, numpy.bool_)) and not value):
-                on.add(k)
+                on = on | {k}
         for keywords, when, variant in registered:
             if on and not on.isdisjoint(keywords):
                 return variant(*args, **kwargs)
