@@ -456,9 +456,10 @@ def check_keywords(where, config, takers):
     its file is imported; its **keywords go on to the takers beside it. A plug (a function with
     no signature shown: attention=) that takes **keywords may take any, and config is not
     checked."""
-    if len(takers) == 1:  # the common case first (a block's own attention): no list made
-        taken = _keywords(takers[0])
-        if taken is None or taken.issuperset(config):
+    if len(takers) == 1:  # the common case first (a block's own attention): no list made,
+        shown = getattr(takers[0], "__signature__", None)  # its keywords as _keywords keeps them
+        kept = _SHOWN.get(id(shown))
+        if kept is not None and kept[0] is shown and kept[1].issuperset(config):
             return
     names = [_keywords(taker) for taker in takers]
     if None in names:

@@ -86,10 +86,13 @@ def by_value(maxsize=4):
                 key = _keys(args, kwargs)
             except _Unkeyable:
                 return f(*args, **kwargs)
-            with lock:
-                if key in memo:
+            hit = memo.get(key)  # (an OrderedDict's get and move_to_end are each atomic
+            if hit is not None:  # under the GIL; the lock orders the changes below)
+                try:
                     memo.move_to_end(key)
-                    return memo[key]
+                except KeyError:  # another thread's call let it go meanwhile: it is still ours
+                    pass
+                return hit
             result = _read_only(f(*args, **kwargs))
             with lock:
                 memo[key] = result
