@@ -17,7 +17,9 @@ Every call of a checkout's causal_lm runs with the timing of the thread count of
 Old and new run back to back, which first alternating round by round; the peer after them.
 Both the wall clock and the process's CPU time (steadier where other processes share the cores).
 Before timing, old and new are checked to give bit-for-bit the same logits and caches (decode:
-16 steps' logits; prefill: the logits and every layer's cache). Prints medians (IQR) and the
+16 steps' logits; prefill: the logits and every layer's cache; where a prefill's attention
+rounds otherwise, as issue 65's core: the same next token and logits within 1e-3 of their
+largest, the difference printed). Prints medians (IQR) and the
 per-round ratios new / old, new / peer and old / peer.
 """
 import os
@@ -95,9 +97,15 @@ def main():
         prompt = np.array([ids[:512]])
         calls = {name: prefill(m, model, prompt) for name, m in versions.items()}
         (lo, co), (ln, cn) = calls["old"](), calls["new"]()
-        assert np.array_equal(lo, ln) and all(
-            np.array_equal(a[key], b[key]) for a, b in zip(co, cn) for key in ("k", "v")), \
-            "prefill: the logits or the caches differ"
+        if not (np.array_equal(lo, ln) and all(
+                np.array_equal(a[key], b[key]) for a, b in zip(co, cn) for key in ("k", "v"))):
+            # a checkout whose prompt attention divides the output, not the weights (issue 65:
+            # other roundings): the same next token, the logits within float32 rounding
+            drift = np.abs(ln.astype(np.float64) - lo).max()
+            assert np.array_equal(np.argmax(lo, -1), np.argmax(ln, -1)) and \
+                drift <= 1e-3 * np.abs(lo).max(), f"prefill: the logits differ by {drift}"
+            print(f"prefill: old and new logits within {drift:.3g} (of {np.abs(lo).max():.3g}),"
+                  " the same next token")
 
         def transformers_prefill():
             with torch.no_grad():

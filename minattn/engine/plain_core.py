@@ -86,7 +86,7 @@ def output_into(out, q, k, v, keep, scale, scratch=None):
         split += 1
     hidden = ~keep
     columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
-    masked = numpy.flatnonzero(columns)
+    masked = columns.nonzero()[0]
     keys = slice(int(masked[0]), int(masked[-1]) + 1) if masked.size else None
     views = [numpy.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v)]
     hidden = numpy.broadcast_to(hidden[..., keys], batch + (n_q, keys.stop - keys.start)) \
@@ -162,19 +162,23 @@ def _exp_and_sums(q, k, keep, bias, scale):
 
 def _add_in_place(s, bias):
     # s + bias, into s where the sum has s's shape (s: the scores made here)
-    if numpy.broadcast_shapes(s.shape, bias.shape) == s.shape:
+    if bias.ndim <= s.ndim and numpy.broadcast(s, bias).shape == s.shape:
         return numpy.add(s, bias, out=s)
     return s + bias
 
 
 def _mask_in_place(s, keep):
-    # -inf where keep is False (s: an array made here, keep broadcasting to it), written only
-    # into the keys (last axis) from the first to the last that some entry masks
-    if numpy.broadcast_shapes(s.shape, keep.shape) != s.shape:
+    # -inf where keep is False (s: an array made here, keep broadcasting to it); on rows of more
+    # than 128 keys written only into the keys from the first to the last that some entry masks
+    # (a causal block's diagonal tile); shorter, in one call
+    if keep.ndim > s.ndim or numpy.broadcast(s, keep).shape != s.shape:
         return numpy.where(keep, s, -numpy.inf)  # (keep wider than the scores: softmax's where)
     hidden = ~keep
+    if s.shape[-1] <= 128:
+        numpy.copyto(s, -numpy.inf, where=hidden)
+        return s
     columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
-    masked = numpy.flatnonzero(columns)
+    masked = columns.nonzero()[0]
     if masked.size:
         keys = slice(int(masked[0]), int(masked[-1]) + 1)
         numpy.copyto(s[..., keys], -numpy.inf, where=hidden[..., keys])

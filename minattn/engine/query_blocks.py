@@ -50,7 +50,7 @@ def in_query_blocks(rows=128, plain=True):
     """Decorator: see the module docstring. rows: the queries per block; plain: f is the
     canonical core, computed on NumPy itself where plain_core can (False: by f, always)."""
     def decorate(f):
-        names, bind = binder(f)
+        bound = _binder(f)
 
         @functools.wraps(f)
         def by_query_blocks(*args, **kwargs):
@@ -59,11 +59,12 @@ def in_query_blocks(rows=128, plain=True):
             in_plain = plain and _PLAIN.get()
             if short and not in_plain:
                 return f(*args, **kwargs)
-            values = dict(zip(names, bind(args, kwargs)))
+            values = bound(args, kwargs)
             # the whole call's arguments checked first, so that an error names their shapes and
             # no block is cut from arguments the attention would refuse
-            checked = checks.check_attention(*(values[name] for name in
-                                               ("q", "k", "v", "mask", "scale", "dropout", "rng")))
+            checked = checks.check_attention(values["q"], values["k"], values["v"],
+                                             values["mask"], values["scale"], values["dropout"],
+                                             values["rng"])
             if in_plain and not values.get("dropout") and plain_core.plain(*checked[:5]):
                 return _plain_core(*checked[:6], rows=rows, whole=short)
             if short or not _splittable(values):
@@ -73,6 +74,29 @@ def in_query_blocks(rows=128, plain=True):
         return by_query_blocks
 
     return decorate
+
+
+def _binder(f):
+    # -> bound(args, kwargs) -> {name: value}: the common call of the core, q, k, v (and mask)
+    # by position and the rest by name, directly, its defaults read once (binder's checks cost
+    # a decode step's or a small model's core more calls than its own arithmetic); any other
+    # call, or another signature, through binder (its TypeErrors Python's)
+    names, bind = binder(f)
+    if names != ("q", "k", "v", "mask", "scale", "dropout", "rng"):
+        return lambda args, kwargs: dict(zip(names, bind(args, kwargs)))
+    defaults = dict(zip(names, bind((None,) * 3, {})))
+    every, required = frozenset(names), [frozenset(names[n:3]) for n in range(4)]
+
+    def bound(args, kwargs):
+        n = len(args)  # (gradient_by_hand's forward passes every argument by name)
+        if n <= 7 and kwargs.keys() <= every and not kwargs.keys() & names[:n] and \
+                required[min(n, 3)] <= kwargs.keys():
+            values = {**defaults, **kwargs}
+            values.update(zip(names, args))
+            return values
+        return dict(zip(names, bind(args, kwargs)))
+
+    return bound
 
 
 # whether in_query_blocks(plain=True) computes on NumPy itself (a test turns it off, to compare)
@@ -86,14 +110,12 @@ def _plain_core(q, k, v, keep, bias, scale, *, rows, whole):
     # query axis (forward: the concept's bits); else by blocks of queries, each over the keys
     # it may see, the weights assembled (forward), or never made whole where they are unread
     # (output: the output divided by the sums, not the weights)
-    unread = _UNREAD.get()
     if whole or bias is not None or keep is None or keep.ndim < 2 or \
             keep.shape[-2] != q.shape[-2] or keep.shape[-1] != k.shape[-2]:
-        out, weights = plain_core.forward(q, k, v, keep, bias, scale)
-        if unread:  # (the caller drops them)
-            weights = numpy.broadcast_to(numpy.asarray(numpy.nan, weights.dtype), weights.shape)
-        return out, weights
-    if unread:
+        # (the weights made and returned even where unread: a gradient's tape keeps them, and
+        # its VJP reads them rather than compute them again)
+        return plain_core.forward(q, k, v, keep, bias, scale)
+    if _UNREAD.get():
         return _unread_blocks(q, k, v, keep, scale, rows)
     return _blocks(lambda *qkvm: plain_core.forward(*qkvm, None, scale), q, k, v, keep, rows)
 
