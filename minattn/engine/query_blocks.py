@@ -34,6 +34,22 @@ returns None as its weights. Inside the call the blocks give a placeholder (NaN,
 memory) where the weights were, which the core may reshape but not read: only the canonical cores, whose output does not come from the
 assembled weights, are wrapped (kv_cache.self_attention's `grouped_attention`). A call that is
 not split (decoding, a box, dropout) builds its weights as ever, and drops them.
+
+The plain forms (issue 65). The decorated function is the canonical core, so where its
+arguments, once checked, are NumPy arrays of one dtype, float32 or float64, with a boolean mask,
+a floating one or none, and no dropout, the decorator computes the core on NumPy itself
+(engine/plain_core.py) rather than through the concept's autograd.numpy calls and softmax, once
+under the core's own thread policy (one BLAS thread, unless decoding or inside a prompt's timed
+block): a call not split returns the canonical core's output and weights to the last bit, in
+fewer calls and passes (the weights returned even where unread: a gradient's tape keeps them);
+split blocks whose weights are read, likewise each block; and split blocks whose weights are
+unread (a prompt's self-attention) write each block's output into the output's rows as
+(e @ v) / row sums, the division moved from the [.., L_q, L_k] weights to the [.., L_q, d_v]
+output, the scores of tiles that fit the L2 cache in one scratch buffer: within float32 (or
+float64) rounding of the formula, not the canonical bits (SmolLM2's prompt attention 0.73 of
+its time, its prefill 0.89-0.92; docs/benchmarks.md, "The attention core's forward in fewer
+passes"). The mask's zeros and NaN rows are the canonical core's in every form. `plain=False`
+keeps f itself for every call (a function that is not the canonical core: the tests' spies).
 """
 import contextvars
 import functools
