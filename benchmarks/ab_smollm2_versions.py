@@ -17,9 +17,9 @@ Every call of a checkout's causal_lm runs with the timing of the thread count of
 Old and new run back to back, which first alternating round by round; the peer after them.
 Both the wall clock and the process's CPU time (steadier where other processes share the cores).
 Before timing, old and new are checked to give bit-for-bit the same logits and caches (decode:
-16 steps' logits; prefill: the logits and every layer's cache; where a prefill's attention
-rounds otherwise, as issue 65's core: the same next token and logits within 1e-3 of their
-largest, the difference printed). Prints medians (IQR) and the
+16 steps' logits; prefill: the logits and every layer's cache), or, where a prompt's attention
+or feed-forward rounds otherwise (issue 65's: the output divided by the sums, torch's form of
+silu), the same tokens and logits within 1e-3 of their largest, the difference printed. Prints medians (IQR) and the
 per-round ratios new / old, new / peer and old / peer.
 """
 import os
@@ -80,8 +80,16 @@ def main():
         logits = {name: [] for name in runs}
         for name, run in runs.items():
             run(logits[name])
-        assert all(np.array_equal(a, b) for a, b in zip(logits["old"], logits["new"])), \
-            "decode: the logits differ"
+        if not all(np.array_equal(a, b) for a, b in zip(logits["old"], logits["new"])):
+            # a checkout whose prompt's feed-forward or attention rounds otherwise (issue 65):
+            # the same tokens, the logits within float32 rounding
+            drift = max(np.abs(b.astype(np.float64) - a).max()
+                        for a, b in zip(logits["old"], logits["new"]))
+            top = max(np.abs(a).max() for a in logits["old"])
+            assert all(np.array_equal(np.argmax(a, -1), np.argmax(b, -1))
+                       for a, b in zip(logits["old"], logits["new"])) and drift <= 1e-3 * top, \
+                f"decode: the logits differ by {drift}"
+            print(f"decode: old and new logits within {drift:.3g} (of {top:.3g}), the same tokens")
         bare = _timed(bench_smollm2._bare_step(model, prompt))
         work["decode"] = {**runs, "bare NumPy step": bare}
     if what in ("both", "prefill"):

@@ -260,3 +260,26 @@ def test_a_small_gpts_gradient_is_the_canonical_cores_to_the_last_bit():
     want_loss, want_grads = canonical(step, params, batch, None)
     assert loss == want_loss
     np.testing.assert_array_equal(flatten(grads)[0], flatten(want_grads)[0])
+
+
+@pytest.mark.parametrize("unread", [False, True])
+@pytest.mark.parametrize("shape", ["rows", "keys", "1-d keys", "per batch entry"])
+@pytest.mark.parametrize("n", [40, 300])  # short rows (one call of the mask), long ones
+def test_masks_broadcast_along_an_axis_give_the_canonical_cores_numbers(unread, shape, n):
+    # a mask of one entry for every key of a row ([L_q, 1]), or for every query ([1, L_k],
+    # [L_k], [B, 1, 1, 1, L_k]): the plain forms write -inf where the concept's `where` does
+    rng = np.random.default_rng(n)
+    q, k, v = inputs(rng, np.float32, n, n + 9)
+    mask = {"rows": (np.arange(n) % 3 != 0)[:, None],
+            "keys": (np.arange(n + 9) % 4 != 1)[None, :],
+            "1-d keys": np.arange(n + 9) % 5 != 2,
+            "per batch entry": (np.arange(n + 9)[None, :] >= np.array([[0], [n // 2]]))[
+                :, None, None, None, :]}[shape]
+    core = query_blocks.weights_unread(ma.scaled_dot_product_attention) if unread else \
+        ma.scaled_dot_product_attention
+    got, want = core(q, k, v, mask), canonical(core, q, k, v, mask)
+    # (none has a query axis to split along: each runs whole, the concept's bits)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    if shape == "rows":
+        assert np.all(got[0][..., ::3, :] == 0)

@@ -174,8 +174,8 @@ def _mask_in_place(s, keep):
     if keep.ndim > s.ndim or numpy.broadcast(s, keep).shape != s.shape:
         return numpy.where(keep, s, -numpy.inf)  # (keep wider than the scores: softmax's where)
     hidden = ~keep
-    if s.shape[-1] <= 128:
-        numpy.copyto(s, -numpy.inf, where=hidden)
+    if s.shape[-1] <= 128 or keep.shape[-1] != s.shape[-1]:  # (short rows, or one mask entry
+        numpy.copyto(s, -numpy.inf, where=hidden)           # for every key of a row)
         return s
     columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
     masked = columns.nonzero()[0]
