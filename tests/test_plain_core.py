@@ -283,3 +283,24 @@ def test_masks_broadcast_along_an_axis_give_the_canonical_cores_numbers(unread, 
         np.testing.assert_array_equal(a, b)
     if shape == "rows":
         assert np.all(got[0][..., ::3, :] == 0)
+
+
+@pytest.mark.parametrize("n", [10, 300])
+def test_a_swapped_softmax_runs_inside_the_attention(n):
+    # minattn.swap (the course's grader: a student's softmax) reaches the core's body: the plain
+    # forms step aside while a function the body calls is not the one it was written with
+    calls, reference = [], ma.softmax
+
+    def mine(x, axis=-1, mask=None):
+        calls.append(np.shape(x))
+        return reference(x, axis=axis, mask=mask)
+
+    rng = np.random.default_rng(n)
+    q, k, v = (rng.normal(size=(2, n, 4)) for _ in range(3))
+    with ma.swap(softmax=mine):
+        ma.scaled_dot_product_attention(q, k, v, causal_mask(n))
+        query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, causal_mask(n))
+    assert len(calls) == (2 if n < 256 else 6)  # whole, or in 3 blocks of queries each time
+    calls.clear()
+    ma.scaled_dot_product_attention(q, k, v, causal_mask(n))  # restored: the plain forms again
+    assert calls == []

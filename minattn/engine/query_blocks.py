@@ -48,11 +48,14 @@ unread (a prompt's self-attention) write each block's output into the output's r
 output, the scores of tiles that fit the L2 cache in one scratch buffer: within float32 (or
 float64) rounding of the formula, not the canonical bits (SmolLM2's prompt attention 0.73 of
 its time, its prefill 0.89-0.92; docs/benchmarks.md, "The attention core's forward in fewer
-passes"). The mask's zeros and NaN rows are the canonical core's in every form. `plain=False`
-keeps f itself for every call (a function that is not the canonical core: the tests' spies).
+passes"). The mask's zeros and NaN rows are the canonical core's in every form. Where a
+function the core's body calls has been swapped for another (minattn.swap: the course's grader
+runs a student's softmax inside minattn's attention), f itself runs. `plain=False` keeps f
+itself for every call (a function that is not the canonical core: the tests' spies).
 """
 import contextvars
 import functools
+import inspect
 
 import numpy
 from autograd.tracer import isbox
@@ -67,12 +70,13 @@ def in_query_blocks(rows=128, plain=True):
     canonical core, computed on NumPy itself where plain_core can (False: by f, always)."""
     def decorate(f):
         bound = _binder(f)
+        as_written = _as_written(f)
 
         @functools.wraps(f)
         def by_query_blocks(*args, **kwargs):
             q = args[0] if args else kwargs.get("q")
             short = getattr(q, "ndim", 0) < 2 or q.shape[-2] < 2 * rows  # decoding: one query
-            in_plain = plain and _PLAIN.get()
+            in_plain = plain and _PLAIN.get() and as_written()
             if short and not in_plain:
                 return f(*args, **kwargs)
             values = bound(args, kwargs)
@@ -90,6 +94,25 @@ def in_query_blocks(rows=128, plain=True):
         return by_query_blocks
 
     return decorate
+
+
+def _as_written(f):
+    # -> a check that every function the core's body calls by a global name is still the one
+    # it was decorated with: False where one has been swapped (minattn.swap, the course's
+    # grader: a student's softmax must run inside the attention), so f itself runs
+    body = inspect.unwrap(f)
+    namespace = getattr(body, "__globals__", {})
+    code = getattr(body, "__code__", None)
+    called = tuple((name, namespace[name]) for name in (code.co_names if code else ())
+                   if callable(namespace.get(name)) and not inspect.ismodule(namespace[name]))
+
+    def as_written():
+        for name, function in called:
+            if namespace.get(name) is not function:
+                return False
+        return True
+
+    return as_written
 
 
 def _binder(f):
