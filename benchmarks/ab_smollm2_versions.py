@@ -19,8 +19,8 @@ Both the wall clock and the process's CPU time (steadier where other processes s
 Before timing, old and new are checked to give bit-for-bit the same logits and caches (decode:
 16 steps' logits; prefill: the logits and every layer's cache), or, where a prompt's attention
 or feed-forward rounds otherwise (issue 65's: the output divided by the sums, torch's form of
-silu), the same tokens and logits within 1e-3 of their largest, the difference printed. Prints medians (IQR) and the
-per-round ratios new / old, new / peer and old / peer.
+silu), the same tokens and logits within 1e-3 of their largest, the difference printed.
+Prints medians (IQR) and the per-round ratios new / old, new / peer and old / peer.
 """
 import os
 import sys

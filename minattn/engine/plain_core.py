@@ -13,15 +13,18 @@ one array of scores each block makes:
         softmax normalises them, then times the values: the same operations on the same
         numbers in the same order, so the same bits as the concept (tests/test_plain_core.py).
         What it saves: the `where`'s (or the bias's) new [..., L_q, L_k] array (the mask written
-        into the scores in place, and only over the keys where some query is masked: most of a
-        causal block's keys are visible to all its queries), the shift's new array where there
-        is no mask, and the max's fix-ups and the sums' fix-up where no row's max is infinite
-        or NaN (one isfinite over [..., L_q, 1] then, not four comparisons and assignments).
-    output(q, k, v, keep, bias, scale)    -> output alone, for a caller that never reads the
-        weights (weights_unread: a decoder's prompt): the same until the sums, then
-        (e @ v) / sums, the division moved from the [..., L_q, L_k] weights to the
-        [..., L_q, d_v] output: a pass over the largest array fewer. Not the concept's bits:
-        within its dtype's rounding of the float64 formula (tested).
+        into the scores in place, on rows of more than 128 keys only over the keys where some
+        query is masked: most of a causal block's keys are visible to all its queries), the
+        shift's new array where there is no mask, and the max's fix-ups and the sums' fix-up
+        where no row's max is infinite or NaN (one isfinite over [..., L_q, 1] then, not four
+        comparisons and assignments).
+    output_into(out, q, k, v, keep, scale, scratch)   the output alone, written into `out`,
+        for a caller that never reads the weights (weights_unread: a decoder's prompt, by
+        blocks of queries): the same until the exps, then (e @ v) / sums, the division moved
+        from the [..., L_q, L_k] weights to the [..., L_q, d_v] output (a pass over the largest
+        array fewer), the sums a product with a column of ones, the scores in tiles that fit
+        the L2 cache in one scratch buffer. Not the concept's bits: within its dtype's rounding
+        of the float64 formula (tested).
 
 Both keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
 key masked gives zero weights and a zero output (0 times the values: NaN where a value is NaN or
@@ -58,19 +61,9 @@ def forward(q, k, v, keep, bias, scale):
     return e @ v, e
 
 
-def output(q, k, v, keep, bias, scale):
-    """output [..., L_q, d_v] alone, (e @ v) / sums: see the module docstring."""
-    e, total = _exp_and_sums(q, k, keep, bias, scale)
-    out = e @ v
-    if out.shape == total.shape[:-1] + out.shape[-1:]:
-        out /= total  # the output made here, divided in place
-        return out
-    return out / total  # (v's batch dims wider than the scores': out broadcast past total)
-
-
 def output_into(out, q, k, v, keep, scale, scratch=None):
-    """output(q, k, v, keep, None, scale) written into out [batch..., L_q, d_v] (batch: q's, k's,
-    v's and keep's lead dims broadcast), in tiles of the lead dims whose scores fit in
+    """The core's output (keep a boolean mask [..., L_q, L_k], no bias) written into out
+    [batch..., L_q, d_v] (batch: q's, k's, v's and keep's lead dims broadcast), in tiles of the lead dims whose scores fit in
     TILE_BYTES (a pass over a block's scores that spills out of the core's L2 cache is slower:
     SmolLM2's block of 128 queries over 512 keys is 2.4 MB for its 9 heads, 0.8 MB for the 3
     of a kv head). Each tile's scores go into one scratch buffer, kept in `scratch` (a dict the
