@@ -307,8 +307,7 @@ def _swiglu_float32(gate, up):
 def _swiglu_chunk(gate, up, out, s, t):
     # float32 gate, up -> out = silu(gate) * up as gate / (1 + exp(-gate)) * up, torch's form
     # of silu: five passes over the chunk where sigmoid's operations and the products take nine
-    # (a prompt's feed-forward: 1.0 against 1.7 ms at SmolLM2's [512, 1536], one thread;
-    # docs/benchmarks.md, "The attention core's forward in fewer passes"). Within float32
+    # (docs/benchmarks.md, "The attention core's forward in fewer passes"). Within float32
     # rounding of the float64 formula (a few ulps: tests/test_vjps.py), not _swiglu's bits;
     # where gate < -88.7, exp(-gate) overflows to inf and silu(gate) comes out -0 where it is
     # under 6e-37 in magnitude. s and t unused (the chunks' scratch). NumPy's own ufuncs (plain

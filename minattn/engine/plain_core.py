@@ -1,4 +1,5 @@
-"""The attention core's forward on NumPy itself, in fewer passes over the scores (issue 65).
+"""The attention core's forward on NumPy itself, in fewer passes over the scores
+(docs/benchmarks.md, "The attention core's forward in fewer passes").
 
 The concept (attention.scaled_dot_product_attention, with attention.softmax) computes, through
 autograd.numpy's wrappers: the scores, a new array for the mask's `where` (or the scores plus a
@@ -63,15 +64,15 @@ def forward(q, k, v, keep, bias, scale):
 
 def output_into(out, q, k, v, keep, scale, scratch=None):
     """The core's output (keep a boolean mask [..., L_q, L_k], no bias) written into out
-    [batch..., L_q, d_v] (batch: q's, k's, v's and keep's lead dims broadcast), in tiles of the lead dims whose scores fit in
-    TILE_BYTES (a pass over a block's scores that spills out of the core's L2 cache is slower:
-    SmolLM2's block of 128 queries over 512 keys is 2.4 MB for its 9 heads, 0.8 MB for the 3
-    of a kv head). Each tile's scores go into one scratch buffer, kept in `scratch` (a dict the
-    caller passes from block to block); the mask is written only over the keys where it hides
-    some entry (found once for all the tiles); the row max is NumPy's fmax (faster than max,
-    and a row holding a NaN comes out NaN all the same: its sum is NaN); the sums are a product
-    with a column of ones (the same additions in BLAS's order: within rounding of the sum, not
-    its bits)."""
+    [batch..., L_q, d_v] (batch: q's, k's, v's and keep's lead dims broadcast), in tiles of the
+    lead dims whose scores fit in TILE_BYTES (a pass over a block's scores that spills out of
+    the core's L2 cache is slower: SmolLM2's block of 128 queries over 512 keys is 2.4 MB for
+    its 9 heads, 0.8 MB for the 3 of a kv head). Each tile's scores go into one scratch buffer,
+    kept in `scratch` (a dict the caller passes from block to block); the mask is written only
+    over the keys where it hides some entry (found once for all the tiles); the row max is
+    NumPy's fmax on rows longer than row_max's short ones (faster than max, and a row holding a
+    NaN comes out NaN all the same: its sum is NaN); the sums are a product with a column of
+    ones (the same additions in BLAS's order: within rounding of the sum, not its bits)."""
     batch, (n_q, n_k) = out.shape[:-2], (q.shape[-2], k.shape[-2])
     entry = n_q * n_k * out.dtype.itemsize  # bytes of one lead entry's scores
     split = 0  # tile over batch[:split], each tile batch[split:]: the fewest tiles that fit
@@ -95,7 +96,7 @@ def output_into(out, q, k, v, keep, scale, scratch=None):
         s = scratch["scores"][:size].reshape(qt.shape[:-1] + (n_k,))
         if not any(kt.strides[:-2]) and not any(vt.strides[:-2]):
             # one k and v for the whole tile (the query heads of one kv head): one product of
-            # all its queries, not one per head (the same sums of the same products)
+            # all its queries, not one per head (within rounding of the products per head)
             kt, vt = kt[(0,) * (kt.ndim - 2)], vt[(0,) * (vt.ndim - 2)]
             numpy.matmul(numpy.multiply(qt, scale).reshape(-1, qt.shape[-1]), kt.T,
                          out=s.reshape(-1, n_k))

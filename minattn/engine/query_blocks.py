@@ -35,7 +35,7 @@ memory) where the weights were, which the core may reshape but not read: only th
 assembled weights, are wrapped (kv_cache.self_attention's `grouped_attention`). A call that is
 not split (decoding, a box, dropout) builds its weights as ever, and drops them.
 
-The plain forms (issue 65). The decorated function is the canonical core, so where its
+The plain forms. The decorated function is the canonical core, so where its
 arguments, once checked, are NumPy arrays of one dtype, float32 or float64, with a boolean mask,
 a floating one or none, and no dropout, the decorator computes the core on NumPy itself
 (engine/plain_core.py) rather than through the concept's autograd.numpy calls and softmax, once
@@ -46,12 +46,12 @@ split blocks whose weights are read, likewise each block; and split blocks whose
 unread (a prompt's self-attention) write each block's output into the output's rows as
 (e @ v) / row sums, the division moved from the [.., L_q, L_k] weights to the [.., L_q, d_v]
 output, the scores of tiles that fit the L2 cache in one scratch buffer: within float32 (or
-float64) rounding of the formula, not the canonical bits (SmolLM2's prompt attention 0.73 of
-its time, its prefill 0.89-0.92; docs/benchmarks.md, "The attention core's forward in fewer
-passes"). The mask's zeros and NaN rows are the canonical core's in every form. Where a
-function the core's body calls has been swapped for another (minattn.swap: the course's grader
-runs a student's softmax inside minattn's attention), f itself runs. `plain=False` keeps f
-itself for every call (a function that is not the canonical core: the tests' spies).
+float64) rounding of the formula, not the canonical bits (docs/benchmarks.md, "The attention
+core's forward in fewer passes"). The mask's zeros and NaN rows are the canonical core's in
+every form. Where a function the core's body calls has been swapped for another (minattn.swap:
+the course's grader runs a student's softmax inside minattn's attention), f itself runs.
+`plain=False` keeps f itself for every call (a function that is not the canonical core: the
+tests' spies).
 """
 import contextvars
 import functools
