@@ -191,8 +191,14 @@ def test_unread_blocks_keep_the_cores_zeros_and_nans():
     # (the last block's queries, 256 on, multiply it by their weight 0: NaN, as the whole
     # computation; the blocks before never see key 299)
     assert np.all(np.isnan(out[1, 0, 299])) and not np.isnan(out[1, 0, :256]).any()
-    finite = np.isfinite(want)
-    np.testing.assert_allclose(out[finite], want[finite], rtol=1e-5, atol=1e-6)
+    with np.errstate(invalid="ignore"):  # elsewhere within rounding of the float64 formula
+        formula, _, _ = reference(q, k, v, mask)
+    # (the whole formula spreads the NaN value of key 299 to queries no block of which sees
+    # it, as the blocks do not: compared where both are finite)
+    finite = np.isfinite(want) & np.isfinite(formula)
+    assert finite.sum() > 0.7 * finite.size
+    clean = tuple(np.where(np.isfinite(a), a, 0) for a in (q, k, v))  # (for the bound)
+    assert np.abs(out[finite] - formula[finite]).max() <= _float_bound(*clean, np.float32)
 
 
 def test_the_scratch_tiles_fit_the_cache(monkeypatch):
@@ -211,7 +217,9 @@ def test_the_scratch_tiles_fit_the_cache(monkeypatch):
     tiles.clear()
     whole = query_blocks.weights_unread(grouped_attention)(q, k, v, causal_mask(512))[0]
     assert tiles == [(1, 3, 3, 128, n) for n in (128, 256, 384, 512)]
-    np.testing.assert_allclose(out, whole, rtol=1e-5, atol=1e-6)
+    want, _, _ = reference(q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1), causal_mask(512))
+    for got in (out, whole):
+        assert np.abs(got - want).max() <= _float_bound(q, k, v, np.float32)
 
 
 @pytest.mark.parametrize("case", ["dropout", "subclass"])
