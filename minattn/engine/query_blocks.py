@@ -148,7 +148,7 @@ def _plain_core(q, k, v, keep, bias, scale, *, rows, whole):
     # check_attention returns them): in one piece where the call is short or its mask has no
     # query axis (forward: the concept's bits); else by blocks of queries, each over the keys
     # it may see, the weights assembled (forward), or never made whole where they are unread
-    # (output: the output divided by the sums, not the weights)
+    # (output_into: the output divided by the sums, not the weights)
     if whole or bias is not None or keep is None or keep.ndim < 2 or \
             keep.shape[-2] != q.shape[-2] or keep.shape[-1] != k.shape[-2]:
         # (the weights made and returned even where unread: a gradient's tape keeps them, and
