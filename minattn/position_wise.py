@@ -266,7 +266,7 @@ def swiglu_vjp(wrt, g, y, gate, up):
 def swiglu(gate, up):
     # [..., F], [..., F] -> [..., F]: silu(gate) * up, SwiGLU's gating, one primitive so that
     # autograd's tape keeps gate and up alone, not sigmoid(gate), silu(gate) and their products
-    # (float32 gate and up of one shape, more than a chunk: the same passes in chunks,
+    # (float32 gate and up of one shape, more than a chunk: in chunks, in fewer passes,
     # _swiglu_float32)
     return (_swiglu_float32 if _in_float32_chunks(gate, up) else _swiglu)(gate, up)
 
@@ -279,7 +279,8 @@ def _swiglu(gate, up):
 def _in_float32_chunks(gate, up):
     # NumPy float32 arrays (or autograd boxes of them) of one shape, of more than one chunk:
     # _swiglu_float32's. A decode step's token takes _swiglu, whose passes over 1,536 elements
-    # cost less than the chunks' machinery; the value is the same to the last bit either way.
+    # cost less than the chunks' machinery; the values agree within float32 rounding (the
+    # chunks' value is torch's form of silu; their derivatives' pass keeps _swiglu's bits).
     gate, up = getval(gate), getval(up)
     return type(gate) is numpy.ndarray and type(up) is numpy.ndarray and \
         gate.dtype == up.dtype == numpy.float32 and gate.shape == up.shape and \
@@ -304,10 +305,15 @@ def _swiglu_float32(gate, up):
 
 
 def _swiglu_chunk(gate, up, out, s, t):
-    # float32 gate, up -> out = silu(gate) * up: sigmoid's operations in its order (s, with t
-    # scratch), then gate s, then times up: equal to the last bit to _swiglu's value. NumPy's
-    # own ufuncs (plain arrays): autograd's wrappers cost a decode step more than its passes.
-    numpy.multiply(gate, _sigmoid_into(gate, s, t), out=out)
+    # float32 gate, up -> out = silu(gate) * up as gate / (1 + exp(-gate)) * up, torch's form
+    # of silu: five passes over the chunk where sigmoid's operations and the products take nine
+    # (docs/benchmarks.md, "The attention core's forward in fewer passes"). Within float32
+    # rounding of the float64 formula (a few ulps: tests/test_vjps.py), not _swiglu's bits;
+    # where gate < -88.7, exp(-gate) overflows to inf and silu(gate) comes out -0 where it is
+    # under 6e-37 in magnitude. s and t unused (the chunks' scratch). NumPy's own ufuncs (plain
+    # arrays): autograd's wrappers cost more than the passes at a decode step's size.
+    numpy.exp(numpy.negative(gate, out=out), out=out)
+    numpy.divide(gate, numpy.add(out, 1.0, out=out), out=out)
     return numpy.multiply(out, up, out=out)
 
 

@@ -389,15 +389,20 @@ def test_only_the_main_threads_calls_are_timed(clock):
 def test_inside_a_timed_call_the_attention_core_runs_on_the_chosen_count(monkeypatch, clock):
     # The core's products run on one BLAS thread (one_blas_thread), but inside a call whose count
     # was chosen by timing they run on that count (unless=decoding_or_timed): seen through the
-    # softmax the core calls, for a prompt of 300 queries.
+    # softmax the core calls (or the row max of its plain form on NumPy, engine/plain_core.py),
+    # for a prompt of 300 queries.
     import minattn.attention as attention
-    seen, softmax = [], attention.softmax
+    from minattn.engine import plain_core
+    seen = []
 
-    def spy(*args, **kwargs):
-        seen.append(_in_force())
-        return softmax(*args, **kwargs)
+    def spied(f):
+        def spy(*args, **kwargs):
+            seen.append(_in_force())
+            return f(*args, **kwargs)
+        return spy
 
-    monkeypatch.setattr(attention, "softmax", spy)
+    monkeypatch.setattr(attention, "softmax", spied(attention.softmax))
+    monkeypatch.setattr(plain_core, "row_max", spied(plain_core.row_max))
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=(2, 300, 8)) for _ in range(3))
     mask = np.tril(np.ones((300, 300), bool))

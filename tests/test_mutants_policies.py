@@ -65,7 +65,7 @@ def _spy():
         seen.append((np.shape(q)[-2], np.shape(k)[-2], scale))
         return _formula(np.asarray(q), np.asarray(k), np.asarray(v), mask, scale)
 
-    return seen, query_blocks.in_query_blocks(rows=128)(spy)
+    return seen, query_blocks.in_query_blocks(rows=128, plain=False)(spy)  # f, not plain_core
 
 
 def test_in_query_blocks_splits_a_call_by_keywords():

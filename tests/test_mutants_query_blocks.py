@@ -51,7 +51,7 @@ def test_the_default_block_is_128_queries():
         seen.append((q.shape[-2], k.shape[-2]))
         return formula(q, k, v, mask)
 
-    split = query_blocks.in_query_blocks()(spy)
+    split = query_blocks.in_query_blocks(plain=False)(spy)  # f itself, not the plain forms
     x = np.random.default_rng(2).normal(size=(512, 4))
     split(x, x, x, causal_mask(512, 512))
     assert seen == [(128, 128), (128, 256), (128, 384), (128, 512)]  # 10 of 16 tiles of 128
@@ -65,7 +65,7 @@ def test_a_sliding_window_block_starts_at_its_first_visible_key():
         seen.append((q.shape[-2], k.shape[-2]))
         return formula(q, k, v, mask)
 
-    split = query_blocks.in_query_blocks(rows=128)(spy)
+    split = query_blocks.in_query_blocks(rows=128, plain=False)(spy)
     x = np.random.default_rng(3).normal(size=(512, 4))
     mask = causal_mask(512, 512, window=64)
     rows = [np.flatnonzero(mask[i]) for i in (128, 255)]
@@ -84,7 +84,7 @@ def _spy_split(rows=128):
         seen.append((q.shape[-2], k.shape[-2]))
         return formula(q, k, v, mask)
 
-    return seen, query_blocks.in_query_blocks(rows=rows)(spy)
+    return seen, query_blocks.in_query_blocks(rows=rows, plain=False)(spy)
 
 
 def test_a_4d_mask_and_more_keys_than_queries_are_split_too():
@@ -143,7 +143,7 @@ def test_a_value_being_differentiated_is_computed_whole():
         p = e / anp.sum(e, axis=-1, keepdims=True)
         return p @ v, p
 
-    split = query_blocks.in_query_blocks(rows=128)(core)
+    split = query_blocks.in_query_blocks(rows=128, plain=False)(core)
     rng = np.random.default_rng(8)
     q, k, v = (rng.normal(size=(260, 4)) for _ in range(3))
     mask = causal_mask(260, 260, window=50)

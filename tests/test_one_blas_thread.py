@@ -56,10 +56,16 @@ def test_inside_one_blas_thread_blas_runs_one_thread_and_the_limit_before_comes_
 def test_decoding_keeps_the_threads_and_longer_calls_get_one(fresh, monkeypatch, n_queries):
     # @one_blas_thread(unless=decoding): a call of at most FEW_QUERIES queries leaves the BLAS
     # threads as they are; the attention core (scaled_dot_product_attention) is decorated so.
+    # (seen through the softmax the core calls, or the row max of its plain form on NumPy,
+    # engine/plain_core.py)
     import minattn.attention as attention
+    from minattn.engine import plain_core
     seen = []
     monkeypatch.setattr(attention, "softmax",
                         lambda *a, _f=attention.softmax, **k: seen.append(blas_threads()) or
+                        _f(*a, **k))
+    monkeypatch.setattr(plain_core, "row_max",
+                        lambda *a, _f=plain_core.row_max, **k: seen.append(blas_threads()) or
                         _f(*a, **k))
     q = np.ones((2, n_queries, 8))
     k = v = np.ones((2, 70, 8))

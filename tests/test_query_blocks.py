@@ -65,11 +65,29 @@ def test_the_blocks_see_only_their_keys():
         seen.append((q.shape[-2], k.shape[-2]))
         return inner.__wrapped__(q, k, v, mask, scale=scale, dropout=dropout, rng=rng)
 
-    split = query_blocks.in_query_blocks(rows=128)(spy)
+    split = query_blocks.in_query_blocks(rows=128, plain=False)(spy)  # f itself, always
     rng = np.random.default_rng(0)
     q = k = v = rng.normal(size=(1, 512, 4))
     split(q, k, v, causal_mask(512, 512))
     assert seen == [(128, 128), (128, 256), (128, 384), (128, 512)]
+
+
+@pytest.mark.parametrize("unread", [False, True])
+def test_the_plain_blocks_see_only_their_keys(unread, monkeypatch):
+    # the core on NumPy itself (engine/plain_core.py) splits as the canonical core's blocks do
+    from minattn.engine import plain_core
+    seen = []
+    for name in ("forward", "output_into"):
+        f = getattr(plain_core, name)
+        monkeypatch.setattr(plain_core, name, lambda *a, f=f, name=name: (
+            seen.append((name, a[0 if name == "forward" else 1].shape[-2],
+                         a[1 if name == "forward" else 2].shape[-2])), f(*a))[1])
+    rng = np.random.default_rng(0)
+    q = k = v = rng.normal(size=(1, 512, 4))
+    core = ma.scaled_dot_product_attention
+    (query_blocks.weights_unread(core) if unread else core)(q, k, v, causal_mask(512, 512))
+    name = "output_into" if unread else "forward"
+    assert seen == [(name, 128, 128), (name, 128, 256), (name, 128, 384), (name, 128, 512)]
 
 
 @pytest.mark.parametrize("case", ["dropout", "sinks", "additive", "short", "no query axis"])
@@ -157,8 +175,19 @@ def test_weights_unread_gives_the_same_output_and_no_weights(kind, n_q):
     grouped = lambda t: np.repeat(t, 2, axis=1)  # kv head h // 2 for query head h  # noqa: E731
     want, _ = reference(q, grouped(k), grouped(v), mask)
     np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
-    # and the same numbers as with the weights assembled: the blocks' sums are the same sums
-    assert np.array_equal(out, grouped_attention(q, k, v, mask)[0])
+    # the same numbers as with the weights assembled where the call is one block; split, the
+    # plain blocks divide the output by the sums, not the weights (plain_core.output_into):
+    # other roundings, checked above against float64; the canonical core's blocks (the plain
+    # forms off) give the assembled weights' numbers, the same sums
+    whole = grouped_attention(q, k, v, mask)[0]
+    if n_q < 256:
+        assert np.array_equal(out, whole)
+    token = query_blocks._PLAIN.set(False)
+    try:
+        canonical = query_blocks.weights_unread(grouped_attention)(q, k, v, mask)[0]
+    finally:
+        query_blocks._PLAIN.reset(token)
+    assert np.array_equal(canonical, whole)
 
 
 def test_after_weights_unread_the_core_assembles_its_weights_again_even_after_an_error():

@@ -424,11 +424,14 @@ def test_float32_swiglu_in_chunks_holds_the_float64_formula_and_its_second_deriv
         g)))(small_gate)
     assert second.dtype == np.float32 and np.all(np.isfinite(second))
     assert calls and value.dtype == np.float32  # the chunked path was taken
-    np.testing.assert_array_equal(value, position_wise._swiglu(gate, up))
+    # the chunks' value is gate / (1 + exp(-gate)) * up, torch's form: not _swiglu's bits, but
+    # within float32 rounding of the float64 formula (below), as _swiglu's is
+    assert not np.array_equal(value, position_wise._swiglu(gate, up))  # (the form is not its)
     g64, u64, r64 = (a.astype(np.float64) for a in (gate, up, r))
     written = lambda g, u: anp.sum(g / (1.0 + anp.exp(-g)) * u * r64)  # noqa: E731
     want = g64 / (1.0 + np.exp(-g64)) * u64
     np.testing.assert_allclose(value, want, rtol=2e-6, atol=1e-30)
+    np.testing.assert_allclose(position_wise._swiglu(gate, up), want, rtol=2e-6, atol=1e-30)
     for got, expected in zip(grads, grad(written, (0, 1))(g64, u64)):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())

@@ -11,6 +11,9 @@
                        worker threads (one_blas_thread, threads_chosen_by_timing, in_threads)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
+    plain_core.py      the attention core's forward on NumPy itself, in fewer passes (the
+                       canonical bits where the weights are returned; a prompt's unread
+                       weights: the output divided by the sums)
     reductions.py      a max along short rows, taken down the columns of a transposed copy
                        of a block of rows (row_max: the shift of softmax and log-sum-exp), the
                        same max, faster;

@@ -1,0 +1,179 @@
+"""The attention core's forward on NumPy itself, in fewer passes over the scores
+(docs/benchmarks.md, "The attention core's forward in fewer passes").
+
+The concept (attention.scaled_dot_product_attention, with attention.softmax) computes, through
+autograd.numpy's wrappers: the scores, a new array for the mask's `where` (or the scores plus a
+bias, and the scores minus their max), each row's max and four fix-ups of it, the exp, the sum,
+a fix-up of the sums, the division of the weights, then the weights times the values. Where the
+arguments are plain NumPy arrays of one dtype, float32 or float64 (no autograd box, no GPU or
+masked array, no subclass), the mask boolean or none (or a floating mask, added), and no dropout,
+in_query_blocks (engine/query_blocks.py) computes the core here instead, as NumPy calls on the
+one array of scores each block makes:
+
+    forward(q, k, v, keep, bias, scale)   -> (output, weights): the weights normalised as
+        softmax normalises them, then times the values: the same operations on the same
+        numbers in the same order, so the same bits as the concept (tests/test_plain_core.py).
+        What it saves: the `where`'s (or the bias's) new [..., L_q, L_k] array (the mask written
+        into the scores in place, on rows of more than 128 keys only over the keys where some
+        query is masked: most of a causal block's keys are visible to all its queries), the
+        shift's new array where there is no mask, and the max's fix-ups and the sums' fix-up
+        where no row's max is infinite or NaN (one isfinite over [..., L_q, 1] then, not four
+        comparisons and assignments).
+    output_into(out, q, k, v, keep, scale, scratch)   the output alone, written into `out`,
+        for a caller that never reads the weights (weights_unread: a decoder's prompt, by
+        blocks of queries): the same until the exps, then (e @ v) / sums, the division moved
+        from the [..., L_q, L_k] weights to the [..., L_q, d_v] output (a pass over the largest
+        array fewer), the sums a product with a column of ones, the scores in tiles that fit
+        the L2 cache in one scratch buffer. Not the concept's bits: within its dtype's rounding
+        of the float64 formula (tested).
+
+Both keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
+key masked gives zero weights and a zero output (0 times the values: NaN where a value is NaN or
+infinite, as the concept gives); a row whose scores hold a NaN or +inf gives NaN weights and a
+NaN output, as softmax documents. The scale multiplies q first (the concept's order: the scores
+are the concept's bits).
+"""
+import math
+
+import numpy
+
+from .plain_vjps import _ones_column
+from .reductions import SHORT_ROW, row_max
+from .threads import TILE_BYTES
+
+_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+
+
+def plain(q, k, v, keep, bias):
+    """True where forward and output compute the core (the arguments as check_attention
+    returns them): q, k, v NumPy arrays (type ndarray) of one dtype, float32 or float64; keep a
+    boolean NumPy array or None; bias None or a NumPy array of that dtype."""
+    return (type(q) is numpy.ndarray and type(k) is numpy.ndarray and type(v) is numpy.ndarray
+            and q.dtype in _FLOATS and q.dtype == k.dtype == v.dtype
+            and (keep is None or type(keep) is numpy.ndarray and keep.dtype == bool)
+            and (bias is None or type(bias) is numpy.ndarray and bias.dtype == q.dtype))
+
+
+def forward(q, k, v, keep, bias, scale):
+    """(output [..., L_q, d_v], weights [..., L_q, L_k]), the concept's bits: see the module
+    docstring."""
+    e, total = _exp_and_sums(q, k, keep, bias, scale)
+    e /= total
+    return e @ v, e
+
+
+def output_into(out, q, k, v, keep, scale, scratch=None):
+    """The core's output (keep a boolean mask [..., L_q, L_k], no bias) written into out
+    [batch..., L_q, d_v] (batch: q's, k's, v's and keep's lead dims broadcast), in tiles of the
+    lead dims whose scores fit in TILE_BYTES (a pass over a block's scores that spills out of
+    the core's L2 cache is slower: SmolLM2's block of 128 queries over 512 keys is 2.4 MB for
+    its 9 heads, 0.8 MB for the 3 of a kv head). Each tile's scores go into one scratch buffer,
+    kept in `scratch` (a dict the caller passes from block to block); the mask is written only
+    over the keys where it hides some entry (found once for all the tiles); the row max is
+    NumPy's fmax on rows longer than row_max's short ones (faster than max, and a row holding a
+    NaN comes out NaN all the same: its sum is NaN); the sums are a product with a column of
+    ones (the same additions in BLAS's order: within rounding of the sum, not its bits)."""
+    batch, (n_q, n_k) = out.shape[:-2], (q.shape[-2], k.shape[-2])
+    entry = n_q * n_k * out.dtype.itemsize  # bytes of one lead entry's scores
+    split = 0  # tile over batch[:split], each tile batch[split:]: the fewest tiles that fit
+    while split < len(batch) and math.prod(batch[split:]) * entry > TILE_BYTES:
+        split += 1
+    hidden = ~keep
+    columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
+    masked = columns.nonzero()[0]
+    keys = slice(int(masked[0]), int(masked[-1]) + 1) if masked.size else None
+    views = [numpy.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v)]
+    hidden = numpy.broadcast_to(hidden[..., keys], batch + (n_q, keys.stop - keys.start)) \
+        if keys is not None else None
+    ones = _ones_column(n_k, out.dtype)
+    size = math.prod(batch[split:]) * n_q * n_k
+    if scratch is None:
+        scratch = {}
+    if scratch.get("scores") is None or scratch["scores"].size < size:
+        scratch["scores"] = numpy.empty(size, out.dtype)
+    for index in numpy.ndindex(batch[:split]):
+        qt, kt, vt = (a[index] for a in views)
+        s = scratch["scores"][:size].reshape(qt.shape[:-1] + (n_k,))
+        if not any(kt.strides[:-2]) and not any(vt.strides[:-2]):
+            # one k and v for the whole tile (the query heads of one kv head): one product of
+            # all its queries, not one per head (within rounding of the products per head)
+            kt, vt = kt[(0,) * (kt.ndim - 2)], vt[(0,) * (vt.ndim - 2)]
+            numpy.matmul(numpy.multiply(qt, scale).reshape(-1, qt.shape[-1]), kt.T,
+                         out=s.reshape(-1, n_k))
+        else:
+            numpy.matmul(numpy.multiply(qt, scale), numpy.swapaxes(kt, -1, -2), out=s)
+        if keys is not None:
+            numpy.copyto(s[..., keys], -numpy.inf, where=hidden[index])
+        x_max = _row_max(s)
+        infinite = not numpy.isfinite(x_max).all()
+        if infinite:
+            x_max[x_max == -numpy.inf] = 0.0
+            x_max[x_max == numpy.inf] = numpy.nan
+        numpy.subtract(s, x_max, out=s)
+        numpy.exp(s, out=s)
+        total = s @ ones  # [..., L_q, 1]
+        if infinite:
+            total[total == 0] = 1.0
+        if vt.ndim == 2:
+            numpy.divide((s.reshape(-1, n_k) @ vt).reshape(out[index].shape), total,
+                         out=out[index])
+        else:
+            numpy.divide(s @ vt, total, out=out[index])
+    return out
+
+
+def _row_max(s):
+    # s.max(-1, keepdims=True) where a row holds no NaN; where it holds one, the max of the rest
+    # (NumPy's fmax: faster on rows longer than row_max's short ones), whose row of exps then
+    # sums to NaN all the same
+    if s.shape[-1] <= SHORT_ROW:
+        return row_max(s)
+    return numpy.fmax.reduce(s, axis=-1, keepdims=True)
+
+
+def _exp_and_sums(q, k, keep, bias, scale):
+    # -> (e, total): e = exp(scores - row max) with masked entries exactly 0, in the one array of
+    # scores made here; total its row sums, 1 where every entry is masked (e's zeros stay zeros)
+    s = numpy.multiply(q, scale) @ numpy.swapaxes(k, -1, -2)  # [..., L_q, L_k]; the concept's
+    if bias is not None:
+        s = _add_in_place(s, bias)
+    if keep is not None:
+        s = _mask_in_place(s, keep)
+    if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
+        return s, numpy.ones(s.shape[:-1] + (1,), s.dtype)
+    x_max = row_max(s)  # [..., L_q, 1]
+    infinite = not numpy.isfinite(x_max).all()
+    if infinite:  # softmax's fix-ups: a fully masked row shifted by 0, a +inf max made NaN
+        x_max[x_max == -numpy.inf] = 0.0
+        x_max[x_max == numpy.inf] = numpy.nan
+    numpy.subtract(s, x_max, out=s)
+    numpy.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
+    if infinite:  # a sum is 0 only where every entry is masked (the max's entry gives exp(0) = 1)
+        total[total == 0] = 1.0
+    return s, total
+
+
+def _add_in_place(s, bias):
+    # s + bias, into s where the sum has s's shape (s: the scores made here)
+    if bias.ndim <= s.ndim and numpy.broadcast(s, bias).shape == s.shape:
+        return numpy.add(s, bias, out=s)
+    return s + bias
+
+
+def _mask_in_place(s, keep):
+    # -inf where keep is False (s: an array made here, keep broadcasting to it); on rows of more
+    # than 128 keys written only into the keys from the first to the last that some entry masks
+    # (a causal block's diagonal tile); shorter, in one call
+    if keep.ndim > s.ndim or numpy.broadcast(s, keep).shape != s.shape:
+        return numpy.where(keep, s, -numpy.inf)  # (keep wider than the scores: softmax's where)
+    hidden = ~keep
+    if s.shape[-1] <= 128 or keep.shape[-1] != s.shape[-1]:  # (short rows, or one mask entry
+        numpy.copyto(s, -numpy.inf, where=hidden)           # for every key of a row)
+        return s
+    columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
+    masked = columns.nonzero()[0]
+    if masked.size:
+        keys = slice(int(masked[0]), int(masked[-1]) + 1)
+        numpy.copyto(s[..., keys], -numpy.inf, where=hidden[..., keys])
+    return s

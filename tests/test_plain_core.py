@@ -1,0 +1,314 @@
+"""engine/plain_core.py: the attention core's forward on NumPy itself (in_query_blocks' plain
+forms). What it promises: where the weights are returned (forward), the canonical core's output
+and weights to the last bit, for every kind of mask, bias, dtype and corner (fully masked rows,
+NaN and +inf scores, no keys); where a caller never reads them and the queries are split
+(weights_unread: output_into), the output within float32 / float64 rounding of a float64
+formula written here, with the canonical core's zeros and NaNs; the calls it does not take
+(boxes, dropout, lists) left to the canonical core."""
+import numpy as np
+import pytest
+from autograd import grad
+from autograd.misc import flatten
+from hypothesis import given, settings, strategies as st
+
+import minattn as ma
+from minattn.engine import plain_core, query_blocks
+from minattn.masks import causal_mask
+from minattn.multi_head import grouped_attention
+
+
+def canonical(f, *args, **kwargs):
+    # f with the plain forms off: the concept's own code (softmax and all)
+    token = query_blocks._PLAIN.set(False)
+    try:
+        return f(*args, **kwargs)
+    finally:
+        query_blocks._PLAIN.reset(token)
+
+
+def reference(q, k, v, keep=None, bias=None, scale=None):
+    # softmax(q kᵀ scale + bias, over keep) v in float64, rows with no key: zeros; NaN rows NaN
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    s = np.einsum("...qd,...kd->...qk", q, k) * scale
+    if bias is not None:
+        s = s + bias
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    top = np.max(s, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - np.where(top == -np.inf, 0.0, np.where(top == np.inf, np.nan, top)))
+        total = e.sum(-1, keepdims=True)
+        p = e / np.where(total == 0, 1, total)
+    return p @ v, p, s
+
+
+def masks(kind, n_q, n_k, rng, batch=2):
+    if kind == "none":
+        return None
+    if kind == "causal":
+        return causal_mask(n_q, n_k, align="bottom_right")
+    if kind == "window":
+        return causal_mask(n_q, n_k, align="bottom_right", window=int(rng.integers(1, 60)))
+    if kind == "padding":  # [B, 1, 1, L_q, L_k]: each row's first keys are padding
+        pad = rng.integers(0, n_k // 2 + 1, size=batch)
+        keys = np.arange(n_k)[None, :] >= pad[:, None]
+        return (causal_mask(n_q, n_k, align="bottom_right") & keys[:, None, :])[:, None, None]
+    return rng.random((n_q, n_k)) < 0.3  # random rows, some with no key at all
+
+
+def inputs(rng, dtype, n_q, n_k, d=8, d_v=5):
+    q = rng.normal(size=(2, 3, 2, n_q, d)).astype(dtype)  # grouped: 3 kv heads of 2 query heads
+    k = rng.normal(size=(2, 3, 1, n_k, d)).astype(dtype)
+    v = rng.normal(size=(2, 3, 1, n_k, d_v)).astype(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["none", "causal", "window", "padding", "random"])
+@settings(max_examples=15, deadline=None)
+@given(n_q=st.sampled_from([1, 3, 40, 64, 255, 300]), extra=st.integers(0, 40),
+       seed=st.integers(0, 2 ** 16))
+def test_forward_gives_the_canonical_cores_bits(dtype, kind, n_q, extra, seed):
+    # weights returned: the same operations on the same numbers, whole or in blocks
+    rng = np.random.default_rng(seed)
+    n_k = n_q + extra
+    q, k, v = inputs(rng, dtype, n_q, n_k)
+    q[0, 0, 0, 0] *= 40  # large scores: the shift matters
+    mask = masks(kind, n_q, n_k, rng)
+    out, weights = ma.scaled_dot_product_attention(q, k, v, mask)
+    want_out, want_weights = canonical(ma.scaled_dot_product_attention, q, k, v, mask)
+    assert out.dtype == weights.dtype == dtype
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(weights, want_weights)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forward_with_a_bias_and_a_scale_gives_the_canonical_bits(dtype):
+    rng = np.random.default_rng(3)
+    q, k, v = inputs(rng, dtype, 70, 90)
+    bias = rng.normal(size=(3, 1, 70, 90)).astype(dtype)  # ALiBi-like, per kv head
+    bias[0, 0, 5] = -np.inf  # a row with no key: zeros
+    bias[1, 0, 6, :10] = -np.inf
+    for scale in (None, 0.0, 0.3):
+        got = ma.scaled_dot_product_attention(q, k, v, bias, scale=scale)
+        want = canonical(ma.scaled_dot_product_attention, q, k, v, bias, scale=scale)
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    assert np.all(got[1][:, 0, :, 5] == 0) and np.all(got[0][:, 0, :, 5] == 0)
+
+
+def test_forward_corners_give_the_canonical_bits():
+    # NaN and +inf scores (their rows all NaN), fully masked rows (zeros), a NaN at a masked
+    # key (no effect), no keys, no queries, float16 (computed in float32)
+    rng = np.random.default_rng(5)
+    q, k, v = inputs(rng, np.float32, 20, 30)
+    mask = rng.random((20, 30)) < 0.5
+    mask[3] = False
+    q[0, 0, 0, 7, 2] = np.nan
+    q[0, 1, 0, 8, 2] = np.inf
+    k[1, 2, 0, 4, :] = np.nan  # key 4 of one head: NaN scores where unmasked
+    cases = [(q, k, v, mask), (q, k, v, None), (q[..., :0, :], k, v, mask[:0]),
+             (q, k[..., :0, :], v[..., :0, :], mask[:, :0]),
+             tuple(a.astype(np.float16) for a in (q, k, v)) + (mask,)]
+    for case in cases:
+        with np.errstate(invalid="ignore"):
+            got = ma.scaled_dot_product_attention(*case)
+            want = canonical(ma.scaled_dot_product_attention, *case)
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    out, weights = ma.scaled_dot_product_attention(q, k, v, mask)
+    assert np.all(weights[..., 3, :] == 0) and np.all(out[..., 3, :] == 0)
+    assert np.all(np.isnan(out[0, 0, 0, 7])) and np.all(np.isnan(weights[0, 1, 0, 8]))
+
+
+def _float_bound(q, k, v, dtype):
+    # |output - float64 formula| for float32 or float64 arithmetic: each score's rounding
+    # (a dot product of d terms: d eps |q||k|) moves its weight by that much relatively, the
+    # exp, sum, product and division a few eps more, times the values' size
+    eps = np.finfo(dtype).eps
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    d = q.shape[-1]
+    dots = np.linalg.norm(q, axis=-1).max() * np.linalg.norm(k, axis=-1).max() / np.sqrt(d)
+    return 4 * eps * (d * dots + k.shape[-2] + 8) * np.abs(v).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["causal", "window", "padding", "random"])
+@settings(max_examples=10, deadline=None)
+@given(n_q=st.integers(256, 300), extra=st.integers(0, 40), seed=st.integers(0, 2 ** 16))
+def test_unread_blocks_are_within_rounding_of_the_float64_formula(dtype, kind, n_q, extra,
+                                                                  seed):
+    rng = np.random.default_rng(seed)
+    n_k = n_q + extra
+    q, k, v = (a[:, :, 0] for a in inputs(rng, dtype, n_q, n_k))  # [B, H, L, d], kv: 3 heads
+    q = np.concatenate([q, q[:, :, ::-1] * 3], axis=1)  # 6 query heads over 3 kv heads
+    mask = masks(kind, n_q, n_k, rng)
+    mask = mask[:, 0] if kind == "padding" else mask
+    out, weights = query_blocks.weights_unread(grouped_attention)(q, k, v, mask)
+    assert weights is None and out.dtype == dtype
+    grouped = lambda t: np.repeat(t, 2, axis=1)  # noqa: E731
+    want, _, _ = reference(q, grouped(k), grouped(v), mask)
+    assert np.abs(out - want).max() <= _float_bound(q, k, v, dtype)
+    # the canonical core's zeros: rows with no key
+    canonical_out = canonical(query_blocks.weights_unread(grouped_attention), q, k, v, mask)[0]
+    np.testing.assert_array_equal(out == 0, canonical_out == 0)
+
+
+def test_the_bound_can_fail():
+    # the bound above (the worst case of the roundings, for these sizes 0.05 % of the values'
+    # size) is met, and an error of 0.1 % in the normalisation breaks it
+    rng = np.random.default_rng(1)
+    q, k, v = (a[:, :, 0] for a in inputs(rng, np.float32, 300, 300))
+    want, _, _ = reference(q, k, v, causal_mask(300))
+    out = query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, causal_mask(300))[0]
+    bound = _float_bound(q, k, v, np.float32)
+    assert np.abs(out - want).max() <= bound
+    assert np.abs(out * (1 + 1e-3) - want).max() > bound
+
+
+def test_unread_blocks_keep_the_cores_zeros_and_nans():
+    # fully masked rows: zeros; a NaN or +inf among a row's visible scores: a NaN row; a NaN in
+    # a masked position or in the values of keys no query of a block may see: nothing (where
+    # the canonical core's are NaN, these are)
+    rng = np.random.default_rng(7)
+    q, k, v = (a[:, :, 0] for a in inputs(rng, np.float32, 300, 300))
+    mask = causal_mask(300).copy()
+    mask[10] = False
+    q[0, 0, 20, 1] = np.nan
+    q[1, 2, 200, 3] = np.inf
+    k[0, 1, 150, :] = np.nan  # key 150: NaN scores for the queries that see it
+    v[1, 0, 299, :] = np.nan  # seen by the last query alone
+    with np.errstate(invalid="ignore"):
+        out = query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, mask)[0]
+        want = canonical(query_blocks.weights_unread(ma.scaled_dot_product_attention),
+                         q, k, v, mask)[0]
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    assert np.all(out[:, :, 10] == 0)
+    assert np.all(np.isnan(out[0, 0, 20])) and np.all(np.isnan(out[1, 2, 200]))
+    assert np.all(np.isnan(out[0, 1, 150:])) and not np.isnan(out[0, 1, :150]).any()
+    # (the last block's queries, 256 on, multiply it by their weight 0: NaN, as the whole
+    # computation; the blocks before never see key 299)
+    assert np.all(np.isnan(out[1, 0, 299])) and not np.isnan(out[1, 0, :256]).any()
+    with np.errstate(invalid="ignore"):  # elsewhere within rounding of the float64 formula
+        formula, _, _ = reference(q, k, v, mask)
+    # (the whole formula spreads the NaN value of key 299 to queries no block of which sees
+    # it, as the blocks do not: compared where both are finite)
+    finite = np.isfinite(want) & np.isfinite(formula)
+    assert finite.sum() > 0.7 * finite.size
+    clean = tuple(np.where(np.isfinite(a), a, 0) for a in (q, k, v))  # (for the bound)
+    assert np.abs(out[finite] - formula[finite]).max() <= _float_bound(*clean, np.float32)
+
+
+def test_the_scratch_tiles_fit_the_cache(monkeypatch):
+    # SmolLM2's shapes: each tile the 3 query heads of one kv head (0.8 MB of scores at 512
+    # keys), not the 9 heads of a block (2.4 MB); the output as in one tile
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(1, 9, 512, 64)).astype(np.float32)
+    k, v = (rng.normal(size=(1, 3, 512, 64)).astype(np.float32) for _ in range(2))
+    tiles = []
+    row_max = plain_core._row_max
+    monkeypatch.setattr(plain_core, "_row_max", lambda s: (tiles.append(s.shape), row_max(s))[1])
+    out = query_blocks.weights_unread(grouped_attention)(q, k, v, causal_mask(512))[0]
+    # (the first block's 9 heads over 128 keys: 0.6 MB, one tile)
+    assert tiles == [(1, 3, 3, 128, 128)] + [(3, 128, n) for n in (256, 384, 512) for _ in range(3)]
+    monkeypatch.setattr(plain_core, "TILE_BYTES", 2 ** 40)
+    tiles.clear()
+    whole = query_blocks.weights_unread(grouped_attention)(q, k, v, causal_mask(512))[0]
+    assert tiles == [(1, 3, 3, 128, n) for n in (128, 256, 384, 512)]
+    want, _, _ = reference(q, np.repeat(k, 3, axis=1), np.repeat(v, 3, axis=1), causal_mask(512))
+    for got in (out, whole):
+        assert np.abs(got - want).max() <= _float_bound(q, k, v, np.float32)
+
+
+@pytest.mark.parametrize("case", ["dropout", "subclass"])
+def test_calls_it_does_not_take_run_the_canonical_core(case, monkeypatch):
+    calls = []
+    for name in ("forward", "output_into"):
+        monkeypatch.setattr(plain_core, name, lambda *a: calls.append(1))
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=(2, 300, 4)) for _ in range(3))
+    mask = causal_mask(300)
+    if case == "dropout":  # its draws are the whole matrix's (and boxes reach the core here)
+        ma.scaled_dot_product_attention(q, k, v, mask, dropout=0.5, rng=rng)
+        grad(lambda q: np.sum(ma.scaled_dot_product_attention(
+            q, k, v, mask, dropout=0.5, rng=np.random.default_rng(0))[0]))(q)
+    else:
+        class Sub(np.ndarray):
+            pass
+        ma.scaled_dot_product_attention(q.view(Sub), k, v, mask)
+        ma.scaled_dot_product_attention(q[:, :3].view(Sub), k, v)
+    assert calls == []
+
+
+def test_plain_says_which_arguments_it_takes():
+    a = np.zeros((2, 3), np.float32)
+    assert plain_core.plain(a, a, a, None, None)
+    assert plain_core.plain(a, a, a, np.ones((2, 2), bool), None)
+    assert plain_core.plain(a, a, a, None, np.zeros((2, 2), np.float32))
+    assert not plain_core.plain(a, a, a.astype(np.float64), None, None)
+    assert not plain_core.plain(a.astype(np.float16), a.astype(np.float16),
+                                a.astype(np.float16), None, None)
+    assert not plain_core.plain(a, a, a, np.ones((2, 2), np.float32), None)
+    assert not plain_core.plain(a, a, a, None, np.zeros((2, 2), np.float64))
+    assert not plain_core.plain(a.view(np.matrix), a, a, None, None)
+
+
+def test_a_small_gpts_gradient_is_the_canonical_cores_to_the_last_bit():
+    # the training step's core returns its weights (forward: the canonical bits), so a model's
+    # loss and gradient are the same with the plain forms and without
+    from minattn.models import char_gpt as gpt
+    from minattn.engine.autograd_rules import value_and_grad_by_leaf
+    params, config = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
+    ids = np.random.default_rng(0).integers(65, size=5_000)
+    batch = tuple(a[:4] for a in gpt.window_batch(ids, context=64, batch_size=4, seed=0, k=0))
+    step = value_and_grad_by_leaf(gpt.loss_sum(config))
+    loss, grads = step(params, batch, None)
+    want_loss, want_grads = canonical(step, params, batch, None)
+    assert loss == want_loss
+    np.testing.assert_array_equal(flatten(grads)[0], flatten(want_grads)[0])
+
+
+@pytest.mark.parametrize("unread", [False, True])
+@pytest.mark.parametrize("shape", ["rows", "keys", "1-d keys", "per batch entry"])
+@pytest.mark.parametrize("n", [40, 300])  # short rows (one call of the mask), long ones
+def test_masks_broadcast_along_an_axis_give_the_canonical_cores_numbers(unread, shape, n):
+    # a mask of one entry for every key of a row ([L_q, 1]), or for every query ([1, L_k],
+    # [L_k], [B, 1, 1, 1, L_k]): the plain forms write -inf where the concept's `where` does
+    rng = np.random.default_rng(n)
+    q, k, v = inputs(rng, np.float32, n, n + 9)
+    mask = {"rows": (np.arange(n) % 3 != 0)[:, None],
+            "keys": (np.arange(n + 9) % 4 != 1)[None, :],
+            "1-d keys": np.arange(n + 9) % 5 != 2,
+            "per batch entry": (np.arange(n + 9)[None, :] >= np.array([[0], [n // 2]]))[
+                :, None, None, None, :]}[shape]
+    core = query_blocks.weights_unread(ma.scaled_dot_product_attention) if unread else \
+        ma.scaled_dot_product_attention
+    got, want = core(q, k, v, mask), canonical(core, q, k, v, mask)
+    # (none has a query axis to split along: each runs whole, the concept's bits)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    if shape == "rows":
+        assert np.all(got[0][..., ::3, :] == 0)
+
+
+@pytest.mark.parametrize("n", [10, 300])
+def test_a_swapped_softmax_runs_inside_the_attention(n):
+    # minattn.swap (the course's grader: a student's softmax) reaches the core's body: the plain
+    # forms step aside while a function the body calls is not the one it was written with
+    calls, reference = [], ma.softmax
+
+    def mine(x, axis=-1, mask=None):
+        calls.append(np.shape(x))
+        return reference(x, axis=axis, mask=mask)
+
+    rng = np.random.default_rng(n)
+    q, k, v = (rng.normal(size=(2, n, 4)) for _ in range(3))
+    with ma.swap(softmax=mine):
+        ma.scaled_dot_product_attention(q, k, v, causal_mask(n))
+        query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, causal_mask(n))
+    assert len(calls) == (2 if n < 256 else 6)  # whole, or in 3 blocks of queries each time
+    calls.clear()
+    ma.scaled_dot_product_attention(q, k, v, causal_mask(n))  # restored: the plain forms again
+    assert calls == []
