@@ -325,3 +325,27 @@ def test_elsewhere_than_linux_the_policy_is_off(monkeypatch):
     assert not processes.available()
     with processes.worker_processes(_twice, 5) as workers:
         assert workers is None
+
+
+def test_ctrl_c_in_our_own_piece_kills_the_busy_worker_and_saves(two_threads, tmp_path):
+    # KeyboardInterrupt while the worker computes its piece: the worker is not waited for, the
+    # run saves its last finished step, and nothing is left running
+    params, config, ids = _gpt()
+    plain = char_gpt.loss_sum(config)
+    parent, calls = os.getpid(), []
+
+    def loss_sum(params, batch, rng):
+        if os.getpid() != parent:
+            time.sleep(0.3)
+        else:
+            calls.append(1)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+        return plain(params, batch, rng)
+
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        _run(params, config, ids, 5, loss_sum=loss_sum, out=tmp_path, every=100)
+    assert time.perf_counter() - start < 30
+    from minattn.training.checkpoints import load_checkpoint
+    assert load_checkpoint(tmp_path)["step"] == 1
