@@ -349,3 +349,35 @@ def test_ctrl_c_in_our_own_piece_kills_the_busy_worker_and_saves(two_threads, tm
     assert time.perf_counter() - start < 30
     from minattn.training.checkpoints import load_checkpoint
     assert load_checkpoint(tmp_path)["step"] == 1
+
+
+def test_the_timed_rule_keeps_the_threads_where_they_are_faster(monkeypatch):
+    # threads.py's rule, per run: the processes first (the fork untimed), the other way tried
+    # at the third call and kept where faster; with the timing off, the processes always
+    parent = os.getpid()
+
+    def f(tree, x, rng):
+        if os.getpid() != parent:
+            time.sleep(0.05)  # a slow worker
+        return float(x.sum()), tree
+
+    def otherwise():
+        used.append("threads")
+        return [f(tree, *item) for item in items]
+
+    tree, items = {"w": np.ones(3)}, [(np.ones(2), None), (np.ones(3), None)]
+    monkeypatch.setattr(threads, "TIMED_THREADS", True)
+    used = []
+    with processes.worker_processes(f, 10) as workers:
+        outs = [workers.map(tree, items, otherwise=otherwise) for _ in range(8)]
+    assert used == ["threads"] * 6  # calls 3 and 4 tried them, and they were kept
+    assert all([v for v, _ in out] == [2.0, 3.0] for out in outs)
+    monkeypatch.setattr(threads, "TIMED_THREADS", False)
+    used = []
+    with processes.worker_processes(f, 10) as workers:
+        outs = [workers.map(tree, items, otherwise=otherwise) for _ in range(4)]
+    assert used == [] and all([v for v, _ in out] == [2.0, 3.0] for out in outs)
+    # where the processes cannot run: otherwise, untimed
+    with processes.worker_processes(f, 10) as workers:
+        assert workers.map(tree, items[:1], otherwise=otherwise) is not None
+    assert used == ["threads"]

@@ -23,7 +23,16 @@ torch's where the split's own floor was ~1.29. A process of its own shares no GI
   those of the thread split and of the pieces computed one after the other
   (tests/test_processes.py).
 
-When (`usable`; else None, and the threads as before): Linux with fork (elsewhere a fork's
+Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
+per run): the processes first (the fork in the first, untimed, call), the caller's threads tried
+at the third call and after a doubling interval, a try kept where its faster call beats the
+mean of the last eight on the way in force. With the timing off (MINATTN_TIMED_THREADS=0, as in
+the test suite and the benchmarks), the processes whenever they may run. Beside a busy machine
+(one-minute load average 4-8 on 2 cores) the processes took 0.98-1.03 of the threads' wall
+time and 1.00-1.05 of their CPU time; on a quieter one 0.76-0.78 and 0.81-0.82: the rule keeps
+the threads where they are the faster. Either way the same bits.
+
+When the processes may run at all (`usable`; else the threads as before): Linux with fork (elsewhere a fork's
 child may not run NumPy's threads safely; spawn would not inherit f); MINATTN_PROCESSES not
 "0" (or `PROCESSES = True`); a run of at least MIN_CALLS calls (one step does not repay the
 fork); the call on the thread and process that made the workers, not inside a worker (a
@@ -64,6 +73,7 @@ import warnings
 
 import numpy
 
+from . import threads
 from .autograd_rules import _leaves
 
 PROCESSES = os.environ.get("MINATTN_PROCESSES", "1") != "0"  # False: worker threads only
@@ -119,6 +129,7 @@ class WorkerProcesses:
         self.shared = None  # the weights' block
         self.pending = set()  # the workers asked and not yet answered
         self.closed = False
+        self.choice = threads._Choice(2)  # the timed rule's state for this run: 2 processes
 
     def pids(self):
         return [] if self.closed else \
@@ -143,14 +154,25 @@ class WorkerProcesses:
                 for leaf, (_, shape, dtype) in zip(leaves, self.layout))
 
     # -- a call ------------------------------------------------------------------------------
-    def map(self, tree, items, here=None):
+    def map(self, tree, items, here=None, otherwise=None):
         """[f(tree, *item) for item in items]: item 0 on this thread (inside `here`, a context
-        manager: one BLAS thread), the others on the workers; or None where usable() is not
+        manager: one BLAS thread), the others on the workers. otherwise() -> the same list
+        computed another way (the caller's worker threads): called where usable() is not, and
+        where the timed rule (the module docstring) finds it faster; without it, None there
         (nothing run)."""
         leaves, rebuild = _leaves(tree)
         items = [tuple(item) for item in items]
         if not self.usable(leaves, items):
-            return None
+            return None if otherwise is None else otherwise()
+        if otherwise is None or not threads.TIMED_THREADS:
+            return self._map(tree, leaves, rebuild, items, here)
+        way = self.choice.next()  # 2: the processes, 1: otherwise
+        start = time.perf_counter()
+        out = self._map(tree, leaves, rebuild, items, here) if way == 2 else otherwise()
+        self.choice.record(way, time.perf_counter() - start)
+        return out
+
+    def _map(self, tree, leaves, rebuild, items, here):
         if self.layout is None:
             self.rebuild = rebuild
             self._start(leaves, len(items) - 1)
@@ -253,8 +275,7 @@ class WorkerProcesses:
         global _IN_WORKER
         _IN_WORKER = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-        from .threads import _BlasThreads, _blas_libraries
-        with _BlasThreads(_blas_libraries(), 1):
+        with threads._BlasThreads(threads._blas_libraries(), 1):
             while True:
                 try:
                     item = connection.recv()

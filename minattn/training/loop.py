@@ -156,14 +156,15 @@ def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
     if len(pieces) == 1:
         return [loss_and_grad(trainable, part, rng)]
     rngs = [None] * len(pieces) if rng is None else rng.spawn(len(pieces))
-    if processes is not None:
-        out = processes.map(trainable, [(tuple(a[piece] for a in part), piece_rng)
-                                        for piece, piece_rng in zip(pieces, rngs)],
-                            here=one_blas_thread())
-        if out is not None:
-            return out
-    return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
-                                              rngs[i]), range(len(pieces)))
+    def on_threads():
+        return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
+                                                  rngs[i]), range(len(pieces)))
+
+    if processes is None:
+        return on_threads()
+    return processes.map(trainable, [(tuple(a[piece] for a in part), piece_rng)
+                                     for piece, piece_rng in zip(pieces, rngs)],
+                         here=one_blas_thread(), otherwise=on_threads)
 
 
 def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):
