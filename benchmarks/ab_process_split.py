@@ -13,8 +13,9 @@ Three arms, each its own model from the same weights and the same batches k = 0,
 - "torch": tests/test_char_gpt.py's reference, as bench_char_gpt.py's.
 The other two run inside the process arm's callback, their order alternating round by round.
 CPU time: the process's own (time.process_time: all its threads), plus, for the process arm,
-its worker's (bench_char_gpt.worker_cpu: from /proc/PID/task/*/schedstat, read before and after each step). The two
-minattn arms' losses are compared bit for bit. MINATTN_TIMED_THREADS=0 unless set.
+its worker's (bench_char_gpt.worker_cpu: /proc/PID/task/*/schedstat, read before and after
+each step). The two minattn arms' losses are compared bit for bit. MINATTN_TIMED_THREADS=0
+unless set (the process arm then never times itself against the threads).
 """
 import argparse
 import os
@@ -66,6 +67,15 @@ def main():
                     losses["threads"].append(loss)
             mark.update(wall=time.perf_counter(), cpu=time.process_time(), worker=worker_cpu())
 
+        from minattn.engine import processes
+        start_workers, forks = processes.WorkerProcesses._start, []
+
+        def timed_start(*a):  # the fork's own time (the shared blocks, the worker started)
+            t = time.perf_counter()
+            start_workers(*a)
+            forks.append(time.perf_counter() - t)
+
+        processes.WorkerProcesses._start = timed_start
         with busy(args.busy):
             process_run(args.rounds + 1, between)
     print(f"baby GPT, float32, 12 x 64, {args.threads} threads, {args.rounds} rounds")
@@ -75,6 +85,8 @@ def main():
         print(f"| {name} | {describe(times[name])} | {describe(cpu[name])} |")
     for a, b in (("process", "threads"), ("process", "torch"), ("threads", "torch")):
         print(f"{a} / {b}: wall {ratio(times[a], times[b])}, CPU {ratio(cpu[a], cpu[b])}")
+    print(f"the workers' start (shared blocks, fork): "
+          f"{', '.join(f'{1e3 * t:.1f} ms' for t in forks)}")
     same = [float(x) for x in losses["process"]] == [float(x) for x in losses["threads"]]
     print(f"the two minattn arms' losses equal to the last bit: {same} "
           f"({len(losses['process'])} steps)")

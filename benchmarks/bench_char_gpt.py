@@ -22,13 +22,22 @@ The torch side is tests/test_char_gpt.py's reference, written from torch.nn as n
 model.py (not from minattn), eager (no torch.compile), given minattn's initial weights. A step:
 - torch: the logits, F.cross_entropy, backward, clip_grad_norm_(1.0), AdamW (decay on the
   matrices and embeddings), the LambdaLR scheduler's step, zero_grad;
-- minattn: one step of minattn/training/loop.py's train (value_and_grad of the summed
-  cross-entropy with the unembedding fused, the rows split over the worker threads,
-  clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it.
-Timed interleaved, round by round (benchmarks/_harness.py), on the same batches. Peak memory:
-each side's step in a child process of its own, the peak resident memory of a step above the
-resident memory before it (Linux's VmHWM, reset through /proc/self/clear_refs). Both sides on
-the threads given (MINATTN_TIMED_THREADS=0 unless set: CONTRIBUTING.md, "Benchmarks").
+- minattn: a step of minattn/training/loop.py's train (value_and_grad of the summed
+  cross-entropy with the unembedding fused, the rows split over the cores: the second piece
+  on the run's worker process where engine/processes.py applies, else on a worker thread;
+  clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it: the rounds
+  are ONE run of rounds + 1 steps (its first, with the worker's fork, the warm-up), each of
+  torch's steps in its callback (in_one_run), minattn's step timed from the end of one
+  callback to the start of the next; its CPU time is the process's and its worker's.
+  (--floor: a run of one step per call, as before: a run of one step keeps its threads.)
+Timed interleaved, round by round, on the same batches. Peak memory: each side's step in a
+child process of its own, the peak resident memory of a step above the resident memory before
+it (Linux's VmHWM, reset through /proc/PID/clear_refs); minattn's second step of a run of two,
+above the memory before the run, plus its worker's peak in that step above its memory after
+the first (the run's frame still holds the first step's gradient: a few MiB more than one step
+per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0 unless set, which also
+keeps the worker process without timing it against the threads: CONTRIBUTING.md,
+"Benchmarks").
 """
 import argparse
 import json
@@ -262,8 +271,13 @@ def whole_runs(args):
     for name, step, val in (("minattn", minattn_step, minattn_val),
                             ("torch", torch_step, torch_val)):
         start = time.perf_counter()
-        for k in range(args.run):
-            loss = step(k)
+        if name == "minattn":  # one loop.train run, as `python -m minattn shakespeare`'s
+            last = []
+            step.run(args.run, lambda _, loss: last.append(loss))
+            loss = last[-1]
+        else:
+            for k in range(args.run):
+                loss = step(k)
         seconds = time.perf_counter() - start
         print(f"{name}: {args.run} steps in {seconds:.0f} s, last training loss {loss:.3f}, "
               f"validation loss {val():.3f}", flush=True)

@@ -8,9 +8,10 @@ torch's where the split's own floor was ~1.29. A process of its own shares no GI
 
 - `worker_processes(f, calls)`, a context manager around a training run (loop.train: f is its
   value_and_grad, calls how many it will make) -> a `WorkerProcesses`, whose
-  `map(tree, items)` is [f(tree, *item) for item in items]: item 0 here, on the calling
-  thread, each other item on a worker process of its own, all on one BLAS thread each; or
-  None where the policy does not apply (the caller then uses its worker threads).
+  `map(tree, items, otherwise=...)` is [f(tree, *item) for item in items]: item 0 here, on
+  the calling thread, each other item on a worker process of its own, all on one BLAS thread
+  each; or otherwise() (the caller's worker threads) where the processes may not run or the
+  timed rule below prefers it.
 - The workers are forked once, at the run's first map, so they inherit f (a closure: a model's
   config, a LoRA run's base weights, copy-on-write) and are kept for the run; closed at its
   end (also when it raises or on Ctrl-C, which the workers ignore: the parent decides).
@@ -24,19 +25,21 @@ torch's where the split's own floor was ~1.29. A process of its own shares no GI
   (tests/test_processes.py).
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
-per run): the processes first (the fork in the first, untimed, call), the caller's threads tried
-at the third call and after a doubling interval, a try kept where its faster call beats the
-mean of the last eight on the way in force. With the timing off (MINATTN_TIMED_THREADS=0, as in
-the test suite and the benchmarks), the processes whenever they may run. Beside a busy machine
-(one-minute load average 4-8 on 2 cores) the processes took 0.98-1.03 of the threads' wall
-time and 1.00-1.05 of their CPU time; on a quieter one 0.76-0.78 and 0.81-0.82: the rule keeps
-the threads where they are the faster. Either way the same bits.
+one per run): the processes first (the fork in the first call, which is not compared), the
+caller's threads tried at the third call and then after an interval that doubles while they
+lose, a try kept where its faster call beats the mean of the last eight on the way in force.
+With the timing off (MINATTN_TIMED_THREADS=0, as in the test suite and the benchmarks), the
+processes whenever they may run. On a machine with little else running the processes took
+0.76-0.78 of the threads' wall time (0.81-0.82 of their CPU time); on one shared with other
+sessions' work (one-minute load average 4-8 on 2 cores) 0.95-1.03, and 1.02-1.06 beside one
+busy process more: there the two halves seldom run at once, and the rule keeps the threads
+where they are the faster. Either way the same bits.
 
-When the processes may run at all (`usable`; else the threads as before): Linux with fork (elsewhere a fork's
-child may not run NumPy's threads safely; spawn would not inherit f); MINATTN_PROCESSES not
-"0" (or `PROCESSES = True`); a run of at least MIN_CALLS calls (one step does not repay the
-fork); the call on the thread and process that made the workers, not inside a worker (a
-nested split: threads); every leaf of the tree a C-contiguous NumPy array of a numeric dtype
+When the processes may run at all (`usable`; else the threads as before): Linux with fork
+(elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f);
+MINATTN_PROCESSES not "0" (or `PROCESSES = True`); a run of at least MIN_CALLS calls (one
+step does not repay the fork); the call on the thread and process that made the workers, not
+inside a worker (a nested split: threads); every leaf of the tree a C-contiguous NumPy array of a numeric dtype
 (CuPy arrays and autograd's boxes: threads; a strided weight would change a product's bits
 once copied), the same leaves' shapes and dtypes at every map (the shared block is laid out
 at the fork); each item's arrays plain NumPy arrays; as many items as at the first map.
@@ -55,9 +58,10 @@ its threads down around a fork (its atfork handlers) and each worker sets one BL
 worker runs only f. Python 3.12+ warns at every fork of a process with threads (a
 DeprecationWarning): silenced around this one fork, for the reasons above.
 
-Measured (docs/benchmarks.md, "The baby GPT's step on a worker process (issue 61, item 5)"):
-the baby GPT's two-piece step at two threads took 0.76-0.78 of the two-thread step's wall time
-and 0.81-0.82 of its CPU time, 1.38-1.41 times torch's step; beside one busy process, 0.88.
+Measured in docs/benchmarks.md, "The baby GPT's step on a worker process (issue 61, item
+5)": the step 1.38-1.41 times torch's at two threads where it was 1.81-1.85 on the threads; the
+workers' start (the shared blocks and the fork, with torch loaded) 9-37 ms, a third of a step
+or less, which a run of two steps repays (MIN_CALLS).
 """
 import contextlib
 import mmap
