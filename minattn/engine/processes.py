@@ -39,10 +39,11 @@ When the processes may run at all (`usable`; else the threads as before): Linux 
 (elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f);
 MINATTN_PROCESSES not "0" (or `PROCESSES = True`); a run of at least MIN_CALLS calls (one
 step does not repay the fork); the call on the thread and process that made the workers, not
-inside a worker (a nested split: threads); every leaf of the tree a C-contiguous NumPy array of a numeric dtype
-(CuPy arrays and autograd's boxes: threads; a strided weight would change a product's bits
-once copied), the same leaves' shapes and dtypes at every map (the shared block is laid out
-at the fork); each item's arrays plain NumPy arrays; as many items as at the first map.
+inside a worker (a nested split: threads); every leaf of the tree a C-contiguous NumPy array
+of a numeric dtype (CuPy arrays and autograd's boxes: threads; a strided weight would change a
+product's bits once copied), the same leaves' shapes and dtypes at every map (the shared block
+is laid out at the fork); each item's arrays plain NumPy arrays; as many items as at the first
+map.
 A gradient leaf whose shape or dtype is not its weight's comes back through the pipe.
 
 Failures: an exception in a worker comes back and is raised here, in the items' order after
