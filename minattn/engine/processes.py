@@ -28,12 +28,12 @@ Which, when both may run: the timed rule of threads.py's BLAS thread counts (its
 one per run): the processes first (the fork in the first call, which is not compared), the
 caller's threads tried at the third call and then after an interval that doubles while they
 lose, a try kept where its faster call beats the mean of the last eight on the way in force.
-With the timing off (MINATTN_TIMED_THREADS=0, as in the test suite and the benchmarks), the
-processes whenever they may run. On a machine with little else running the processes took
-0.76-0.78 of the threads' wall time (0.81-0.82 of their CPU time); on one shared with other
-sessions' work (one-minute load average 4-8 on 2 cores) 0.95-1.03, and 1.02-1.06 beside one
-busy process more: there the two halves seldom run at once, and the rule keeps the threads
-where they are the faster. Either way the same bits.
+With the timing off (MINATTN_TIMED_THREADS=0, as in the benchmarks), the processes whenever
+they may run. On a machine with little else running the processes took 0.76-0.78 of the
+threads' wall time (0.81-0.82 of their CPU time); on one shared with other sessions' work
+(one-minute load average 4-8 on 2 cores) 0.95-1.03, and 1.02-1.06 beside one busy process
+more: there the two halves seldom run at once, and the rule keeps the threads where they are
+the faster. Either way the same bits.
 
 When the processes may run at all (`usable`; else the threads as before): Linux with fork
 (elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f);
