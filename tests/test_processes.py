@@ -381,3 +381,30 @@ def test_the_timed_rule_keeps_the_threads_where_they_are_faster(monkeypatch):
     with processes.worker_processes(f, 10) as workers:
         assert workers.map(tree, items[:1], otherwise=otherwise) is not None
     assert used == ["threads"]
+
+
+def test_no_fork_or_a_daemonic_process_keeps_the_threads(monkeypatch):
+    # a fork that fails (no memory, no processes left): the run's calls go to otherwise, and
+    # nothing is left; inside a Pool's worker (daemonic: it may have no children): not at all
+    tree, items = {"w": np.ones(3)}, [(np.ones(2), None), (np.ones(3), None)]
+    used = []
+
+    def otherwise():
+        used.append(1)
+        return "threads"
+
+    def no_fork(self):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(multiprocessing.get_context("fork").Process, "start", no_fork)
+        with processes.worker_processes(_twice, 5) as workers:
+            assert workers.map(tree, items, otherwise=otherwise) == "threads"
+            assert workers.map(tree, items, otherwise=otherwise) == "threads"
+    assert used == [1, 1]
+
+    class Daemonic:
+        daemon = True
+
+    monkeypatch.setattr(multiprocessing, "current_process", lambda: Daemonic())
+    assert not processes.available()

@@ -36,7 +36,9 @@ more: there the two halves seldom run at once, and the rule keeps the threads wh
 the faster. Either way the same bits.
 
 When the processes may run at all (`usable`; else the threads as before): Linux with fork
-(elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f);
+(elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f), not
+in a daemonic process (a multiprocessing Pool's worker may have no children), a fork that
+worked (an OSError at the first map: threads for the rest of the run);
 MINATTN_PROCESSES not "0" (or `PROCESSES = True`); a run of at least MIN_CALLS calls (one
 step does not repay the fork); the call on the thread and process that made the workers, not
 inside a worker (a nested split: threads); every leaf of the tree a C-contiguous NumPy array
@@ -95,10 +97,12 @@ class WorkerDied(ChildProcessError):
 
 
 def available():
-    """True where the policy may run at all: Linux with fork, MINATTN_PROCESSES not 0, and not
-    inside a worker process."""
+    """True where the policy may run at all: Linux with fork, MINATTN_PROCESSES not 0, not
+    inside a worker process, nor inside a daemonic process of multiprocessing's (a Pool's
+    worker: it may have no children)."""
     return PROCESSES and not _IN_WORKER and sys.platform.startswith("linux") and \
-        hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods()
+        hasattr(os, "fork") and "fork" in multiprocessing.get_all_start_methods() and \
+        not multiprocessing.current_process().daemon
 
 
 @contextlib.contextmanager
@@ -167,6 +171,12 @@ class WorkerProcesses:
         (nothing run)."""
         leaves, rebuild = _leaves(tree)
         items = [tuple(item) for item in items]
+        if self.usable(leaves, items) and self.layout is None:
+            try:  # the workers, forked at the first map that may use them
+                self.rebuild = rebuild
+                self._start(leaves, len(items) - 1)
+            except OSError:  # (no fork: out of memory, out of processes) threads for the run
+                self.close()
         if not self.usable(leaves, items):
             return None if otherwise is None else otherwise()
         if otherwise is None or not threads.TIMED_THREADS:
@@ -178,9 +188,6 @@ class WorkerProcesses:
         return out
 
     def _map(self, tree, leaves, rebuild, items, here):
-        if self.layout is None:
-            self.rebuild = rebuild
-            self._start(leaves, len(items) - 1)
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
         for (process, connection, _), item in zip(self.workers, items[1:]):
@@ -266,8 +273,14 @@ class WorkerProcesses:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=DeprecationWarning,
                                         message=r".*fork\(\)")  # (3.12+: the docstring)
-                process.start()
-            there.close()
+                try:
+                    process.start()
+                except BaseException:
+                    here.close()
+                    _unmap(block)
+                    raise
+                finally:
+                    there.close()
             self.workers.append((process, here, block))
 
     def _views(self, block):
