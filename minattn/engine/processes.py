@@ -249,8 +249,7 @@ class WorkerProcesses:
         process.join()
         code = process.exitcode
         self.close()
-        how = "" if code is None else \
-            f" (exit code {code}{f', signal {signal.Signals(-code).name}' if code < 0 else ''})"
+        how = "" if code is None else f" (exit code {code}{_signal_name(code)})"
         raise WorkerDied(f"the training step's worker process (pid {process.pid}) {what}"
                          f"{how}; the run stops") from cause
 
@@ -367,3 +366,11 @@ def _unmap(block):
         block.close()
     except BufferError:  # a view of it still held (a traceback's frame): freed with the view
         pass
+
+
+def _signal_name(code):
+    # ", signal SIGKILL" for a process ended by a signal (exit code -9), else ""
+    try:
+        return f", signal {signal.Signals(-code).name}" if code < 0 else ""
+    except ValueError:
+        return f", signal {-code}"
