@@ -31,7 +31,7 @@ lose, a try kept where its faster call beats the mean of the last eight on the w
 With the timing off (MINATTN_TIMED_THREADS=0, as in the benchmarks), the processes whenever
 they may run. On a machine with little else running the processes took 0.76-0.78 of the
 threads' wall time (0.81-0.82 of their CPU time); on one shared with other sessions' work
-(one-minute load average 4-8 on 2 cores) 0.95-1.03, and 1.02-1.06 beside one busy process
+(one-minute load average 1-8 on 2 cores) 0.90-1.06, and 1.02-1.06 beside one busy process
 more: there the two halves seldom run at once, and the rule keeps the threads where they are
 the faster. Either way the same bits.
 
