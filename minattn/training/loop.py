@@ -156,6 +156,7 @@ def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
     if len(pieces) == 1:
         return [loss_and_grad(trainable, part, rng)]
     rngs = [None] * len(pieces) if rng is None else rng.spawn(len(pieces))
+
     def on_threads():
         return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
                                                   rngs[i]), range(len(pieces)))
