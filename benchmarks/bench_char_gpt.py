@@ -22,13 +22,22 @@ The torch side is tests/test_char_gpt.py's reference, written from torch.nn as n
 model.py (not from minattn), eager (no torch.compile), given minattn's initial weights. A step:
 - torch: the logits, F.cross_entropy, backward, clip_grad_norm_(1.0), AdamW (decay on the
   matrices and embeddings), the LambdaLR scheduler's step, zero_grad;
-- minattn: one step of minattn/training/loop.py's train (value_and_grad of the summed
-  cross-entropy with the unembedding fused, the rows split over the worker threads,
-  clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it.
-Timed interleaved, round by round (benchmarks/_harness.py), on the same batches. Peak memory:
-each side's step in a child process of its own, the peak resident memory of a step above the
-resident memory before it (Linux's VmHWM, reset through /proc/self/clear_refs). Both sides on
-the threads given (MINATTN_TIMED_THREADS=0 unless set: CONTRIBUTING.md, "Benchmarks").
+- minattn: a step of minattn/training/loop.py's train (value_and_grad of the summed
+  cross-entropy with the unembedding fused, the rows split over the cores: the second piece
+  on the run's worker process where engine/processes.py applies, else on a worker thread;
+  clip_by_global_norm, adamw_update), as `python -m minattn shakespeare` takes it: the rounds
+  are ONE run of rounds + 1 steps (its first, with the worker's fork, the warm-up), each of
+  torch's steps in its callback (in_one_run), minattn's step timed from the end of one
+  callback to the start of the next; its CPU time is the process's and its worker's.
+  (--floor: a run of one step per call, as before: a run of one step keeps its threads.)
+Timed interleaved, round by round, on the same batches. Peak memory: each side's step in a
+child process of its own, the peak resident memory of a step above the resident memory before
+it (Linux's VmHWM, reset through /proc/PID/clear_refs); minattn's second step of a run of two,
+above the memory before the run, plus its worker's peak in that step above its memory after
+the first (the run's frame still holds the first step's gradient: a few MiB more than one step
+per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0 unless set, which also
+keeps the worker process without timing it against the threads: CONTRIBUTING.md,
+"Benchmarks").
 """
 import argparse
 import json
@@ -45,7 +54,7 @@ os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not th
 import numpy as np  # noqa: E402
 
 from _harness import busy, describe, footer, header, interleaved, profile_step, ratio  # noqa: E402
-from bench_finetune import _status_mib, threads  # noqa: E402
+from bench_finetune import threads  # noqa: E402
 
 
 def build(seed=0, steps=2000, rows=None):
@@ -74,6 +83,7 @@ def build(seed=0, steps=2000, rows=None):
     loss_sum = char_gpt.loss_sum(config)
 
     def minattn_step(k):
+        # one step: a loop.train run of its own (a run of one step keeps its worker threads)
         nonlocal state
         state = loop.train(loss_sum, None, None, steps=state["step"] + 1, total=steps,
                            state=state, batches=lambda _: tuple(a[:rows] for a in batch(k)),
@@ -83,6 +93,21 @@ def build(seed=0, steps=2000, rows=None):
                            betas=baby["betas"], decays=char_gpt.decays,
                            max_grad_norm=baby["max_grad_norm"])
         return state["losses"][-1]
+
+    def minattn_run(n, between):
+        # n steps of ONE loop.train run from the state (a run's worker process, if the process
+        # policy applies, forked at its first step and kept), between(step, loss) after each
+        nonlocal state
+        state = loop.train(loss_sum, None, None, steps=state["step"] + n, total=steps,
+                           state=state, batches=lambda k: tuple(a[:rows] for a in batch(k)),
+                           batch_size=None,
+                           pad_id=None, lr=baby["lr"], min_lr=baby["min_lr"],
+                           warmup=baby["warmup"], weight_decay=baby["weight_decay"],
+                           betas=baby["betas"], decays=char_gpt.decays,
+                           max_grad_norm=baby["max_grad_norm"],
+                           callback=lambda step, loss, _: between(step, loss))
+
+    minattn_step.run = minattn_run
 
     optimizer = torch.optim.AdamW(
         [{"params": [p for p in model.parameters() if p.dim() >= 2],
@@ -152,20 +177,23 @@ def main(argv=None):
         if args.floor:  # each of two workers' share, with no other worker to wait for
             half_step = minattn_step
             minattn_step = lambda k: one_thread(half_step, k)  # noqa: E731
-        counter = iter(range(10 ** 6))
-        cpu = {"minattn": [], "torch": []}  # the process's CPU time of each timed call
+            counter = iter(range(10 ** 6))
+            cpu = {"minattn": [], "torch": []}  # the process's CPU time of each timed call
 
-        def with_cpu(name, step):
-            def call():
-                start = time.process_time()
-                step(next(counter))
-                cpu[name].append(time.process_time() - start)
-            return call
+            def with_cpu(name, step):
+                def call():
+                    start = time.process_time()
+                    step(next(counter))
+                    cpu[name].append(time.process_time() - start)
+                return call
 
-        with busy(args.busy):
-            times = interleaved({"minattn": with_cpu("minattn", minattn_step),
-                                 "torch": with_cpu("torch", torch_step)}, args.rounds)
-        cpu = {name: seconds[1:] for name, seconds in cpu.items()}  # less the warm-up call
+            with busy(args.busy):
+                times = interleaved({"minattn": with_cpu("minattn", minattn_step),
+                                     "torch": with_cpu("torch", torch_step)}, args.rounds)
+            cpu = {name: seconds[1:] for name, seconds in cpu.items()}  # less the warm-up call
+        else:
+            with busy(args.busy):
+                times, cpu = in_one_run(minattn_step.run, torch_step, args.rounds)
     print(f"baby GPT, float32, batch 12 x 64 characters, {args.threads} threads, "
           f"{args.rounds} rounds" + (
               "; minattn: half the rows (6 x 64) on one thread, the floor of its row split"
@@ -190,6 +218,46 @@ def main(argv=None):
     footer()
 
 
+def worker_cpu():
+    """Seconds of CPU that the live worker processes of a training run (engine/processes.py)
+    have used: each thread's time on a CPU, in nanoseconds (Linux's /proc/PID/task/TID/schedstat;
+    /proc/PID/stat counts in ticks of 10 ms)."""
+    from minattn.engine.processes import live_worker_pids
+
+    total = 0
+    for pid in live_worker_pids():
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+    return total / 1e9
+
+
+def in_one_run(run, torch_step, rounds):
+    """minattn's steps as one training run of rounds + 1 steps (its first, with a worker
+    process's fork, the warm-up), torch's step k after minattn's step k, in the run's callback.
+    minattn's step: from the end of one callback to the start of the next (the batch, the
+    step, clipping, AdamW). -> ({side: [seconds]}, {side: [CPU seconds]}): the process's CPU
+    time (all its threads), minattn's plus its worker processes'."""
+    times = {"minattn": [], "torch": []}
+    cpu = {"minattn": [], "torch": []}
+    mark = {}
+
+    def between(step, loss):
+        now, now_cpu, now_worker = time.perf_counter(), time.process_time(), worker_cpu()
+        if step > 1:
+            times["minattn"].append(now - mark["wall"])
+            cpu["minattn"].append(now_cpu - mark["cpu"] + now_worker - mark["worker"])
+        start, start_cpu = time.perf_counter(), time.process_time()
+        torch_step(step - 1)
+        if step > 1:
+            times["torch"].append(time.perf_counter() - start)
+            cpu["torch"].append(time.process_time() - start_cpu)
+        mark.update(wall=time.perf_counter(), cpu=time.process_time(), worker=worker_cpu())
+
+    run(rounds + 1, between)
+    return times, cpu
+
+
 def one_thread(step, k):
     from threadpoolctl import threadpool_limits
 
@@ -203,8 +271,13 @@ def whole_runs(args):
     for name, step, val in (("minattn", minattn_step, minattn_val),
                             ("torch", torch_step, torch_val)):
         start = time.perf_counter()
-        for k in range(args.run):
-            loss = step(k)
+        if name == "minattn":  # one loop.train run, as `python -m minattn shakespeare`'s
+            last = []
+            step.run(args.run, lambda _, loss: last.append(loss))
+            loss = last[-1]
+        else:
+            for k in range(args.run):
+                loss = step(k)
         seconds = time.perf_counter() - start
         print(f"{name}: {args.run} steps in {seconds:.0f} s, last training loss {loss:.3f}, "
               f"validation loss {val():.3f}", flush=True)
@@ -237,19 +310,49 @@ def child_peak(side, args):
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
 
 
+def _status_mib(field, pid="self"):
+    # Linux's /proc/PID/status: VmRSS (resident now), VmHWM (its peak since the last reset)
+    with open(f"/proc/{pid}/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
 def memory_child(args):
     # Both sides are built (the data and the weights alike), one side steps: the resident memory
     # before a warm-up step, then the peak of the next step above it.
     with threads(args.threads):
         minattn_step, torch_step, _, _ = build()
-        step = minattn_step if args.memory_child == "minattn" else torch_step
-        before = _status_mib("VmRSS")
-        step(0)
-        with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) reset to the present
-            f.write("5")
-        step(1)
-        peak = _status_mib("VmHWM")
-    print(json.dumps({"peak_mib": peak - before}))
+        if args.memory_child == "torch":
+            before = _status_mib("VmRSS")
+            torch_step(0)
+            with open("/proc/self/clear_refs", "w") as f:  # the peak (VmHWM) reset to the present
+                f.write("5")
+            torch_step(1)
+            peak = _status_mib("VmHWM") - before
+        else:  # a run of two steps: this process's peak, and its worker processes' (if any)
+            from minattn.engine.processes import live_worker_pids
+
+            marks = {}
+
+            def between(step, loss):
+                # this process's peak above its memory before the run; a worker's peak in the
+                # second step above its memory after the first (the pages it shares with this
+                # process that the first step touched count in both)
+                pids = ["self"] + [str(pid) for pid in live_worker_pids()]
+                if step == 1:
+                    marks["before"] = {pid: _status_mib("VmRSS", pid) for pid in pids}
+                    marks["before"]["self"] = before
+                    for pid in pids:
+                        with open(f"/proc/{pid}/clear_refs", "w") as f:
+                            f.write("5")
+                else:
+                    marks["peak"] = sum(_status_mib("VmHWM", pid) - marks["before"][pid]
+                                        for pid in pids)
+
+            before = _status_mib("VmRSS")
+            minattn_step.run(2, between)
+            peak = marks["peak"]
+    print(json.dumps({"peak_mib": peak}))
 
 
 if __name__ == "__main__":

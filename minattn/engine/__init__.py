@@ -9,6 +9,8 @@
                        its model, and LoRA's targets (WEIGHTS: sublayer, weight, PEFT's module)
     threads.py         BLAS thread limits, a decode step's thread count chosen by timing,
                        worker threads (one_blas_thread, threads_chosen_by_timing, in_threads)
+    processes.py       a training run's row pieces on a forked worker process, no GIL shared
+                       (worker_processes: training/loop.py's steps, Linux)
     memo.py            tables built once per value of their arguments (by_value: RoPE's cos, sin)
     query_blocks.py    attention by blocks of queries, each over the keys it may see
     plain_core.py      the attention core's forward on NumPy itself, in fewer passes (the

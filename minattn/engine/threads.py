@@ -26,7 +26,8 @@ What the policy does:
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
-  over the cores; `rows_on_workers`: a batched forward's (the sentence encoder's) alike, in
+  over the cores (a training run's pieces after the first go to a worker process instead
+  where processes.py's policy applies: no GIL shared); `rows_on_workers`: a batched forward's (the sentence encoder's) alike, in
   pieces of a given number of rows where asked (rows_per_piece: the sentence encoder's pieces
   of about 512 tokens, whose arrays stay in the CPU's cache). Only NumPy arrays are split: a
   GPU runs each piece in parallel already. While a split's workers run, Python's switch

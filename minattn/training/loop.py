@@ -7,7 +7,10 @@ optimizer step takes `accumulation` micro-batches of `batch_size` examples: thei
 gradients are added, then divided by the number of counted targets of all of them, so the step
 is the one a single batch of batch_size * accumulation examples would take (each assistant
 token weighs the same wherever it falls). Then the gradients are clipped by their global norm,
-and AdamW steps at the schedule's learning rate (optimizer.py).
+and AdamW steps at the schedule's learning rate (optimizer.py). Each micro-batch's rows are
+split over the cores: the pieces after the first on a worker process forked for the run where
+the process policy applies (engine/processes.py: Linux, a run of two or more steps, NumPy
+weights), else on worker threads (engine/threads.py); the same bits either way.
 
 Deterministic for a seed, and stateless: micro-batch k of the run holds positions
 k * batch_size ... of a sequence of permutations of the examples (one per pass over the data,
@@ -24,7 +27,8 @@ import math
 import numpy as np
 
 from ..engine.autograd_rules import value_and_grad_by_leaf
-from ..engine.threads import on_workers, row_pieces
+from ..engine.processes import worker_processes
+from ..engine.threads import on_workers, one_blas_thread, row_pieces
 from ..engine.trees import leaves, tree_map
 from .chat_data import batch
 from .checkpoints import save_checkpoint
@@ -69,13 +73,27 @@ def train(loss_sum, trainable, examples, *, steps, batch_size, pad_id, lr, seed=
     loss_and_grad = value_and_grad_by_leaf(loss_sum)
     batches = batches or (lambda k: batch(
         [examples[i] for i in micro_batch(len(examples), batch_size, seed, k)], pad_id))
+    with worker_processes(loss_and_grad, (steps - state["step"]) * accumulation) as processes:
+        return _steps(loss_and_grad, state, processes, batches, steps=steps, seed=seed,
+                      accumulation=accumulation, warmup=warmup, weight_decay=weight_decay,
+                      max_grad_norm=max_grad_norm, out=out, every=every, callback=callback,
+                      total=total, lr=lr, min_lr=min_lr, betas=betas, decays=decays,
+                      at_end=at_end)
+
+
+def _steps(loss_and_grad, state, processes, batches, *, steps, seed, accumulation, warmup,
+           weight_decay, max_grad_norm, out, every, callback, total, lr, min_lr, betas, decays,
+           at_end):
+    # train's steps (its docstring), each micro-batch's row pieces on the run's worker
+    # processes where the process policy applies (engine/processes.py), else on worker threads
     try:
         while state["step"] < steps:
             step = state["step"]
             parts = [batches(k) for k in range(step * accumulation, (step + 1) * accumulation)]
             rngs = [np.random.default_rng([seed, k])
                     for k in range(step * accumulation, (step + 1) * accumulation)]
-            loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs)
+            loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs,
+                                      processes)
             grads, norm = clip_by_global_norm(grads, max_grad_norm)
             if not (math.isfinite(loss) and math.isfinite(norm)):
                 raise NonFinite(f"the loss became {loss} (gradient norm {norm}) at step "
@@ -113,30 +131,41 @@ def _with_finite_weights(state):
     return state
 
 
-def accumulated(loss_and_grad, trainable, parts, rngs):
+def accumulated(loss_and_grad, trainable, parts, rngs, processes=None):
     """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
     together: their sums and gradients added, then divided by their counted targets, as one
     batch of all of them would give. loss_and_grad: value_and_grad_by_leaf(loss_sum). Each
     micro-batch's rows are split over the cores, each piece on a worker thread with one BLAS
     thread (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
-    micro-batch's generator."""
+    micro-batch's generator; processes (a run's engine/processes.WorkerProcesses, made for
+    loss_and_grad): the pieces after the first on its worker processes where it applies, the
+    first here (the same bits)."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
     total, grads = 0.0, None
     for part, rng in zip(parts, rngs):
-        for value, g in _on_workers(loss_and_grad, trainable, part, rng):
+        for value, g in _on_workers(loss_and_grad, trainable, part, rng, processes):
             total += float(value)
             grads = g if grads is None else tree_map(np.add, grads, g)
     return total / count, tree_map(lambda g: g / count, grads)
 
 
-def _on_workers(loss_and_grad, trainable, part, rng):
-    # [(sum, gradient)] of the pieces of a micro-batch's rows, each on a worker thread
+def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
+    # [(sum, gradient)] of the pieces of a micro-batch's rows, each on a worker thread, or
+    # all but the first on the run's worker processes
     pieces = row_pieces(part[0], len(part[0]))
     if len(pieces) == 1:
         return [loss_and_grad(trainable, part, rng)]
     rngs = [None] * len(pieces) if rng is None else rng.spawn(len(pieces))
-    return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
-                                              rngs[i]), range(len(pieces)))
+
+    def on_threads():
+        return on_workers(lambda i: loss_and_grad(trainable, tuple(a[pieces[i]] for a in part),
+                                                  rngs[i]), range(len(pieces)))
+
+    if processes is None:
+        return on_threads()
+    return processes.map(trainable, [(tuple(a[piece] for a in part), piece_rng)
+                                     for piece, piece_rng in zip(pieces, rngs)],
+                         here=one_blas_thread(), otherwise=on_threads)
 
 
 def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):
