@@ -29,11 +29,9 @@ one per run): the processes first (the fork in the first call, which is not comp
 caller's threads tried at the third call and then after an interval that doubles while they
 lose, a try kept where its faster call beats the mean of the last eight on the way in force.
 With the timing off (MINATTN_TIMED_THREADS=0, as in the benchmarks), the processes whenever
-they may run. On a machine with little else running the processes took 0.76-0.88 of the
-threads' wall time (0.81-0.93 of their CPU time); on one shared with other sessions' work
-(one-minute load average 1-8 on 2 cores) 0.90-1.06, and 1.02-1.06 beside one busy process
-more: there the two halves seldom run at once, and the rule keeps the threads where they are
-the faster. Either way the same bits.
+they may run. Where the two halves seldom run at once (the cores busy with other work) the
+processes gain nothing, and the rule keeps the threads where they are the faster. Either way
+the same bits.
 
 When the processes may run at all (`usable`; else the threads as before): Linux with fork
 (elsewhere a fork's child may not run NumPy's threads safely; spawn would not inherit f), not
@@ -61,10 +59,8 @@ its threads down around a fork (its atfork handlers) and each worker sets one BL
 worker runs only f. Python 3.12+ warns at every fork of a process with threads (a
 DeprecationWarning): silenced around this one fork, for the reasons above.
 
-Measured in docs/benchmarks.md, "The baby GPT's step on a worker process (issue 61, item
-5)": the step 1.38-1.62 times torch's at two threads where it was 1.62-1.87 on the threads; the
-workers' start (the shared blocks and the fork, with torch loaded) 9-37 ms, a third of a step
-or less, which a run of two steps repays (MIN_CALLS).
+Measured: docs/benchmarks.md, "The baby GPT's step on a worker process" (the workers' start
+is a few milliseconds to a third of a step: MIN_CALLS).
 """
 import contextlib
 import mmap
