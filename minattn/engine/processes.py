@@ -3,8 +3,8 @@
 A training step split by rows over the cores (threads.py: row_pieces) runs its pieces on
 worker threads, one BLAS thread each. Each thread's NumPy calls hand the GIL to the other
 and wait to take it back, ~500 times a worker per step of the baby GPT (docs/benchmarks.md,
-"The baby GPT's two workers and the GIL"): at two threads its step took 1.81-1.85 times
-torch's where the split's own floor was ~1.29. A process of its own shares no GIL:
+"The baby GPT's two workers and the GIL"), and the two halves run in a convoy, well above what
+two halves at once cost without it. A process of its own shares no GIL:
 
 - `worker_processes(f, calls)`, a context manager around a training run (loop.train: f is its
   value_and_grad, calls how many it will make) -> a `WorkerProcesses`, whose
