@@ -24,18 +24,7 @@ from minattn.training import loop
 threadpoolctl = pytest.importorskip("threadpoolctl")
 pytestmark = pytest.mark.skipif(not processes.available(),
                                 reason="the process policy needs Linux's fork")
-
-
-def _blas():
-    return min(i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas")
-
-
-@pytest.fixture
-def two_threads():
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _blas() != 2:
-            pytest.skip("this BLAS does not take two threads")
-        yield
+from .test_training_workers import two_threads  # noqa: E402,F401 (a fixture)
 
 
 @pytest.fixture(autouse=True)
