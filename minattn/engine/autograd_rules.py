@@ -71,6 +71,7 @@ from autograd.numpy.numpy_vjps import unbroadcast_f
 from autograd.tracer import box_types as _BOX_TYPES, getval, isbox  # isbox(x): type(x) in it
 
 from .signatures import binder, call_by_name
+from .trees import flatten
 
 
 def gradient_by_hand(vjp, *, unless=None, in_place=None):
@@ -253,7 +254,7 @@ def value_and_grad_by_leaf(f):
     gets zeros, as autograd's own value_and_grad gives."""
     @functools.wraps(f)
     def value_and_grad(tree, *args, **kwargs):
-        leaves, rebuild = _leaves(tree)
+        leaves, rebuild = flatten(tree)
         roots = [VJPNode.new_root() for _ in leaves]
         with trace_stack.new_trace() as trace:
             end = f(rebuild([new_box(x, trace, root) for x, root in zip(leaves, roots)]),
@@ -273,28 +274,6 @@ def value_and_grad_by_leaf(f):
                                for x, root in zip(leaves, roots)])
 
     return value_and_grad
-
-
-def _leaves(tree):
-    # -> (the leaves of a nested dict/list/tuple tree in order, rebuild(new leaves) -> a tree of
-    # the same structure)
-    if isinstance(tree, dict):
-        parts = [_leaves(v) for v in tree.values()]
-        keys = list(tree)
-    elif isinstance(tree, (list, tuple)):
-        parts, keys = [_leaves(v) for v in tree], None
-    else:
-        return [tree], lambda new: new[0]
-    counts = [len(leaves) for leaves, _ in parts]
-
-    def rebuild(new):
-        items, start = [], 0
-        for (_, again), n in zip(parts, counts):
-            items.append(again(new[start:start + n]))
-            start += n
-        return dict(zip(keys, items)) if keys is not None else type(tree)(items)
-
-    return [leaf for leaves, _ in parts for leaf in leaves], rebuild
 
 
 def _no_second_derivative(f):

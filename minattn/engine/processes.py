@@ -77,7 +77,7 @@ import warnings
 import numpy
 
 from . import threads
-from .autograd_rules import _leaves
+from .trees import flatten
 
 PROCESSES = os.environ.get("MINATTN_PROCESSES", "1") != "0"  # False: worker threads only
 MIN_CALLS = 2  # a run of fewer calls keeps its threads (the fork is not repaid)
@@ -165,7 +165,7 @@ class WorkerProcesses:
         computed another way (the caller's worker threads): called where usable() is not, and
         where the timed rule (the module docstring) finds it faster; without it, None there
         (nothing run)."""
-        leaves, rebuild = _leaves(tree)
+        leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
         if self.usable(leaves, items) and self.layout is None:
             try:  # the workers, forked at the first map that may use them
@@ -304,7 +304,7 @@ class WorkerProcesses:
             for view in weights:
                 view.flags.writeable = False
             value, grads = self.f(self.rebuild(weights), *item)
-            g_leaves = _leaves(grads)[0]
+            g_leaves = flatten(grads)[0]
             if len(g_leaves) == len(self.layout) and all(
                     type(g) is numpy.ndarray and g.shape == shape and g.dtype == dtype
                     for g, (_, shape, dtype) in zip(g_leaves, self.layout)):

@@ -5,6 +5,7 @@ training run's state), walked the same way everywhere.
     leaves(tree)            the arrays, in the tree's order (dicts in their keys' order)
     paths(tree)             [(path, leaf)]: a path the keys and list indices down to the leaf
     from_paths(items)       the tree back from [(path, leaf)] (a checkpoint's file)
+    flatten(tree)           (its leaves, rebuild(new leaves) -> a tree of its structure)
 """
 import numpy as np
 
@@ -52,3 +53,25 @@ def _lists(node):
     if node and all(isinstance(key, int) for key in node):
         return [node[i] for i in range(len(node))]
     return node
+
+
+def flatten(tree):
+    """-> (the leaves of a nested dict/list/tuple tree in order, rebuild(new leaves) -> a tree of
+    the same structure)."""
+    if isinstance(tree, dict):
+        parts = [flatten(v) for v in tree.values()]
+        keys = list(tree)
+    elif isinstance(tree, (list, tuple)):
+        parts, keys = [flatten(v) for v in tree], None
+    else:
+        return [tree], lambda new: new[0]
+    counts = [len(part) for part, _ in parts]
+
+    def rebuild(new):
+        items, start = [], 0
+        for (_, again), n in zip(parts, counts):
+            items.append(again(new[start:start + n]))
+            start += n
+        return dict(zip(keys, items)) if keys is not None else type(tree)(items)
+
+    return [leaf for part, _ in parts for leaf in part], rebuild
