@@ -30,13 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The tests that print or bound numbers: the documents' examples, the torch/transformers parity
-# tests, the float32 GELU bound and the training runs with a bound on what they learn.
+# tests, the float32 GELU bound, the attention core's unread blocks' rounding bound and the
+# training runs with a bound on what they learn.
 NUMERICAL_TESTS = [
     "walkthrough.md", "README.md",
     "tests/test_torch_parity.py", "tests/test_torch_decoder_parity.py", "tests/test_hf_parity.py",
     "tests/test_vjps.py", "tests/test_train.py", "tests/test_train_lm.py", "tests/test_induction.py",
     "tests/test_finetune_optimizer.py", "tests/test_finetune_loop.py", "tests/test_finetune_cli.py",
     "tests/test_char_gpt.py", "tests/test_shakespeare_cli.py", "tests/test_blockwise.py",
+    "tests/test_plain_core.py",
 ]
 
 # One step down from each OpenBLAS kernel (the names OPENBLAS_CORETYPE takes), and torch's.
