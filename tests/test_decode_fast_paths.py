@@ -1,9 +1,11 @@
 """A decode step's shorter paths through the policies: where no argument is an autograd box, the
 policies around a function with a gradient written by hand (float16_in_float32, dispatch,
-bias_in_place) call the function itself, without gradient_by_hand's wrapper; the checks answer
-the common case in one frame; memo keys its arguments inline. Each must give what the longer
-path gives: the same bits, the same answers, the same errors, and a gradient still recorded
-(by the hand-written VJP) wherever an argument is a box."""
+bias_in_place) call the function itself, without gradient_by_hand's wrapper, and that function
+runs on NumPy itself (autograd_rules.on_numpy_itself: no autograd.numpy wrapper per NumPy call);
+the checks answer the common case in one frame; memo keys its arguments inline, and answers the
+last call's arguments at once. Each must give what the longer path gives: the same bits, the
+same answers, the same errors, and a gradient still recorded (by the hand-written VJP) wherever
+an argument is a box."""
 import autograd
 import autograd.numpy as anp
 import numpy as np

@@ -52,6 +52,11 @@ pass is differentiated again (second derivatives) or dtypes mix, the differentia
 autograd.numpy's wrappers: linear's and the attention core's, engine/plain_vjps.py), called
 where g and the arguments hold no box, whatever their dtypes.
 
+Where no argument is a box, gradient_by_hand's wrapper (and `unrecorded(wrapper)`, which the
+policies around it call in its place) runs the function on NumPy itself (`on_numpy_itself`): the
+same code, its module's autograd.numpy read as NumPy, so that its NumPy calls skip autograd's
+wrapper, which would only look for boxes and call NumPy's function as it is (the same bits).
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
@@ -149,8 +154,9 @@ def unrecorded(wrapper):
 def on_numpy_itself(f):
     """f with its module's autograd.numpy (`np`) read as NumPy itself: the same code, the same
     calls of the same NumPy functions on the same arguments, without autograd.numpy's wrapper
-    around each (which looks for boxes among the arguments, then calls NumPy's: ~0.5-0.9 µs a
-    call; RMSNorm makes 2, sigmoid 4, in every layer of a decode step). For calls where no
+    around each (which looks for boxes among the arguments, then calls NumPy's; RMSNorm makes 2
+    such calls, sigmoid 4, in every layer of a decode step: docs/benchmarks.md, "SmolLM2's decode
+    step, round two"). For calls where no
     argument is a box only (gradient_by_hand's wrapper, and the policies that stand in for it:
     `unrecorded`): a box can then reach no NumPy call of f, and each wrapper would call NumPy's
     function as it is. f itself where that does not hold for every autograd.numpy name its code

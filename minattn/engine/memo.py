@@ -11,8 +11,11 @@ which remembers its last few results, keyed by the *values* of the arguments: an
 library, dtype, shape and bytes, a dict or a list by its items, a number or a string as itself.
 An array changed in place, or a dict changed between calls, is a new key, never a stale hit.
 The results are made read-only (NumPy arrays), so that no caller can change a table that
-another layer will read. An autograd box among the arguments (a value being differentiated)
-is never remembered: the call runs as written, and its gradient is recorded.
+another layer will read. The last call's arguments answer before any key is built where they
+are the same objects again, each array still of the same shape, dtype and bytes (a decode
+step asks every layer with the same positions, width, base and dtype). An autograd box among
+the arguments (a value being differentiated) is never remembered: the call runs as written, and
+its gradient is recorded.
 """
 import collections
 import functools
