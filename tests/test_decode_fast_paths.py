@@ -1,9 +1,11 @@
 """A decode step's shorter paths through the policies: where no argument is an autograd box, the
 policies around a function with a gradient written by hand (float16_in_float32, dispatch,
-bias_in_place) call the function itself, without gradient_by_hand's wrapper; the checks answer
-the common case in one frame; memo keys its arguments inline. Each must give what the longer
-path gives: the same bits, the same answers, the same errors, and a gradient still recorded
-(by the hand-written VJP) wherever an argument is a box."""
+bias_in_place) call the function itself, without gradient_by_hand's wrapper, and that function
+runs on NumPy itself (autograd_rules.on_numpy_itself: no autograd.numpy wrapper per NumPy call);
+the checks answer the common case in one frame; memo keys its arguments inline, and answers the
+last call's arguments at once. Each must give what the longer path gives: the same bits, the
+same answers, the same errors, and a gradient still recorded (by the hand-written VJP) wherever
+an argument is a box."""
 import autograd
 import autograd.numpy as anp
 import numpy as np
@@ -206,3 +208,262 @@ def test_broadcast_sizes_answers_as_the_set_rule(shapes):
     assert got == _set_rule(shapes)
     if got is not None:
         assert got == tuple(np.broadcast_shapes(*shapes))
+
+
+# -- a function with its gradient by hand, called with no box, runs on NumPy itself
+# (autograd_rules.on_numpy_itself): the same code with its module's autograd.numpy read as NumPy
+
+
+def _on_numpy_forms():
+    # every gradient_by_hand function of the library that has a form on NumPy itself
+    import minattn.normalization as normalization
+    import minattn.position_wise as position_wise
+
+    return {"rms_norm": normalization.rms_norm.__wrapped__,  # (under float16_in_float32)
+            "layer_norm": normalization.layer_norm.__wrapped__,
+            "sigmoid": position_wise.sigmoid, "relu": position_wise.relu,
+            "gelu_tanh": position_wise.gelu_tanh}
+
+
+def _arguments(name, x):
+    d = x.shape[-1]
+    rng = np.random.default_rng(d)
+    gamma = rng.normal(size=d).astype(x.dtype)
+    return {"rms_norm": (x, gamma, 1e-5), "layer_norm": (x, gamma, gamma[::-1].copy(), 1e-5)}.get(
+        name, (x,))
+
+
+def _numpy_forms_bound_to(module):
+    # the forms' namespaces with autograd.numpy's names bound to `module` (autograd.numpy: the
+    # path before the forms, every NumPy call through autograd's wrapper); undone by the caller
+    from minattn.engine import autograd_rules
+
+    saved = {}
+    for namespace in autograd_rules._NAMESPACES.values():
+        for name, value in list(namespace.items()):
+            if value is np or value is anp:
+                saved[(id(namespace), name)] = (namespace, value)
+                namespace[name] = module
+    return saved
+
+
+def _restore(saved):
+    for (_, name), (namespace, value) in saved.items():
+        namespace[name] = value
+
+
+def test_the_functions_with_a_form_on_numpy_have_it():
+    for name, wrapper in _on_numpy_forms().items():
+        plain = unrecorded(wrapper)
+        assert plain is not wrapper.__wrapped__, name  # a form of its own
+        assert plain.__code__ is wrapper.__wrapped__.__code__, name  # the same code
+        assert plain.__globals__["np"] is np, name  # on NumPy itself
+
+
+@settings(max_examples=200, deadline=None)
+@given(name=st.sampled_from(sorted(_on_numpy_forms())),
+       dtype=st.sampled_from([np.float16, np.float32, np.float64]),
+       shape=st.sampled_from([(7,), (2, 5), (1, 1, 72), (3, 0), (2, 1, 33)]),
+       scale=st.sampled_from([1e-3, 1.0, 30.0, 1e4]), seed=st.integers(0, 2 ** 16),
+       specials=st.booleans())
+def test_a_form_on_numpy_gives_the_functions_bits(name, dtype, shape, scale, seed, specials):
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=shape) * scale).astype(dtype)
+    if specials and x.size:  # NaN, infinities, zeros and a subnormal among the values
+        flat = x.reshape(-1)
+        flat[rng.integers(0, x.size, 4)] = [np.nan, np.inf, -np.inf, 0.0]
+        flat[rng.integers(0, x.size)] = np.finfo(dtype).tiny / 2
+    wrapper = _on_numpy_forms()[name]
+    args = _arguments(name, x)
+    with np.errstate(all="ignore"):
+        fast = unrecorded(wrapper)(*args)  # on NumPy itself
+        written = wrapper.__wrapped__(*args)  # as written: through autograd.numpy's wrappers
+    assert type(fast) is type(written) is np.ndarray and fast.dtype == written.dtype
+    assert np.array_equal(fast, written, equal_nan=True)
+
+
+def _decode_steps(params, config, tokens):
+    from minattn.language_model import causal_lm
+
+    logits, cache = causal_lm(params, tokens[:, :6], return_cache=True, **config)
+    steps = [(np.asarray(logits), cache)]
+    for i in range(6, tokens.shape[1]):
+        logits, cache = causal_lm(params, tokens[:, i:i + 1], cache=cache, return_cache=True,
+                                  **config)
+        steps.append((np.asarray(logits), cache))
+    return steps
+
+
+def _same_steps(a, b):
+    return all(np.array_equal(la, lb) and all(
+        np.array_equal(ca["k"], cb["k"]) and np.array_equal(ca["v"], cb["v"])
+        for ca, cb in zip(cache_a, cache_b)) for (la, cache_a), (lb, cache_b) in zip(a, b))
+
+
+class _Rounded:
+    # a mutant of NumPy for the forms: its sqrt rounds through float16 (another result's bits)
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def sqrt(x, *args, **kwargs):
+        return np.sqrt(np.asarray(x).astype(np.float16), *args, **kwargs).astype(
+            np.asarray(x).dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_decode_steps_on_numpy_itself_equal_the_steps_through_autograds_wrappers(dtype):
+    # a small Llama model's prompt and decode steps with the forms on NumPy itself, then with
+    # their autograd.numpy bound back (the path before them): the same logits and caches to the
+    # last bit; and a mutant NumPy in the forms (a sqrt of other bits) is told apart
+    params, config, tokens = _model(dtype)
+    fast = _decode_steps(params, config, tokens)
+    for module, same in ((anp, True), (_Rounded(), False)):
+        saved = _numpy_forms_bound_to(module)
+        try:
+            other = _decode_steps(params, config, tokens)
+        finally:
+            _restore(saved)
+        assert _same_steps(fast, other) is same
+    assert _same_steps(fast, _decode_steps(params, config, tokens))  # (restored)
+
+
+def _wrong_sqrt_vjp(wrt, g, y, x):
+    return {"x": 5.0 * g}  # deliberately not sqrt's derivative: shows that this VJP ran
+
+
+@gradient_by_hand(_wrong_sqrt_vjp)
+def _root(x):
+    return anp.sqrt(x)  # through autograd.numpy as written: a form on NumPy itself
+
+
+def test_a_function_with_a_form_on_numpy_still_records_its_vjp_through_its_policies():
+    assert unrecorded(_root) is not _root.__wrapped__  # it has a form of its own
+    x = np.array([4.0, 9.0])
+    for f in (_root, variants.dispatch(_root), float16_in_float32("x")(_root)):
+        assert np.array_equal(f(x), [2.0, 3.0])  # plain arrays: the form on NumPy itself
+        assert np.array_equal(autograd.grad(lambda t: anp.sum(f(t)))(x), [5.0, 5.0])
+
+
+def test_gradients_through_the_forms_functions_match_float64_references():
+    # rms_norm and sigmoid differentiated through their policies (their VJPs by hand) against
+    # float64 formulas (central differences of the float64 forward would round: the formulas)
+    import minattn.normalization as normalization
+    import minattn.position_wise as position_wise
+
+    rng = np.random.default_rng(1)
+    x, gamma, w = rng.normal(size=(2, 5)), rng.normal(size=5), rng.normal(size=(2, 5))
+    got = autograd.grad(lambda t: anp.sum(normalization.rms_norm(t, gamma, eps=1e-5) * w))(x)
+    r = np.sqrt((x * x).mean(-1, keepdims=True) + 1e-5)
+    d = w * gamma
+    want = d / r - x * (d * x).mean(-1, keepdims=True) / r ** 3
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    got = autograd.grad(lambda t: anp.sum(position_wise.sigmoid(t) * w))(x)
+    s = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(got, w * s * (1 - s), rtol=1e-12, atol=1e-14)
+
+
+def test_a_form_on_numpy_reads_its_modules_other_names_as_they_are_at_the_call(monkeypatch):
+    # a function swapped into the module (minattn.swap, a test) is the one the form calls
+    import minattn.normalization as normalization
+
+    calls = []
+    original = normalization.feature_mean_of_product
+
+    def counted(a, b):
+        calls.append(a.shape)
+        return original(a, b)
+
+    x, gamma = np.ones((2, 4), np.float32), np.ones(4, np.float32)
+    monkeypatch.setattr(normalization, "feature_mean_of_product", counted)
+    normalization.rms_norm(x, gamma)
+    assert calls == [(2, 4)]
+    monkeypatch.undo()
+    normalization.rms_norm(x, gamma)
+    assert calls == [(2, 4)]
+
+
+_GLOBAL = 0
+
+
+def _reads_concatenate(x):
+    return anp.concatenate([x, x])  # autograd's own concatenate (not a wrapper of NumPy's)
+
+
+def _assigns_a_global(x):
+    global _GLOBAL
+    _GLOBAL = anp.sqrt(x)
+    return _GLOBAL
+
+
+def _reads_no_autograd_numpy(x):
+    return np.sqrt(x)
+
+
+def test_on_numpy_itself_leaves_a_function_it_cannot_run_on_numpy_as_it_is():
+    from minattn.engine.autograd_rules import on_numpy_itself
+
+    for f in (_reads_concatenate, _assigns_a_global, _reads_no_autograd_numpy, np.sqrt,
+              functools_partial_of_sqrt()):
+        assert on_numpy_itself(f) is f
+    inner = on_numpy_itself(lambda x: [anp.sqrt(v) for v in x])  # (a comprehension's code too)
+    assert inner.__globals__["anp"] is np
+    assert np.array_equal(inner([np.array(4.0)]), [2.0])
+
+
+def functools_partial_of_sqrt():
+    import functools
+
+    return functools.partial(anp.sqrt)
+
+
+# -- memo: the last call's arguments answer at once, an array changed in place is a new call
+
+
+def test_memo_answers_the_last_calls_objects_and_no_array_changed_in_place():
+    calls = []
+
+    @memo.by_value()
+    def table(positions, d, dtype):
+        calls.append(1)
+        return positions[..., None] * np.ones(d, dtype)
+
+    positions, dtype = np.array([3, 4]), np.dtype(np.float32)
+    first = table(positions, 2, dtype)
+    assert table(positions, 2, dtype) is first and len(calls) == 1  # the same objects
+    assert table(positions, 3, dtype).shape == (2, 3) and len(calls) == 2  # another width
+    assert table(positions, 2, np.dtype(np.float64)).dtype == np.float64 and len(calls) == 3
+    assert table(positions.copy(), 2, dtype) is first and len(calls) == 3  # equal values: the memo
+    assert table(positions, 2, dtype) is first and len(calls) == 3  # (the last call's again)
+    positions[1] = 5  # changed in place: another call, never the stale table
+    assert np.array_equal(table(positions, 2, dtype), [[3, 3], [5, 5]]) and len(calls) == 4
+    positions.shape = (2, 1)  # its shape set in place: another call too
+    assert table(positions, 2, dtype).shape == (2, 1, 2) and len(calls) == 5
+    as_ints = np.array([7, 8], np.int64)
+    table(as_ints, 2, dtype)
+    as_ints.dtype = np.float64  # the same bytes, another dtype: another call
+    table(as_ints, 2, dtype)
+    assert len(calls) == 7
+    options = {"a": 1}  # a dict may change between calls: never answered by identity
+    assert memo._call((options,), {}, None) is None and memo._call((1,), {"k": 2}, None) is None
+
+
+def test_memo_keys_a_scalar_type_as_a_value():
+    assert memo._key(np.float32) == (type, np.float32)  # (it has shape and dtype descriptors)
+
+
+def test_gradient_by_hands_wrapper_and_the_policies_call_the_form_on_numpy():
+    # with a mutant NumPy bound in the forms, the wrapper and the policy around it give the
+    # mutant's bits: each calls the form (not the function as written) where nothing is recorded
+    import minattn.normalization as normalization
+
+    x, gamma = np.random.default_rng(2).normal(size=(3, 8)), np.ones(8)
+    written = normalization.rms_norm.__wrapped__.__wrapped__(x, gamma, 1e-5)
+    saved = _numpy_forms_bound_to(_Rounded())
+    try:
+        for f in (normalization.rms_norm.__wrapped__, normalization.rms_norm):
+            assert not np.array_equal(f(x, gamma, 1e-5), written)
+    finally:
+        _restore(saved)
+    for f in (normalization.rms_norm.__wrapped__, normalization.rms_norm):
+        assert np.array_equal(f(x, gamma, 1e-5), written)

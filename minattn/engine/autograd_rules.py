@@ -52,11 +52,19 @@ pass is differentiated again (second derivatives) or dtypes mix, the differentia
 autograd.numpy's wrappers: linear's and the attention core's, engine/plain_vjps.py), called
 where g and the arguments hold no box, whatever their dtypes.
 
+Where no argument is a box, gradient_by_hand's wrapper (and `unrecorded(wrapper)`, which the
+policies around it call in its place) runs the function on NumPy itself (`on_numpy_itself`): the
+same code, its module's autograd.numpy read as NumPy, so that its NumPy calls skip autograd's
+wrapper, which would only look for boxes and call NumPy's function as it is (the same bits).
+
 autograd's VJP of `np.where` builds its zeros with `np.zeros(g.shape)`: float64, and on the host.
 That turns a float32 gradient into float64 (and would move a CuPy gradient to the CPU). `where`
 below is the same selection, with a gradient made from g itself, so it keeps g's dtype and device.
 """
+import builtins
+import dis
 import functools
+import types
 import weakref
 
 import autograd.numpy as np
@@ -106,15 +114,17 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
 
         defvjp_argnums(forward, vjp_maker)
         skip = None if unless is None else names.index(unless)
+        plain_f = on_numpy_itself(f)  # f, its autograd.numpy calls made on NumPy itself
 
         @functools.wraps(f)
         def with_gradient_by_hand(*args, **kwargs):
             # Not differentiating (no argument is an autograd box): nothing to record, so f runs
-            # as it is, without the primitive's wrapping (it costs microseconds, on every call).
+            # as it is, without the primitive's wrapping (it costs microseconds, on every call),
+            # and without autograd.numpy's wrappers around its NumPy calls (on_numpy_itself).
             # (isbox's test, type in box_types, on every argument at once: no frame per argument)
             if _BOX_TYPES.isdisjoint(map(type, args)) and \
                     (not kwargs or _BOX_TYPES.isdisjoint(map(type, kwargs.values()))):
-                return f(*args, **kwargs)
+                return plain_f(*args, **kwargs)
             values = bind(args, kwargs)
             if skip is not None and values[skip]:
                 return f(*args, **kwargs)
@@ -123,21 +133,91 @@ def gradient_by_hand(vjp, *, unless=None, in_place=None):
             return tuple(_output(out, i) for i in range(len(out))) \
                 if isinstance(out, SequenceBox) else out
 
-        _UNRECORDED[with_gradient_by_hand] = f
+        _UNRECORDED[with_gradient_by_hand] = plain_f
         return with_gradient_by_hand
 
     return decorate
 
 
-# gradient_by_hand's wrappers -> the function each runs as it is where no argument is a box (a
-# table, not an attribute: functools.wraps would copy an attribute onto the wrappers around it)
+# gradient_by_hand's wrappers -> the function each runs where no argument is a box (a table, not
+# an attribute: functools.wraps would copy an attribute onto the wrappers around it)
 _UNRECORDED = weakref.WeakKeyDictionary()
 
 
 def unrecorded(wrapper):
-    """The function that `wrapper`, a gradient_by_hand wrapper, calls as it is where no argument
-    is an autograd box (nothing to record); None for any other function."""
+    """The function that `wrapper`, a gradient_by_hand wrapper, calls where no argument is an
+    autograd box (nothing to record): the function it wraps, on NumPy itself (on_numpy_itself);
+    None for any other function."""
     return _UNRECORDED.get(wrapper)
+
+
+def on_numpy_itself(f):
+    """f with its module's autograd.numpy (`np`) read as NumPy itself: the same code, the same
+    calls of the same NumPy functions on the same arguments, without autograd.numpy's wrapper
+    around each (which looks for boxes among the arguments, then calls NumPy's; RMSNorm makes 2
+    such calls, sigmoid 4, in every layer of a decode step: docs/benchmarks.md, "SmolLM2's decode
+    step, round two"). For calls where no
+    argument is a box only (gradient_by_hand's wrapper, and the policies that stand in for it:
+    `unrecorded`): a box can then reach no NumPy call of f, and each wrapper would call NumPy's
+    function as it is. f itself where that does not hold for every autograd.numpy name its code
+    reads (a function of autograd's own, such as its concatenate, or a name it does not have),
+    where its code reads no autograd.numpy at all, or assigns a global.
+
+    Every other global is read from f's module as it is at the call (a function swapped in by
+    minattn.swap or a test is the one called): the namespace holds the NumPy binding alone and
+    passes every other name to the module's dict (its __missing__, that dict's own lookup)."""
+    code, namespace = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+    if code is None or namespace is None or type(f) is not types.FunctionType:
+        return f
+    codes = _codes(code)
+    read = {name for c in codes for name in c.co_names}
+    bound = {name for name in read if namespace.get(name) is np}  # autograd.numpy, by its names
+    if not bound or any(op in _WRITES_GLOBALS for c in codes for op in _opnames(c)) or \
+            not all(_wraps_numpy(name) for name in read if hasattr(np, name)):
+        return f
+    plain = types.FunctionType(code, _numpy_namespace(namespace, bound), f.__name__,
+                               f.__defaults__, f.__closure__)
+    plain.__kwdefaults__ = f.__kwdefaults__
+    plain.__qualname__, plain.__module__ = f.__qualname__, f.__module__
+    return plain
+
+
+_WRITES_GLOBALS = frozenset(("STORE_GLOBAL", "DELETE_GLOBAL"))
+
+
+def _codes(code):
+    # code and the code objects nested in it (its lambdas, comprehensions, inner functions),
+    # which run with the globals of the function that makes them
+    nested = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return [code] + [inner for c in nested for inner in _codes(c)]
+
+
+def _opnames(code):
+    return {instruction.opname for instruction in dis.get_instructions(code)}
+
+
+def _wraps_numpy(name):
+    # autograd.numpy's `name` is NumPy's own object (a constant, a dtype), or autograd's
+    # primitive wrapping NumPy's function of that name (f_wrapped.fun: its f_raw)
+    ours, theirs = getattr(np, name), getattr(numpy, name, _MISSING)
+    return ours is theirs or getattr(ours, "fun", _MISSING) is theirs
+
+
+_MISSING = object()
+_NAMESPACES = {}  # (id of a module's dict, the autograd.numpy names) -> its NumPy namespace
+
+
+def _numpy_namespace(namespace, bound):
+    key = (id(namespace), frozenset(bound))
+    if key not in _NAMESPACES:
+        # a dict of its own names, every other name read from the module's dict by a C call
+        # (a dict subclass's __missing__: LOAD_GLOBAL's lookup on a namespace that is not a
+        # plain dict; a name the module lacks raises KeyError, and the builtins are searched)
+        reads_module = type("NumpyNamespace", (dict,),
+                            {"__missing__": staticmethod(namespace.__getitem__)})
+        _NAMESPACES[key] = reads_module(
+            {name: numpy for name in bound}, __builtins__=namespace.get("__builtins__", builtins))
+    return _NAMESPACES[key]
 
 
 def _unbroadcast(value, grad):

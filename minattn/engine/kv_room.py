@@ -47,11 +47,14 @@ class _Ref(weakref.ref):
 
 def appended(past, new):
     """past [..., L_past, d], new [..., L, d] -> [..., L_past + L, d]: see the module docstring."""
-    if type(past) is not numpy.ndarray or type(new) is not numpy.ndarray or \
-            past.dtype != new.dtype or past.ndim != new.ndim or past.ndim < 2 or \
-            past.shape[:-2] != new.shape[:-2] or past.shape[-1] != new.shape[-1]:
+    if type(past) is not numpy.ndarray or type(new) is not numpy.ndarray:
         return numpy.concatenate([past, new], axis=-2)
-    n_past, total = past.shape[-2], past.shape[-2] + new.shape[-2]
+    shape, added = past.shape, new.shape  # (each read of .shape makes a tuple)
+    if past.dtype != new.dtype or len(shape) != len(added) or len(shape) < 2 or \
+            shape[:-2] != added[:-2] or shape[-1] != added[-1]:
+        return numpy.concatenate([past, new], axis=-2)
+    n_past = shape[-2]
+    total = n_past + added[-2]
     entry = _rooms.pop(id(past), None)  # the room after past, taken (or none)
     if entry is None or entry[0]() is not past:  # an array of the caller's: as ever, the
         view, buffer = numpy.concatenate([past, new], axis=-2), None  # room only from the next
