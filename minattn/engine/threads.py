@@ -317,6 +317,32 @@ def _pool(n):
     return _POOLS[key]
 
 
+def spread(f, items, costs, n_threads):
+    """f(item) for each of items, for its effect alone (each item writes its own part of an
+    output: a prompt's query blocks, engine/query_blocks.py), dealt to up to n_threads worker
+    threads with one BLAS thread for the whole call (n_threads: n_workers of the work, read by
+    the caller before any BLAS limit of its own: the count in force, or the one a prompt's timed
+    block chose, threads_chosen_by_timing): each item, the costliest first (costs: each item's
+    work), to the worker with the least work so far, each worker's items in their order. One
+    thread, one item, or a caller on a worker thread already or beside other workers: in order,
+    here, on the threads in force. The items' results are the same either way where each runs on
+    one BLAS thread (the same calls on the same numbers: tests/test_query_blocks.py)."""
+    items, costs = list(items), list(costs)
+    n = 1 if len(items) < 2 or beside_other_workers() or \
+        threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
+    if n <= 1:
+        for item in items:
+            f(item)
+        return
+    loads, shares = [0] * n, [[] for _ in range(n)]
+    for i in sorted(range(len(items)), key=lambda i: -costs[i]):
+        worker = loads.index(min(loads))
+        shares[worker].append(i)
+        loads[worker] += costs[i]
+    with one_blas_thread():
+        in_threads(lambda share: [f(items[i]) for i in sorted(share)], shares, n)
+
+
 def row_pieces(x, n_rows):
     """range(n_rows) as contiguous slices, one per worker thread that BLAS may use now
     (n_workers of the NumPy array x; at most n_rows): a training step's rows split over the
