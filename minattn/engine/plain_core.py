@@ -27,7 +27,10 @@ one array of scores each block makes:
         the L2 cache in one scratch buffer. Not the concept's bits: within its dtype's rounding
         of the float64 formula (tested).
 
-Both keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
+    flash_query_block(...)   blockwise attention's query block (blockwise._query_block) in
+        fewer passes over each tile: see its comment, at the end of this file.
+
+Both forward and output_into keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
 key masked gives zero weights and a zero output (0 times the values: NaN where a value is NaN or
 infinite, as the concept gives); a row whose scores hold a NaN or +inf gives NaN weights and a
 NaN output, as softmax documents. The scale multiplies q first (the concept's order: the scores

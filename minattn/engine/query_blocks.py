@@ -12,10 +12,15 @@ computed. The one difference: a NaN or an infinity among the values of keys that
 a block may see stays out of that block's outputs, where the whole computation multiplies it
 by its weight 0 and gets NaN (as a value no query may see should).
 
-The blocks run one after the other, under the attention core's one BLAS thread. They are
-independent, but worker threads over them did not pay: the large projections' OpenBLAS threads,
-spinning after each product, hold the cores the workers would need (docs/benchmarks.md, "The
-query blocks on worker threads").
+The blocks run one after the other, under the attention core's one BLAS thread, except a
+prompt's blocks whose weights are unread (below): those are dealt to worker threads, each with
+one BLAS thread (threads.spread), as many as BLAS may use in the caller (the threads in force,
+or the count a prompt's timed block chose: one there, beside a busy process, keeps them here),
+so that the core's passes over its scores run on every core; the same bits as one after the
+other (each block the same calls on one BLAS thread). Worker threads over the canonical blocks
+did not pay when first tried, their Python and autograd's wrappers between short calls
+(docs/benchmarks.md, "The query blocks on worker threads"); the plain blocks are a few long
+NumPy calls each ("The prefill at two threads and blockwise attention's tiles").
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks

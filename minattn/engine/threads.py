@@ -23,6 +23,8 @@ What the policy does:
   most recently used keys).
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (`tile_entries`: how many heads a block's tile holds),
+  `spread`: a prompt's query blocks alike (engine/query_blocks.py: items dealt by their cost,
+  each writing its own rows of the output),
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
