@@ -30,11 +30,11 @@ one array of scores each block makes:
     flash_query_block(...)   blockwise attention's query block (blockwise._query_block) in
         fewer passes over each tile: see its comment, at the end of this file.
 
-Both forward and output_into keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
-key masked gives zero weights and a zero output (0 times the values: NaN where a value is NaN or
-infinite, as the concept gives); a row whose scores hold a NaN or +inf gives NaN weights and a
-NaN output, as softmax documents. The scale multiplies q first (the concept's order: the scores
-are the concept's bits).
+forward and output_into keep the core's meaning in every corner: masked entries weigh exactly 0;
+a row with every key masked gives zero weights and a zero output (0 times the values: NaN where
+a value is NaN or infinite, as the concept gives); a row whose scores hold a NaN or +inf gives
+NaN weights and a NaN output, as softmax documents. The scale multiplies q first (the concept's
+order: the scores are the concept's bits).
 """
 import math
 
@@ -185,17 +185,17 @@ def _mask_in_place(s, keep):
 # blockwise attention's tiles on NumPy itself (blockwise._flash_forward, where q, k, v are
 # NumPy arrays of one dtype, float32 or float64): its _query_block and _online_softmax_step in
 # fewer passes over each tile of scores. A tile's exps need no shift where every row's max in
-# the tile lies within EXP_WINDOW of 0 (no exp overflows, and a term that underflows is below
-# e^-47 of its row's largest in float32, e^-400 in float64; a tile's exps at most e^40 in float32:
-# its products overflow only for values past 1e18: under the dtype's rounding): the
-# running max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k] scores (a pass
-# fewer); elsewhere (a row fully masked in the tile, infinite or NaN scores, a max past the
-# window) the tile is shifted by the running max, as _online_softmax_step does. The row max
-# is NumPy's fmax (faster; a row holding a NaN still comes out NaN: its exps sum to NaN), and
-# the sums a product with a column of ones beside the values' product (v with a column of ones
-# appended took more than the two: docs/benchmarks.md, "The prefill at two threads and
-# blockwise attention's tiles"). Within the dtype's rounding of the formula, not the bits of
-# _query_block (tests/test_blockwise.py).
+# the tile lies within EXP_WINDOW of 0: no exp overflows (a float32 tile's exps are at most
+# e^40, so its products overflow only for values past about 1e18), and a term that underflows
+# is below e^-47 of its row's largest in float32 (e^-400 in float64), under the dtype's
+# rounding. The running max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k]
+# scores (a pass fewer); elsewhere (a row fully masked in the tile, infinite or NaN scores, a
+# max past the window) the tile is shifted by the running max, as _online_softmax_step does.
+# The row max is NumPy's fmax (faster; a row holding a NaN still comes out NaN: its exps sum
+# to NaN), and the sums a product with a column of ones beside the values' product (v with a
+# column of ones appended took more than the two: docs/benchmarks.md, "The prefill at two
+# threads and blockwise attention's tiles"). Within the dtype's rounding of the formula, not
+# the bits of _query_block (tests/test_blockwise.py).
 EXP_WINDOW = {numpy.dtype(numpy.float32): 40.0, numpy.dtype(numpy.float64): 300.0}
 
 
@@ -231,7 +231,7 @@ def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, til
             m_new = numpy.maximum(m, tile_max)
             if numpy.all(numpy.abs(tile_max) <= window):  # (False for NaN, -inf, +inf)
                 numpy.exp(scores, out=scores)  # no shift: the scores are within the window
-                down = numpy.exp(numpy.negative(m_new))  # m_new finite: the tile's max is
+                down = numpy.exp(numpy.negative(m_new))  # (finite, as the tile's maxima)
                 rescale = numpy.exp(m - m_new)
                 acc *= rescale
                 acc += numpy.matmul(scores, v_tile) * down

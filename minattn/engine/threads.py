@@ -328,7 +328,7 @@ def spread(f, items, costs, n_threads):
     work), to the worker with the least work so far, each worker's items in their order. One
     thread, one item, or a caller on a worker thread already or beside other workers: in order,
     here, on the threads in force. The items' results are the same either way where each runs on
-    one BLAS thread (the same calls on the same numbers: tests/test_query_blocks.py)."""
+    one BLAS thread (the same calls on the same numbers: tests/test_plain_core.py)."""
     items, costs = list(items), list(costs)
     n = 1 if len(items) < 2 or beside_other_workers() or \
         threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
