@@ -17,10 +17,12 @@ prompt's blocks whose weights are unread (below): those are dealt to worker thre
 one BLAS thread (threads.spread), as many as BLAS may use in the caller (the threads in force,
 or the count a prompt's timed block chose: one there, beside a busy process, keeps them here),
 so that the core's passes over its scores run on every core; the same bits as one after the
-other (each block the same calls on one BLAS thread). Worker threads over the canonical blocks
-did not pay when first tried, their Python and autograd's wrappers between short calls
-(docs/benchmarks.md, "The query blocks on worker threads"); the plain blocks are a few long
-NumPy calls each ("The prefill at two threads and blockwise attention's tiles").
+other (each block the same calls on one BLAS thread). When worker threads over the canonical
+blocks were first tried they did not pay: the large projections' OpenBLAS threads, spinning
+after each product, held the cores the workers would need (docs/benchmarks.md, "The query
+blocks on worker threads"); the plain blocks are fewer, longer NumPy calls, and the block's
+timed thread count falls back to one thread where two lose ("The prefill at two threads and
+blockwise attention's tiles": measured only beside busy processes so far).
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks
