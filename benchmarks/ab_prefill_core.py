@@ -1,13 +1,15 @@
 """Two checkouts of minattn in one process: a 512-token prompt's attention core and SwiGLU at
 SmolLM2-135M's shapes, 30 layers' worth each, for a before/after comparison (issue 65).
 
-    python benchmarks/ab_prefill_core.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [LENGTH]]
+    python benchmarks/ab_prefill_core.py OLD_CHECKOUT NEW_CHECKOUT [ROUNDS [LENGTH [THREADS]]]
 
 - core: weights_unread(grouped_attention) over q [1, 9, L, 64], k, v [1, 3, L, 64] with a
   causal mask, as kv_cache.self_attention calls it in a prompt's block (its products on the
   threads in force, as under the block's timed thread count);
 - swiglu: position_wise.swiglu(gate, up) over [1, L, 1536] float32, as gated_feed_forward calls it.
-Random float32 inputs (the time depends on the shapes only); one BLAS thread (threadpoolctl).
+Random float32 inputs (the time depends on the shapes only); THREADS BLAS threads
+(threadpoolctl; default 1), the core's as a prompt's timed block running on that count leaves
+them (a checkout may split the core's query blocks over that many worker threads).
 The two checkouts alternate which runs first, round by round; prints each one's median (IQR)
 of the wall clock and of the process's CPU time, the per-round ratios new / old, and the largest
 difference of the two results (the new core divides the output by the sums: within rounding).
@@ -50,11 +52,13 @@ def main():
     old_path, new_path = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 11
     length = int(sys.argv[4]) if len(sys.argv) > 4 else 512
+    n_threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     modules = ("engine.query_blocks", "engine.threads", "multi_head", "masks", "position_wise")
     versions = {"old": work(checkout(old_path, *modules), length),
                 "new": work(checkout(new_path, *modules), length)}
     print("load before", os.getloadavg(), time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
-    with threadpool_limits(1, user_api="blas"):
+    print(f"{n_threads} BLAS thread(s), {rounds} rounds, {length} tokens")
+    with threadpool_limits(n_threads, user_api="blas"):
         for label in ("core", "swiglu"):
             a, b = versions["old"][label](), versions["new"][label]()  # (a warm-up each)
             drift = np.abs(b.astype(np.float64) - a).max()

@@ -4,7 +4,10 @@ prefill (bench_smollm2.py's), with the peers beside them: the bare NumPy decode 
 
     python benchmarks/ab_smollm2_versions.py OLD NEW [ROUNDS [WHAT [THREADS [PAST]]]]
 
-WHAT: "both" (the default), "decode" or "prefill"; THREADS: the BLAS threads (and torch's),
+WHAT: "both" (the default), "decode", "prefill" or "prefill-timed" (the prefill with each call
+run as inside a prompt's block timed on THREADS: threads._TUNING.running set around it, as
+ab_prefill_core.py does for the core, so that the core keeps the block's threads rather than
+its own one BLAS thread); THREADS: the BLAS threads (and torch's),
 default 1 (two-thread runs wait on the other sessions' processes on a shared 2-core machine).
 Every call of a checkout's causal_lm runs with the timing of the thread count off
 (engine/threads.py's TIMED_THREADS = False, both checkouts alike), so that both run on THREADS.
@@ -53,9 +56,17 @@ def decode_steps(m, model, prompt):
     return run
 
 
-def prefill(m, model, prompt):
-    return lambda: m.causal_lm(model.params, prompt, cache=None, return_cache=True,
+def prefill(m, model, prompt, timed=False):
+    def call():
+        if timed:  # as inside a prompt's block timed on the threads in force
+            m.engine.threads._TUNING.running = True
+        try:
+            return m.causal_lm(model.params, prompt, cache=None, return_cache=True,
                                logits_to_keep=1, **model.config)
+        finally:
+            m.engine.threads._TUNING.running = False
+
+    return call
 
 
 def main():
@@ -92,7 +103,7 @@ def main():
             print(f"decode: old and new logits within {drift:.3g} (of {top:.3g}), the same tokens")
         bare = _timed(bench_smollm2._bare_step(model, prompt))
         work["decode"] = {**runs, "bare NumPy step": bare}
-    if what in ("both", "prefill"):
+    if what in ("both", "prefill", "prefill-timed"):
         import torch
         import transformers
 
@@ -103,7 +114,8 @@ def main():
         hf = transformers.AutoModelForCausalLM.from_pretrained(
             path.parent, gguf_file=path.name, dtype=torch.float32).eval()
         prompt = np.array([ids[:512]])
-        calls = {name: prefill(m, model, prompt) for name, m in versions.items()}
+        calls = {name: prefill(m, model, prompt, what == "prefill-timed")
+                 for name, m in versions.items()}
         (lo, co), (ln, cn) = calls["old"](), calls["new"]()
         if not (np.array_equal(lo, ln) and all(
                 np.array_equal(a[key], b[key]) for a, b in zip(co, cn) for key in ("k", "v"))):

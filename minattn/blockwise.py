@@ -24,7 +24,7 @@ import numpy
 from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
-from .engine import checks
+from .engine import checks, plain_core
 from .engine.threads import in_threads, n_workers, one_blas_thread, tile_entries
 
 
@@ -45,6 +45,9 @@ def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, blo
     return output  # [..., L_q, d_v]
 
 
+PLAIN_TILES = True  # False: every tile through _query_block (the tests compare the two)
+
+
 @primitive
 def _flash(q, k, v, key_mask, scale, causal, block_size):
     # -> the output [..., L_q, d_v] and each query's log-sum-exp of its scores [..., L_q, 1],
@@ -62,9 +65,12 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
     # work grows with its start). Their outputs and log-sum-exps are then joined.
     batch, n_queries = q.shape[:-2], q.shape[-2]
-    # v with a column of ones [..., L_k, d_v + 1]: one product per tile gives its weighted
-    # values and its weights' sum (_query_block)
-    v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
+    # NumPy arrays of one dtype, float32 or float64: the tiles on NumPy itself, in fewer passes
+    # (engine/plain_core.flash_query_block); else v with a column of ones [..., L_k, d_v + 1]:
+    # one product per tile gives its weighted values and its weights' sum (_query_block)
+    plain = PLAIN_TILES and plain_core.plain(q, k, v, None, None)
+    if not plain:
+        v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
     # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
     n_entries = math.prod(batch)
     q, k, v = (numpy.reshape(numpy.broadcast_to(x, batch + x.shape[-2:]),
@@ -81,6 +87,10 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
         g, q_start = piece
         e = groups[g]
         q_block = q[e, q_start:q_start + block_size, :]  # [entries, b_q, d_k]
+        if plain:
+            return plain_core.flash_query_block(
+                q_block, k[e], v[e], None if key_mask is None else key_mask[e], q_start,
+                causal, scale, block_size, _tile_mask)
         return _query_block(q_block, k[e], v[e], None if key_mask is None else key_mask[e],
                             q_start, causal, scale, block_size)
 

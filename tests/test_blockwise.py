@@ -340,3 +340,37 @@ def test_float32_queries_against_float64_keys_keep_float64_precision():
     assert out.dtype == np.float64
     np.testing.assert_allclose(out, (p / p.sum(-1, keepdims=True)) @ v, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(lse, m + np.log(p.sum(-1, keepdims=True)), rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("window", ["default", "never"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_plain_tiles_are_within_rounding_of_the_formula_on_either_path(
+        dtype, window, causal, monkeypatch):
+    # NumPy float32 / float64 tiles go through engine/plain_core.flash_query_block: tiles whose
+    # row maxima lie within EXP_WINDOW of 0 are not shifted (the running max rescales their
+    # product), the others are, as _query_block's; either path, and the canonical tiles
+    # (PLAIN_TILES off), within the dtype's rounding of the float64 formula, with its zeros
+    # (rows with no key) and log-sum-exps
+    from minattn.engine import plain_core
+    if window == "never":  # every tile shifted
+        monkeypatch.setitem(plain_core.EXP_WINDOW, np.dtype(dtype), -1.0)
+    rng = np.random.default_rng(5)
+    q, k = (rng.standard_normal((2, 3, 150, 8)).astype(dtype) for _ in range(2))
+    q[0, 1, :64] *= 30  # scores past the default window in the first two query blocks' tiles
+    v = rng.standard_normal((2, 3, 150, 5)).astype(dtype)
+    key_mask = rng.random((2, 1, 150)) < 0.7
+    key_mask[1, 0, :40] = False  # whole tiles with no key for some rows
+    ours = ma.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, block_size=32)
+    monkeypatch.setattr(blockwise, "PLAIN_TILES", False)
+    canonical = ma.blockwise_attention(q, k, v, causal=causal, key_mask=key_mask, block_size=32)
+    want = full_attention(*(a.astype(np.float64) for a in (q, k, v)), causal, key_mask)
+    assert ours.dtype == dtype
+    np.testing.assert_allclose(ours, want, **tolerance(dtype))
+    np.testing.assert_allclose(canonical, want, **tolerance(dtype))
+    np.testing.assert_array_equal(ours == 0, canonical == 0)
+    monkeypatch.setattr(blockwise, "PLAIN_TILES", True)
+    lse = blockwise._flash(q, k, v, key_mask, 1 / np.sqrt(8), causal, 32)[1]
+    monkeypatch.setattr(blockwise, "PLAIN_TILES", False)
+    lse_canonical = blockwise._flash(q, k, v, key_mask, 1 / np.sqrt(8), causal, 32)[1]
+    np.testing.assert_allclose(lse, lse_canonical, **tolerance(dtype))

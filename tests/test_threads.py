@@ -43,6 +43,53 @@ def test_in_threads_returns_results_in_order_from_worker_threads():
     assert _threads.in_threads(lambda i: i, [], 4) == []
 
 
+def test_spread_deals_items_by_cost_to_workers_with_one_blas_thread_each():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    main = threading.current_thread().name
+    ran = []  # (item, thread name, BLAS threads)
+    f = lambda item: ran.append((item, threading.current_thread().name,  # noqa: E731
+                                 _threads._blas_threads()))
+    # costs 1, 2, 3, 4: the costliest first to the least loaded worker: {3, 0} and {2, 1}
+    in_threads, shares = _threads.in_threads, []
+    with mock.patch.object(_threads, "in_threads", lambda g, items, n: (
+            shares.append((list(items), n)), in_threads(g, items, n))[1]):
+        _threads.spread(f, "abcd", [1, 2, 3, 4], 2)
+    assert shares == [([[3, 0], [2, 1]], 2)]
+    assert sorted(item for item, _, _ in ran) == list("abcd")
+    assert all(name.startswith("minattn-worker") and blas == 1 for _, name, blas in ran)
+    order = [item for item, _, _ in ran]  # each share's items in their order
+    assert order.index("a") < order.index("d") and order.index("b") < order.index("c")
+    for n_threads, items in ((1, "abcd"), (2, "a"), (4, "")):  # in order, here
+        ran.clear()
+        with threadpoolctl.threadpool_limits(1, user_api="blas"):
+            _threads.spread(f, items, [1] * len(items), n_threads)
+        assert [(item, name) for item, name, _ in ran] == [(item, main) for item in items]
+    ran.clear()  # on a worker already: there, in order (no split inside a split)
+    _threads.in_threads(lambda _: _threads.spread(f, "ab", [1, 1], 2), range(2), 2)
+    by_thread = {}
+    for item, name, _ in ran:
+        by_thread.setdefault(name, []).append(item)
+    assert all(name.startswith("minattn-worker") for name in by_thread)
+    assert sum(by_thread.values(), []).count("a") == 2
+    assert all(items in (["a", "b"], ["a", "b", "a", "b"]) for items in by_thread.values())
+
+
+def test_spread_raises_what_an_item_raises_once_every_worker_is_done():
+    done = []
+
+    def f(item):
+        time.sleep(0.02 * (item != 0))
+        if item == 0:
+            raise ValueError("item 0")
+        done.append(item)
+
+    # shares: {0, 3} and {1, 2}; item 0 fails first, the other worker's items finish before
+    # spread raises (nothing of a split runs on after it)
+    with pytest.raises(ValueError, match="item 0"):
+        _threads.spread(f, range(4), [4, 3, 2, 1], 2)
+    assert sorted(done) == [1, 2]
+
+
 def test_in_threads_raises_what_a_worker_raises():
     def f(i):
         if i == 2:

@@ -27,11 +27,14 @@ one array of scores each block makes:
         the L2 cache in one scratch buffer. Not the concept's bits: within its dtype's rounding
         of the float64 formula (tested).
 
-Both keep the core's meaning in every corner: masked entries weigh exactly 0; a row with every
-key masked gives zero weights and a zero output (0 times the values: NaN where a value is NaN or
-infinite, as the concept gives); a row whose scores hold a NaN or +inf gives NaN weights and a
-NaN output, as softmax documents. The scale multiplies q first (the concept's order: the scores
-are the concept's bits).
+    flash_query_block(...)   blockwise attention's query block (blockwise._query_block) in
+        fewer passes over each tile: see its comment, at the end of this file.
+
+forward and output_into keep the core's meaning in every corner: masked entries weigh exactly 0;
+a row with every key masked gives zero weights and a zero output (0 times the values: NaN where
+a value is NaN or infinite, as the concept gives); a row whose scores hold a NaN or +inf gives
+NaN weights and a NaN output, as softmax documents. The scale multiplies q first (the concept's
+order: the scores are the concept's bits).
 """
 import math
 
@@ -177,3 +180,70 @@ def _mask_in_place(s, keep):
         keys = slice(int(masked[0]), int(masked[-1]) + 1)
         numpy.copyto(s[..., keys], -numpy.inf, where=hidden[..., keys])
     return s
+
+
+# blockwise attention's tiles on NumPy itself (blockwise._flash_forward, where q, k, v are
+# NumPy arrays of one dtype, float32 or float64): its _query_block and _online_softmax_step in
+# fewer passes over each tile of scores. A tile's exps need no shift where every row's max in
+# the tile lies within EXP_WINDOW of 0: no exp overflows (a float32 tile's exps are at most
+# e^40, so its products overflow only for values past about 1e18), and a term that underflows
+# is below e^-47 of its row's largest in float32 (e^-400 in float64), under the dtype's
+# rounding. The running max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k]
+# scores (a pass fewer); elsewhere (a row fully masked in the tile, infinite or NaN scores, a
+# max past the window) the tile is shifted by the running max, as _online_softmax_step does.
+# The row max is NumPy's fmax (faster; a row holding a NaN still comes out NaN: its exps sum
+# to NaN), and the sums a product with a column of ones beside the values' product (v with a
+# column of ones appended took more than the two: docs/benchmarks.md, "The prefill at two
+# threads and blockwise attention's tiles"). Within the dtype's rounding of the formula, not
+# the bits of _query_block (tests/test_blockwise.py).
+EXP_WINDOW = {numpy.dtype(numpy.float32): 40.0, numpy.dtype(numpy.float64): 300.0}
+
+
+def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, tile_mask):
+    """blockwise._query_block's (output [..., b_q, d_v], log-sum-exp [..., b_q, 1]) for the
+    queries q_start .. q_start + b_q - 1, v without the ones' column; tile_mask: blockwise's
+    _tile_mask. See the comment above."""
+    n_keys = k.shape[-2]
+    if causal:
+        n_keys = min(n_keys, q_start + q.shape[-2])
+    dtype = q.dtype
+    window = EXP_WINDOW[dtype]
+    q = numpy.multiply(q, scale)
+    lead = q.shape[:-1]
+    m = numpy.full(lead + (1,), -numpy.inf, dtype)  # the running max
+    acc = numpy.zeros(lead + (v.shape[-1],), dtype)  # the un-normalised output
+    total = numpy.zeros(lead + (1,), dtype)  # its denominator
+    ones = _ones_column(min(block_size, k.shape[-2]), dtype)
+    scores = None
+    with numpy.errstate(over="ignore", invalid="ignore"):
+        for k_start in range(0, n_keys, block_size):
+            k_stop = min(k_start + block_size, k.shape[-2])
+            k_tile, v_tile = k[..., k_start:k_stop, :], v[..., k_start:k_stop, :]
+            shape = numpy.broadcast_shapes(q.shape[:-2], k_tile.shape[:-2]) + \
+                (q.shape[-2], k_stop - k_start)
+            if scores is None or scores.shape != shape:
+                scores = numpy.empty(shape, dtype)
+            numpy.matmul(q, numpy.swapaxes(k_tile, -1, -2), out=scores)
+            keep = tile_mask(scores, key_mask, q_start, k_start, k_stop, causal)
+            if keep is not None:
+                numpy.copyto(scores, -numpy.inf, where=~keep)
+            tile_max = _row_max(scores)
+            m_new = numpy.maximum(m, tile_max)
+            if numpy.all(numpy.abs(tile_max) <= window):  # (False for NaN, -inf, +inf)
+                numpy.exp(scores, out=scores)  # no shift: the scores are within the window
+                down = numpy.exp(numpy.negative(m_new))  # (finite, as the tile's maxima)
+                rescale = numpy.exp(m - m_new)
+                acc *= rescale
+                acc += numpy.matmul(scores, v_tile) * down
+                total *= rescale
+                total += (scores @ ones[:k_stop - k_start]) * down
+            else:  # _online_softmax_step's shift
+                shift = numpy.where(numpy.isfinite(m_new), m_new, 0.0)
+                numpy.exp(numpy.subtract(scores, shift, out=scores), out=scores)
+                rescale = numpy.exp(m - shift)
+                acc = acc * rescale + numpy.matmul(scores, v_tile)
+                total = total * rescale + scores @ ones[:k_stop - k_start]
+            m = m_new
+    seen = total > 0  # a query that saw no key: output 0, log-sum-exp -inf
+    lse = numpy.where(seen, m + numpy.log(numpy.where(seen, total, 1.0)), -numpy.inf)
+    return acc / numpy.where(seen, total, 1.0), lse.astype(dtype, copy=False)

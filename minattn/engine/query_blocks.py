@@ -12,10 +12,17 @@ computed. The one difference: a NaN or an infinity among the values of keys that
 a block may see stays out of that block's outputs, where the whole computation multiplies it
 by its weight 0 and gets NaN (as a value no query may see should).
 
-The blocks run one after the other, under the attention core's one BLAS thread. They are
-independent, but worker threads over them did not pay: the large projections' OpenBLAS threads,
-spinning after each product, hold the cores the workers would need (docs/benchmarks.md, "The
-query blocks on worker threads").
+The blocks run one after the other, under the attention core's one BLAS thread, except a
+prompt's blocks whose weights are unread (below): those are dealt to worker threads, each with
+one BLAS thread (threads.spread), as many as BLAS may use in the caller (the threads in force,
+or the count a prompt's timed block chose: one there, beside a busy process, keeps them here),
+so that the core's passes over its scores run on every core; the same bits as one after the
+other (each block the same calls on one BLAS thread). When worker threads over the canonical
+blocks were first tried they did not pay: the large projections' OpenBLAS threads, spinning
+after each product, held the cores the workers would need (docs/benchmarks.md, "The query
+blocks on worker threads"); the plain blocks are fewer, longer NumPy calls, and the block's
+timed thread count falls back to one thread where two lose ("The prefill at two threads and
+blockwise attention's tiles": measured only beside busy processes so far).
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks
@@ -56,13 +63,15 @@ tests' spies).
 import contextvars
 import functools
 import inspect
+import math
+import threading
 
 import numpy
 from autograd.tracer import isbox
 
 from . import checks, plain_core
 from .signatures import binder
-from .threads import decoding_or_timed, one_blas_thread
+from .threads import decoding_or_timed, n_workers, one_blas_thread, spread
 
 
 def in_query_blocks(rows=128, plain=True):
@@ -142,8 +151,19 @@ def _binder(f):
 _PLAIN = contextvars.ContextVar("minattn_plain_core", default=True)
 
 
-@one_blas_thread(unless=decoding_or_timed)  # the core's own policy (attention.py), once a call
 def _plain_core(q, k, v, keep, bias, scale, *, rows, whole):
+    # the worker threads an unread prompt's blocks may go to (threads.spread), read before the
+    # core's own BLAS limit below: as many as BLAS may use in the caller (the threads in force,
+    # or the count a prompt's timed block chose), each block on one BLAS thread as the core's
+    # products are; a decode step or a core whose weights are read: none
+    workers = 1 if whole or not _UNREAD.get() else \
+        n_workers(q, math.prod(q.shape[:-1]) * k.shape[-2] // 2)  # (causal: about half)
+    return _plain_core_on_its_threads(q, k, v, keep, bias, scale, rows=rows, whole=whole,
+                                      workers=workers)
+
+
+@one_blas_thread(unless=decoding_or_timed)  # the core's own policy (attention.py), once a call
+def _plain_core_on_its_threads(q, k, v, keep, bias, scale, *, rows, whole, workers):
     # the core on NumPy itself (engine/plain_core.py; q, k, v, keep, bias and scale as
     # check_attention returns them): in one piece where the call is short or its mask has no
     # query axis (forward: the concept's bits); else by blocks of queries, each over the keys
@@ -155,11 +175,11 @@ def _plain_core(q, k, v, keep, bias, scale, *, rows, whole):
         # its VJP reads them rather than compute them again)
         return plain_core.forward(q, k, v, keep, bias, scale)
     if _UNREAD.get():
-        return _unread_blocks(q, k, v, keep, scale, rows)
+        return _unread_blocks(q, k, v, keep, scale, rows, workers)
     return _blocks(lambda *qkvm: plain_core.forward(*qkvm, None, scale), q, k, v, keep, rows)
 
 
-def _unread_blocks(q, k, v, keep, scale, rows):
+def _unread_blocks(q, k, v, keep, scale, rows, workers=1):
     # weights_unread's blocks on NumPy itself: each block's output written into the output's
     # rows (plain_core.output_into: the sums divide the output, not the weights), the weights
     # a placeholder of their shape
@@ -167,13 +187,21 @@ def _unread_blocks(q, k, v, keep, scale, rows):
     batch = numpy.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], keep.shape[:-2])
     output = numpy.empty(batch + (n_queries, v.shape[-1]), q.dtype)
     seen = keep.any(axis=tuple(range(keep.ndim - 2))) if keep.ndim > 2 else keep  # [L_q, L_k]
-    scratch = {}
+    blocks = []  # (start, stop, keys) of each block of queries
     for start in range(0, n_queries, rows):
         stop = min(start + rows, n_queries)
-        keys = _keys_seen(seen[start:stop])
+        blocks.append((start, stop, _keys_seen(seen[start:stop])))
+    scratches = {}  # a worker thread's scratch, from block to block
+
+    def block(piece):
+        start, stop, keys = piece
         plain_core.output_into(output[..., start:stop, :], q[..., start:stop, :],
                                k[..., keys, :], v[..., keys, :], keep[..., start:stop, keys],
-                               scale, scratch)
+                               scale, scratches.setdefault(threading.get_ident(), {}))
+
+    heads = math.prod(batch)
+    spread(block, blocks, [heads * (stop - start) * (keys.stop - keys.start)
+                           for start, stop, keys in blocks], workers)
     scores = numpy.broadcast_shapes(q.shape[:-2], k.shape[:-2], keep.shape[:-2])
     return output, numpy.broadcast_to(numpy.asarray(numpy.nan, q.dtype),
                                       scores + (n_queries, n_keys))

@@ -23,6 +23,8 @@ What the policy does:
   most recently used keys).
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (`tile_entries`: how many heads a block's tile holds),
+  `spread`: a prompt's query blocks alike (engine/query_blocks.py: items dealt by their cost,
+  each writing its own rows of the output),
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
@@ -315,6 +317,32 @@ def _pool(n):
     if key not in _POOLS:
         _POOLS[key] = ThreadPoolExecutor(n, thread_name_prefix=f"{_WORKER}-{n}")
     return _POOLS[key]
+
+
+def spread(f, items, costs, n_threads):
+    """f(item) for each of items, for its effect alone (each item writes its own part of an
+    output: a prompt's query blocks, engine/query_blocks.py), dealt to up to n_threads worker
+    threads with one BLAS thread for the whole call (n_threads: n_workers of the work, read by
+    the caller before any BLAS limit of its own: the count in force, or the one a prompt's timed
+    block chose, threads_chosen_by_timing): each item, the costliest first (costs: each item's
+    work), to the worker with the least work so far, each worker's items in their order. One
+    thread, one item, or a caller on a worker thread already or beside other workers: in order,
+    here, on the threads in force. The items' results are the same either way where each runs on
+    one BLAS thread (the same calls on the same numbers: tests/test_plain_core.py)."""
+    items, costs = list(items), list(costs)
+    n = 1 if len(items) < 2 or beside_other_workers() or \
+        threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
+    if n <= 1:
+        for item in items:
+            f(item)
+        return
+    loads, shares = [0] * n, [[] for _ in range(n)]
+    for i in sorted(range(len(items)), key=lambda i: -costs[i]):
+        worker = loads.index(min(loads))
+        shares[worker].append(i)
+        loads[worker] += costs[i]
+    with one_blas_thread():
+        in_threads(lambda share: [f(items[i]) for i in sorted(share)], shares, n)
 
 
 def row_pieces(x, n_rows):
