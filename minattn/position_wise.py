@@ -281,7 +281,8 @@ def _in_float32_chunks(gate, up):
     # _swiglu_float32's. A decode step's token takes _swiglu, whose passes over 1,536 elements
     # cost less than the chunks' machinery; the values agree within float32 rounding (the
     # chunks' value is torch's form of silu; their derivatives' pass keeps _swiglu's bits).
-    gate, up = getval(gate), getval(up)
+    if type(gate) is not numpy.ndarray or type(up) is not numpy.ndarray:
+        gate, up = getval(gate), getval(up)
     return type(gate) is numpy.ndarray and type(up) is numpy.ndarray and \
         gate.dtype == up.dtype == numpy.float32 and gate.shape == up.shape and \
         gate.size > _CHUNK

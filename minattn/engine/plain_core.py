@@ -137,7 +137,7 @@ def _row_max(s):
 def _exp_and_sums(q, k, keep, bias, scale):
     # -> (e, total): e = exp(scores - row max) with masked entries exactly 0, in the one array of
     # scores made here; total its row sums, 1 where every entry is masked (e's zeros stay zeros)
-    s = numpy.multiply(q, scale) @ numpy.swapaxes(k, -1, -2)  # [..., L_q, L_k]; the concept's
+    s = numpy.multiply(q, scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; the concept's
     if bias is not None:
         s = _add_in_place(s, bias)
     if keep is not None:
@@ -145,13 +145,13 @@ def _exp_and_sums(q, k, keep, bias, scale):
     if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
         return s, numpy.ones(s.shape[:-1] + (1,), s.dtype)
     x_max = row_max(s)  # [..., L_q, 1]
-    infinite = not numpy.isfinite(x_max).all()
+    infinite = not numpy.logical_and.reduce(numpy.isfinite(x_max), axis=None)
     if infinite:  # softmax's fix-ups: a fully masked row shifted by 0, a +inf max made NaN
         x_max[x_max == -numpy.inf] = 0.0
         x_max[x_max == numpy.inf] = numpy.nan
     numpy.subtract(s, x_max, out=s)
     numpy.exp(s, out=s)
-    total = s.sum(axis=-1, keepdims=True)
+    total = numpy.add.reduce(s, axis=-1, keepdims=True)
     if infinite:  # a sum is 0 only where every entry is masked (the max's entry gives exp(0) = 1)
         total[total == 0] = 1.0
     return s, total
