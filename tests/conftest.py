@@ -37,7 +37,8 @@ def _cores_share(config):
     workers = getattr(config, "workerinput", {}).get("workercount")
     if not workers:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
     return max(1, cores // int(workers))
 
 
