@@ -65,19 +65,18 @@ def pytest_runtest_setup(item):
 
 
 # Under pytest-xdist's --dist loadfile, a file goes whole to the next worker free, by default the
-# files with the most tests first (xdist's --loadscope-reorder): the slowest files, with 4 and 5
-# tests (tests/test_train*.py), came last, and one worker ran them alone at the end while the
-# other sat idle. Here these go first, slowest first, and the rest, in the order collected, fill
-# in behind them (docs/benchmarks.md, "The suite's CPU time"). The same tests run, each file's in
-# its own order; only the order of the files changes.
-SLOWEST_FILES = [
-    "tests/test_train_lm.py", "tests/test_language_model.py", "tests/test_train.py",
-    "tests/test_heads_of_a_model.py", "tests/test_grader.py", "tests/test_cli_generate.py",
-    "walkthrough.md", "tests/test_data_flow_figures.py", "tests/test_cli_chat.py",
-    "tests/test_figures.py", "tests/test_llama_cpp_converter.py",
-    "tests/test_walkthrough_solutions.py", "tests/test_mutants_run_script.py",
-    "tests/test_grader_root_classes.py", "tests/test_llama_layout.py",
-    "tests/test_shakespeare_cli.py",
+# files with the most tests first (xdist's --loadscope-reorder): the slowest files then, with 4
+# and 5 tests (tests/test_train*.py), came last, and one worker ran them alone at the end while
+# the other sat idle. Here the slowest go first, slowest first, and the rest, in the order
+# collected, fill in behind them (docs/benchmarks.md, "The suite's CPU time"). The same tests
+# run, each file's in its own order; only the order of the files changes.
+SLOWEST_FILES = [  # the suite's run of 2026-12-07, 18:21 UTC, with the threads above
+    "tests/test_grader.py", "tests/test_language_model.py", "tests/test_heads_of_a_model.py",
+    "walkthrough.md", "tests/test_walkthrough_solutions.py", "tests/test_grader_root_classes.py",
+    "tests/test_first_reading.py", "tests/test_train_lm.py", "tests/test_shakespeare_cli.py",
+    "tests/test_cli_generate.py", "tests/test_train.py", "tests/test_llama_cpp_converter.py",
+    "tests/test_data_flow_figures.py", "tests/test_cli_chat.py", "tests/test_html_page.py",
+    "tests/test_grader_contract.py",
 ]
 
 
