@@ -2,8 +2,10 @@
 alternating round by round: CPU seconds (user + system of pytest and its xdist workers, from
 os.wait4) and wall seconds per run, medians (IQR) and the per-round ratios new / old.
 
-    python benchmarks/ab_suite_files.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 3] [--busy 0] \
-        [tests/test_induction.py ...]
+    python benchmarks/ab_suite_files.py OLD_CHECKOUT NEW_CHECKOUT [tests/test_train.py ...] \
+        [--rounds 3] [--busy 0]
+
+(the files before the options; without files, test_induction.py and test_char_gpt.py)
 
 Each run is `python -m pytest -n 2 --dist loadfile -q -p no:cacheprovider FILES` on that
 checkout's files (its setup.cfg, conftest.py files and, by PYTHONPATH, its minattn), from an empty

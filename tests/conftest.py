@@ -25,11 +25,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.ge
 
 # Under pytest-xdist (README: -n 2 on 2 cores), each worker process runs its BLAS and torch on its
 # share of the cores: cores // workers threads (1 on the README's 2 cores). At the default count,
-# each worker's 2 OpenBLAS threads wait spinning for the core the other worker holds: the training
-# run of tests/test_train.py took 82 CPU seconds at 2 threads beside other work and 11 s at one
-# (docs/benchmarks.md, "The suite's CPU time"). Only this process: the children tests start keep
-# the default. A test about threads sets its own limit (threadpoolctl.threadpool_limits), as those
-# in test_threads.py, test_one_blas_thread.py and the like do. Outside xdist nothing changes.
+# each worker's 2 OpenBLAS threads wait spinning for the core the other worker holds, and the
+# suite took almost twice the CPU time (docs/benchmarks.md, "The suite's CPU time", has the
+# runs). Only this process: the children tests start keep the default. A test about threads
+# sets its own limit (threadpoolctl.threadpool_limits), as those in test_threads.py,
+# test_one_blas_thread.py and the like do. Outside xdist nothing changes.
 _SHARE = {"seen": ()}
 
 
