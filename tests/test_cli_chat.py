@@ -232,9 +232,12 @@ def test_threads_sets_the_blas_threads_for_the_run_and_restores_them(model, run,
     def blas_threads():
         return [lib["num_threads"] for lib in threadpoolctl.threadpool_info()
                 if lib["user_api"] == "blas"]
-    before, during = blas_threads(), []
-    if not before:
-        pytest.skip("threadpoolctl finds no BLAS library")
     monkeypatch.setattr(model, "reply", lambda *a, **k: during.append(blas_threads()) or iter([]))
-    assert run("--prompt", "hi", "--threads", "1")[0] == 0
-    assert during == [[1] * len(before)] and blas_threads() == before
+    # two threads before the run (under xdist the suite's conftest gives each worker one), so that
+    # --threads 1 has something to set and to restore
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        before, during = blas_threads(), []
+        if not before:
+            pytest.skip("threadpoolctl finds no BLAS library")
+        assert run("--prompt", "hi", "--threads", "1")[0] == 0
+        assert during == [[1] * len(before)] and blas_threads() == before

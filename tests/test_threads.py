@@ -4,6 +4,7 @@ Small inputs never reach the threads, so the tests force the split (2 to 4 worke
 few elements) and compare with independent references."""
 import contextlib
 import math
+import os
 import sys
 import threading
 import time
@@ -340,10 +341,15 @@ def test_n_workers_asks_for_per_thread_elements_on_each_worker():
 
 
 def test_large_inputs_reach_the_threads_and_match_a_float64_computation():
-    # No forcing: at this size (2 x 4 x 128 x 128 scores) n_workers splits on a multi-core host.
+    # No forcing: at this size (2 x 4 x 128 x 128 scores) n_workers splits on a multi-core host,
+    # at BLAS's default count, the cores (set here: under xdist the suite's conftest gives each
+    # worker process its share of the cores, one on two cores).
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 4, 128, 16)).astype(np.float32) for _ in range(3))
-    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy:
+    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy, \
+            threadpoolctl.threadpool_limits(cores or 1, user_api="blas"):
         out = ma.blockwise_attention(q, k, v, causal=True, block_size=32)
     if spy.call_args.args[2] < 2:
         pytest.skip("one core or one BLAS thread here: the blocks ran on one thread")
