@@ -445,7 +445,27 @@ def test_memo_answers_the_last_calls_objects_and_no_array_changed_in_place():
     table(as_ints, 2, dtype)
     assert len(calls) == 7
     options = {"a": 1}  # a dict may change between calls: never answered by identity
-    assert memo._call((options,), {}, None) is None and memo._call((1,), {"k": 2}, None) is None
+    key = memo._keys((options,), {})
+    assert memo._call((options,), {}, key, None) is None
+    assert memo._call((1,), {"k": 2}, memo._keys((1,), {"k": 2}), None) is None
+
+
+def test_memo_never_answers_with_an_array_changed_during_the_call():
+    # the last call's test holds the bytes its key was made from, before f ran: an array changed
+    # while f runs (by f here; by another thread in the same way) is another call next time
+    calls = []
+
+    @memo.by_value()
+    def total_then_bump(values):
+        calls.append(1)
+        result = np.array(values.sum())
+        values[0] += 1  # (what another thread could do while the table is computed)
+        return result
+
+    values = np.array([1.0, 2.0])
+    assert total_then_bump(values) == 3.0
+    assert total_then_bump(values) == 4.0 and len(calls) == 2  # [2, 2]: not the stale 3
+    assert total_then_bump(values) == 5.0 and len(calls) == 3
 
 
 def test_memo_keys_a_scalar_type_as_a_value():

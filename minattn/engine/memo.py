@@ -78,19 +78,20 @@ def _read_only(result):
     return result
 
 
-def _call(args, kwargs, result):
+def _call(args, kwargs, key, result):
     # -> (args, their states, result) for the next call's test of being the same call (every
     # table of a decode step is asked for with the same objects: 60 times a token for SmolLM2):
-    # arguments by position, each a NumPy array (its shape, dtype and bytes kept, compared then:
-    # an array changed in place is another call) or a value that cannot change (a number, a
-    # string, None, a dtype: compared by identity); None (no such test) for any other call
+    # arguments by position, each a NumPy array (its shape, dtype and bytes as key holds them,
+    # read before f ran: an array changed in place since, even by f itself or another thread
+    # during the call, is another call) or a value that cannot change (a number, a string,
+    # None, a dtype: compared by identity); None (no such test) for any other call
     if kwargs:
         return None
     states = []
-    for value in args:
+    for value, part in zip(args, key[0]):
         kind = type(value)
         if kind is numpy.ndarray:
-            states.append((value.shape, value.dtype, value.tobytes()))
+            states.append((part[2], part[1], part[3]))  # (part: kind, dtype, shape, bytes)
         elif kind in _SIMPLE or isinstance(value, numpy.dtype):
             states.append(None)
         else:
@@ -126,14 +127,14 @@ def by_value(maxsize=4):
                     memo.move_to_end(key)
                 except KeyError:  # another thread's call let it go meanwhile: it is still ours
                     pass
-                last[0] = _call(args, kwargs, hit)
+                last[0] = _call(args, kwargs, key, hit)
                 return hit
             result = _read_only(f(*args, **kwargs))
             with lock:
                 memo[key] = result
                 while len(memo) > maxsize:
                     memo.popitem(last=False)
-            last[0] = _call(args, kwargs, result)
+            last[0] = _call(args, kwargs, key, result)
             return result
 
         return remembered
