@@ -6,8 +6,9 @@ max m, a running denominator l and an un-normalized output acc, rescaled wheneve
 (Milakov & Gimelshein 2018; Dao et al. 2022, FlashAttention, algorithm 1). Memory is
 O(block_size^2) per head for the scores (on each worker thread: query blocks run side by side
 on the CPU's cores, minattn/engine/threads.py) instead of O(L_q L_k), plus O(L·d) for a copy of
-v with a column of ones (one product per tile then gives the weighted values and the
-denominator) and of k or v where they broadcast over q's batch; the weights are not returned.
+v with a column of ones where the tiles are not on NumPy itself (one product per tile then gives
+the weighted values and the denominator) and of k or v where they broadcast over q's batch; the
+weights are not returned.
 
 Gradients: FlashAttention-2's backward (Dao 2023, algorithm 2). The forward pass keeps only the
 output and each query's log-sum-exp; the backward pass recomputes every tile's weights from
@@ -69,7 +70,9 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # (engine/plain_core.flash_query_block); else v with a column of ones [..., L_k, d_v + 1]:
     # one product per tile gives its weighted values and its weights' sum (_query_block)
     plain = PLAIN_TILES and plain_core.plain(q, k, v, None, None)
-    if not plain:
+    if plain:
+        window = plain_core.exp_window(v, block_size)  # (of v's entries: once a call)
+    else:
         v = numpy.concatenate([v, numpy.ones_like(v[..., :1])], axis=-1)
     # q, k, v and key_mask with one batch axis, of entries (a broadcast input is copied)
     n_entries = math.prod(batch)
@@ -90,7 +93,7 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
         if plain:
             return plain_core.flash_query_block(
                 q_block, k[e], v[e], None if key_mask is None else key_mask[e], q_start,
-                causal, scale, block_size, _tile_mask)
+                causal, scale, block_size, _tile_mask, window)
         return _query_block(q_block, k[e], v[e], None if key_mask is None else key_mask[e],
                             q_start, causal, scale, block_size)
 

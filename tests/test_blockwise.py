@@ -374,3 +374,41 @@ def test_the_plain_tiles_are_within_rounding_of_the_formula_on_either_path(
     monkeypatch.setattr(blockwise, "PLAIN_TILES", False)
     lse_canonical = blockwise._flash(q, k, v, key_mask, 1 / np.sqrt(8), causal, 32)[1]
     np.testing.assert_allclose(lse, lse_canonical, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype, magnitudes", [
+    (np.float32, [1e-35, 1e-30, 1e-22, 1e-12, 1.0, 1e12, 1e20, 1e30, 1e35]),
+    (np.float64, [1e-290, 1e-250, 1e-200, 1e-100, 1.0, 1e100, 1e180, 1e250, 1e290])])
+@pytest.mark.parametrize("score", ["-window", "0", "+window"])
+def test_the_plain_tiles_keep_softmax_free_of_the_values_scale(dtype, magnitudes, score):
+    # The unshifted tiles form exp(scores) @ v on the unshifted scale (up to e^EXP_WINDOW): v's
+    # entries very large or very small would overflow or leave the normal floats there, where
+    # the shifted tiles do not. Every score near the window's edges, v at each magnitude: the
+    # output is v's scale times that of v at magnitude 1, within the dtype's rounding of the
+    # float64 formula, as _query_block's (a review found 0 and inf here before exp_window)
+    from minattn.engine import plain_core
+    edge = plain_core.EXP_WINDOW[np.dtype(dtype)] - 1.0
+    centre = {"-window": -edge, "0": 0.0, "+window": edge}[score]
+    rng = np.random.default_rng(11)
+    n, block = 200, 64
+    q = np.zeros((2, n, 3), dtype)
+    q[..., 0] = 1.0
+    k = np.zeros((2, n, 3), dtype)
+    k[..., 0] = centre + rng.uniform(-1.0, 0.0, (2, n))  # every score in [centre - 1, centre]
+    unit = rng.uniform(0.5, 1.5, (2, n, 4)) * rng.choice([-1.0, 1.0], (2, n, 4))
+    scores = q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)  # scale 1
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    want = (weights / weights.sum(-1, keepdims=True)) @ unit  # the formula, v at magnitude 1
+    for magnitude in magnitudes:
+        v = (unit * magnitude).astype(dtype)
+        for plain in (True, False):
+            blockwise.PLAIN_TILES = plain
+            try:
+                with np.errstate(over="raise", invalid="raise", divide="raise"):
+                    out = ma.blockwise_attention(q, k, v, scale=1.0, block_size=block)
+            finally:
+                blockwise.PLAIN_TILES = True
+            assert out.dtype == dtype and np.isfinite(out).all(), (magnitude, plain)
+            np.testing.assert_allclose(out.astype(np.float64) / magnitude, want,
+                                       err_msg=f"|v| ~ {magnitude:g}, plain tiles {plain}",
+                                       **tolerance(dtype))

@@ -189,7 +189,11 @@ def _mask_in_place(s, keep):
 # e^40, so its products overflow only for values past about 1e18), and a term that underflows
 # is below e^-47 of its row's largest in float32 (e^-400 in float64), under the dtype's
 # rounding. The running max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k]
-# scores (a pass fewer); elsewhere (a row fully masked in the tile, infinite or NaN scores, a
+# scores (a pass fewer). That product is on the unshifted scale, up to e^window times v's
+# entries: exp_window(v, block_size) narrows the window, once a call, so that no product can
+# overflow (block_size e^window max|v| below the dtype's largest) and no term at its row's max
+# leaves the normal floats (e^-window min|v| above tiny / eps, v's zeros aside); a v of NaN or
+# infinite entries takes no window at all. Elsewhere (a row fully masked in the tile, infinite or NaN scores, a
 # max past the window) the tile is shifted by the running max, as _online_softmax_step does.
 # The row max is NumPy's fmax (faster; a row holding a NaN still comes out NaN: its exps sum
 # to NaN), and the sums a product with a column of ones beside the values' product (v with a
@@ -199,15 +203,30 @@ def _mask_in_place(s, keep):
 EXP_WINDOW = {numpy.dtype(numpy.float32): 40.0, numpy.dtype(numpy.float64): 300.0}
 
 
-def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, tile_mask):
+def exp_window(v, block_size):
+    """The window of flash_query_block's unshifted tiles for these values v (see above): at
+    most EXP_WINDOW, less where v's entries are very large or very small; -1 (every tile
+    shifted) where v holds NaN or infinities or leaves no window."""
+    info, window = numpy.finfo(v.dtype), EXP_WINDOW[v.dtype]
+    size = numpy.abs(v)
+    largest = float(numpy.max(size, initial=0.0))
+    if not math.isfinite(largest):  # (a NaN is NumPy's max; an infinity too)
+        return -1.0
+    if largest > 0.0:
+        smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
+        window = min(window, math.log(float(info.max) / (block_size * largest)) - 1.0,
+                     math.log(smallest * float(info.eps) / float(info.tiny)) - 1.0)
+    return window if window > 0.0 else -1.0
+
+
+def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, tile_mask, window):
     """blockwise._query_block's (output [..., b_q, d_v], log-sum-exp [..., b_q, 1]) for the
     queries q_start .. q_start + b_q - 1, v without the ones' column; tile_mask: blockwise's
-    _tile_mask. See the comment above."""
+    _tile_mask; window: exp_window(v, block_size) of the whole v. See the comment above."""
     n_keys = k.shape[-2]
     if causal:
         n_keys = min(n_keys, q_start + q.shape[-2])
     dtype = q.dtype
-    window = EXP_WINDOW[dtype]
     q = numpy.multiply(q, scale)
     lead = q.shape[:-1]
     m = numpy.full(lead + (1,), -numpy.inf, dtype)  # the running max
