@@ -7,7 +7,9 @@ optimizer step takes `accumulation` micro-batches of `batch_size` examples: thei
 gradients are added, then divided by the number of counted targets of all of them, so the step
 is the one a single batch of batch_size * accumulation examples would take (each assistant
 token weighs the same wherever it falls). Then the gradients are clipped by their global norm,
-and AdamW steps at the schedule's learning rate (optimizer.py). Each micro-batch's rows are
+and AdamW steps at the schedule's learning rate (optimizer.py); the last sum, the division,
+the clip and AdamW computed leaf by leaf in fewer arrays (step_tail.py: the same bits, where
+it applies, else optimizer.py's functions as written). Each micro-batch's rows are
 split over the cores: the pieces after the first on a worker process forked for the run where
 the process policy applies (engine/processes.py: Linux, a run of two or more steps, NumPy
 weights), else on worker threads (engine/threads.py); the same bits either way.

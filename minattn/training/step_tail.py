@@ -15,7 +15,8 @@ dtype as before), but
   before (arrays made here, never the pieces' own);
 - `clip_then_adamw(...)`: the clip's scaling and AdamW's formulas one leaf after the other,
   each intermediate result written over an array made a moment before for that leaf (`out=`):
-  five new arrays a leaf instead of seventeen, the global norm from the squares `summed` left
+  the clip's and AdamW's sixteen new arrays a leaf become five (the norm's square included;
+  six where the gradient may not be written over), the global norm from the squares `summed` left
   (sqrt of their sum in the leaves' order: optimizer.global_norm's own).
 
 Nothing passed in is changed (but for a gradient tree the caller hands over with
@@ -31,7 +32,8 @@ the other operand an array of its shape and dtype or a Python number. STEP_TAIL 
 MINATTN_STEP_TAIL=0 in the environment): the readable functions always.
 
 tests/test_step_tail.py holds both to the readable functions bit for bit. Measured:
-docs/benchmarks.md, "The step's tail leaf by leaf (issue 61, item 5)".
+docs/benchmarks.md, "The baby GPT's step tail leaf by leaf" (benchmarks/ab_step_tail.py); what
+was tried and not kept there too (the leaves split over a second thread).
 """
 import math
 import os
