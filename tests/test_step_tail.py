@@ -132,6 +132,11 @@ def test_the_sums_equal_the_tree_by_tree_sums_for_any_number_of_pieces():
                    for b in leaves(piece))
 
 
+def test_no_gradient_to_sum_is_a_value_error():
+    with pytest.raises(ValueError, match="gradients must hold at least one"):
+        step_tail.summed([], 3)
+
+
 def test_sums_of_other_dtypes_shapes_and_structures_are_as_written():
     # float32 + float64 (promoted), a row added to a matrix (broadcast), integer gradients,
     # 0-d arrays, and a second tree whose dict keys come in another order (paired by key)

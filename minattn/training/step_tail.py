@@ -52,7 +52,9 @@ def summed(gradients, count, squares=None):
     squares (a list, or None): receives each leaf's optimizer.squared_norm of the result, in
     leaves' order (clip_then_adamw's `squares`). One tree: g0 / count."""
     gradients = iter(gradients)
-    grads = next(gradients)
+    grads = next(gradients, None)
+    if grads is None:
+        raise ValueError("gradients must hold at least one gradient tree, got none")
     ours, last = False, None  # whether grads' arrays are made here; the tree not added yet
     for g in gradients:
         if last is not None:
