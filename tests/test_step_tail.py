@@ -13,13 +13,20 @@ import pytest
 
 import minattn as ma
 import minattn.lora
+from minattn.engine import processes
 from minattn.engine.trees import leaves, paths, tree_map, unzip, zip_leaves
 from minattn.models import char_gpt
 from minattn.training import loop, step_tail
 from minattn.training.optimizer import (adamw_init, adamw_update, clip_by_global_norm,
                                         global_norm, squared_norm)
 
-BABY = char_gpt.BABY
+from .test_training_workers import two_threads  # noqa: E402,F401 (a fixture)
+
+
+@pytest.fixture(autouse=True)
+def no_worker_left():
+    yield
+    assert processes.live_worker_pids() == []
 
 
 def _gpt_tree(dtype, small=False):
@@ -265,12 +272,20 @@ def test_zip_leaves_and_unzip_walk_as_tree_map():
 
 
 @pytest.mark.parametrize("dtype, accumulation", [(np.float32, 1), (np.float64, 2)])
-def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, dtype,
+def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, two_threads, dtype,
                                                                accumulation):
+    # two row pieces a micro-batch (the worker process where it applies): summed adds 2 or 4
     params, config = char_gpt.init_char_gpt(np.random.default_rng(0), 11, n_layers=1,
                                             n_heads=2, d_model=16, context=8, dtype=dtype)
     ids = np.random.default_rng(1).integers(11, size=300)
-    runs = []
+    runs, trees_summed = [], []
+
+    def counted(gradients, count, squares=None):
+        gradients = list(gradients)
+        trees_summed.append(len(gradients))
+        return step_tail.summed(gradients, count, squares)
+
+    monkeypatch.setattr(loop, "summed", counted)
     for on in (True, False):
         monkeypatch.setattr(step_tail, "STEP_TAIL", on)
         state = loop.train(char_gpt.loss_sum(config), params, None, steps=3, batch_size=None,
@@ -281,3 +296,4 @@ def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, dtyp
                                                                    batch_size=4, seed=0, k=k))
         runs.append((state["losses"], _bits(state["trainable"]), _bits(state["adam"])))
     assert runs[0] == runs[1]
+    assert trees_summed == [2 * accumulation] * 6  # (two pieces a micro-batch)
