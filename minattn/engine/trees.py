@@ -92,13 +92,24 @@ def _zip_into(out, trees):
     first = trees[0]
     if isinstance(first, dict):
         keys = list(first)
-        return all(isinstance(t, dict) and list(t) == keys for t in trees[1:]) and \
-            all(_zip_into(out, tuple(t[k] for t in trees)) for k in keys)
+        for t in trees[1:]:
+            if not isinstance(t, dict) or list(t) != keys:
+                return False
+        for k in keys:
+            if not _zip_into(out, tuple([t[k] for t in trees])):
+                return False
+        return True
     if isinstance(first, (list, tuple)):
-        return all(isinstance(t, (list, tuple)) and len(t) == len(first) for t in trees[1:]) \
-            and all(_zip_into(out, items) for items in zip(*trees))
-    if any(isinstance(t, (dict, list, tuple)) for t in trees[1:]):
-        return False
+        for t in trees[1:]:
+            if not isinstance(t, (list, tuple)) or len(t) != len(first):
+                return False
+        for items in zip(*trees):
+            if not _zip_into(out, items):
+                return False
+        return True
+    for t in trees[1:]:
+        if isinstance(t, (dict, list, tuple)):
+            return False
     out.append(trees)
     return True
 

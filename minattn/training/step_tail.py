@@ -68,9 +68,11 @@ def summed(gradients, count, squares=None):
     if pairs is None:  # (trees of other structures: tree_map's pairing, by key, as written)
         return _as_written(grads, last, count, squares)
 
+    add = _add(ours)
+
     def finish(a, b=None):  # the last addition, the division and the square, on one leaf
         if b is not None:
-            a = _add(ours)(a, b)  # (a new array, or ours)
+            a = add(a, b)  # (a new array, or ours)
         a = np.divide(a, count, out=a) if (b is not None or ours) and _into(a, count) else \
             a / count
         if squares is not None:
@@ -178,9 +180,10 @@ def _applies(params, grads, state, max_norm, lr, betas, eps, weight_decay):
             len(tuple(betas)) == 2 and type(state["step"]) is int):
         return None
     quads = zip_leaves(params, grads, state["m"], state["v"])
-    if quads is None or not all(
-            type(p) is np.ndarray and p.dtype.kind == "f" and
-            all(type(a) is np.ndarray and a.dtype == p.dtype and a.shape == p.shape
-                for a in (g, m, v)) for p, g, m, v in quads):
-        return None
+    for p, g, m, v in quads or ():
+        if not (type(p) is np.ndarray and p.dtype.kind == "f" and
+                type(g) is type(m) is type(v) is np.ndarray and
+                p.dtype == g.dtype == m.dtype == v.dtype and
+                p.shape == g.shape == m.shape == v.shape):
+            return None
     return quads
