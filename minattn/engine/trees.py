@@ -6,6 +6,8 @@ training run's state), walked the same way everywhere.
     paths(tree)             [(path, leaf)]: a path the keys and list indices down to the leaf
     from_paths(items)       the tree back from [(path, leaf)] (a checkpoint's file)
     flatten(tree)           (its leaves, rebuild(new leaves) -> a tree of its structure)
+    zip_leaves(*trees)      [(their leaves at one place)] where they are of one structure
+    unzip(tree, items, n)   n trees of tree's structure from [(n leaves)]
 """
 import numpy as np
 
@@ -75,3 +77,55 @@ def flatten(tree):
         return dict(zip(keys, items)) if keys is not None else type(tree)(items)
 
     return [leaf for part, _ in parts for leaf in part], rebuild
+
+
+
+def zip_leaves(*trees):
+    """-> [(the first tree's leaf, the second's, ...)] in tree_map's order, where the trees are
+    of one structure: dicts with the same keys in the same order, lists or tuples (either) of
+    the same lengths, leaves (anything else) at the same places; else None."""
+    out = []
+    return out if _zip_into(out, trees) else None
+
+
+def _zip_into(out, trees):
+    first = trees[0]
+    if isinstance(first, dict):
+        keys = list(first)
+        for t in trees[1:]:
+            if not isinstance(t, dict) or list(t) != keys:
+                return False
+        for k in keys:
+            if not _zip_into(out, tuple([t[k] for t in trees])):
+                return False
+        return True
+    if isinstance(first, (list, tuple)):
+        for t in trees[1:]:
+            if not isinstance(t, (list, tuple)) or len(t) != len(first):
+                return False
+        for items in zip(*trees):
+            if not _zip_into(out, items):
+                return False
+        return True
+    for t in trees[1:]:
+        if isinstance(t, (dict, list, tuple)):
+            return False
+    out.append(trees)
+    return True
+
+
+def unzip(tree, items, n):
+    """-> n trees of tree's structure, as tree_map makes them (tuples as lists), whose leaves
+    are the first, second, ... entries of the items (n-tuples, in tree_map's order)."""
+    return tuple(_unzip(tree, iter(items), n))
+
+
+def _unzip(tree, items, n):
+    if isinstance(tree, dict):
+        parts = [_unzip(sub, items, n) for sub in tree.values()]
+        return [dict(zip(tree, (part[i] for part in parts))) for i in range(n)]
+    if isinstance(tree, (list, tuple)):
+        parts = [_unzip(sub, items, n) for sub in tree]
+        return [[part[i] for part in parts] for i in range(n)]
+    item = next(items)
+    return [item[i] for i in range(n)]

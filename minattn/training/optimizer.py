@@ -43,9 +43,19 @@ def clip_by_global_norm(grads, max_norm):
     """-> (grads scaled by min(1, max_norm / (norm + 1e-6)), their global norm before): the
     2-norm of every entry of every array together, as torch.nn.utils.clip_grad_norm_ (which
     multiplies by the clamped factor always, 1 included)."""
-    norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in leaves(grads)))
+    norm = global_norm(grads)
     scale = min(max_norm / (norm + 1e-6), 1.0)
     return tree_map(lambda g: g * np.asarray(scale, dtype=g.dtype), grads), norm
+
+
+def global_norm(grads):
+    """The 2-norm of every entry of every array of the tree together (clip_by_global_norm's)."""
+    return math.sqrt(sum(squared_norm(g) for g in leaves(grads)))
+
+
+def squared_norm(g):
+    """One array's share of the global norm: the sum of its entries' squares, a Python float."""
+    return float(np.sum(np.square(g)))
 
 
 def cosine_lr(step, *, lr, warmup, total, min_lr=0.0):
