@@ -487,3 +487,133 @@ def test_gradient_by_hands_wrapper_and_the_policies_call_the_form_on_numpy():
         _restore(saved)
     for f in (normalization.rms_norm.__wrapped__, normalization.rms_norm):
         assert np.array_equal(f(x, gamma, 1e-5), written)
+
+
+# -- weights_unread's wrapper made once for a dispatched core; a decode call's core straight to
+# its thread policy
+
+
+def _attention_inputs(dtype, n_queries=1, seed=0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((2, 6, n_queries, 8)).astype(dtype)
+    k = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    v = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    return q, k, v
+
+
+def test_weights_unread_keeps_one_wrapper_for_a_dispatched_core_and_none_for_others():
+    import functools
+    import gc
+    import weakref
+
+    from minattn.engine import query_blocks
+    from minattn.multi_head import grouped_attention
+
+    first = query_blocks.weights_unread(grouped_attention)
+    assert query_blocks.weights_unread(grouped_attention) is first
+    assert first.__wrapped__ is grouped_attention
+    # a functools.wraps wrapper of the core (which copies its attributes, the cached wrapper's
+    # among them) gets a wrapper of its own, calling it, not the core's
+    calls = []
+
+    @functools.wraps(grouped_attention)
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return grouped_attention(*args, **kwargs)
+
+    wrapped = query_blocks.weights_unread(spy)
+    assert wrapped is not first and wrapped.__wrapped__ is spy
+    wrapped(*_attention_inputs(np.float32))
+    assert calls == [1]
+    # a core made per call (not dispatched) gets a fresh wrapper each time, and nothing keeps
+    # it alive once its caller lets it go (no cycle, no registry: freed without the collector)
+    gc.disable()
+    try:
+        def per_call(q, k, v, mask=None):
+            return grouped_attention(q, k, v, mask)
+
+        one, two = query_blocks.weights_unread(per_call), query_blocks.weights_unread(per_call)
+        assert one is not two and not hasattr(per_call, "_minattn_output_only")
+        assert np.array_equal(one(*_attention_inputs(np.float64))[0],
+                              grouped_attention(*_attention_inputs(np.float64))[0])
+        alive = weakref.ref(per_call)
+        del per_call, one, two
+        assert alive() is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_queries", [1, 3])
+def test_weights_unread_gives_the_cores_bits_through_the_cached_and_a_fresh_wrapper(dtype,
+                                                                                   n_queries):
+    from minattn.engine import query_blocks
+    from minattn.multi_head import grouped_attention
+
+    q, k, v = _attention_inputs(dtype, n_queries)
+    mask = np.tril(np.ones((n_queries, 9), bool), k=9 - n_queries)
+    expected, _ = grouped_attention(q, k, v, mask)
+    for core in (query_blocks.weights_unread(grouped_attention),
+                 query_blocks._output_only(grouped_attention)):
+        out, weights = core(q, k, v, mask)
+        assert weights is None and out.dtype == dtype and np.array_equal(out, expected)
+    # and the canonical core as written (not on NumPy itself): the same bits at one query
+    token = query_blocks._PLAIN.set(False)
+    try:
+        written, _ = query_blocks.weights_unread(grouped_attention)(q, k, v, mask)
+    finally:
+        query_blocks._PLAIN.reset(token)
+    if n_queries == 1:
+        assert np.array_equal(written, expected)
+
+
+def test_a_decode_calls_core_on_its_thread_policy_equals_the_path_through_plain_core():
+    # the short path (one piece, no workers) against _plain_core's and against the canonical
+    # core as written, on grouped heads as grouped_attention passes them
+    from minattn.attention import scaled_dot_product_attention
+    from minattn.engine import query_blocks
+
+    for dtype in (np.float32, np.float64):
+        q, k, v = _attention_inputs(dtype)
+        q, k, v = q.reshape(2, 3, 2, 1, 8), k[:, :, None], v[:, :, None]
+        keep = np.ones((9,), bool)
+        keep[2] = False
+        for mask in (None, keep):
+            checked = checks.check_attention(q, k, v, mask, None, 0.0, None)
+            old = query_blocks._plain_core(*checked[:6], rows=128, whole=True)
+            new = scaled_dot_product_attention(q, k, v, mask)
+            token = query_blocks._PLAIN.set(False)
+            try:
+                written = scaled_dot_product_attention(q, k, v, mask)
+            finally:
+                query_blocks._PLAIN.reset(token)
+            for a, b, c in zip(old, new, written):
+                assert a.dtype == b.dtype == c.dtype == dtype
+                assert np.array_equal(a, b) and np.array_equal(b, c)
+
+
+def test_a_decode_calls_core_still_refuses_bad_inputs_and_records_its_gradient():
+    from minattn.attention import scaled_dot_product_attention
+    from minattn.engine import query_blocks
+    from minattn.multi_head import grouped_attention
+
+    q, k, v = _attention_inputs(np.float64)
+    with pytest.raises(ValueError, match="same feature size d_k"):
+        scaled_dot_product_attention(q, k[..., :4], v)
+    with pytest.raises(ValueError, match="same length L_k"):
+        scaled_dot_product_attention(q[:, :3], k, v[..., :5, :])
+    core = query_blocks.weights_unread(grouped_attention)
+
+    def through(q):
+        return anp.sum(core(q, k, v)[0] ** 2)
+
+    def reference(q):
+        return anp.sum(grouped_attention(q, k, v)[0] ** 2)
+
+    assert np.array_equal(autograd.grad(through)(q), autograd.grad(reference)(q))
+    # against a float64 formula: the derivative of sum(out**2) by finite differences
+    eps, i = 1e-6, (1, 4, 0, 5)
+    bumped = q.copy()
+    bumped[i] += eps
+    numeric = (reference(bumped) - reference(q)) / eps
+    assert abs(autograd.grad(through)(q)[i] - numeric) < 1e-4 * max(1.0, abs(numeric))

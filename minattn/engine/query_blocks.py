@@ -69,7 +69,7 @@ import threading
 import numpy
 from autograd.tracer import isbox
 
-from . import checks, plain_core
+from . import checks, plain_core, variants
 from .signatures import binder
 from .threads import decoding_or_timed, n_workers, one_blas_thread, spread
 
@@ -95,7 +95,10 @@ def in_query_blocks(rows=128, plain=True):
                                              values["mask"], values["scale"], values["dropout"],
                                              values["rng"])
             if in_plain and not values.get("dropout") and plain_core.plain(*checked[:5]):
-                return _plain_core(*checked[:6], rows=rows, whole=short)
+                if short:  # a decode step's call: one piece, no worker threads to count
+                    return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=True,
+                                                      workers=1)
+                return _plain_core(*checked[:6], rows=rows, whole=False)
             if short or not _splittable(values):
                 return f(*args, **kwargs)
             return _in_blocks(f, values, rows)
@@ -220,6 +223,21 @@ _UNREAD = contextvars.ContextVar("minattn_weights_unread", default=False)
 def weights_unread(core):
     """core(q, k, v, mask, ...) -> (output, weights) as core(...) -> (output, None), the weights
     not assembled where the queries are split in blocks (see the module docstring)."""
+    # A dispatched function (engine/variants.py: a module's canonical core, made once, such as
+    # kv_cache.self_attention's grouped_attention, asked for at every layer of every step)
+    # keeps its wrapper as an attribute of its own: made once, not at every call. The wrapper
+    # and the function hold each other, a cycle the collector frees with them; any other core
+    # (a per-call one) gets a fresh wrapper, which nothing else holds.
+    cached = getattr(core, "_minattn_output_only", None)
+    if cached is not None and cached.__wrapped__ is core:  # (functools.wraps copies the
+        return cached  # attribute into a wrapper of core: that wrapper gets its own)
+    wrapper = _output_only(core)
+    if core in variants._DISPATCHED:
+        core._minattn_output_only = wrapper
+    return wrapper
+
+
+def _output_only(core):
     @functools.wraps(core)
     def output_only(*args, **kwargs):
         unread = _UNREAD.set(True)
