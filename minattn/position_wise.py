@@ -152,10 +152,13 @@ def _in_chunks(f, x, *more, outputs=1):
     # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
     # A GPU array (CuPy) goes in one piece: there, fewer launches matter more. An x of one
     # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
-    # machinery and autograd's wrappers cost it more than its passes.
+    # machinery and autograd's wrappers cost it more than its passes. Views whose rows are
+    # contiguous (_rows_of_views: a fused product's slices) go in chunks of whole rows, read
+    # where they lie, not copied flat first.
     n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
     per_pass = threads.elements_per_pass(_CHUNK, numpy.size(x))  # a worker's: one pass
-    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass:
+    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass and \
+            (x.flags.c_contiguous or not _rows_of_views(x, *more)):
         flat = x.reshape(-1)
         outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
         with numpy.errstate(over="ignore"):

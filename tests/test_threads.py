@@ -671,6 +671,14 @@ def test_swiglu_and_gelu_of_views_go_in_whole_rows_with_the_same_bits(n, shape):
     assert seen and all(s[-1] == shape[-1] and len(s) == 2 for s in seen)  # whole rows
     assert sum(s[0] for s in seen) == rows  # every row once
     assert all(read)
+    read[:], seen[:] = [], []
+    with mock.patch.object(_threads, "WORKER_PASS", 10 ** 6), \
+            mock.patch.object(_threads._BESIDE, "others", True, create=True), \
+            mock.patch.object(position_wise, "_swiglu_chunk",
+                              counted(position_wise._swiglu_chunk)):
+        at_once = position_wise._swiglu_float32(gate, up)  # a worker's one pass: in place too
+    np.testing.assert_array_equal(at_once, value)
+    assert seen == [(rows, shape[-1])] and all(read)
     for got, expected in ((forward, value), (split[0], whole[0])):
         assert got.shape == shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got, expected)
