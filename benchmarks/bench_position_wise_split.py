@@ -99,16 +99,17 @@ def main():
                     times[name, way].append(time.perf_counter() - start)
     footer()
     total = {"one": 0.0, "two": 0.0}
-    print(f"{'pass':10} {'one core, ms/call (IQR)':>26} {'two workers':>24} {'x30 layers: one':>16} {'two':>7}")
+    print(f"{'pass':10} {'one core, ms/call (IQR)':>26} {'two workers':>24} "
+          f"{'x30 layers: one':>16} {'two':>7}")
     for name, (calls, _, two) in passes.items():
-        row = [name.ljust(10)]
+        row, per_prefill = [name.ljust(10)], []
         for way in ("one", "two"):
             t = np.asarray(times[name, way][1:] or times[name, "one"][1:]) * 1e3
             q1, m, q3 = np.percentile(t, [25, 50, 75])
             row.append(f"{m:8.3f} ({q1:.3f}-{q3:.3f})".rjust(25))
+            per_prefill.append(m * calls * LAYERS)
             total[way] += m * calls * LAYERS
-        print(" ".join(row), f"{times and np.median(times[name, 'one'][1:]) * 1e3 * calls * LAYERS:16.1f}",
-              f"{np.median((times[name, 'two'] or times[name, 'one'])[1:]) * 1e3 * calls * LAYERS:7.1f}")
+        print(" ".join(row), f"{per_prefill[0]:16.1f} {per_prefill[1]:7.1f}")
     print(f"sum over 30 layers: one core {total['one']:.1f} ms, two workers {total['two']:.1f} ms, "
           f"at best {total['one'] - total['two']:.1f} ms off the prefill")
 

@@ -692,9 +692,9 @@ def test_swiglu_and_gelu_of_views_go_in_whole_rows_with_the_same_bits(n, shape):
         np.testing.assert_allclose(forward[small], (g64 / (1 + np.exp(-g64)) * u64)[small],
                                    rtol=2e-6, atol=1e-37)
     wide = both.astype(np.float64)
-    np.testing.assert_array_equal(position_wise.swiglu(wide[..., :shape[-1]], wide[..., shape[-1]:]),
-                                  position_wise.swiglu(wide[..., :shape[-1]].copy(),
-                                                       wide[..., shape[-1]:].copy()))
+    gate64, up64 = wide[..., :shape[-1]], wide[..., shape[-1]:]
+    np.testing.assert_array_equal(position_wise.swiglu(gate64, up64),
+                                  position_wise.swiglu(gate64.copy(), up64.copy()))
 
 
 def test_rows_of_views_takes_only_arrays_whose_rows_are_contiguous():
