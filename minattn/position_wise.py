@@ -152,25 +152,34 @@ def _in_chunks(f, x, *more, outputs=1):
     # longer than it saves (docs/benchmarks.md, "GELU in fewer passes").
     # A GPU array (CuPy) goes in one piece: there, fewer launches matter more. An x of one
     # chunk (a decode step's token) is computed here, with NumPy's own functions: the split's
-    # machinery and autograd's wrappers cost it more than its passes.
+    # machinery and autograd's wrappers cost it more than its passes. Views whose rows are
+    # contiguous (_rows_of_views: a fused product's slices) go in chunks of whole rows, read
+    # where they lie, not copied flat first.
     n = threads.n_workers(x, numpy.size(x), _PER_THREAD)
     per_pass = threads.elements_per_pass(_CHUNK, numpy.size(x))  # a worker's: one pass
-    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass:
+    if n == 1 and type(x) is numpy.ndarray and x.size <= per_pass and \
+            (x.flags.c_contiguous or not _rows_of_views(x, *more)):
         flat = x.reshape(-1)
         outs = [numpy.empty_like(flat) for _ in range(outputs + 2)]  # (+ the two scratch)
         with numpy.errstate(over="ignore"):
             f(flat, *(numpy.reshape(y, -1) for y in more), *outs)
         return outs[0].reshape(x.shape) if outputs == 1 else \
             tuple(out.reshape(x.shape) for out in outs[:outputs])
-    flat, more = numpy.reshape(x, -1), [numpy.reshape(y, -1) for y in more]
-    outs = [numpy.empty_like(flat) for _ in range(outputs)]
     on_host = isinstance(x, numpy.ndarray)
-    chunk = per_pass if on_host else max(flat.size, 1)
-    bounds = [flat.size * i // n // chunk * chunk for i in range(n)] + [flat.size]
+    if on_host and _rows_of_views(x, *more):  # [rows, C] views: chunks of whole rows
+        flat, more = x.reshape(-1, x.shape[-1]), [y.reshape(-1, x.shape[-1]) for y in more]
+        chunk = max(1, per_pass // x.shape[-1])  # rows
+    else:
+        flat, more = numpy.reshape(x, -1), [numpy.reshape(y, -1) for y in more]
+        chunk = per_pass if on_host else max(flat.size, 1)
+    outs = [numpy.empty(flat.shape, flat.dtype) if on_host else numpy.empty_like(flat)
+            for _ in range(outputs)]
+    units = len(flat)  # elements, or rows
+    bounds = [units * i // n // chunk * chunk for i in range(n)] + [units]
 
     def piece(span):
         begin, end = span
-        scratch = [numpy.empty_like(flat[:min(chunk, end - begin)]) for _ in range(2)]
+        scratch = [numpy.empty_like(outs[0][:min(chunk, end - begin)]) for _ in range(2)]
         with numpy.errstate(over="ignore"):  # x² = inf for |x| > 1.8e19: h = 0 there
             for start in range(begin, end, chunk):
                 stop = min(start + chunk, end)
@@ -180,6 +189,18 @@ def _in_chunks(f, x, *more, outputs=1):
     threads.in_threads(piece, zip(bounds, bounds[1:]), n)
     outs = [numpy.reshape(out, numpy.shape(x)) for out in outs]
     return outs[0] if outputs == 1 else tuple(outs)
+
+
+def _rows_of_views(x, *more):
+    # True for NumPy arrays x (and more, of x's shape) of at least two axes, each row of the
+    # last axis contiguous, not all of them C-contiguous: the views a fused product's output
+    # gives (SwiGLU's gate and up: [..., F] slices of one [..., 2F] product), which
+    # numpy.reshape(x, -1) would copy, a pass more over each, before the chunks' own. Their
+    # chunks go in whole rows instead, the same operations on the same elements: the same bits.
+    arrays = (x, *more)
+    return x.ndim >= 2 and x.shape[-1] > 0 and \
+        all(type(a) is numpy.ndarray and a.shape == x.shape and a.strides[-1] == a.itemsize
+            for a in arrays) and not all(a.flags.c_contiguous for a in arrays)
 
 
 _C = math.sqrt(2.0 / math.pi)

@@ -632,3 +632,76 @@ def test_a_small_gpts_step_on_two_workers_has_the_same_bits_with_either_pass_len
         assert loss == (float(by_half[0][0]) + float(by_half[1][0])) / count
         for g, g0, g1 in zip(leaves(grads), leaves(by_half[0][1]), leaves(by_half[1][1])):
             np.testing.assert_array_equal(g, (g0 + g1) / count)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(3, 5), (7, 5), (2, 9, 5)])
+def test_swiglu_and_gelu_of_views_go_in_whole_rows_with_the_same_bits(n, shape):
+    # SwiGLU's gate and up as a fused product gives them (slices [..., :F] and [..., F:] of one
+    # [..., 2F] array, each row contiguous, the arrays not): chunks of whole rows, on n worker
+    # threads (forced), never a flat copy first; the same bits as the contiguous copies' value
+    # and derivatives (elementwise: the chunks change no bit), float32; the GELU's of such a
+    # view alike; the float64 primitive (no chunks) alike.
+    rng = np.random.default_rng(sum(shape) + n)
+    both = rng.uniform(-8, 8, size=shape[:-1] + (2 * shape[-1],)).astype(np.float32)
+    both[..., ::3] = np.float32(3e38) * np.sign(both[..., ::3])
+    gate, up = both[..., :shape[-1]], both[..., shape[-1]:]
+    assert not gate.flags.c_contiguous and position_wise._rows_of_views(gate, up)
+    whole = position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate.copy(), up.copy())
+    gelu_whole = position_wise._gelu_float32_and_derivative(("x",), gate.copy())
+    value = position_wise._swiglu_float32(gate.copy(), up.copy())  # (torch's form of silu)
+    seen = []
+
+    def counted(f):
+        def chunk(x, *rest):
+            seen.append(x.shape)
+            read.append(np.shares_memory(x, both) and np.shares_memory(rest[0], both))
+            return f(x, *rest)
+        return chunk
+
+    read = []  # each chunk read from the views themselves: not copied first
+    with mock.patch.object(position_wise, "_CHUNK", 2 * shape[-1]), \
+            mock.patch.object(_threads, "n_workers", lambda x, work, per_thread: n), \
+            mock.patch.object(position_wise, "_swiglu_chunk",
+                              counted(position_wise._swiglu_chunk)):
+        forward = position_wise._swiglu_float32(gate, up)
+        split = position_wise._swiglu_float32_and_derivatives(("gate", "up"), gate, up)
+        gelu = position_wise._gelu_float32_and_derivative(("x",), gate)
+    rows = int(np.prod(shape[:-1]))
+    assert seen and all(s[-1] == shape[-1] and len(s) == 2 for s in seen)  # whole rows
+    assert sum(s[0] for s in seen) == rows  # every row once
+    assert all(read)
+    read[:], seen[:] = [], []
+    with mock.patch.object(_threads, "WORKER_PASS", 10 ** 6), \
+            mock.patch.object(_threads._BESIDE, "others", True, create=True), \
+            mock.patch.object(position_wise, "_swiglu_chunk",
+                              counted(position_wise._swiglu_chunk)):
+        at_once = position_wise._swiglu_float32(gate, up)  # a worker's one pass: in place too
+    np.testing.assert_array_equal(at_once, value)
+    assert seen == [(rows, shape[-1])] and all(read)
+    for got, expected in ((forward, value), (split[0], whole[0])):
+        assert got.shape == shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, expected)
+    for name in ("gate", "up"):
+        np.testing.assert_array_equal(split[1][name], whole[1][name])
+    np.testing.assert_array_equal(gelu[0], gelu_whole[0])
+    np.testing.assert_array_equal(gelu[1]["x"], gelu_whole[1]["x"])
+    g64, u64 = gate.astype(np.float64), up.astype(np.float64)
+    small = (np.abs(g64) < 100) & (np.abs(u64) < 100)  # (the huge entries overflow float32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(forward[small], (g64 / (1 + np.exp(-g64)) * u64)[small],
+                                   rtol=2e-6, atol=1e-37)
+    wide = both.astype(np.float64)
+    gate64, up64 = wide[..., :shape[-1]], wide[..., shape[-1]:]
+    np.testing.assert_array_equal(position_wise.swiglu(gate64, up64),
+                                  position_wise.swiglu(gate64.copy(), up64.copy()))
+
+
+def test_rows_of_views_takes_only_arrays_whose_rows_are_contiguous():
+    a = np.zeros((4, 6), np.float32)
+    assert position_wise._rows_of_views(a[:, :3], a[:, 3:])
+    assert not position_wise._rows_of_views(a, a)  # contiguous: flat chunks
+    assert not position_wise._rows_of_views(a[:, ::2], a[:, 1::2])  # rows strided
+    assert not position_wise._rows_of_views(a.T, a.T)  # flattened in its own order
+    assert not position_wise._rows_of_views(a[0, :3])  # one axis
+    assert not position_wise._rows_of_views(a[:, :0], a[:, :0])  # empty rows
