@@ -30,10 +30,12 @@ MODULES = ("engine.autograd_rules", "interop", "lora", "training.loop", "trainin
 
 
 def side(path, ids):
-    """The checkout at `path`'s step on ids, built while its minattn is the one imported, and
-    a list its CPU seconds go to."""
-    checkout(path, *MODULES)
-    step = bench_finetune.build()[0]
+    """The checkout at `path`'s step on ids, built while its minattn is the one imported, a
+    list its CPU seconds go to, and its first step's loss and gradient (all rows at once)."""
+    m = checkout(path, *MODULES)
+    step, _, _, _, (loss_sum, lora) = bench_finetune.build()
+    batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, dtype=bool))
+    first = m.engine.autograd_rules.value_and_grad_by_leaf(loss_sum)(lora, batch, None)
     cpu = []
 
     def timed():
@@ -41,7 +43,15 @@ def side(path, ids):
         loss = step(ids)
         cpu.append(time.process_time() - start)
         return loss
-    return timed, cpu
+    return timed, cpu, first
+
+
+def leaves(tree):
+    if isinstance(tree, dict):
+        return [x for key in sorted(tree) for x in leaves(tree[key])]
+    if isinstance(tree, (list, tuple)):
+        return [x for value in tree for x in leaves(value)]
+    return [tree]
 
 
 def main(argv=None):
@@ -52,9 +62,13 @@ def main(argv=None):
     parser.add_argument("--threads", default="2,1")
     args = parser.parse_args(argv)
     ids = bench_finetune.tokens(8, 128)
-    old, old_cpu = side(os.path.abspath(args.old), ids)
-    new, new_cpu = side(os.path.abspath(args.new), ids)
+    old, old_cpu, old_first = side(os.path.abspath(args.old), ids)
+    new, new_cpu, new_first = side(os.path.abspath(args.new), ids)
     header(0)
+    same = old_first[0] == new_first[0] and all(
+        np.array_equal(a, b) for a, b in zip(leaves(old_first[1]), leaves(new_first[1])))
+    print("the first step's loss and gradient (all rows at once), old and new: equal to the "
+          f"last bit: {same}")
     for n in [int(t) for t in args.threads.split(",")]:
         with bench_finetune.threads(n):
             first = (old(), new())
