@@ -100,9 +100,72 @@ def test_the_attention_cores_plain_vjp_is_its_vjp_to_the_last_bit(wrt, dtype, ma
         np.testing.assert_array_equal(got[name], want[name])
 
 
-def test_the_attention_cores_plain_vjp_hands_unkept_weights_to_the_vjp():
-    # Where the tape did not keep P (a stand-in), the differentiable VJP recomputes it.
-    q, k, v, mask = _attention_case(np.float32, "bool")
+def _unkept_case(dtype, mask_kind, seed):
+    # grouped heads as a model's layer gives them (k and v broadcast over the group), the rows'
+    # edge cases: a fully masked row, a row of huge scores (exp of the shift only), a +inf score
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(2, 3, 2, 6, 4)).astype(dtype)
+    k, v = (rng.normal(size=(2, 3, 1, 6, 4)).astype(dtype) for _ in range(2))
+    q[0, 0, 0, 1] *= 1e3 if dtype != np.float16 else 10
+    mask = None
+    if mask_kind in ("bool", "bool, a row masked", "bool, per head"):
+        mask = np.tril(np.ones((6, 6), dtype=bool))
+        if mask_kind == "bool, a row masked":
+            mask[2] = False
+        if mask_kind == "bool, per head":
+            mask = np.broadcast_to(mask, (3, 2, 6, 6)) & (rng.random((3, 2, 6, 6)) < 0.8)
+    elif mask_kind == "float":
+        mask = (rng.normal(size=(6, 6)) * 0.5).astype(dtype)
+    elif mask_kind == "float64 bias":
+        mask = rng.normal(size=(6, 6)) * 0.5
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("wrt", [("q",), ("k",), ("v",), ("q", "k", "v")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mask_kind", ["bool", "bool, a row masked", "bool, per head", "float",
+                                       "float64 bias", None])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_attention_cores_plain_vjp_recomputes_unkept_weights_to_the_vjps_bits(
+        wrt, dtype, mask_kind, seed):
+    # Where the tape did not keep P (a stand-in), the plain form recomputes it as the
+    # differentiable VJP does (_recomputed_weights): the same bits, without calling the VJP.
+    q, k, v, mask = _unkept_case(dtype, mask_kind, seed)
+    if mask_kind == "bool, a row masked" and seed:
+        k[1, 2, 0, 3] = np.inf  # a +inf score: softmax's NaN row, as the VJP's
+    with np.errstate(invalid="ignore"):
+        out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
+    rng = np.random.default_rng(seed + 7)
+    g = (rng.normal(size=out.shape).astype(out.dtype),
+         _numpy_stand_in(weights.shape, weights.dtype))
+    stand_in = _numpy_stand_in(weights.shape, weights.dtype)
+    calls = []
+
+    def vjp(*args, **kwargs):
+        calls.append(kwargs)
+        return attention.attention_vjp(*args, **kwargs)
+
+    args = dict(q=q, k=k, v=v, mask=mask, scale=None, dropout=0.0, rng=None)
+    with np.errstate(invalid="ignore"):
+        got = plain_vjps.attention_core_plain(vjp)(wrt, g, (out, stand_in), **args)
+        want = attention.attention_vjp(wrt, g, (out, stand_in), **args)
+    assert calls == []
+    assert sorted(got) == sorted(want)
+    for name in wrt:
+        assert got[name].dtype == want[name].dtype and got[name].shape == want[name].shape
+        np.testing.assert_array_equal(got[name], want[name])
+    # and the recomputed weights are the forward's, to the last bit
+    keep, bias = (mask, None) if mask is None or mask.dtype == bool else (None, mask)
+    scale = 1 / np.sqrt(q.shape[-1])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(
+            plain_vjps._recomputed_weights(q, k, keep, bias, scale), attention._weights(
+                q, k, keep, bias, scale))
+
+
+def test_the_attention_cores_plain_vjp_hands_unkept_float16_weights_to_the_vjp():
+    # float16 (softmax computes it in float32): the differentiable VJP recomputes P itself
+    q, k, v, mask = _unkept_case(np.float16, "bool", 0)
     out, weights = attention.scaled_dot_product_attention(q, k, v, mask)
     calls = []
 
@@ -116,7 +179,7 @@ def test_the_attention_cores_plain_vjp_hands_unkept_weights_to_the_vjp():
                                                mask=mask, scale=None, dropout=0.0, rng=None)
     assert len(calls) == 1
     np.testing.assert_array_equal(got["q"], attention.attention_vjp(
-        ("q",), g, (out, weights), q=q, k=k, v=v, mask=mask, scale=None, dropout=0.0,
+        ("q",), g, (out, stand_in), q=q, k=k, v=v, mask=mask, scale=None, dropout=0.0,
         rng=None)["q"])
 
 

@@ -26,6 +26,7 @@ import numpy
 
 from . import checks
 from .autograd_rules import kept, plus_gradient
+from .reductions import row_max
 from .threads import one_blas_thread
 
 
@@ -59,15 +60,21 @@ def attention_core_plain(vjp):
     """-> the attention core's VJP (vjp: attention.attention_vjp) on NumPy itself, where the
     tape kept the weights P: its operations in its order, dS = P ⊙ (dP - Σ_j dP_j P_j) written
     into the dP made here and dQ, dK scaled in the products made here (the same bits). Where P
-    was not kept (recomputed from Q and K), vjp itself."""
+    was not kept, it is recomputed from Q and K as vjp recomputes it (attention._weights: the
+    scaled product, softmax's operations in their order), in the one array of scores made here
+    (_recomputed_weights: the same bits) for float32 and float64 NumPy arrays; vjp itself for
+    any other (float16, GPU arrays)."""
     @functools.wraps(vjp)
     def attention_vjp_plain(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
-        if not kept(outputs[1]):
+        if not kept(outputs[1]) and not _recomputable(q, k, mask):
             return vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng)
         d_out, d_weights = g
-        q, k, v, _, _, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
-        p = outputs[1]
+        q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
         with one_blas_thread():
+            p = outputs[1] if kept(outputs[1]) else \
+                _recomputed_weights(q, k, keep, bias, scale)  # [..., L_q, L_k]
+            if p is None:  # scores of another dtype (a bias's): vjp, as it takes them
+                return vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng)
             d_p = plus_gradient(d_out @ numpy.swapaxes(v, -1, -2), d_weights)  # [..., L_q, L_k]
             dot = numpy.einsum("...i,...i->...", d_p, p)[..., None]  # row_dot(d_p, p)
             if type(d_p) is numpy.ndarray and numpy.shape(p) == d_p.shape and \
@@ -90,6 +97,44 @@ def attention_core_plain(vjp):
             return grads
 
     return attention_vjp_plain
+
+
+def _recomputable(q, k, mask):
+    # _recomputed_weights' inputs: float32 or float64 NumPy arrays of one dtype, no mask or a
+    # NumPy one
+    return type(q) is numpy.ndarray and type(k) is numpy.ndarray and q.dtype == k.dtype and \
+        q.dtype in _FLOATS and (mask is None or type(mask) is numpy.ndarray)
+
+
+_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+
+
+def _recomputed_weights(q, k, keep, bias, scale):
+    """P = softmax(scale · Q Kᵀ + bias, mask=keep) as attention._weights computes it, the same
+    operations in their order on NumPy itself (the same bits), written into the scores' own
+    array: the masked entries' -inf set in place (softmax's np.where makes a copy), the shift,
+    the exp and the division in place."""
+    s = numpy.multiply(q, scale) @ numpy.swapaxes(k, -1, -2)  # [..., L_q, L_k]
+    if bias is not None:
+        s = s + bias
+    if keep is not None:
+        if numpy.broadcast_shapes(keep.shape, s.shape) == s.shape and s.dtype in _FLOATS:
+            numpy.copyto(s, -numpy.inf, where=numpy.logical_not(keep))  # np.where's values
+        else:
+            s = numpy.where(keep, s, -numpy.inf)
+    if s.dtype not in _FLOATS:
+        return None
+    if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
+        return s
+    x_max = row_max(s)  # softmax's: a fully masked row shifted by 0, a +inf max made NaN
+    x_max[x_max == -numpy.inf] = 0.0
+    x_max[x_max == numpy.inf] = numpy.nan
+    numpy.subtract(s, x_max, out=s)
+    numpy.exp(s, out=s)
+    total = s.sum(axis=-1, keepdims=True)
+    total[total == 0] = 1.0  # only where every entry is masked: its zeros stay zeros
+    s /= total
+    return s
 
 
 def _times(a, scale):
