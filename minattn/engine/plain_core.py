@@ -137,7 +137,11 @@ def _row_max(s):
 def _exp_and_sums(q, k, keep, bias, scale):
     # -> (e, total): e = exp(scores - row max) with masked entries exactly 0, in the one array of
     # scores made here; total its row sums, 1 where every entry is masked (e's zeros stay zeros)
-    s = numpy.multiply(q, scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; the concept's
+    # (the invalid flag ignored: OpenBLAS's kernel raised it once on finite float32 entries, a
+    # decoder's cross-attention to one key under the suite; a real inf * 0 is NaN in s, and
+    # NaN in the output, as the concept's)
+    with numpy.errstate(invalid="ignore"):
+        s = numpy.multiply(q, scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; the concept's
     if bias is not None:
         s = _add_in_place(s, bias)
     if keep is not None:
