@@ -19,10 +19,15 @@ two halves at once cost without it. A process of its own shares no GIL:
   block of anonymous shared memory (mmap, made before the fork: nothing to unlink, nothing
   left behind by a killed process), read by every worker as views; each item (the piece's
   rows, its generator) pickled through the worker's pipe; each worker writes its gradient
-  into its own shared block and answers its value through the pipe. The caller adds the
+  into a shared block of its own and answers its value through the pipe. The caller adds the
   pieces' gradients in the pieces' order, as it does for the threads: the step's bits are
   those of the thread split and of the pieces computed one after the other
   (tests/test_processes.py).
+- Each worker has two gradient blocks and the maps alternate between them, so a gradient
+  handed back as read-only views of its block (`map(..., borrow=True)`: no copy of the whole
+  model's gradient a step, read once by the sum that follows) holds until the map after the
+  next one: loop.accumulated adds a micro-batch's pieces while the next micro-batch's map runs.
+  Without borrow, the gradient comes back as copies of the block, the caller's to keep.
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
 one per run): the processes first (the fork in the first call, which is not compared), the
@@ -130,7 +135,9 @@ class WorkerProcesses:
         self.owner = (os.getpid(), threading.get_ident())
         self.layout = None  # [(offset, shape, dtype)] of the tree's leaves, fixed at the fork
         self.rebuild = None  # leaves -> a tree of the first map's structure
-        self.workers = []  # [(process, connection, gradient block)]
+        self.workers = []  # [(process, connection, (gradient block, gradient block))]
+        self.maps = 0  # maps run: the workers write into their blocks[maps % 2]
+        self.grad_views = {}  # (worker, parity) -> the block's read-only views (borrow)
         self.shared = None  # the weights' block
         self.pending = set()  # the workers asked and not yet answered
         self.closed = False
@@ -159,12 +166,14 @@ class WorkerProcesses:
                 for leaf, (_, shape, dtype) in zip(leaves, self.layout))
 
     # -- a call ------------------------------------------------------------------------------
-    def map(self, tree, items, here=None, otherwise=None):
+    def map(self, tree, items, here=None, otherwise=None, borrow=False):
         """[f(tree, *item) for item in items]: item 0 on this thread (inside `here`, a context
         manager: one BLAS thread), the others on the workers. otherwise() -> the same list
         computed another way (the caller's worker threads): called where usable() is not, and
         where the timed rule (the module docstring) finds it faster; without it, None there
-        (nothing run)."""
+        (nothing run). borrow=True: a worker's gradient leaves, where they came back through its
+        shared block, are read-only views of it, which the map after the next one overwrites
+        (read them before then: the module docstring); else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
         if self.usable(leaves, items) and self.layout is None:
@@ -176,18 +185,19 @@ class WorkerProcesses:
         if not self.usable(leaves, items):
             return None if otherwise is None else otherwise()
         if otherwise is None or not threads.TIMED_THREADS:
-            return self._map(tree, leaves, rebuild, items, here)
+            return self._map(tree, leaves, rebuild, items, here, borrow)
         way = self.choice.next()  # 2: the processes, 1: otherwise
         start = time.perf_counter()
-        out = self._map(tree, leaves, rebuild, items, here) if way == 2 else otherwise()
+        out = self._map(tree, leaves, rebuild, items, here, borrow) if way == 2 else otherwise()
         self.choice.record(way, time.perf_counter() - start)
         return out
 
-    def _map(self, tree, leaves, rebuild, items, here):
+    def _map(self, tree, leaves, rebuild, items, here, borrow=False):
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
+        parity, self.maps = self.maps % 2, self.maps + 1
         for (process, connection, _), item in zip(self.workers, items[1:]):
-            self._send(process, connection, item)
+            self._send(process, connection, (parity, item))
         start = time.perf_counter()
         try:
             with here if here is not None else contextlib.nullcontext():
@@ -203,7 +213,8 @@ class WorkerProcesses:
         own = time.perf_counter() - start
         answers = [self._answer(worker, own) for worker in self.workers]
         out = [first]
-        for (process, _, block), (kind, value, grads) in zip(self.workers, answers):
+        for i, ((process, _, blocks), (kind, value, grads)) in enumerate(zip(self.workers,
+                                                                             answers)):
             if kind == "error":
                 try:
                     value.add_note(f"(raised in the training step's worker process, pid "
@@ -211,9 +222,20 @@ class WorkerProcesses:
                 except AttributeError:
                     pass
                 raise value
-            out.append((value, rebuild([view.copy() for view in self._views(block)])
-                        if grads is None else grads))
+            if grads is None:
+                grads = rebuild(self._borrowed(i, parity, blocks[parity]) if borrow else
+                                [view.copy() for view in self._views(blocks[parity])])
+            out.append((value, grads))
         return out
+
+    def _borrowed(self, worker, parity, block):
+        # the read-only views of a worker's gradient block (made once: the layout is fixed)
+        views = self.grad_views.get((worker, parity))
+        if views is None:
+            views = self.grad_views[worker, parity] = self._views(block)
+            for view in views:
+                view.flags.writeable = False
+        return views
 
     def _send(self, process, connection, item):
         try:
@@ -261,9 +283,9 @@ class WorkerProcesses:
         context = multiprocessing.get_context("fork")
         _LIVE.add(self)
         for _ in range(n):
-            block = mmap.mmap(-1, size)
+            blocks = (mmap.mmap(-1, size), mmap.mmap(-1, size))  # the maps alternate
             here, there = context.Pipe()
-            process = context.Process(target=self._serve, args=(there, block), daemon=True,
+            process = context.Process(target=self._serve, args=(there, blocks), daemon=True,
                                       name="minattn-worker-process")
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=DeprecationWarning,
@@ -272,19 +294,21 @@ class WorkerProcesses:
                     process.start()
                 except BaseException:
                     here.close()
-                    _unmap(block)
+                    for block in blocks:
+                        _unmap(block)
                     raise
                 finally:
                     there.close()
-            self.workers.append((process, here, block))
+            self.workers.append((process, here, blocks))
 
     def _views(self, block):
         return [numpy.ndarray(shape, dtype, buffer=block, offset=offset)
                 for offset, shape, dtype in self.layout]
 
-    def _serve(self, connection, block):
-        # a worker's life: one BLAS thread; each item -> f(the shared weights, *item), its
-        # gradient into `block`; ends at None or when the parent's end of the pipe closes
+    def _serve(self, connection, blocks):
+        # a worker's life: one BLAS thread; each (parity, item) -> f(the shared weights,
+        # *item), its gradient into blocks[parity]; ends at None or when the parent's end of
+        # the pipe closes
         global _IN_WORKER
         _IN_WORKER = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -296,7 +320,8 @@ class WorkerProcesses:
                     return
                 if item is None:
                     return
-                connection.send(self._one(item, block))
+                parity, item = item
+                connection.send(self._one(item, blocks[parity]))
 
     def _one(self, item, block):
         try:
@@ -332,7 +357,8 @@ class WorkerProcesses:
                 connection.send(None)
             except (BrokenPipeError, ConnectionError, OSError):
                 pass
-        for process, connection, block in self.workers:
+        self.grad_views.clear()
+        for process, connection, blocks in self.workers:
             if process.pid in self.pending and process.exitcode is None:
                 process.kill()
             process.join(5)
@@ -340,7 +366,8 @@ class WorkerProcesses:
                 process.kill()
                 process.join()
             connection.close()
-            _unmap(block)
+            for block in blocks:
+                _unmap(block)
         _LIVE.discard(self)
         self.pending.clear()
         if self.shared is not None:

@@ -150,7 +150,8 @@ def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=N
     thread (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
     micro-batch's generator; processes (a run's engine/processes.WorkerProcesses, made for
     loss_and_grad): the pieces after the first on its worker processes where it applies, the
-    first here (the same bits). The gradients are added and divided leaf by leaf
+    first here (the same bits; a worker's gradient read from its shared memory, not copied
+    out). The gradients are added and divided leaf by leaf
     (step_tail.summed: the same bits as tree by tree); squares (a list): each leaf's share of
     the gradient's global norm appended, for step_tail.clip_then_adamw."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
@@ -181,9 +182,11 @@ def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
 
     if processes is None:
         return on_threads()
+    # borrow: a worker's gradient as read-only views of its shared block, which step_tail.summed
+    # adds before the map after the next one writes over them (no copy of it a step)
     return processes.map(trainable, [(tuple(a[piece] for a in part), piece_rng)
                                      for piece, piece_rng in zip(pieces, rngs)],
-                         here=one_blas_thread(), otherwise=on_threads)
+                         here=one_blas_thread(), otherwise=on_threads, borrow=True)
 
 
 def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):
