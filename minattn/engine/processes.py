@@ -19,15 +19,14 @@ two halves at once cost without it. A process of its own shares no GIL:
   block of anonymous shared memory (mmap, made before the fork: nothing to unlink, nothing
   left behind by a killed process), read by every worker as views; each item (the piece's
   rows, its generator) pickled through the worker's pipe; each worker writes its gradient
-  into a shared block of its own and answers its value through the pipe. The caller adds the
+  into its own shared block and answers its value through the pipe. The caller adds the
   pieces' gradients in the pieces' order, as it does for the threads: the step's bits are
   those of the thread split and of the pieces computed one after the other
-  (tests/test_processes.py).
-- Each worker has two gradient blocks and the maps alternate between them, so a gradient
-  handed back as read-only views of its block (`map(..., borrow=True)`: no copy of the whole
-  model's gradient a step, read once by the sum that follows) holds until the map after the
-  next one: loop.accumulated adds a micro-batch's pieces while the next micro-batch's map runs.
-  Without borrow, the gradient comes back as copies of the block, the caller's to keep.
+  (tests/test_processes.py). A worker's gradient comes back as copies of its block, the
+  caller's to keep; or, with `map(..., borrow=True)`, as read-only views of the block, which
+  the next map writes over: no copy of the whole model's gradient, for a caller that has read
+  it before its next map (loop.accumulated, for a step's last micro-batch, whose pieces it adds
+  before the step ends).
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
 one per run): the processes first (the fork in the first call, which is not compared), the
@@ -135,9 +134,7 @@ class WorkerProcesses:
         self.owner = (os.getpid(), threading.get_ident())
         self.layout = None  # [(offset, shape, dtype)] of the tree's leaves, fixed at the fork
         self.rebuild = None  # leaves -> a tree of the first map's structure
-        self.workers = []  # [(process, connection, (gradient block, gradient block))]
-        self.maps = 0  # maps run: the workers write into their blocks[maps % 2]
-        self.grad_views = {}  # (worker, parity) -> the block's read-only views (borrow)
+        self.workers = []  # [(process, connection, gradient block)]
         self.shared = None  # the weights' block
         self.pending = set()  # the workers asked and not yet answered
         self.closed = False
@@ -172,8 +169,8 @@ class WorkerProcesses:
         computed another way (the caller's worker threads): called where usable() is not, and
         where the timed rule (the module docstring) finds it faster; without it, None there
         (nothing run). borrow=True: a worker's gradient leaves, where they came back through its
-        shared block, are read-only views of it, which the map after the next one overwrites
-        (read them before then: the module docstring); else copies."""
+        shared block, are read-only views of it, valid until the next map writes over them;
+        else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
         if self.usable(leaves, items) and self.layout is None:
@@ -195,9 +192,8 @@ class WorkerProcesses:
     def _map(self, tree, leaves, rebuild, items, here, borrow=False):
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
-        parity, self.maps = self.maps % 2, self.maps + 1
         for (process, connection, _), item in zip(self.workers, items[1:]):
-            self._send(process, connection, (parity, item))
+            self._send(process, connection, item)
         start = time.perf_counter()
         try:
             with here if here is not None else contextlib.nullcontext():
@@ -213,8 +209,7 @@ class WorkerProcesses:
         own = time.perf_counter() - start
         answers = [self._answer(worker, own) for worker in self.workers]
         out = [first]
-        for i, ((process, _, blocks), (kind, value, grads)) in enumerate(zip(self.workers,
-                                                                             answers)):
+        for (process, _, block), (kind, value, grads) in zip(self.workers, answers):
             if kind == "error":
                 try:
                     value.add_note(f"(raised in the training step's worker process, pid "
@@ -223,19 +218,13 @@ class WorkerProcesses:
                     pass
                 raise value
             if grads is None:
-                grads = rebuild(self._borrowed(i, parity, blocks[parity]) if borrow else
-                                [view.copy() for view in self._views(blocks[parity])])
+                views = self._views(block)
+                if borrow:
+                    for view in views:
+                        view.flags.writeable = False
+                grads = rebuild(views if borrow else [view.copy() for view in views])
             out.append((value, grads))
         return out
-
-    def _borrowed(self, worker, parity, block):
-        # the read-only views of a worker's gradient block (made once: the layout is fixed)
-        views = self.grad_views.get((worker, parity))
-        if views is None:
-            views = self.grad_views[worker, parity] = self._views(block)
-            for view in views:
-                view.flags.writeable = False
-        return views
 
     def _send(self, process, connection, item):
         try:
@@ -283,9 +272,9 @@ class WorkerProcesses:
         context = multiprocessing.get_context("fork")
         _LIVE.add(self)
         for _ in range(n):
-            blocks = (mmap.mmap(-1, size), mmap.mmap(-1, size))  # the maps alternate
+            block = mmap.mmap(-1, size)
             here, there = context.Pipe()
-            process = context.Process(target=self._serve, args=(there, blocks), daemon=True,
+            process = context.Process(target=self._serve, args=(there, block), daemon=True,
                                       name="minattn-worker-process")
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=DeprecationWarning,
@@ -294,21 +283,19 @@ class WorkerProcesses:
                     process.start()
                 except BaseException:
                     here.close()
-                    for block in blocks:
-                        _unmap(block)
+                    _unmap(block)
                     raise
                 finally:
                     there.close()
-            self.workers.append((process, here, blocks))
+            self.workers.append((process, here, block))
 
     def _views(self, block):
         return [numpy.ndarray(shape, dtype, buffer=block, offset=offset)
                 for offset, shape, dtype in self.layout]
 
-    def _serve(self, connection, blocks):
-        # a worker's life: one BLAS thread; each (parity, item) -> f(the shared weights,
-        # *item), its gradient into blocks[parity]; ends at None or when the parent's end of
-        # the pipe closes
+    def _serve(self, connection, block):
+        # a worker's life: one BLAS thread; each item -> f(the shared weights, *item), its
+        # gradient into `block`; ends at None or when the parent's end of the pipe closes
         global _IN_WORKER
         _IN_WORKER = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -320,8 +307,7 @@ class WorkerProcesses:
                     return
                 if item is None:
                     return
-                parity, item = item
-                connection.send(self._one(item, blocks[parity]))
+                connection.send(self._one(item, block))
 
     def _one(self, item, block):
         try:
@@ -357,8 +343,7 @@ class WorkerProcesses:
                 connection.send(None)
             except (BrokenPipeError, ConnectionError, OSError):
                 pass
-        self.grad_views.clear()
-        for process, connection, blocks in self.workers:
+        for process, connection, block in self.workers:
             if process.pid in self.pending and process.exitcode is None:
                 process.kill()
             process.join(5)
@@ -366,8 +351,7 @@ class WorkerProcesses:
                 process.kill()
                 process.join()
             connection.close()
-            for block in blocks:
-                _unmap(block)
+            _unmap(block)
         _LIVE.discard(self)
         self.pending.clear()
         if self.shared is not None:
