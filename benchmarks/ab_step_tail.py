@@ -31,7 +31,8 @@ from _harness import checkout, footer, header  # noqa: E402
 def tail(m, pieces, params, state):
     gpt, loop = m.models.char_gpt, m.training.loop
     baby = gpt.BABY
-    loop._on_workers = lambda f, trainable, part, rng, processes=None: [(1.0, g) for g in pieces]
+    loop._on_workers = lambda f, trainable, part, rng, processes=None, **_: [
+        (1.0, g) for g in pieces]
     part = (None, None, np.ones((12, 64)))
     kw = dict(lr=1e-3, betas=baby["betas"], weight_decay=baby["weight_decay"],
               decays=gpt.decays)

@@ -4,6 +4,7 @@ rows on the worker threads, clipping, AdamW) and its value and gradient alone, i
 by round, for a before/after comparison of the step (issue 61).
 
     python benchmarks/ab_step_versions.py OLD_CHECKOUT NEW_CHECKOUT [THREADS [ROUNDS]] [--torch]
+                                          [--step-only] [--run]
 
 e.g. `git worktree add /tmp/old <commit>` for OLD. THREADS: the BLAS thread limit
 (threadpoolctl), 1 or 2 (default 1; at 2 the step splits its rows over two workers). The same
@@ -16,9 +17,17 @@ shape: Shakespeare's text cached) in the same rounds too, and each checkout's ra
 peer ratio of both in one process. --step-only: the training step alone (at two threads the value
 and gradient runs the whole batch on two BLAS threads, whose OpenBLAS threads then spin for a
 while on the cores the next round's row split wants).
+--run: each checkout's steps as ONE loop.train run of ROUNDS + 1 steps instead of a run of one
+step per call, as bench_char_gpt.py and `python -m minattn shakespeare` take them (at two
+threads the second half of the rows on the run's worker process, engine/processes.py, where it
+applies): each run on a thread of its own, paused in its callback until the next round asks for
+its next step (the first step, with the fork, the warm-up); the CPU time then includes the worker
+processes' (/proc/PID/task/*/schedstat), and the two runs' losses are compared bit for bit at the
+end. Implies --step-only.
 """
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("MINATTN_TIMED_THREADS", "0")  # code against code, not thread policies
@@ -30,28 +39,86 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import checkout  # noqa: E402
 
 
+def settings(gpt):
+    # loop.train's arguments for the baby GPT's steps on both sides (BABY's, batch 12 x 64)
+    baby = gpt.BABY
+    return dict(total=2000, batch_size=None, pad_id=None, lr=baby["lr"], min_lr=baby["min_lr"],
+                warmup=baby["warmup"], weight_decay=baby["weight_decay"], betas=baby["betas"],
+                decays=gpt.decays, max_grad_norm=baby["max_grad_norm"])
+
+
+def batch(gpt, ids, k):
+    return gpt.window_batch(ids, context=64, batch_size=12, seed=0, k=k)
+
 
 def works(m, ids):
     gpt, loop = m.models.char_gpt, m.training.loop
-    baby = gpt.BABY
     params, config = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
     loss_sum = gpt.loss_sum(config)
     state = {"step": 0, "trainable": params, "adam": m.training.optimizer.adamw_init(params),
              "losses": [], "settings": None}
     value_and_grad = m.engine.autograd_rules.value_and_grad_by_leaf(loss_sum)
-    batch = lambda k: gpt.window_batch(ids, context=64, batch_size=12, seed=0, k=k)  # noqa: E731
 
     def step():
         nonlocal state
         k = state["step"]
-        state = loop.train(loss_sum, None, None, steps=k + 1, total=2000, state=state,
-                           batches=lambda _: batch(k), batch_size=None, pad_id=None,
-                           lr=baby["lr"], min_lr=baby["min_lr"], warmup=baby["warmup"],
-                           weight_decay=baby["weight_decay"], betas=baby["betas"],
-                           decays=gpt.decays, max_grad_norm=baby["max_grad_norm"])
+        state = loop.train(loss_sum, None, None, steps=k + 1, state=state,
+                           batches=lambda _: batch(gpt, ids, k), **settings(gpt))
 
     return {"training step": step,
-            "value and gradient": lambda: value_and_grad(params, batch(0), None)}
+            "value and gradient": lambda: value_and_grad(params, batch(gpt, ids, 0), None)}
+
+
+def in_one_run(m, ids, steps):
+    # -> (step, losses, end): one loop.train run of `steps` steps on a thread of its own, each
+    # call of step() letting it take one step (back at that step's callback); end() lets the
+    # run finish (its worker processes closed) and returns its losses
+    gpt, loop = m.models.char_gpt, m.training.loop
+    params, config = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
+    go, done, out = threading.Semaphore(0), threading.Semaphore(0), {}
+
+    def paused(step, loss, n):
+        done.release()
+        go.acquire()
+
+    def run():
+        go.acquire()
+        try:
+            out["state"] = loop.train(gpt.loss_sum(config), params, None, steps=steps,
+                                      batches=lambda k: batch(gpt, ids, k), callback=paused,
+                                      **settings(gpt))
+        finally:
+            done.release()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def step():
+        go.release()
+        done.acquire()
+
+    def end():
+        go.release()
+        thread.join()
+        return out["state"]["losses"]
+
+    return step, end
+
+
+def children_cpu():
+    # seconds of CPU used by this process's children (the runs' worker processes), all threads
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids = f.read().split()
+        for pid in pids:
+            try:
+                for t in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                        total += int(f.read().split()[0])
+            except FileNotFoundError:
+                pass
+    return total / 1e9
 
 
 def torch_step(ids):
@@ -64,14 +131,19 @@ def torch_step(ids):
 
 
 def main():
-    with_torch, step_only = "--torch" in sys.argv, "--step-only" in sys.argv
-    argv = [a for a in sys.argv if a not in ("--torch", "--step-only")]
+    with_torch, run = "--torch" in sys.argv, "--run" in sys.argv
+    step_only = run or "--step-only" in sys.argv
+    argv = [a for a in sys.argv if a not in ("--torch", "--step-only", "--run")]
     old, new = (checkout(path, "engine.autograd_rules", "models.char_gpt", "training.loop",
                          "training.optimizer") for path in argv[1:3])
     threads = int(argv[3]) if len(argv) > 3 else 1
     rounds = int(argv[4]) if len(argv) > 4 else 15
     ids = np.random.default_rng(0).integers(65, size=100_000)
     fs = {"old": works(old, ids), "new": works(new, ids)}
+    ends = {}
+    if run:
+        for v, m in (("old", old), ("new", new)):
+            fs[v]["training step"], ends[v] = in_one_run(m, ids, rounds + 1)
     if step_only:
         for side in fs.values():
             del side["value and gradient"]
@@ -94,11 +166,15 @@ def main():
             for k in fs["old"]:
                 for v in (("old", "new") if rnd % 2 else ("new", "old")) + \
                         (("torch",) if with_torch else ()):
-                    s, c = time.perf_counter(), time.process_time()
+                    s, c = time.perf_counter(), time.process_time() + children_cpu()
                     fs[v][k]()
                     wall[v, k].append(time.perf_counter() - s)
-                    cpu[v, k].append(time.process_time() - c)
+                    cpu[v, k].append(time.process_time() + children_cpu() - c)
     print("load after", os.getloadavg())
+    if run:
+        losses = {v: end() for v, end in ends.items()}
+        print("the two runs' losses equal to the last bit:", losses["old"] == losses["new"],
+              f"({len(losses['old'])} steps)")
     for k in fs["old"]:
         for name, times in (("wall", wall), ("cpu", cpu)):
             o, n = np.array(times["old", k]), np.array(times["new", k])

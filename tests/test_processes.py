@@ -124,6 +124,43 @@ def test_map_gives_each_items_value_and_gradient_in_order():
     assert [v for v, _ in again] == [_twice(tree, *item)[0] for item in items]
 
 
+def test_borrowed_gradients_are_read_only_views_until_the_next_map():
+    # map(borrow=True): a worker's gradient as read-only views of its shared block, which the
+    # next map writes over; without borrow, copies that are the caller's to keep
+    tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": [np.ones(4)]}
+    items = [(np.array([1.0]), None), (np.array([3.0]), None)]
+    with processes.worker_processes(_twice, 3) as workers:
+        borrowed = workers.map(tree, items, borrow=True)[1][1]
+        want = _twice(tree, *items[1])[1]
+        np.testing.assert_array_equal(borrowed["w"], want["w"])
+        np.testing.assert_array_equal(borrowed["b"][0], want["b"][0])
+        for g in (borrowed["w"], borrowed["b"][0]):
+            assert not g.flags.owndata and not g.flags.writeable  # a view, not a copy
+            with pytest.raises(ValueError):
+                g[...] = 0
+        kept = workers.map(tree, [items[0], (np.array([9.0]), None)])[1][1]  # no borrow
+        np.testing.assert_array_equal(borrowed["w"], np.full((2, 3), 9.0))  # written over
+        assert kept["w"].flags.writeable and kept["w"].flags.owndata
+        workers.map(tree, [items[0], (np.array([7.0]), None)], borrow=True)
+        np.testing.assert_array_equal(kept["w"], np.full((2, 3), 9.0))  # the caller's
+
+
+def test_a_step_borrows_only_its_last_micro_batchs_worker_gradients(two_threads, monkeypatch):
+    # accumulated reads a worker's gradient in place only where summed adds it before the
+    # next map: the step's last micro-batch (accumulation 3: copies, copies, views)
+    params, config, ids = _gpt()
+    asked = []
+    borrowing = processes.WorkerProcesses.map
+
+    def recorded(self, *args, borrow=False, **kwargs):
+        asked.append(borrow)
+        return borrowing(self, *args, borrow=borrow, **kwargs)
+
+    monkeypatch.setattr(processes.WorkerProcesses, "map", recorded)
+    _run(params, config, ids, 2, accumulation=3)
+    assert asked == [False, False, True] * 2
+
+
 def test_a_gradient_not_shaped_as_its_weight_comes_back_through_the_pipe():
     def f(tree, x, rng):
         return 1.0, {"w": np.float64(x.sum())}  # a number, not w's float32 [2]

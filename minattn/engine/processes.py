@@ -22,7 +22,11 @@ two halves at once cost without it. A process of its own shares no GIL:
   into its own shared block and answers its value through the pipe. The caller adds the
   pieces' gradients in the pieces' order, as it does for the threads: the step's bits are
   those of the thread split and of the pieces computed one after the other
-  (tests/test_processes.py).
+  (tests/test_processes.py). A worker's gradient comes back as copies of its block, the
+  caller's to keep; or, with `map(..., borrow=True)`, as read-only views of the block, which
+  the next map writes over: no copy of the whole model's gradient, for a caller that has read
+  it before its next map (loop.accumulated, for a step's last micro-batch, whose pieces it adds
+  before the step ends).
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
 one per run): the processes first (the fork in the first call, which is not compared), the
@@ -159,12 +163,14 @@ class WorkerProcesses:
                 for leaf, (_, shape, dtype) in zip(leaves, self.layout))
 
     # -- a call ------------------------------------------------------------------------------
-    def map(self, tree, items, here=None, otherwise=None):
+    def map(self, tree, items, here=None, otherwise=None, borrow=False):
         """[f(tree, *item) for item in items]: item 0 on this thread (inside `here`, a context
         manager: one BLAS thread), the others on the workers. otherwise() -> the same list
         computed another way (the caller's worker threads): called where usable() is not, and
         where the timed rule (the module docstring) finds it faster; without it, None there
-        (nothing run)."""
+        (nothing run). borrow=True: a worker's gradient leaves, where they came back through its
+        shared block, are read-only views of it, valid until the next map writes over them;
+        else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
         if self.usable(leaves, items) and self.layout is None:
@@ -176,14 +182,14 @@ class WorkerProcesses:
         if not self.usable(leaves, items):
             return None if otherwise is None else otherwise()
         if otherwise is None or not threads.TIMED_THREADS:
-            return self._map(tree, leaves, rebuild, items, here)
+            return self._map(tree, leaves, rebuild, items, here, borrow)
         way = self.choice.next()  # 2: the processes, 1: otherwise
         start = time.perf_counter()
-        out = self._map(tree, leaves, rebuild, items, here) if way == 2 else otherwise()
+        out = self._map(tree, leaves, rebuild, items, here, borrow) if way == 2 else otherwise()
         self.choice.record(way, time.perf_counter() - start)
         return out
 
-    def _map(self, tree, leaves, rebuild, items, here):
+    def _map(self, tree, leaves, rebuild, items, here, borrow=False):
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
         for (process, connection, _), item in zip(self.workers, items[1:]):
@@ -211,8 +217,13 @@ class WorkerProcesses:
                 except AttributeError:
                     pass
                 raise value
-            out.append((value, rebuild([view.copy() for view in self._views(block)])
-                        if grads is None else grads))
+            if grads is None:
+                views = self._views(block)
+                if borrow:
+                    for view in views:
+                        view.flags.writeable = False
+                grads = rebuild(views if borrow else [view.copy() for view in views])
+            out.append((value, grads))
         return out
 
     def _send(self, process, connection, item):

@@ -150,16 +150,18 @@ def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=N
     thread (engine/threads.py: row_pieces, on_workers), its dropout drawn from its own child of the
     micro-batch's generator; processes (a run's engine/processes.WorkerProcesses, made for
     loss_and_grad): the pieces after the first on its worker processes where it applies, the
-    first here (the same bits). The gradients are added and divided leaf by leaf
-    (step_tail.summed: the same bits as tree by tree); squares (a list): each leaf's share of
-    the gradient's global norm appended, for step_tail.clip_then_adamw."""
+    first here (the same bits; the last micro-batch's worker gradients read in their shared
+    memory, not copied out: summed adds them before the next map). The gradients are added and
+    divided leaf by leaf (step_tail.summed: the same bits as tree by tree); squares (a list):
+    each leaf's share of the gradient's global norm appended, for step_tail.clip_then_adamw."""
     count = sum(int(weights.sum()) for _, _, weights in parts)
     total = 0.0
 
     def gradients():
         nonlocal total
-        for part, rng in zip(parts, rngs):
-            for value, g in _on_workers(loss_and_grad, trainable, part, rng, processes):
+        for i, (part, rng) in enumerate(zip(parts, rngs)):
+            for value, g in _on_workers(loss_and_grad, trainable, part, rng, processes,
+                                        borrow=i == len(parts) - 1):
                 total += float(value)
                 yield g
 
@@ -167,9 +169,10 @@ def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=N
     return total / count, grads
 
 
-def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
+def _on_workers(loss_and_grad, trainable, part, rng, processes=None, borrow=False):
     # [(sum, gradient)] of the pieces of a micro-batch's rows, each on a worker thread, or
-    # all but the first on the run's worker processes
+    # all but the first on the run's worker processes (borrow: their gradients as views of
+    # the shared memory that the next map writes over, processes.WorkerProcesses.map)
     pieces = row_pieces(part[0], len(part[0]))
     if len(pieces) == 1:
         return [loss_and_grad(trainable, part, rng)]
@@ -183,7 +186,7 @@ def _on_workers(loss_and_grad, trainable, part, rng, processes=None):
         return on_threads()
     return processes.map(trainable, [(tuple(a[piece] for a in part), piece_rng)
                                      for piece, piece_rng in zip(pieces, rngs)],
-                         here=one_blas_thread(), otherwise=on_threads)
+                         here=one_blas_thread(), otherwise=on_threads, borrow=borrow)
 
 
 def evaluate(loss_sum, trainable, examples, *, batch_size, pad_id):

@@ -1,0 +1,106 @@
+"""The baby GPT's two row pieces handed over and added, two checkouts in one process (issue 61,
+item 5): what a step on the run's worker process (engine/processes.py) does around the two
+halves' own work, old against new, alternating round by round.
+
+    python benchmarks/ab_process_sum.py OLD_CHECKOUT NEW_CHECKOUT [--rounds N]
+
+Each side: its WorkerProcesses (forked once) for a stand-in of the value and gradient that
+hands back a piece's gradient drawn beforehand (the baby GPT's float32 shapes: 68 arrays,
+809,856 numbers), and its loop.accumulated with it: the weights copied into the shared block,
+the rows sent, the worker's gradient written into its block and brought back (old: copied
+out; new: read in place), the two pieces added, divided by the counted targets and squared for
+the norm (step_tail.summed). So the halves' own work is left out and what the change touched is
+what is timed. The same gradients on both sides; the two sides' sums and squares are checked
+equal to the last bit first. Prints the medians with their IQR, wall and CPU time (the
+process's and its workers', /proc/PID/task/*/schedstat), and the per-round ratios.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _harness import checkout, footer, header  # noqa: E402
+from ab_step_tail import ratio, stats  # noqa: E402
+from ab_step_versions import children_cpu  # noqa: E402
+
+
+def arm(m, gradients):
+    # -> (step(): the side's accumulated on its workers -> (loss, sum, squares), close())
+    gpt = m.models.char_gpt
+    params, _ = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
+    rebuild = m.engine.trees.flatten(params)[1]
+    pieces = [rebuild(list(g)) for g in gradients]
+    part = gpt.window_batch(np.random.default_rng(0).integers(65, size=10_000), context=64,
+                            batch_size=12, seed=0, k=0)
+
+    def stand_in(tree, piece, rng):  # a piece's gradient (the worker's: the second), fresh
+        return 1.0, m.engine.trees.tree_map(np.copy, pieces[int(m.engine.processes._IN_WORKER)])
+
+    opened = m.engine.processes.worker_processes(stand_in, 2)
+    workers = opened.__enter__()
+
+    def step():
+        squares = []
+        loss, grads = m.training.loop.accumulated(stand_in, params, [part], [None], workers,
+                                                  squares)
+        return loss, grads, squares
+
+    return step, lambda: opened.__exit__(None, None, None)
+
+
+def bits(result):
+    loss, grads, squares = result
+    from minattn.engine.trees import leaves
+    return loss, squares, [g.tobytes() for g in leaves(grads)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old")
+    parser.add_argument("new")
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    header(0)
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(2)
+    arms, ends = {}, []
+    with threadpool_limits(2):  # two workers: the rows split in two pieces
+        for name, path in (("old", args.old), ("new", args.new)):
+            m = checkout(path, "models.char_gpt", "training.loop", "engine.trees",
+                         "engine.processes")
+            if name == "old":
+                params, _ = m.models.char_gpt.init_char_gpt(np.random.default_rng(1), 65,
+                                                             dtype=np.float32)
+                gradients = [[rng.standard_normal(p.shape).astype(np.float32)
+                              for p in m.engine.trees.leaves(params)] for _ in range(2)]
+            arms[name], end = arm(m, gradients)
+            ends.append(end)
+        try:
+            want = bits(arms["old"]())
+            assert bits(arms["new"]()) == want, "new: other bits than old's"
+            print("the two sides' sums and squares equal to the last bit")
+            wall, cpu = {name: [] for name in arms}, {name: [] for name in arms}
+            held = {}
+            for rnd in range(args.rounds):
+                for name in (("old", "new") if rnd % 2 else ("new", "old")):
+                    held.pop(name, None)  # (as a run drops its last step's gradient)
+                    s, c = time.perf_counter(), time.process_time() + children_cpu()
+                    held[name] = arms[name]()
+                    wall[name].append(time.perf_counter() - s)
+                    cpu[name].append(time.process_time() + children_cpu() - c)
+        finally:
+            for end in ends:
+                end()
+    for name in arms:
+        print(f"{name}: wall {stats(wall[name])}, CPU {stats(cpu[name])}")
+    print(f"new / old: wall {ratio(wall['new'], wall['old'])}, CPU "
+          f"{ratio(cpu['new'], cpu['old'])}")
+    footer()
+
+
+if __name__ == "__main__":
+    main()
