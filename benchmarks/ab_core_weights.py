@@ -70,7 +70,7 @@ def main():
         weights, forward = fs
         out = {}
         for label, (q, k, keep, bias, scale) in work.items():
-            v = k
+            v = k  # (the values: k again)
             out[f"weights: {label}"] = lambda q=q, k=k, keep=keep, bias=bias, scale=scale: \
                 weights(q, k, keep, bias, scale)
             out[f"forward: {label}"] = lambda q=q, k=k, v=v, keep=keep, bias=bias, scale=scale: \
@@ -80,8 +80,8 @@ def main():
     header(0)
     with threadpool_limits(1, user_api="blas"):
         for label, f in works(new_fs).items():  # the same bits
-            a, b = f(), works(old_fs)[label]()
-            for x, y in zip(a if isinstance(a, tuple) else (a,), b if isinstance(b, tuple) else (b,)):
+            got, want = f(), works(old_fs)[label]()
+            for x, y in zip(*(r if isinstance(r, tuple) else (r,) for r in (got, want))):
                 np.testing.assert_array_equal(x, y)
         times = alternating(works(old_fs), works(new_fs), args.rounds)
     print(f"BLAS threads 1, {args.rounds} rounds, float32; old {args.old}, new {args.new}")
