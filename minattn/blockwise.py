@@ -26,7 +26,7 @@ from autograd.extend import defvjp_argnums, primitive
 from autograd.numpy.numpy_vjps import unbroadcast_f
 
 from .engine import checks, plain_core
-from .engine.threads import in_threads, n_workers, one_blas_thread, tile_entries
+from .engine.threads import n_workers, one_blas_thread, spread, tile_entries
 
 
 def blockwise_attention(q, k, v, *, causal=False, key_mask=None, scale=None, block_size=128):
@@ -63,8 +63,8 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
     # Query blocks are independent of one another, and so are the entries of the batch (each
     # head of each sequence). Both are split: a piece is one query block of a group of entries,
     # as many as keep its tile of scores within a core's cache (tile_entries), and the pieces
-    # run on worker threads (minattn/engine/threads.py), the longest first (a causal block's
-    # work grows with its start). Their outputs and log-sum-exps are then joined.
+    # run on worker threads (threads.spread), the costliest first (a causal block's work grows
+    # with its start). Their outputs and log-sum-exps are then joined.
     batch, n_queries = q.shape[:-2], q.shape[-2]
     # NumPy arrays of one dtype, float32 or float64: the tiles on NumPy itself, in fewer passes
     # (engine/plain_core.flash_query_block); else v with a column of ones [..., L_k, d_v + 1]:
@@ -83,8 +83,12 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
                                  (n_entries, key_mask.shape[-1]))
     per_group = tile_entries(q, block_size ** 2 * numpy.result_type(q.dtype, k.dtype).itemsize)
     groups = [slice(i, i + per_group) for i in range(0, max(n_entries, 1), per_group)]
-    starts = range(0, n_queries, block_size)
-    pieces = [(g, s) for s in (reversed(starts) if causal else starts) for g in range(len(groups))]
+    pieces = [(g, s) for s in range(0, n_queries, block_size) for g in range(len(groups))]
+
+    def cost(g, q_start):  # a piece's scores (a causal block's keys: up to its last query)
+        rows = min(block_size, n_queries - q_start)
+        keys = min(k.shape[-2], q_start + rows) if causal else k.shape[-2]
+        return len(range(n_entries)[groups[g]]) * rows * keys
 
     def block(piece):
         g, q_start = piece
@@ -97,7 +101,7 @@ def _flash_forward(q, k, v, key_mask, scale, causal, block_size, n_threads):
         return _query_block(q_block, k[e], v[e], None if key_mask is None else key_mask[e],
                             q_start, causal, scale, block_size)
 
-    done = in_threads(block, pieces, n_threads)
+    done = spread(block, pieces, [cost(*piece) for piece in pieces], n_threads)
     # numpy's empty, not autograd's, and like= the pieces': on their device
     joined = [numpy.empty((n_entries, n_queries) + x.shape[-1:], x.dtype, like=x)
               for x in done[0]]

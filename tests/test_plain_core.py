@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from autograd import grad
 from autograd.misc import flatten
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 import minattn as ma
+from minattn import attention
 from minattn.engine import plain_core, query_blocks
 from minattn.masks import causal_mask
 from minattn.multi_head import grouped_attention
@@ -121,6 +122,75 @@ def test_forward_corners_give_the_canonical_bits():
     out, weights = ma.scaled_dot_product_attention(q, k, v, mask)
     assert np.all(weights[..., 3, :] == 0) and np.all(out[..., 3, :] == 0)
     assert np.all(np.isnan(out[0, 0, 0, 7])) and np.all(np.isnan(weights[0, 1, 0, 8]))
+
+
+def _broadcasting(rng, shape, wider=False):
+    # a shape that broadcasts to `shape`: each axis mostly whole, else 1; some leading axes
+    # dropped, or (wider) one more leading axis of 2
+    dims = tuple(n if rng.random() < 0.75 else 1 for n in shape)
+    return (2,) + dims if wider else dims[rng.integers(0, len(dims) + 1):]
+
+
+def _specials(rng, a, values, count):
+    # `count` entries of a set to values drawn from `values` (none where a is empty)
+    for _ in range(count if a.size else 0):
+        a.flat[rng.integers(a.size)] = rng.choice(values)
+
+
+def _quietly(f):
+    # (f(), True) where f raises no floating-point flag; else (f() with the flags ignored, False)
+    with np.errstate(all="raise"):
+        try:
+            return f(), True
+        except FloatingPointError:
+            pass
+    with np.errstate(all="ignore"):
+        return f(), False
+
+
+@settings(max_examples=300, deadline=None)
+@given(dtype=st.sampled_from([np.float32, np.float64]), n_q=st.sampled_from([0, 1, 3, 6]),
+       n_k=st.sampled_from([0, 1, 2, 7, 64, 130, 200]), d=st.integers(1, 4),
+       lead=st.lists(st.integers(1, 3), max_size=2),
+       mask=st.sampled_from(["none", "0-d", "broadcasting", "broadcasting, a row masked"]),
+       bias=st.sampled_from(["none", "same dtype", "same dtype, wider", "float16", "float64"]),
+       specials=st.integers(0, 2), seed=st.integers(0, 2 ** 16))
+def test_weights_are_the_concepts_bits(dtype, n_q, n_k, d, lead, mask, bias, specials, seed):
+    # plain_core.weights (forward's weights, and the plain VJP's recomputed ones) against the
+    # concept's attention._weights on the same inputs (autograd.numpy, attention.softmax): the
+    # same dtype, shape and bits (the signs of zeros too), and no floating-point flag where the
+    # concept raises none, over masks (none, 0-d, broadcasting, fully masked rows, rows of more
+    # than 128 keys), biases (broadcasting, wider than the scores, of another dtype), +inf,
+    # -inf and NaN scores, keys of zeros, no keys, no queries, float32 and float64
+    rng = np.random.default_rng(seed)
+    lead = tuple(lead)
+    q = (rng.normal(size=lead + (n_q, d)) * rng.choice([1.0, 30.0])).astype(dtype)
+    k = rng.normal(size=_broadcasting(rng, lead) + (n_k, d)).astype(dtype)
+    for a in (q, k):  # infinite, NaN or zero entries
+        _specials(rng, a, [np.inf, -np.inf, np.nan, 0.0], specials)
+    if n_k and rng.random() < 0.5:
+        k[..., rng.integers(n_k), :] = 0.0  # a key of zeros: its scores 0
+    scores = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k)
+    b = None
+    if bias != "none":
+        b = rng.normal(size=_broadcasting(rng, scores, wider=bias.endswith("wider")))
+        b = b.astype(bias if bias in ("float16", "float64") else dtype)
+        _specials(rng, b, [np.inf, -np.inf, np.nan], specials)  # +inf, -inf, NaN scores
+        scores = np.broadcast_shapes(scores, b.shape)
+    keep = None
+    if mask != "none":
+        keep = rng.random(() if mask == "0-d" else _broadcasting(rng, scores)) < rng.choice(
+            [0.0, 0.3, 0.9, 1.0])
+        if mask.endswith("a row masked") and keep.ndim >= 2 and keep.shape[-2] > 1:
+            keep[..., rng.integers(keep.shape[-2]), :] = False
+    scale = float(rng.choice([1 / np.sqrt(d), 0.0, 0.5, 3.0]))  # (a Python float: q's dtype)
+    want, concept_quiet = _quietly(lambda: attention._weights(q, k, keep, b, scale))
+    got, quiet = _quietly(lambda: plain_core.weights(q, k, keep, b, scale))
+    assert quiet or not concept_quiet
+    assert type(got) is np.ndarray and got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    event(f"{got.dtype} weights, {n_k} keys, mask {mask}, bias {bias}")
 
 
 def _float_bound(q, k, v, dtype):

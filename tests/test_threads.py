@@ -44,26 +44,36 @@ def test_in_threads_returns_results_in_order_from_worker_threads():
     assert _threads.in_threads(lambda i: i, [], 4) == []
 
 
-def test_spread_deals_items_by_cost_to_workers_with_one_blas_thread_each():
+def test_spread_hands_items_out_costliest_first_to_the_next_free_worker():
     threadpoolctl = pytest.importorskip("threadpoolctl")
     main = threading.current_thread().name
     ran = []  # (item, thread name, BLAS threads)
-    f = lambda item: ran.append((item, threading.current_thread().name,  # noqa: E731
-                                 _threads._blas_threads()))
-    # costs 1, 2, 3, 4: the costliest first to the least loaded worker: {3, 0} and {2, 1}
-    in_threads, shares = _threads.in_threads, []
+
+    def f(item):
+        ran.append((item, threading.current_thread().name, _threads._blas_threads()))
+        return item.upper()
+
+    # costs 1, 2, 3, 4: handed out d, c, b, a; the results in the items' order
+    in_threads, handed = _threads.in_threads, []
     with mock.patch.object(_threads, "in_threads", lambda g, items, n: (
-            shares.append((list(items), n)), in_threads(g, items, n))[1]):
-        _threads.spread(f, "abcd", [1, 2, 3, 4], 2)
-    assert shares == [([[3, 0], [2, 1]], 2)]
+            handed.append((list(items), n)), in_threads(g, items, n))[1]):
+        assert _threads.spread(f, "abcd", [1, 2, 3, 4], 2) == list("ABCD")
+    assert handed == [([3, 2, 1, 0], 2)]
     assert sorted(item for item, _, _ in ran) == list("abcd")
     assert all(name.startswith("minattn-worker") and blas == 1 for _, name, blas in ran)
-    order = [item for item, _, _ in ran]  # each share's items in their order
-    assert order.index("a") < order.index("d") and order.index("b") < order.index("c")
+    # each to the next worker free: while one worker holds a slow item, the other takes the
+    # rest (dealt by their costs alone, one of them would wait behind the slow one)
+    ran.clear()
+    slow = lambda item: (time.sleep(0.5 * (item == "a")), f(item))[1]  # noqa: E731
+    assert _threads.spread(slow, "abcd", [1, 1, 1, 1], 2) == list("ABCD")
+    by_thread = {}
+    for item, name, _ in ran:
+        by_thread.setdefault(name, []).append(item)
+    assert sorted(by_thread.values()) == [["a"], ["b", "c", "d"]]
     for n_threads, items in ((1, "abcd"), (2, "a"), (4, "")):  # in order, here
         ran.clear()
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
-            _threads.spread(f, items, [1] * len(items), n_threads)
+            assert _threads.spread(f, items, [1] * len(items), n_threads) == list(items.upper())
         assert [(item, name) for item, name, _ in ran] == [(item, main) for item in items]
     ran.clear()  # on a worker already: there, in order (no split inside a split)
     _threads.in_threads(lambda _: _threads.spread(f, "ab", [1, 1], 2), range(2), 2)
@@ -84,11 +94,11 @@ def test_spread_raises_what_an_item_raises_once_every_worker_is_done():
             raise ValueError("item 0")
         done.append(item)
 
-    # shares: {0, 3} and {1, 2}; item 0 fails first, the other worker's items finish before
+    # item 0 (the costliest, handed out first) fails first; every other item finishes before
     # spread raises (nothing of a split runs on after it)
     with pytest.raises(ValueError, match="item 0"):
         _threads.spread(f, range(4), [4, 3, 2, 1], 2)
-    assert sorted(done) == [1, 2]
+    assert sorted(done) == [1, 2, 3]
 
 
 def test_in_threads_raises_what_a_worker_raises():
@@ -106,11 +116,11 @@ def test_n_workers_splits_only_large_host_work_and_follows_the_blas_limit():
     x = np.zeros(3)
     assert _threads.n_workers(DeviceArray(x), 2 ** 40) == 1  # a GPU array: one piece
     q = np.ones((1, 512, 4))  # 512 x 512 scores: work for 4 threads
-    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy:
+    with mock.patch.object(blockwise, "spread", wraps=_threads.spread) as spy:
         with threadpoolctl.threadpool_limits(1, user_api="blas"):  # the user asks for one thread
             assert _threads.n_workers(x, 2 ** 40) == 1
             ma.blockwise_attention(q, q, q, block_size=64)
-            assert spy.call_args.args[2] == 1  # so blockwise runs its blocks on one thread too
+            assert spy.call_args.args[3] == 1  # so blockwise runs its blocks on one thread too
         with threadpoolctl.threadpool_limits(2, user_api="blas"):
             if _threads.n_workers(x, 2 ** 40) < 2:
                 pytest.skip("BLAS runs one thread at most here: nothing to split over")
@@ -118,7 +128,7 @@ def test_n_workers_splits_only_large_host_work_and_follows_the_blas_limit():
             assert _threads.n_workers(x, 2 ** 16) == 1  # too small to be worth a thread
             assert _threads.n_workers(x, 2 * 2 ** 16) == 2
             ma.blockwise_attention(q, q, q, block_size=64)
-            assert spy.call_args.args[2] == 2
+            assert spy.call_args.args[3] == 2
 
 
 def test_the_blas_limit_is_restored_after_a_threaded_call():
@@ -348,10 +358,10 @@ def test_large_inputs_reach_the_threads_and_match_a_float64_computation():
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((2, 4, 128, 16)).astype(np.float32) for _ in range(3))
-    with mock.patch.object(blockwise, "in_threads", wraps=_threads.in_threads) as spy, \
+    with mock.patch.object(blockwise, "spread", wraps=_threads.spread) as spy, \
             threadpoolctl.threadpool_limits(cores or 1, user_api="blas"):
         out = ma.blockwise_attention(q, k, v, causal=True, block_size=32)
-    if spy.call_args.args[2] < 2:
+    if spy.call_args.args[3] < 2:
         pytest.skip("one core or one BLAS thread here: the blocks ran on one thread")
     scores = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / 4.0
     s = np.where(np.tril(np.ones((128, 128), bool)), scores, -np.inf)
@@ -433,27 +443,31 @@ def test_blockwise_tiles_of_a_few_heads_equal_a_float64_reference_and_every_spli
     np.testing.assert_allclose(lse, expected_lse, **tolerance(np.float32))
 
 
-def test_causal_query_blocks_go_to_the_workers_longest_first():
-    # A causal query block's work grows with its start: the last block first, so that no worker
-    # is left with the longest at the end. Each block's pieces (a tile of heads each) together.
+def test_causal_query_blocks_go_to_the_workers_costliest_first():
+    # A causal query block's work grows with its start: the costliest first (threads.spread),
+    # so that no worker is left with the longest at the end. A piece's cost: its scores (a tile
+    # of heads, the block's rows, the keys up to its last query where causal).
     q = np.random.default_rng(3).standard_normal((2, 10, 3))
     calls = []
-    in_threads = _threads.in_threads
+    spread = _threads.spread
 
-    def spy(f, items, n_threads):
-        items = list(items)
-        calls.append(items)
-        return in_threads(f, items, n_threads)
+    def spy(f, items, costs, n_threads):
+        items, costs = list(items), list(costs)
+        calls.append([item for _, item in sorted(zip([-c for c in costs], items),
+                                                  key=lambda pair: pair[0])])
+        return spread(f, items, costs, n_threads)
 
-    with mock.patch.object(blockwise, "in_threads", spy), \
+    with mock.patch.object(blockwise, "spread", spy), \
             mock.patch.object(blockwise, "tile_entries", lambda x, entry_bytes: 1):
         causal = ma.blockwise_attention(q, q, q, causal=True, block_size=4)
         ma.blockwise_attention(q, q, q, causal=False, block_size=4)
-    assert calls == [[(0, 8), (1, 8), (0, 4), (1, 4), (0, 0), (1, 0)],
+    # causal: 4 x 8 scores for the block at 4, 2 x 10 at 8, 4 x 4 at 0; else 40, 40, 20
+    assert calls == [[(0, 4), (1, 4), (0, 8), (1, 8), (0, 0), (1, 0)],
                      [(0, 0), (1, 0), (0, 4), (1, 4), (0, 8), (1, 8)]]
     np.testing.assert_allclose(causal, _reference_attention(
         q, q, q, np.broadcast_to(np.tril(np.ones((10, 10), bool)), (2, 10, 10)))[0], rtol=1e-12,
         atol=1e-12)
+
 
 def test_in_threads_keeps_its_workers_from_call_to_call_and_splits_inside_a_worker():
     # The same worker threads serve the next call of as many threads (a pool kept per count);

@@ -10,15 +10,17 @@ masked array, no subclass), the mask boolean or none (or a floating mask, added)
 in_query_blocks (engine/query_blocks.py) computes the core here instead, as NumPy calls on the
 one array of scores each block makes:
 
-    forward(q, k, v, keep, bias, scale)   -> (output, weights): the weights normalised as
-        softmax normalises them, then times the values: the same operations on the same
-        numbers in the same order, so the same bits as the concept (tests/test_plain_core.py).
-        What it saves: the `where`'s (or the bias's) new [..., L_q, L_k] array (the mask written
-        into the scores in place, on rows of more than 128 keys only over the keys where some
-        query is masked: most of a causal block's keys are visible to all its queries), the
-        shift's new array where there is no mask, and the max's fix-ups and the sums' fix-up
-        where no row's max is infinite or NaN (one isfinite over [..., L_q, 1] then, not four
-        comparisons and assignments).
+    weights(q, k, keep, bias, scale)   -> the weights (attention._weights' softmax of the
+        scores) alone: the same operations on the same numbers in the same order, so the same
+        bits as the concept (tests/test_plain_core.py); forward's, and the plain VJP's where the
+        tape did not keep them (engine/plain_vjps.py). What it saves: the `where`'s (or the
+        bias's) new [..., L_q, L_k] array (the mask written into the scores in place, on rows of
+        more than 128 keys only over the keys where some query is masked: most of a causal
+        block's keys are visible to all its queries), the shift's new array where there is no
+        mask, and the max's fix-ups and the sums' fix-up where no row's max is infinite or NaN
+        (one isfinite over [..., L_q, 1] then, not four comparisons and assignments).
+    forward(q, k, v, keep, bias, scale)   -> (output, weights): the weights, then times the
+        values: the concept's bits.
     output_into(out, q, k, v, keep, scale, scratch)   the output alone, written into `out`,
         for a caller that never reads the weights (weights_unread: a decoder's prompt, by
         blocks of queries): the same until the exps, then (e @ v) / sums, the division moved
@@ -40,11 +42,11 @@ import math
 
 import numpy
 
-from .plain_vjps import _ones_column
 from .reductions import SHORT_ROW, row_max
+from .reductions import ones_column as _ones_column
 from .threads import TILE_BYTES
 
-_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
+FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
 
 
 def plain(q, k, v, keep, bias):
@@ -52,7 +54,7 @@ def plain(q, k, v, keep, bias):
     returns them): q, k, v NumPy arrays (type ndarray) of one dtype, float32 or float64; keep a
     boolean NumPy array or None; bias None or a NumPy array of that dtype."""
     return (type(q) is numpy.ndarray and type(k) is numpy.ndarray and type(v) is numpy.ndarray
-            and q.dtype in _FLOATS and q.dtype == k.dtype == v.dtype
+            and q.dtype in FLOATS and q.dtype == k.dtype == v.dtype
             and (keep is None or type(keep) is numpy.ndarray and keep.dtype == bool)
             and (bias is None or type(bias) is numpy.ndarray and bias.dtype == q.dtype))
 
@@ -60,9 +62,8 @@ def plain(q, k, v, keep, bias):
 def forward(q, k, v, keep, bias, scale):
     """(output [..., L_q, d_v], weights [..., L_q, L_k]), the concept's bits: see the module
     docstring."""
-    e, total = _exp_and_sums(q, k, keep, bias, scale)
-    e /= total
-    return e @ v, e
+    p = weights(q, k, keep, bias, scale)
+    return p @ v, p
 
 
 def output_into(out, q, k, v, keep, scale, scratch=None):
@@ -134,20 +135,28 @@ def _row_max(s):
     return numpy.fmax.reduce(s, axis=-1, keepdims=True)
 
 
-def _exp_and_sums(q, k, keep, bias, scale):
-    # -> (e, total): e = exp(scores - row max) with masked entries exactly 0, in the one array of
-    # scores made here; total its row sums, 1 where every entry is masked (e's zeros stay zeros)
-    # (the invalid flag ignored: OpenBLAS's kernel raised it once on finite float32 entries, a
-    # decoder's cross-attention to one key under the suite; a real inf * 0 is NaN in s, and
-    # NaN in the output, as the concept's)
+def weights(q, k, keep, bias, scale):
+    """P = softmax(scale · Q Kᵀ + bias, mask=keep) [..., L_q, L_k], attention._weights' bits
+    (attention.softmax's operations on the same numbers in the same order), for q and k NumPy
+    arrays of one dtype, float32 or float64, keep a boolean NumPy array or None, bias a floating
+    NumPy array or None: all in the one array of scores made here (the bias added and the mask's
+    -inf written into it where they broadcast to it: softmax's where makes a copy; the shift, the
+    exp and the division in place), and softmax's fix-ups of the row max and the sums only where
+    some row's max is infinite or NaN (one isfinite over [..., L_q, 1] tells). None where the
+    scores come out in a dtype other than float32 and float64 (a bias's)."""
+    # (the product's invalid flag ignored: OpenBLAS's kernel raised it once on finite float32
+    # entries, a decoder's cross-attention to one key under the suite; a real inf * 0 is NaN in
+    # s, and NaN in the weights, as the concept's)
     with numpy.errstate(invalid="ignore"):
         s = numpy.multiply(q, scale) @ k.swapaxes(-1, -2)  # [..., L_q, L_k]; the concept's
     if bias is not None:
         s = _add_in_place(s, bias)
+    if s.dtype not in FLOATS:
+        return None
     if keep is not None:
         s = _mask_in_place(s, keep)
     if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
-        return s, numpy.ones(s.shape[:-1] + (1,), s.dtype)
+        return s
     x_max = row_max(s)  # [..., L_q, 1]
     infinite = not numpy.logical_and.reduce(numpy.isfinite(x_max), axis=None)
     if infinite:  # softmax's fix-ups: a fully masked row shifted by 0, a +inf max made NaN
@@ -158,12 +167,14 @@ def _exp_and_sums(q, k, keep, bias, scale):
     total = numpy.add.reduce(s, axis=-1, keepdims=True)
     if infinite:  # a sum is 0 only where every entry is masked (the max's entry gives exp(0) = 1)
         total[total == 0] = 1.0
-    return s, total
+    numpy.divide(s, total, out=s)
+    return s
 
 
 def _add_in_place(s, bias):
-    # s + bias, into s where the sum has s's shape (s: the scores made here)
-    if bias.ndim <= s.ndim and numpy.broadcast(s, bias).shape == s.shape:
+    # s + bias, into s where the sum has s's shape and dtype (s: the scores made here)
+    if bias.dtype == s.dtype and bias.ndim <= s.ndim and \
+            numpy.broadcast(s, bias).shape == s.shape:
         return numpy.add(s, bias, out=s)
     return s + bias
 
@@ -175,8 +186,8 @@ def _mask_in_place(s, keep):
     if keep.ndim > s.ndim or numpy.broadcast(s, keep).shape != s.shape:
         return numpy.where(keep, s, -numpy.inf)  # (keep wider than the scores: softmax's where)
     hidden = ~keep
-    if s.shape[-1] <= 128 or keep.shape[-1] != s.shape[-1]:  # (short rows, or one mask entry
-        numpy.copyto(s, -numpy.inf, where=hidden)           # for every key of a row)
+    if s.shape[-1] <= 128 or keep.ndim == 0 or keep.shape[-1] != s.shape[-1]:  # (short rows,
+        numpy.copyto(s, -numpy.inf, where=hidden)  # or one mask entry for every key of a row)
         return s
     columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
     masked = columns.nonzero()[0]

@@ -24,9 +24,9 @@ import math
 
 import numpy
 
-from . import checks
+from . import checks, plain_core
 from .autograd_rules import kept, plus_gradient
-from .reductions import row_max
+from .reductions import ones_column
 from .threads import one_blas_thread
 
 
@@ -53,7 +53,7 @@ def column_sums(a):
     Not the sum's bits: another order of the same additions, within float32 rounding."""
     if type(a) is not numpy.ndarray:
         return numpy.sum(a, axis=0)
-    return numpy.reshape(_ones_column(a.shape[0], a.dtype).T @ a, a.shape[1:])
+    return numpy.reshape(ones_column(a.shape[0], a.dtype).T @ a, a.shape[1:])
 
 
 def attention_core_plain(vjp):
@@ -62,7 +62,7 @@ def attention_core_plain(vjp):
     into the dP made here and dQ, dK scaled in the products made here (the same bits). Where P
     was not kept, it is recomputed from Q and K as vjp recomputes it (attention._weights: the
     scaled product, softmax's operations in their order), in the one array of scores made here
-    (_recomputed_weights: the same bits) for float32 and float64 NumPy arrays; vjp itself for
+    (plain_core.weights: the same bits) for float32 and float64 NumPy arrays; vjp itself for
     any other (float16, GPU arrays)."""
     @functools.wraps(vjp)
     def attention_vjp_plain(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
@@ -72,7 +72,7 @@ def attention_core_plain(vjp):
         q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)
         with one_blas_thread():
             p = outputs[1] if kept(outputs[1]) else \
-                _recomputed_weights(q, k, keep, bias, scale)  # [..., L_q, L_k]
+                plain_core.weights(q, k, keep, bias, scale)  # [..., L_q, L_k]
             if p is None:  # scores of another dtype (a bias's): vjp, as it takes them
                 return vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng)
             d_p = plus_gradient(d_out @ numpy.swapaxes(v, -1, -2), d_weights)  # [..., L_q, L_k]
@@ -100,41 +100,10 @@ def attention_core_plain(vjp):
 
 
 def _recomputable(q, k, mask):
-    # _recomputed_weights' inputs: float32 or float64 NumPy arrays of one dtype, no mask or a
+    # plain_core.weights' inputs: float32 or float64 NumPy arrays of one dtype, no mask or a
     # NumPy one
     return type(q) is numpy.ndarray and type(k) is numpy.ndarray and q.dtype == k.dtype and \
-        q.dtype in _FLOATS and (mask is None or type(mask) is numpy.ndarray)
-
-
-_FLOATS = (numpy.dtype(numpy.float32), numpy.dtype(numpy.float64))
-
-
-def _recomputed_weights(q, k, keep, bias, scale):
-    """P = softmax(scale · Q Kᵀ + bias, mask=keep) as attention._weights computes it, the same
-    operations in their order on NumPy itself (the same bits), written into the scores' own
-    array: the masked entries' -inf set in place (softmax's np.where makes a copy), the shift,
-    the exp and the division in place."""
-    s = numpy.multiply(q, scale) @ numpy.swapaxes(k, -1, -2)  # [..., L_q, L_k]
-    if bias is not None:
-        s = s + bias
-    if keep is not None:
-        if numpy.broadcast_shapes(keep.shape, s.shape) == s.shape and s.dtype in _FLOATS:
-            numpy.copyto(s, -numpy.inf, where=numpy.logical_not(keep))  # np.where's values
-        else:
-            s = numpy.where(keep, s, -numpy.inf)
-    if s.dtype not in _FLOATS:
-        return None
-    if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
-        return s
-    x_max = row_max(s)  # softmax's: a fully masked row shifted by 0, a +inf max made NaN
-    x_max[x_max == -numpy.inf] = 0.0
-    x_max[x_max == numpy.inf] = numpy.nan
-    numpy.subtract(s, x_max, out=s)
-    numpy.exp(s, out=s)
-    total = s.sum(axis=-1, keepdims=True)
-    total[total == 0] = 1.0  # only where every entry is masked: its zeros stay zeros
-    s /= total
-    return s
+        q.dtype in plain_core.FLOATS and (mask is None or type(mask) is numpy.ndarray)
 
 
 def _times(a, scale):
@@ -185,7 +154,7 @@ def layer_norm_vjp_in_place(wrt, g, y, x, gamma, beta, eps):
 def _feature_mean(a):
     # normalization.feature_mean on NumPy itself (a sum as a product with a column of ones),
     # a NumPy array's column made once per width and dtype
-    ones = _ones_column(a.shape[-1], a.dtype) if type(a) is numpy.ndarray else \
+    ones = ones_column(a.shape[-1], a.dtype) if type(a) is numpy.ndarray else \
         numpy.ones_like(a, shape=(a.shape[-1], 1))
     return a @ ones / max(a.shape[-1], 1)
 
@@ -193,10 +162,3 @@ def _feature_mean(a):
 def _feature_mean_of_product(a, b):
     # normalization.feature_mean_of_product on NumPy itself: each row's dot product (einsum)
     return numpy.einsum("...i,...i->...", a, b)[..., None] / max(a.shape[-1], 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _ones_column(d, dtype):
-    ones = numpy.ones((d, 1), dtype)
-    ones.flags.writeable = False
-    return ones

@@ -2,6 +2,8 @@
 
     row_max(x, axis=-1)    x.max(axis, keepdims=True), the shift of softmax and log-sum-exp
     row_dot(a, b)          (a * b).sum(-1, keepdims=True) without making a * b
+    ones_column(d, dtype)  a read-only column of d ones [d, 1], made once per width and dtype:
+                           sums as products with it (one BLAS call)
 
 NumPy reduces along each contiguous row with one call of its inner loop, and its float32 max
 does so several times slower per element than a sum, so that on rows of attention scores
@@ -24,6 +26,8 @@ row_dot is each row's dot product (einsum): one read of a and b, no product made
 than NumPy's sum along rows of a few hundred; the same sum in float32 up to its order (a few
 ulps), differentiable by autograd (layer_norm's mean square, the attention VJP's Σ dP ⊙ P).
 """
+import functools
+
 import autograd.numpy as np
 import numpy
 
@@ -59,3 +63,11 @@ def row_dot(a, b):
     if type(a) is numpy.ndarray and type(b) is numpy.ndarray:  # NumPy's own: the same einsum,
         return _einsum("...i,...i->...", a, b)[..., None]  # without autograd's wrapper
     return np.einsum("...i,...i->...", a, b)[..., None]
+
+
+@functools.lru_cache(maxsize=64)
+def ones_column(d, dtype):
+    """A read-only column of d ones [d, 1] of that dtype: see the module docstring."""
+    ones = numpy.ones((d, 1), dtype)
+    ones.flags.writeable = False
+    return ones

@@ -21,10 +21,10 @@ What the policy does:
   starts where the key most recently used that has made a try stands (a reply's steps where its
   prompt's blocks stand). `_Choice` holds the rule; one `_Tuning` the whole state (the 32
   most recently used keys).
-- `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
-  threads, each with one BLAS thread (`tile_entries`: how many heads a block's tile holds),
-  `spread`: a prompt's query blocks alike (engine/query_blocks.py: items dealt by their cost,
-  each writing its own rows of the output),
+- `spread` and `n_workers`: independent items of known cost on worker threads, each with one
+  BLAS thread, handed out the costliest first to the next worker free: blockwise attention's
+  query blocks (`tile_entries`: how many heads a block's tile holds) and a prompt's
+  (engine/query_blocks.py, each writing its own rows of the output); `in_threads` under it,
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
@@ -320,29 +320,28 @@ def _pool(n):
 
 
 def spread(f, items, costs, n_threads):
-    """f(item) for each of items, for its effect alone (each item writes its own part of an
-    output: a prompt's query blocks, engine/query_blocks.py), dealt to up to n_threads worker
-    threads with one BLAS thread for the whole call (n_threads: n_workers of the work, read by
-    the caller before any BLAS limit of its own: the count in force, or the one a prompt's timed
-    block chose, threads_chosen_by_timing): each item, the costliest first (costs: each item's
-    work), to the worker with the least work so far, each worker's items in their order. One
-    thread, one item, or a caller on a worker thread already or beside other workers: in order,
-    here, on the threads in force. The items' results are the same either way where each runs on
-    one BLAS thread (the same calls on the same numbers: tests/test_plain_core.py)."""
+    """[f(item) for item in items] (independent items: blockwise attention's query blocks, a
+    prompt's, engine/query_blocks.py), on up to n_threads worker threads with one BLAS thread
+    for the whole call (n_threads: n_workers of the work, read by the caller before any BLAS
+    limit of its own: the count in force, or the one a prompt's timed block chose,
+    threads_chosen_by_timing): the items handed out the costliest first (costs: each item's
+    work), each to the next worker free (in_threads: a worker slowed by the machine's other work
+    takes fewer), the results in the items' order. One thread, one item, or a caller on a worker
+    thread already or beside other workers: in order, here, on the threads in force. The items'
+    results are the same either way where each runs on one BLAS thread (the same calls on the
+    same numbers: tests/test_plain_core.py)."""
     items, costs = list(items), list(costs)
     n = 1 if len(items) < 2 or beside_other_workers() or \
         threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
     if n <= 1:
-        for item in items:
-            f(item)
-        return
-    loads, shares = [0] * n, [[] for _ in range(n)]
-    for i in sorted(range(len(items)), key=lambda i: -costs[i]):
-        worker = loads.index(min(loads))
-        shares[worker].append(i)
-        loads[worker] += costs[i]
+        return [f(item) for item in items]
+    order = sorted(range(len(items)), key=lambda i: -costs[i])  # (ties in the items' order)
     with one_blas_thread():
-        in_threads(lambda share: [f(items[i]) for i in sorted(share)], shares, n)
+        done = in_threads(lambda i: f(items[i]), order, n)
+    results = [None] * len(items)
+    for i, result in zip(order, done):
+        results[i] = result
+    return results
 
 
 def row_pieces(x, n_rows):
