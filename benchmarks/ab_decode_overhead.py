@@ -9,9 +9,9 @@ before it returned (as generate runs them: the KV room's path), after a 64-token
 round's time is the median step. Before timing, the two checkouts' logits and caches are checked
 equal bit for bit over STEPS steps. Prints the medians (IQR) and the per-round ratios new / old
 of the wall clock and of the process's CPU time; beside them, in the same rounds, the floor of
-that Python: the same step written out in bare NumPy (bare_step: no checks, no policies, the same
-seven products a layer, checked against the logits of new), the median of STEPS calls a round,
-and the ratios new / bare and old / bare.
+that Python: the same step written out in bare NumPy (bench_smollm2.py's _bare_step, checked
+against the logits of new; its four products a layer, where minattn's step makes seven of
+these separate weights), the median of STEPS calls a round, and new / bare and old / bare.
 """
 import os
 import sys
@@ -24,13 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import checkout, describe, footer, header, ratio  # noqa: E402
 
 
-def steps(m, n_steps):
+def tiny_model(m):
+    # -> (params, config, a 64-token prompt): SmolLM2's layers with tiny widths
     rng = np.random.default_rng(0)
     params, config = m.language_model.init_causal_lm(
         rng, 100, 30, 72, 9, 32, position="rope", tied=True, activation="swiglu",
         norm="rms_norm", bias=False, n_kv_heads=3, dtype=np.float32)
     config.update(rope_base=100000.0, eps=1e-5)
-    prompt = rng.integers(0, 100, size=(1, 64))
+    return params, config, rng.integers(0, 100, size=(1, 64))
+
+
+def steps(m, n_steps):
+    params, config, prompt = tiny_model(m)
 
     def run(record=None):  # -> the median (wall clock, CPU) seconds of a step
         _, cache = m.causal_lm(params, prompt, return_cache=True, **config)
@@ -48,50 +53,18 @@ def steps(m, n_steps):
 
 
 def bare_step(m, n_steps):
-    """The tiny model's decode step after the 64-token prompt of `steps`, in bare NumPy (batch 1,
-    float32, no mask, each weight its own product as minattn's step makes them for these
-    separate arrays), checked against m.causal_lm's logits: -> run() as steps' (the median
-    (wall clock, CPU) seconds of n_steps calls)."""
-    rng = np.random.default_rng(0)
-    params, config = m.language_model.init_causal_lm(
-        rng, 100, 30, 72, 9, 32, position="rope", tied=True, activation="swiglu",
-        norm="rms_norm", bias=False, n_kv_heads=3, dtype=np.float32)
-    config.update(rope_base=100000.0, eps=1e-5)
-    prompt = rng.integers(0, 100, size=(1, 64))
-    _, cache = m.causal_lm(params, prompt, return_cache=True, **config)
-    token, position, d_k, n_heads, n_kv, eps = int(prompt[0, -1]), 64, 8, 9, 3, 1e-5
-    inv_freq = 100000.0 ** -(np.arange(0, d_k, 2) / d_k)
-    angles = np.concatenate([position * inv_freq] * 2)
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    embedding = params["token_embedding"]
+    """The tiny model's first decode step after its prompt, in bare NumPy (bench_smollm2.py's
+    _bare_step: batch 1, float32, no mask, no checks or policies; q, k, v and gate, up each
+    copied side by side once, a product each, as a loaded model's), checked there against
+    m.causal_lm's logits: -> run() as steps' (the median (wall clock, CPU) seconds of n_steps
+    calls)."""
+    import types
 
-    def rms(x, gamma):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+    import bench_smollm2
 
-    def rope(t):  # [H, d_k], rotate_half
-        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
-
-    def step():
-        x = embedding[token][None]  # [1, D]
-        for layer, past in zip(params["layers"], cache):
-            a, f = layer["self_attention"], layer["feed_forward"]
-            h = rms(x, layer["self_attention_norm"]["gamma"])
-            q = rope((h @ a["w_q"]).reshape(n_heads, d_k))
-            k = rope((h @ a["w_k"]).reshape(n_kv, d_k))
-            v = (h @ a["w_v"]).reshape(n_kv, d_k)
-            keys = np.concatenate([past["k"][0], k[:, None]], axis=1)  # [H_kv, L, d_k]
-            values = np.concatenate([past["v"][0], v[:, None]], axis=1)
-            s = q.reshape(n_kv, n_heads // n_kv, d_k) @ keys.transpose(0, 2, 1) / d_k ** 0.5
-            e = np.exp(s - s.max(axis=-1, keepdims=True))
-            heads = (e / e.sum(axis=-1, keepdims=True)) @ values  # [H_kv, G, d_k]
-            x = x + heads.reshape(1, n_heads * d_k) @ a["w_o"]
-            h = rms(x, layer["feed_forward_norm"]["gamma"])
-            gate, up = h @ f["w_gate"], h @ f["w_up"]
-            x = x + (gate / (1 + np.exp(-gate)) * up) @ f["w_down"]
-        return embedding @ rms(x, params["final_norm"]["gamma"])[0]  # [V]
-
-    want = m.causal_lm(params, prompt[:, -1:], cache=cache, return_cache=True, **config)[0][0, -1]
-    np.testing.assert_allclose(step(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    params, config, prompt = tiny_model(m)
+    model = types.SimpleNamespace(params=params, config={**config, "d_k": 72 // 9})
+    step = bench_smollm2._bare_step(model, np.concatenate([prompt, prompt[:, -1:]], axis=1))
 
     def run():
         times = []
