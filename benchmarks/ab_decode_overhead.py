@@ -8,7 +8,10 @@ Each round: STEPS decode steps of each checkout, each step's token through the c
 before it returned (as generate runs them: the KV room's path), after a 64-token prompt; a
 round's time is the median step. Before timing, the two checkouts' logits and caches are checked
 equal bit for bit over STEPS steps. Prints the medians (IQR) and the per-round ratios new / old
-of the wall clock and of the process's CPU time.
+of the wall clock and of the process's CPU time; beside them, in the same rounds, the floor of
+that Python: the same step written out in bare NumPy (bench_smollm2.py's _bare_step, checked
+against the logits of new; its four products a layer, where minattn's step makes seven of
+these separate weights), the median of STEPS calls a round, and new / bare and old / bare.
 """
 import os
 import sys
@@ -21,13 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import checkout, describe, footer, header, ratio  # noqa: E402
 
 
-def steps(m, n_steps):
+def tiny_model(m):
+    # -> (params, config, a 64-token prompt): SmolLM2's layers with tiny widths
     rng = np.random.default_rng(0)
     params, config = m.language_model.init_causal_lm(
         rng, 100, 30, 72, 9, 32, position="rope", tied=True, activation="swiglu",
         norm="rms_norm", bias=False, n_kv_heads=3, dtype=np.float32)
     config.update(rope_base=100000.0, eps=1e-5)
-    prompt = rng.integers(0, 100, size=(1, 64))
+    return params, config, rng.integers(0, 100, size=(1, 64))
+
+
+def steps(m, n_steps):
+    params, config, prompt = tiny_model(m)
 
     def run(record=None):  # -> the median (wall clock, CPU) seconds of a step
         _, cache = m.causal_lm(params, prompt, return_cache=True, **config)
@@ -39,6 +47,31 @@ def steps(m, n_steps):
             times.append((time.perf_counter() - start, time.process_time() - cpu))
             if record is not None:
                 record.append((logits, cache))
+        return tuple(np.median(times, axis=0))
+
+    return run
+
+
+def bare_step(m, n_steps):
+    """The tiny model's first decode step after its prompt, in bare NumPy (bench_smollm2.py's
+    _bare_step: batch 1, float32, no mask, no checks or policies; q, k, v and gate, up each
+    copied side by side once, a product each, as a loaded model's), checked there against
+    m.causal_lm's logits: -> run() as steps' (the median (wall clock, CPU) seconds of n_steps
+    calls)."""
+    import types
+
+    import bench_smollm2
+
+    params, config, prompt = tiny_model(m)
+    model = types.SimpleNamespace(params=params, config={**config, "d_k": 72 // 9})
+    step = bench_smollm2._bare_step(model, np.concatenate([prompt, prompt[:, -1:]], axis=1))
+
+    def run():
+        times = []
+        for _ in range(n_steps):
+            start, cpu = time.perf_counter(), time.process_time()
+            step()
+            times.append((time.perf_counter() - start, time.process_time() - cpu))
         return tuple(np.median(times, axis=0))
 
     return run
@@ -64,14 +97,18 @@ def main():
     header(0)
     print(f"a decode step's Python (tiny weights), 1 thread, {rounds} rounds of {n_steps} steps; "
           f"old {old_path}, new {new_path}")
+    runs["bare"] = bare_step(versions["new"], n_steps)
+    runs["bare"]()
     times = {name: [] for name in runs}
     for r in range(rounds):
-        for name in ("old", "new") if r % 2 else ("new", "old"):
+        for name in (("old", "new") if r % 2 else ("new", "old")) + ("bare",):
             times[name].append(runs[name]())
     for i, clock in enumerate(("wall clock", "CPU time")):
         t = {name: [r[i] for r in rounds_] for name, rounds_ in times.items()}
         print(f"{clock}: old {describe(t['old']).strip()}, new {describe(t['new']).strip()}, "
               f"new / old {ratio(t['new'], t['old'])}")
+        print(f"{clock}: the bare NumPy step {describe(t['bare']).strip()}, new / bare "
+              f"{ratio(t['new'], t['bare'])}, old / bare {ratio(t['old'], t['bare'])}")
     footer()
 
 

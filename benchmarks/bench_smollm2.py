@@ -219,8 +219,9 @@ def main(argv=None):
 def _bare_step(model, prompt):
     """A decode step of SmolLM2 written out in plain NumPy, for the benchmark only: no argument
     checks, no policies, nothing general (batch 1, no mask, float32), the same weights and
-    products as minattn's (q, k, v in one, gate and up in one): what a step costs in NumPy
-    beyond its products. Checked against causal_lm's logits before it is timed."""
+    products as minattn's (q, k, v in one, gate and up in one; weights that are not side by side
+    in one buffer, copied side by side once): what a step costs in NumPy beyond its products.
+    Checked against causal_lm's logits before it is timed."""
     from minattn.engine.fused_products import side_by_side
     from minattn.language_model import causal_lm
 
@@ -231,8 +232,13 @@ def _bare_step(model, prompt):
     inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
     angles = np.concatenate([position * inv_freq] * 2)
     cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-    layers = [(layer, side_by_side([layer["self_attention"][k] for k in ("w_q", "w_k", "w_v")]),
-               side_by_side([layer["feed_forward"][k] for k in ("w_gate", "w_up")]))
+
+    def fused(ws):  # one matrix, one product: the loaded model's view, else a copy side by side
+        whole = side_by_side(ws)
+        return np.concatenate(ws, axis=1) if whole is None else whole
+
+    layers = [(layer, fused([layer["self_attention"][k] for k in ("w_q", "w_k", "w_v")]),
+               fused([layer["feed_forward"][k] for k in ("w_gate", "w_up")]))
               for layer in p["layers"]]
     embedding, eps = p["token_embedding"], config["eps"]
 

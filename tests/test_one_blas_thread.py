@@ -88,6 +88,36 @@ def test_decoding_keeps_the_threads_and_longer_calls_get_one(fresh, monkeypatch,
         assert blas_threads() == [2]
 
 
+@pytest.mark.parametrize("n_queries", [1, 4, 5, 64])
+def test_the_plain_cores_short_calls_keep_the_threads_only_when_decoding(fresh, monkeypatch,
+                                                                          n_queries):
+    # The core on NumPy itself (engine/plain_core.py), a call of fewer than two blocks of
+    # queries: a decode step's (at most FEW_QUERIES queries) on the threads in force, a longer
+    # one on one BLAS thread, as the core's own policy runs them (seen through the plain form's
+    # row max: softmax left as it is, so that the plain form runs); the as-written core's bits
+    import minattn.attention as attention
+    from minattn.engine import plain_core, query_blocks
+    seen = []
+    monkeypatch.setattr(plain_core, "row_max",
+                        lambda *a, _f=plain_core.row_max, **k: seen.append(blas_threads()) or
+                        _f(*a, **k))
+    rng = np.random.default_rng(n_queries)
+    q = rng.normal(size=(2, 3, n_queries, 8)).astype(np.float32)
+    k, v = rng.normal(size=(2, 2, 3, 70, 8)).astype(np.float32)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        if blas_threads() != [2]:
+            pytest.skip("this BLAS cannot be set to 2 threads")
+        out, weights = attention.scaled_dot_product_attention(q, k, v)
+        assert seen == [[2] if n_queries <= threads.FEW_QUERIES else [1]]
+        assert blas_threads() == [2]
+    token = query_blocks._PLAIN.set(False)  # the core as written, for its bits
+    try:
+        want_out, want_weights = attention.scaled_dot_product_attention(q, k, v)
+    finally:
+        query_blocks._PLAIN.reset(token)
+    assert np.array_equal(out, want_out) and np.array_equal(weights, want_weights)
+
+
 def test_one_blas_thread_limits_blas_only_not_openmp(fresh):
     # an OpenMP runtime in the process, as torch or scikit-learn load one: GCC's libgomp
     name = ctypes.util.find_library("gomp")

@@ -140,3 +140,30 @@ def test_row_max_of_a_masked_array_is_its_own_reduction():
         x[:, -1] = np.ma.masked
         np.testing.assert_array_equal(np.asarray(row_max(x)), np.asarray(x.max(-1, keepdims=True)))
         assert np.asarray(row_max(x))[0, 0] == n - 2
+
+
+@pytest.mark.parametrize("shape, axis", [((4, SHORT_ROW + 1), -1), ((2, 3, 130), -1),
+                                         ((7,), -1), ((5, 6), 0), ((5, 6), (0, 1))])
+def test_row_max_beyond_the_short_rows_is_ndarrays_max_bit_for_bit(shape, axis):
+    # a NumPy array outside the short rows (a decode step's scores of more than SHORT_ROW keys,
+    # a 1-d x, another axis) takes the reduction ndarray.max calls: the same bits, the sign of a
+    # zero max and NaN included; a masked array of those shapes keeps its own max (the mask)
+    rng = np.random.default_rng(len(shape))
+    for dtype in (np.float32, np.float64, np.float16):
+        x = rng.normal(size=shape).astype(dtype)
+        x.reshape(-1)[:3] = (-0.0, np.nan, -np.inf)
+        if x.ndim > 1:
+            x[-1] = -0.0  # a row whose max is -0.0
+        got, want = row_max(x, axis), x.max(axis=axis, keepdims=True)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+        if dtype == np.float16:  # (a masked float16's max warns of its fill value's cast)
+            continue
+        masked = np.ma.array(np.abs(x), mask=np.zeros(shape, bool))
+        masked[..., 0] = 1e4  # the largest entry of each row, then masked out
+        masked[..., 0] = np.ma.masked
+        assert type(row_max(masked, axis)) is np.ma.MaskedArray
+        np.testing.assert_array_equal(np.ma.getdata(row_max(masked, axis)),
+                                      np.ma.getdata(masked.max(axis=axis, keepdims=True)))
+    with pytest.raises(ValueError, match="zero-size array"):  # an empty row: max's own error
+        row_max(np.zeros((2, 0), np.float32))

@@ -71,7 +71,7 @@ from autograd.tracer import isbox
 
 from . import checks, plain_core, variants
 from .signatures import binder
-from .threads import decoding_or_timed, n_workers, one_blas_thread, spread
+from .threads import decoding, decoding_or_timed, n_workers, one_blas_thread, spread
 
 
 def in_query_blocks(rows=128, plain=True):
@@ -96,6 +96,8 @@ def in_query_blocks(rows=128, plain=True):
                                              values["rng"])
             if in_plain and not values.get("dropout") and plain_core.plain(*checked[:5]):
                 if short:  # a decode step's call: one piece, no worker threads to count
+                    if decoding(checked[0]):  # on the threads in force, as the core's policy
+                        return plain_core.forward(*checked[:6])  # runs it (whole: forward)
                     return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=True,
                                                       workers=1)
                 return _plain_core(*checked[:6], rows=rows, whole=False)

@@ -42,9 +42,12 @@ BLOCK_BYTES = 2 ** 16  # of rows transposed at a time: a few L1 caches' worth
 
 def row_max(x, axis=-1):
     """x [..., n] -> x.max(axis, keepdims=True): see the module docstring."""
-    if type(x) is not numpy.ndarray or x.ndim < 2 or axis not in (-1, x.ndim - 1) or \
-            not 1 < x.shape[-1] <= SHORT_ROW:  # (a GPU array, a masked one: its own reduction)
+    if type(x) is not numpy.ndarray:  # (a GPU array, a masked one: its own reduction)
         return x.max(axis=axis, keepdims=True)
+    if x.ndim < 2 or axis not in (-1, x.ndim - 1) or not 1 < x.shape[-1] <= SHORT_ROW:
+        # the ufunc's reduction that ndarray.max calls (its Python layer, numpy's _methods,
+        # left out: a frame fewer in a decode step's scores of more than SHORT_ROW keys)
+        return numpy.maximum.reduce(x, axis=axis, keepdims=True)
     n = x.shape[-1]
     if n * x.itemsize % 256 == 0:
         columns = x.swapaxes(-1, -2).copy()  # [..., n, L], C order: each row's entries a column

@@ -452,7 +452,9 @@ def threads_chosen_by_timing(when, alike):
             libraries = _blas_libraries() if TIMED_THREADS and not _TUNING.running and \
                 threading.current_thread() is threading.main_thread() and \
                 when(*args, **kwargs) else ()
-            n_all = min((library.num_threads for library in libraries), default=1)
+            if not libraries:  # (the common case: a decode step's blocks, a timed call's inner
+                return f(*args, **kwargs)  # ones, the timing off): as it is, nothing counted
+            n_all = min(library.num_threads for library in libraries)
             if n_all == 1:
                 return f(*args, **kwargs)
             key, size = alike(*args, **kwargs)
