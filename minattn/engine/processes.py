@@ -136,6 +136,12 @@ class WorkerProcesses:
         self.rebuild = None  # leaves -> a tree of the first map's structure
         self.workers = []  # [(process, connection, gradient block)]
         self.shared = None  # the weights' block
+        self.extra = []  # three more blocks of the tree's layout: a tail's on one worker (call)
+        self.borrowed = None  # the gradient tree the last map lent from its one worker's block
+        self.mapped = None  # and the leaves of the tree that map copied into the weights' block
+        self.resident = None  # per leaf: the caller's arrays whose bits an extra block holds
+        self._extra_views = self._worker_views = self._half = None
+        self._begun = None  # when begin asked the worker (None: no call unanswered)
         self.pending = set()  # the workers asked and not yet answered
         self.closed = False
         self.choice = threads._Choice(2)  # the timed rule's state for this run: 2 processes
@@ -173,6 +179,7 @@ class WorkerProcesses:
         else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
+        self.borrowed = self.mapped = None
         if self.usable(leaves, items) and self.layout is None:
             try:  # the workers, forked at the first map that may use them
                 self.rebuild = rebuild
@@ -190,6 +197,8 @@ class WorkerProcesses:
         return out
 
     def _map(self, tree, leaves, rebuild, items, here, borrow=False):
+        if self._begun is not None:  # (a call's answer not read: a caller that raised)
+            self.end()
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
         for (process, connection, _), item in zip(self.workers, items[1:]):
@@ -208,7 +217,7 @@ class WorkerProcesses:
             raise
         own = time.perf_counter() - start
         answers = [self._answer(worker, own) for worker in self.workers]
-        out = [first]
+        out, lent = [first], borrow and len(self.workers) == 1
         for (process, _, block), (kind, value, grads) in zip(self.workers, answers):
             if kind == "error":
                 try:
@@ -223,8 +232,52 @@ class WorkerProcesses:
                     for view in views:
                         view.flags.writeable = False
                 grads = rebuild(views if borrow else [view.copy() for view in views])
+                if lent:
+                    self.borrowed, self.mapped = grads, leaves
             out.append((value, grads))
         return out
+
+    # -- a call on the one worker, between maps (a step's tail: training/step_tail.py) -------
+    def half(self):
+        """-> the sorted indices of the leaves (about half the bytes) a call's function works on
+        in the worker; the same for the whole run."""
+        if self._half is None:
+            sizes = [int(numpy.prod(shape)) * numpy.dtype(dtype).itemsize
+                     for _, shape, dtype in self.layout]
+            here = there = 0
+            self._half = []
+            for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+                if there < here:
+                    self._half.append(i)
+                    there += sizes[i]
+                else:
+                    here += sizes[i]
+            self._half.sort()
+        return self._half
+
+    def extra_views(self):
+        """-> the three extra blocks as lists of views of the tree's leaves (the caller's side)."""
+        if self._extra_views is None:
+            self._extra_views = [self._views(block) for block in self.extra]
+            self.resident = [None] * len(self.layout)
+        return self._extra_views
+
+    def begin(self, fn, *args):
+        """Ask the one worker for fn(areas, *args) (fn a module's function, args small): areas a
+        dict of lists of views of the leaves, "weights" (the last map's, read-only), "grads" (the
+        worker's gradient block) and "extra" (three blocks, the caller's extra_views). The answer:
+        end()."""
+        process, connection, _ = self.workers[0]
+        self._send(process, connection, _Call(fn, args))
+        self._begun = time.perf_counter()
+
+    def end(self):
+        """-> the value of begin's call (its exception raised here; WorkerDied as a map's)."""
+        begun, self._begun = self._begun, None
+        kind, value, _ = self._answer(self.workers[0], time.perf_counter() - begun)
+        if kind == "error":
+            raise value
+        return value
 
     def _send(self, process, connection, item):
         try:
@@ -269,6 +322,7 @@ class WorkerProcesses:
             offset += leaf.nbytes
         size = max(offset, 1)
         self.shared = mmap.mmap(-1, size)  # anonymous, shared with the children forked below
+        self.extra = [mmap.mmap(-1, size) for _ in range(3)]  # (pages made where written)
         context = multiprocessing.get_context("fork")
         _LIVE.add(self)
         for _ in range(n):
@@ -307,7 +361,20 @@ class WorkerProcesses:
                     return
                 if item is None:
                     return
-                connection.send(self._one(item, block))
+                connection.send(self._call(item, block) if isinstance(item, _Call) else
+                                self._one(item, block))
+
+    def _call(self, call, block):
+        try:
+            if self._worker_views is None:
+                weights = self._views(self.shared)
+                for view in weights:
+                    view.flags.writeable = False
+                self._worker_views = {"weights": weights, "grads": self._views(block),
+                                      "extra": [self._views(e) for e in self.extra]}
+            return ("ok", call.fn(self._worker_views, *call.args), None)
+        except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
+            return ("error", _picklable(error), None)
 
     def _one(self, item, block):
         try:
@@ -324,11 +391,7 @@ class WorkerProcesses:
                 return ("ok", value, None)
             return ("ok", value, grads)  # (through the pipe)
         except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
-            try:
-                pickle.dumps(error)
-            except Exception:  # noqa: BLE001
-                error = RuntimeError(f"{type(error).__name__}: {error}")
-            return ("error", error, None)
+            return ("error", _picklable(error), None)
 
     def close(self):
         """Stop the workers: asked to end (or killed where one is still computing, or does not
@@ -356,6 +419,23 @@ class WorkerProcesses:
         self.pending.clear()
         if self.shared is not None:
             _unmap(self.shared)
+        self._extra_views = self._worker_views = self.borrowed = self.resident = None
+        for block in self.extra:
+            _unmap(block)
+
+
+class _Call:
+    # a function for the worker to call between maps (WorkerProcesses.begin)
+    def __init__(self, fn, args):
+        self.fn, self.args = fn, args
+
+
+def _picklable(error):
+    try:
+        pickle.dumps(error)
+    except Exception:  # noqa: BLE001
+        error = RuntimeError(f"{type(error).__name__}: {error}")
+    return error
 
 
 def _arrays(item):
