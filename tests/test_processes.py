@@ -508,6 +508,22 @@ def test_a_lora_runs_tail_split_with_the_worker_has_the_readable_bits(two_thread
     assert _state_bits(split) == _state_bits(_readable(monkeypatch, run))
 
 
+def test_where_the_split_step_cannot_apply_the_tail_runs_here_from_its_sums(two_threads,
+                                                                           monkeypatch):
+    # a NumPy scalar among AdamW's betas: the worker's sums copied out, then the readable
+    # functions here (the same bits as the run that never split; float64, which the scalar
+    # does not promote)
+    params, config, ids = _gpt(np.float64)
+    calls = _on_worker_calls(monkeypatch)
+
+    def run():
+        return _run(params, config, ids, 3, betas=(np.float64(0.9), 0.99))[0]
+
+    split = run()
+    assert calls == [False] * 3
+    assert _state_bits(split) == _state_bits(_readable(monkeypatch, run))
+
+
 def test_a_run_resumed_from_its_checkpoint_reads_the_moments_back(two_threads, monkeypatch,
                                                                   tmp_path):
     # the worker's moments copied out into the state the checkpoint saves, and a resumed run's

@@ -27,6 +27,14 @@ two halves at once cost without it. A process of its own shares no GIL:
   the next map writes over: no copy of the whole model's gradient, for a caller that has read
   it before its next map (loop.accumulated, for a step's last micro-batch, whose pieces it adds
   before the step ends).
+- Between maps, with one worker: `begin(fn, *args)` asks it for fn(areas, *args) on its shared
+  memory (the weights' block, read-only; its gradient block; three extra blocks laid out as
+  the tree, whose pages are made only where written), `end()` takes the answer, while the
+  caller works meanwhile: a step's tail split over the two processes (training/step_tail.py:
+  on_worker), after a map that lent its gradient (`borrowed`, and `mapped`: the leaves of
+  that map's tree). `half()`: the leaves the worker takes, about half the bytes, the same for
+  the run. A map drains a call not yet answered first; a call's exception or the worker's
+  death is raised as a map's.
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
 one per run): the processes first (the fork in the first call, which is not compared), the

@@ -22,6 +22,23 @@ dtype as before), but
 Nothing passed in is changed (but for a gradient tree the caller hands over with
 overwrite_grads=True: the loop's own, dropped after the step).
 
+With the run's one worker process (engine/processes.py), which idles while the parent runs the
+tail: `on_worker(workers)` -> summed's `finish` for a step whose last gradient tree that
+worker lent from its shared memory. About half the leaves by bytes (`half()`, fixed for the
+run) are then summed there: the parent copies its sum so far of those leaves into an extra
+block, the worker adds its gradient, divides and squares them and sends the squares back while
+the parent does the other leaves (a `Split`). clip_then_adamw, handed a Split, takes the norm
+from all the squares in the leaves' order, then sends the worker the clip's scale and AdamW's
+scalars: the worker steps its leaves (`_adamw_leaf`, on the weights' block and the moments in
+two extra blocks), the parent the others, and the parent copies the worker's new weights and
+moments out, arrays of its own for the new state. The moments stay in the extra blocks for the
+next step: copied in again only where the state's are not the very arrays copied out (a run
+resumed from a checkpoint, a first step). The same operations on every leaf in the same order:
+the same bits (tests/test_processes.py). Where it does not apply (no worker, a map on the
+threads, a gradient through the pipe, leaves not plain float arrays of the map's tree's
+shapes and dtypes, a NumPy scalar for a hyperparameter, STEP_TAIL off), the tail runs here as
+above. The extra blocks' pages are the run's memory: about one and a half times the weights'.
+
 Where the fused form applies, else the readable functions run as written (the same result):
 every leaf of the four trees (params, grads, AdamW's two moments) a plain NumPy array (not a
 subclass, CuPy's or autograd's box) of a floating dtype, each leaf's four arrays of one shape
