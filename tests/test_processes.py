@@ -543,14 +543,14 @@ def test_a_run_resumed_from_its_checkpoint_reads_the_moments_back(two_threads, m
 
 def test_a_worker_that_dies_in_the_tail_raises_worker_died(two_threads, monkeypatch):
     params, config, ids = _gpt()
-    monkeypatch.setattr(step_tail, "_sum_there", _dies)
+    monkeypatch.setitem(processes._CALLS, "minattn.training.step_tail._sum_there", _dies)
     with pytest.raises(processes.WorkerDied, match=r"pid \d+\) died .*SIGKILL"):
         _run(params, config, ids, 3)
 
 
 def test_an_error_in_the_tail_on_the_worker_is_raised_here(two_threads, monkeypatch):
     params, config, ids = _gpt()
-    monkeypatch.setattr(step_tail, "_adamw_there", _raises)
+    monkeypatch.setitem(processes._CALLS, "minattn.training.step_tail._adamw_there", _raises)
     with pytest.raises(ValueError, match="raised in the worker's tail"):
         _run(params, config, ids, 3)
 
@@ -574,3 +574,13 @@ def _lora_forward():
         return t.ma.causal_lm(params, tokens, lora={"alpha": 4.0, "layers": trainable},
                               logits_to_keep=logits_to_keep, unembed=unembed, **config)
     return forward
+
+
+def test_a_call_asks_the_worker_only_for_functions_made_known_to_it():
+    tree = {"w": np.zeros((2, 3)), "b": [np.zeros(2)]}
+    with processes.worker_processes(_twice, 2) as workers:
+        workers.map(tree, [(np.ones(1), None)] * 2)
+        with pytest.raises(ValueError, match=r"in_worker, got .*\._raises"):
+            workers.begin(_raises)
+        workers.begin(step_tail._sum_there, [], 1)  # (no leaves)
+        assert workers.end() == []

@@ -97,6 +97,7 @@ PATIENCE, PATIENCE_FACTOR = 60.0, 100.0  # seconds, and times the caller's own p
 _ALIGN = 64  # bytes: each leaf's start in a shared block
 
 _IN_WORKER = False  # True in a worker process: a split inside it uses threads
+_CALLS = {}  # "module.name" -> a function a worker may be asked to call (in_worker, begin)
 _LIVE = set()  # the WorkerProcesses with workers running (live_worker_pids)
 
 
@@ -127,6 +128,17 @@ def worker_processes(f, calls):
         yield workers
     finally:
         workers.close()
+
+
+def in_worker(fn):
+    """Decorator: fn (a module's function) may be asked of a run's worker (WorkerProcesses.begin):
+    known by its module and name, in the worker as forked (nothing pickled but its name)."""
+    _CALLS[_name(fn)] = fn
+    return fn
+
+
+def _name(fn):
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def live_worker_pids():
@@ -271,12 +283,16 @@ class WorkerProcesses:
         return self._extra_views
 
     def begin(self, fn, *args):
-        """Ask the one worker for fn(areas, *args) (fn a module's function, args small): areas a
+        """Ask the one worker for fn(areas, *args) (fn made known by in_worker before the fork,
+        args small): areas a
         dict of lists of views of the leaves, "weights" (the last map's, read-only), "grads" (the
         worker's gradient block) and "extra" (three blocks, the caller's extra_views). The answer:
         end()."""
+        if _name(fn) not in _CALLS:
+            raise ValueError(f"fn must be made known to the workers with in_worker, got "
+                             f"{_name(fn)}")
         process, connection, _ = self.workers[0]
-        self._send(process, connection, _Call(fn, args))
+        self._send(process, connection, _Call(_name(fn), args))
         self._begun = time.perf_counter()
 
     def end(self):
@@ -380,7 +396,7 @@ class WorkerProcesses:
                     view.flags.writeable = False
                 self._worker_views = {"weights": weights, "grads": self._views(block),
                                       "extra": [self._views(e) for e in self.extra]}
-            return ("ok", call.fn(self._worker_views, *call.args), None)
+            return ("ok", _CALLS[call.fn](self._worker_views, *call.args), None)
         except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
             return ("error", _picklable(error), None)
 
@@ -433,7 +449,7 @@ class WorkerProcesses:
 
 
 class _Call:
-    # a function for the worker to call between maps (WorkerProcesses.begin)
+    # a function's name (in_worker's) for the worker to call between maps, and its arguments
     def __init__(self, fn, args):
         self.fn, self.args = fn, args
 

@@ -57,6 +57,7 @@ import os
 
 import numpy as np
 
+from ..engine.processes import in_worker
 from ..engine.trees import flatten, leaves, tree_map, unzip, zip_leaves
 from .optimizer import adamw_update, clip_by_global_norm, global_norm, squared_norm
 
@@ -254,6 +255,7 @@ def on_worker(workers):
     return finish
 
 
+@in_worker
 def _sum_there(areas, there, count):
     # in the worker: summed's last addition, division and squares of leaves `there`, the sum
     # so far in extra block 0 (written over), the lent gradient in its own block
@@ -324,6 +326,7 @@ class Split:
         return new_params, {"step": t, "m": new_m, "v": new_v}, norm
 
 
+@in_worker
 def _adamw_there(areas, there, scale, b1, b2, step_size, root, eps, shrinks):
     # in the worker: _adamw_leaf on leaves `there` (the weights the last map's, the summed
     # gradient and the moments in the extra blocks), the new weights and moments written there
