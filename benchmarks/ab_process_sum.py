@@ -12,7 +12,9 @@ out; new: read in place), the two pieces added, divided by the counted targets a
 the norm (step_tail.summed). So the halves' own work is left out and what the change touched is
 what is timed. The same gradients on both sides; the two sides' sums and squares are checked
 equal to the last bit first. Prints the medians with their IQR, wall and CPU time (the
-process's and its workers', /proc/PID/task/*/schedstat), and the per-round ratios.
+process's and its workers', /proc/PID/task/*/schedstat), the parent's own CPU time (what stays
+on its core where the worker has the other: on a busy machine the worker's half may not run
+at the same time, and the wall time does not show the split), and the per-round ratios.
 --tail: the whole step tail as loop._steps runs it: the sum as above (with the side's
 step_tail.on_worker where it has one: half the leaves summed, clipped and stepped on the
 worker), then step_tail.clip_then_adamw (BABY's hyperparameters), each side's weights and AdamW
@@ -73,6 +75,12 @@ def arm(m, gradients, tail=False):
     return step, lambda: opened.__exit__(None, None, None)
 
 
+def own_cpu(since):
+    # the parent's CPU time since `since` (process_time: its threads, not its workers'), taken
+    # after the call: with the worker on a core of its own, the serial part is about this
+    return time.process_time() - since
+
+
 def bits(result):
     loss, grads, squares = result
     from minattn.engine.trees import leaves
@@ -108,14 +116,17 @@ def main():
             print("the two sides' sums and squares (--tail: new weights and norms) equal to the "
                   "last bit")
             wall, cpu = {name: [] for name in arms}, {name: [] for name in arms}
+            own = {name: [] for name in arms}
             held = {}
             for rnd in range(args.rounds):
                 for name in (("old", "new") if rnd % 2 else ("new", "old")):
                     held.pop(name, None)  # (as a run drops its last step's gradient)
                     s, c = time.perf_counter(), time.process_time() + children_cpu()
+                    p = time.process_time()
                     held[name] = arms[name]()
                     wall[name].append(time.perf_counter() - s)
                     cpu[name].append(time.process_time() + children_cpu() - c)
+                    own[name].append(own_cpu(p))
             if args.tail:
                 assert bits(arms["old"]()) == bits(arms["new"]()), "new: other bits than old's"
                 print(f"after {args.rounds + 2} steps each, the two sides' weights and norms "
@@ -124,9 +135,10 @@ def main():
             for end in ends:
                 end()
     for name in arms:
-        print(f"{name}: wall {stats(wall[name])}, CPU {stats(cpu[name])}")
+        print(f"{name}: wall {stats(wall[name])}, CPU {stats(cpu[name])}, the parent's CPU "
+              f"{stats(own[name])}")
     print(f"new / old: wall {ratio(wall['new'], wall['old'])}, CPU "
-          f"{ratio(cpu['new'], cpu['old'])}")
+          f"{ratio(cpu['new'], cpu['old'])}, the parent's CPU {ratio(own['new'], own['old'])}")
     footer()
 
 

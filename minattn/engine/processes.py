@@ -292,7 +292,7 @@ class WorkerProcesses:
             raise ValueError(f"fn must be made known to the workers with in_worker, got "
                              f"{_name(fn)}")
         process, connection, _ = self.workers[0]
-        self._send(process, connection, _Call(_name(fn), args))
+        self._send(process, connection, {"call": _name(fn), "args": args})  # (items: tuples)
         self._begun = time.perf_counter()
 
     def end(self):
@@ -385,7 +385,7 @@ class WorkerProcesses:
                     return
                 if item is None:
                     return
-                connection.send(self._call(item, block) if isinstance(item, _Call) else
+                connection.send(self._call(item, block) if isinstance(item, dict) else
                                 self._one(item, block))
 
     def _call(self, call, block):
@@ -396,7 +396,7 @@ class WorkerProcesses:
                     view.flags.writeable = False
                 self._worker_views = {"weights": weights, "grads": self._views(block),
                                       "extra": [self._views(e) for e in self.extra]}
-            return ("ok", _CALLS[call.fn](self._worker_views, *call.args), None)
+            return ("ok", _CALLS[call["call"]](self._worker_views, *call["args"]), None)
         except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
             return ("error", _picklable(error), None)
 
@@ -446,12 +446,6 @@ class WorkerProcesses:
         self._extra_views = self._worker_views = self.borrowed = self.resident = None
         for block in self.extra:
             _unmap(block)
-
-
-class _Call:
-    # a function's name (in_worker's) for the worker to call between maps, and its arguments
-    def __init__(self, fn, args):
-        self.fn, self.args = fn, args
 
 
 def _picklable(error):
