@@ -16,10 +16,11 @@ process's and its workers', /proc/PID/task/*/schedstat), the parent's own CPU ti
 on its core where the worker has the other: on a busy machine the worker's half may not run
 at the same time, and the wall time does not show the split), and the per-round ratios.
 --tail: the whole step tail as loop._steps runs it: the sum as above (with the side's
-step_tail.on_worker where it has one: half the leaves summed, clipped and stepped on the
-worker), then step_tail.clip_then_adamw (BABY's hyperparameters), each side's weights and AdamW
-state carried from round to round as a run's are; the two sides' states checked equal to the
-last bit at the end.
+step_tail.on_worker where it has one: a prototype's, half the leaves summed, clipped and stepped
+on the worker; docs/benchmarks.md, "The baby GPT's step tail split with the worker process"),
+then step_tail.clip_then_adamw (BABY's hyperparameters), each side's weights and AdamW state
+carried from round to round as a run's are; the two sides' states checked equal to the last
+bit at the end.
 """
 import argparse
 import os

@@ -19,7 +19,7 @@ from minattn.engine import processes, threads
 from minattn.engine.autograd_rules import value_and_grad_by_leaf
 from minattn.engine.trees import leaves
 from minattn.models import char_gpt
-from minattn.training import losses, loop, step_tail
+from minattn.training import loop
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 pytestmark = pytest.mark.skipif(not processes.available(),
@@ -58,8 +58,7 @@ def _run(params, config, ids, steps, *, on=True, accumulation=1, loss_sum=None, 
     try:
         state = loop.train(loss_sum or char_gpt.loss_sum(config), params, None, steps=steps,
                            batch_size=None, pad_id=None, lr=1e-2, warmup=1,
-                           weight_decay=kwargs.pop("weight_decay", 0.1),
-                           accumulation=accumulation, callback=record,
+                           weight_decay=0.1, accumulation=accumulation, callback=record,
                            batches=lambda k: char_gpt.window_batch(ids, context=8, batch_size=5,
                                                                    seed=0, k=k), **kwargs)
     finally:
@@ -435,152 +434,3 @@ def test_no_fork_or_a_daemonic_process_keeps_the_threads(monkeypatch):
 
     monkeypatch.setattr(multiprocessing, "current_process", lambda: Daemonic())
     assert not processes.available()
-
-
-# -- the step's tail, half its leaves on the worker (training/step_tail.py: on_worker) ---------
-
-def _on_worker_calls(monkeypatch):
-    # -> a list that counts the steps whose clip and AdamW ran split with the worker
-    calls, split = [], step_tail.Split.clip_then_adamw
-
-    def counted(self, *args):
-        out = split(self, *args)
-        calls.append(out is not None)
-        return out
-
-    monkeypatch.setattr(step_tail.Split, "clip_then_adamw", counted)
-    return calls
-
-
-def _readable(monkeypatch, run):
-    # run() on the worker threads with optimizer.py's functions as written: the reference
-    with monkeypatch.context() as m:
-        m.setattr(step_tail, "STEP_TAIL", False)
-        m.setattr(processes, "PROCESSES", False)
-        return run()
-
-
-def _state_bits(state):
-    return state["losses"], [(a.dtype, a.tobytes()) for a in leaves(state["trainable"])], \
-        [(np.asarray(a).dtype, np.asarray(a).tobytes()) for a in leaves(state["adam"])]
-
-
-@pytest.mark.parametrize("dtype, accumulation, weight_decay, max_grad_norm", [
-    (np.float32, 1, 0.1, 1e-3), (np.float32, 2, 0.0, 1e6), (np.float64, 3, 0.1, 1e6),
-    (np.float64, 1, 0.0, 1e-3)])
-def test_the_tail_split_with_the_worker_has_the_readable_functions_bits(
-        two_threads, monkeypatch, dtype, accumulation, weight_decay, max_grad_norm):
-    # half the leaves summed, clipped (scaled: 1e-3; not: 1e6) and stepped on the worker, the
-    # others here: the bits of optimizer.py's functions as written, step after step
-    params, config, ids = _gpt(dtype)
-    kept = [a.copy() for a in leaves(params)]
-    calls = _on_worker_calls(monkeypatch)
-
-    def run():
-        return _run(params, config, ids, 4, accumulation=accumulation,
-                    weight_decay=weight_decay, max_grad_norm=max_grad_norm,
-                    decays=char_gpt.decays)[0]
-
-    split = run()
-    assert calls == [True] * 4
-    assert _state_bits(split) == _state_bits(_readable(monkeypatch, run))
-    assert calls == [True] * 4  # (the reference did not split)
-    assert all(np.array_equal(a, b) for a, b in zip(kept, leaves(params)))  # not in place
-    assert all(a.flags.writeable and a.flags.owndata for a in leaves(split["trainable"]) +
-               leaves([split["adam"]["m"], split["adam"]["v"]]))  # the caller's own arrays
-
-
-def test_a_lora_runs_tail_split_with_the_worker_has_the_readable_bits(two_threads,
-                                                                       monkeypatch):
-    # a LoRA run's trainable tree (lists of dicts of adapters), no decay by kind
-    from .test_training_workers import _setup
-    _, lora, parts, _ = _setup()
-    calls = _on_worker_calls(monkeypatch)
-    loss_sum = losses.lm_loss_sum(_lora_forward())
-
-    def run():
-        return loop.train(loss_sum, lora, None, steps=3, batch_size=None, pad_id=None,
-                          lr=1e-2, weight_decay=0.1, max_grad_norm=0.5, at_end=False,
-                          batches=lambda k: parts[k % 2])
-
-    split = run()
-    assert calls == [True] * 3
-    assert _state_bits(split) == _state_bits(_readable(monkeypatch, run))
-
-
-def test_where_the_split_step_cannot_apply_the_tail_runs_here_from_its_sums(two_threads,
-                                                                           monkeypatch):
-    # a NumPy scalar among AdamW's betas: the worker's sums copied out, then the readable
-    # functions here (the same bits as the run that never split; float64, which the scalar
-    # does not promote)
-    params, config, ids = _gpt(np.float64)
-    calls = _on_worker_calls(monkeypatch)
-
-    def run():
-        return _run(params, config, ids, 3, betas=(np.float64(0.9), 0.99))[0]
-
-    split = run()
-    assert calls == [False] * 3
-    assert _state_bits(split) == _state_bits(_readable(monkeypatch, run))
-
-
-def test_a_run_resumed_from_its_checkpoint_reads_the_moments_back(two_threads, monkeypatch,
-                                                                  tmp_path):
-    # the worker's moments copied out into the state the checkpoint saves, and a resumed run's
-    # (a new worker) copied in: its steps those of the run not interrupted
-    from minattn.training.checkpoints import load_checkpoint
-    params, config, ids = _gpt()
-    calls = _on_worker_calls(monkeypatch)
-    whole = _run(params, config, ids, 5, decays=char_gpt.decays)[0]
-    _run(params, config, ids, 3, decays=char_gpt.decays, total=5, out=tmp_path, every=1)
-    state = load_checkpoint(tmp_path)
-    kept = _state_bits(state)
-    resumed = _run(params, config, ids, 5, decays=char_gpt.decays, state=state)[0]
-    assert calls == [True] * 10
-    assert _state_bits(resumed) == _state_bits(whole)
-    assert _state_bits(state) == kept  # the checkpoint's state not changed in place
-
-
-def test_a_worker_that_dies_in_the_tail_raises_worker_died(two_threads, monkeypatch):
-    params, config, ids = _gpt()
-    monkeypatch.setitem(processes._CALLS, "minattn.training.step_tail._sum_there", _dies)
-    with pytest.raises(processes.WorkerDied, match=r"pid \d+\) died .*SIGKILL"):
-        _run(params, config, ids, 3)
-
-
-def test_an_error_in_the_tail_on_the_worker_is_raised_here(two_threads, monkeypatch):
-    params, config, ids = _gpt()
-    monkeypatch.setitem(processes._CALLS, "minattn.training.step_tail._adamw_there", _raises)
-    with pytest.raises(ValueError, match="raised in the worker's tail"):
-        _run(params, config, ids, 3)
-
-
-def _dies(areas, *args):
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _raises(areas, *args):
-    raise ValueError("raised in the worker's tail")
-
-
-def _lora_forward():
-    # test_training_workers' LoRA model's forward, without dropout
-    from . import test_training_workers as t
-    params, config = t.ma.init_causal_lm(np.random.default_rng(0), t.V, 2, 8, 2, 12, position="rope",
-                                         norm="rms_norm", activation="swiglu", bias=False,
-                                         n_kv_heads=1)
-
-    def forward(trainable, tokens, rng, logits_to_keep=None, unembed=None):
-        return t.ma.causal_lm(params, tokens, lora={"alpha": 4.0, "layers": trainable},
-                              logits_to_keep=logits_to_keep, unembed=unembed, **config)
-    return forward
-
-
-def test_a_call_asks_the_worker_only_for_functions_made_known_to_it():
-    tree = {"w": np.zeros((2, 3)), "b": [np.zeros(2)]}
-    with processes.worker_processes(_twice, 2) as workers:
-        workers.map(tree, [(np.ones(1), None)] * 2)
-        with pytest.raises(ValueError, match=r"in_worker, got .*\._raises"):
-            workers.begin(_raises)
-        workers.begin(step_tail._sum_there, [], 1)  # (no leaves)
-        assert workers.end() == []

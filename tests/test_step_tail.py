@@ -280,10 +280,10 @@ def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, two_
     ids = np.random.default_rng(1).integers(11, size=300)
     runs, trees_summed = [], []
 
-    def counted(gradients, count, squares=None, finish=None):
+    def counted(gradients, count, squares=None):
         gradients = list(gradients)
         trees_summed.append(len(gradients))
-        return step_tail.summed(gradients, count, squares, finish)
+        return step_tail.summed(gradients, count, squares)
 
     monkeypatch.setattr(loop, "summed", counted)
     for on in (True, False):

@@ -27,14 +27,6 @@ two halves at once cost without it. A process of its own shares no GIL:
   the next map writes over: no copy of the whole model's gradient, for a caller that has read
   it before its next map (loop.accumulated, for a step's last micro-batch, whose pieces it adds
   before the step ends).
-- Between maps, with one worker: `begin(fn, *args)` asks it for fn(areas, *args) on its shared
-  memory (the weights' block, read-only; its gradient block; three extra blocks laid out as
-  the tree, whose pages are made only where written), `end()` takes the answer, while the
-  caller works meanwhile: a step's tail split over the two processes (training/step_tail.py:
-  on_worker), after a map that lent its gradient (`borrowed`, and `mapped`: the leaves of
-  that map's tree). `half()`: the leaves the worker takes, about half the bytes, the same for
-  the run. A map drains a call not yet answered first; a call's exception or the worker's
-  death is raised as a map's.
 
 Which, when both may run: the timed rule of threads.py's BLAS thread counts (its _Choice,
 one per run): the processes first (the fork in the first call, which is not compared), the
@@ -97,7 +89,6 @@ PATIENCE, PATIENCE_FACTOR = 60.0, 100.0  # seconds, and times the caller's own p
 _ALIGN = 64  # bytes: each leaf's start in a shared block
 
 _IN_WORKER = False  # True in a worker process: a split inside it uses threads
-_CALLS = {}  # "module.name" -> a function a worker may be asked to call (in_worker, begin)
 _LIVE = set()  # the WorkerProcesses with workers running (live_worker_pids)
 
 
@@ -130,17 +121,6 @@ def worker_processes(f, calls):
         workers.close()
 
 
-def in_worker(fn):
-    """Decorator: fn (a module's function) may be asked of a run's worker (WorkerProcesses.begin):
-    known by its module and name, in the worker as forked (nothing pickled but its name)."""
-    _CALLS[_name(fn)] = fn
-    return fn
-
-
-def _name(fn):
-    return f"{fn.__module__}.{fn.__qualname__}"
-
-
 def live_worker_pids():
     """The process ids of the worker processes running now (none once every run has ended)."""
     return sorted(pid for workers in list(_LIVE) for pid in workers.pids())
@@ -156,12 +136,6 @@ class WorkerProcesses:
         self.rebuild = None  # leaves -> a tree of the first map's structure
         self.workers = []  # [(process, connection, gradient block)]
         self.shared = None  # the weights' block
-        self.extra = []  # three more blocks of the tree's layout: a tail's on one worker (call)
-        self.borrowed = None  # the gradient tree the last map lent from its one worker's block
-        self.mapped = None  # and the leaves of the tree that map copied into the weights' block
-        self.resident = None  # per leaf: the caller's arrays whose bits an extra block holds
-        self._extra_views = self._worker_views = self._half = None
-        self._begun = None  # when begin asked the worker (None: no call unanswered)
         self.pending = set()  # the workers asked and not yet answered
         self.closed = False
         self.choice = threads._Choice(2)  # the timed rule's state for this run: 2 processes
@@ -199,7 +173,6 @@ class WorkerProcesses:
         else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
-        self.borrowed = self.mapped = None
         if self.usable(leaves, items) and self.layout is None:
             try:  # the workers, forked at the first map that may use them
                 self.rebuild = rebuild
@@ -217,8 +190,6 @@ class WorkerProcesses:
         return out
 
     def _map(self, tree, leaves, rebuild, items, here, borrow=False):
-        if self._begun is not None:  # (a call's answer not read: a caller that raised)
-            self.end()
         for view, leaf in zip(self._views(self.shared), leaves):
             numpy.copyto(view, leaf, casting="no")
         for (process, connection, _), item in zip(self.workers, items[1:]):
@@ -237,7 +208,7 @@ class WorkerProcesses:
             raise
         own = time.perf_counter() - start
         answers = [self._answer(worker, own) for worker in self.workers]
-        out, lent = [first], borrow and len(self.workers) == 1
+        out = [first]
         for (process, _, block), (kind, value, grads) in zip(self.workers, answers):
             if kind == "error":
                 try:
@@ -252,56 +223,8 @@ class WorkerProcesses:
                     for view in views:
                         view.flags.writeable = False
                 grads = rebuild(views if borrow else [view.copy() for view in views])
-                if lent:
-                    self.borrowed, self.mapped = grads, leaves
             out.append((value, grads))
         return out
-
-    # -- a call on the one worker, between maps (a step's tail: training/step_tail.py) -------
-    def half(self):
-        """-> the sorted indices of the leaves (about half the bytes) a call's function works on
-        in the worker; the same for the whole run."""
-        if self._half is None:
-            sizes = [int(numpy.prod(shape)) * numpy.dtype(dtype).itemsize
-                     for _, shape, dtype in self.layout]
-            here = there = 0
-            self._half = []
-            for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
-                if there < here:
-                    self._half.append(i)
-                    there += sizes[i]
-                else:
-                    here += sizes[i]
-            self._half.sort()
-        return self._half
-
-    def extra_views(self):
-        """-> the three extra blocks as lists of views of the tree's leaves (the caller's side)."""
-        if self._extra_views is None:
-            self._extra_views = [self._views(block) for block in self.extra]
-            self.resident = [None] * len(self.layout)
-        return self._extra_views
-
-    def begin(self, fn, *args):
-        """Ask the one worker for fn(areas, *args) (fn made known by in_worker before the fork,
-        args small): areas a
-        dict of lists of views of the leaves, "weights" (the last map's, read-only), "grads" (the
-        worker's gradient block) and "extra" (three blocks, the caller's extra_views). The answer:
-        end()."""
-        if _name(fn) not in _CALLS:
-            raise ValueError(f"fn must be made known to the workers with in_worker, got "
-                             f"{_name(fn)}")
-        process, connection, _ = self.workers[0]
-        self._send(process, connection, {"call": _name(fn), "args": args})  # (items: tuples)
-        self._begun = time.perf_counter()
-
-    def end(self):
-        """-> the value of begin's call (its exception raised here; WorkerDied as a map's)."""
-        begun, self._begun = self._begun, None
-        kind, value, _ = self._answer(self.workers[0], time.perf_counter() - begun)
-        if kind == "error":
-            raise value
-        return value
 
     def _send(self, process, connection, item):
         try:
@@ -346,7 +269,6 @@ class WorkerProcesses:
             offset += leaf.nbytes
         size = max(offset, 1)
         self.shared = mmap.mmap(-1, size)  # anonymous, shared with the children forked below
-        self.extra = [mmap.mmap(-1, size) for _ in range(3)]  # (pages made where written)
         context = multiprocessing.get_context("fork")
         _LIVE.add(self)
         for _ in range(n):
@@ -385,20 +307,7 @@ class WorkerProcesses:
                     return
                 if item is None:
                     return
-                connection.send(self._call(item, block) if isinstance(item, dict) else
-                                self._one(item, block))
-
-    def _call(self, call, block):
-        try:
-            if self._worker_views is None:
-                weights = self._views(self.shared)
-                for view in weights:
-                    view.flags.writeable = False
-                self._worker_views = {"weights": weights, "grads": self._views(block),
-                                      "extra": [self._views(e) for e in self.extra]}
-            return ("ok", _CALLS[call["call"]](self._worker_views, *call["args"]), None)
-        except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
-            return ("error", _picklable(error), None)
+                connection.send(self._one(item, block))
 
     def _one(self, item, block):
         try:
@@ -415,7 +324,11 @@ class WorkerProcesses:
                 return ("ok", value, None)
             return ("ok", value, grads)  # (through the pipe)
         except BaseException as error:  # noqa: BLE001 (sent to the parent, raised there)
-            return ("error", _picklable(error), None)
+            try:
+                pickle.dumps(error)
+            except Exception:  # noqa: BLE001
+                error = RuntimeError(f"{type(error).__name__}: {error}")
+            return ("error", error, None)
 
     def close(self):
         """Stop the workers: asked to end (or killed where one is still computing, or does not
@@ -443,17 +356,6 @@ class WorkerProcesses:
         self.pending.clear()
         if self.shared is not None:
             _unmap(self.shared)
-        self._extra_views = self._worker_views = self.borrowed = self.resident = None
-        for block in self.extra:
-            _unmap(block)
-
-
-def _picklable(error):
-    try:
-        pickle.dumps(error)
-    except Exception:  # noqa: BLE001
-        error = RuntimeError(f"{type(error).__name__}: {error}")
-    return error
 
 
 def _arrays(item):

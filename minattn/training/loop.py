@@ -35,7 +35,7 @@ from ..engine.trees import leaves
 from .chat_data import batch
 from .checkpoints import save_checkpoint
 from .optimizer import adamw_init, adamw_update, clip_by_global_norm, cosine_lr
-from .step_tail import clip_then_adamw, on_worker, summed
+from .step_tail import clip_then_adamw, summed
 
 
 class NonFinite(ArithmeticError):
@@ -97,7 +97,7 @@ def _steps(loss_and_grad, state, processes, batches, *, steps, seed, accumulatio
                     for k in range(step * accumulation, (step + 1) * accumulation)]
             squares = []
             loss, grads = accumulated(loss_and_grad, state["trainable"], parts, rngs,
-                                      processes, squares, on_worker(processes))
+                                      processes, squares)
 
             def finite(norm, loss=loss, step=step):
                 if not (math.isfinite(loss) and math.isfinite(norm)):
@@ -142,8 +142,7 @@ def _with_finite_weights(state):
     return state
 
 
-def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=None,
-                finish=None):
+def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=None):
     """-> (the loss, its gradient) per counted target over all the micro-batches `parts`
     together: their sums and gradients added, then divided by their counted targets, as one
     batch of all of them would give. loss_and_grad: value_and_grad_by_leaf(loss_sum). Each
@@ -166,7 +165,7 @@ def accumulated(loss_and_grad, trainable, parts, rngs, processes=None, squares=N
                 total += float(value)
                 yield g
 
-    grads = summed(gradients(), count, squares, finish)
+    grads = summed(gradients(), count, squares)
     return total / count, grads
 
 

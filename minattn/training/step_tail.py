@@ -22,23 +22,6 @@ dtype as before), but
 Nothing passed in is changed (but for a gradient tree the caller hands over with
 overwrite_grads=True: the loop's own, dropped after the step).
 
-With the run's one worker process (engine/processes.py), which idles while the parent runs the
-tail: `on_worker(workers)` -> summed's `finish` for a step whose last gradient tree that
-worker lent from its shared memory. About half the leaves by bytes (`half()`, fixed for the
-run) are then summed there: the parent copies its sum so far of those leaves into an extra
-block, the worker adds its gradient, divides and squares them and sends the squares back while
-the parent does the other leaves (a `Split`). clip_then_adamw, handed a Split, takes the norm
-from all the squares in the leaves' order, then sends the worker the clip's scale and AdamW's
-scalars: the worker steps its leaves (`_adamw_leaf`, on the weights' block and the moments in
-two extra blocks), the parent the others, and the parent copies the worker's new weights and
-moments out, arrays of its own for the new state. The moments stay in the extra blocks for the
-next step: copied in again only where the state's are not the very arrays copied out (a run
-resumed from a checkpoint, a first step). The same operations on every leaf in the same order:
-the same bits (tests/test_processes.py). Where it does not apply (no worker, a map on the
-threads, a gradient through the pipe, leaves not plain float arrays of the map's tree's
-shapes and dtypes, a NumPy scalar for a hyperparameter, STEP_TAIL off), the tail runs here as
-above. The extra blocks' pages are the run's memory: about one and a half times the weights'.
-
 Where the fused form applies, else the readable functions run as written (the same result):
 every leaf of the four trees (params, grads, AdamW's two moments) a plain NumPy array (not a
 subclass, CuPy's or autograd's box) of a floating dtype, each leaf's four arrays of one shape
@@ -57,14 +40,13 @@ import os
 
 import numpy as np
 
-from ..engine.processes import in_worker
-from ..engine.trees import flatten, leaves, tree_map, unzip, zip_leaves
+from ..engine.trees import leaves, tree_map, unzip, zip_leaves
 from .optimizer import adamw_update, clip_by_global_norm, global_norm, squared_norm
 
 STEP_TAIL = os.environ.get("MINATTN_STEP_TAIL", "1") != "0"  # False: the readable functions
 
 
-def summed(gradients, count, squares=None, finish=None):
+def summed(gradients, count, squares=None):
     """-> the gradient trees of the iterable `gradients` added leaf by leaf in their order,
     then divided by count: (g0 + g1 + ... ) / count, as loop.accumulated always added them.
     squares (a list, or None): receives each leaf's optimizer.squared_norm of the result, in
@@ -80,10 +62,6 @@ def summed(gradients, count, squares=None, finish=None):
             ours = True
         last = g
 
-    if finish is not None and last is not None:
-        out = finish(grads, last, count, squares)
-        if out is not None:
-            return out
     if not STEP_TAIL:
         return _as_written(grads, last, count, squares)
     pairs = zip_leaves(grads) if last is None else zip_leaves(grads, last)
@@ -141,13 +119,6 @@ def clip_then_adamw(params, grads, state, *, max_norm, lr=1e-3, betas=(0.9, 0.99
     each leaf's optimizer.squared_norm of grads, in leaves' order, computed already (`summed`'s),
     else computed here. overwrite_grads: grads may be written over (the caller's own, not read
     after). Nothing else passed in is changed."""
-    if isinstance(grads, Split):  # (on_worker's: the worker's leaves stepped there)
-        if clip is clip_by_global_norm and update is adamw_update:
-            out = grads.clip_then_adamw(params, state, max_norm, lr, betas, eps, weight_decay,
-                                        decays, before_update)
-            if out is not None:
-                return out
-        grads = grads.tree()
     if clip is not clip_by_global_norm or update is not adamw_update:
         clipped, norm = clip(grads, max_norm)
         if before_update is not None:
@@ -216,123 +187,3 @@ def _applies(params, grads, state, max_norm, lr, betas, eps, weight_decay):
                 p.shape == g.shape == m.shape == v.shape):
             return None
     return quads
-
-
-
-def on_worker(workers):
-    """-> summed's `finish` for a step whose last gradient tree the run's one worker process
-    lent (engine/processes.py: borrowed): the last addition, division and squares of about half
-    the leaves computed there, in its shared memory, while the others are computed here, the
-    same operations; -> a Split, which clip_then_adamw takes as its grads. None (summed goes on
-    as before) where it does not apply."""
-    def finish(grads, last, count, squares):
-        if not STEP_TAIL or workers is None or workers.borrowed is None or \
-                workers.borrowed is not last:
-            return None
-        here, rebuild = flatten(grads)
-        lent = leaves(last)
-        if len(here) != len(lent) or not all(
-                type(g) is np.ndarray and g.dtype.kind == "f" and g.dtype == b.dtype and
-                g.shape == b.shape for g, b in zip(here, lent)):
-            return None
-        there = workers.half()
-        sums = workers.extra_views()[0]
-        for i in there:
-            np.copyto(sums[i], here[i], casting="no")
-        workers.begin(_sum_there, there, count)
-        away = set(there)
-        mine, shares = {}, {}
-        for i, (a, b) in enumerate(zip(here, lent)):
-            if i not in away:  # summed's last addition and division, and the leaf's square
-                a = np.add(a, b)
-                mine[i] = np.divide(a, count, out=a)
-                shares[i] = squared_norm(mine[i])
-        shares.update(zip(there, workers.end()))
-        ordered = [shares[i] for i in range(len(here))]
-        if squares is not None:
-            squares.extend(ordered)
-        return Split(workers, rebuild, mine, there, ordered)
-    return finish
-
-
-@in_worker
-def _sum_there(areas, there, count):
-    # in the worker: summed's last addition, division and squares of leaves `there`, the sum
-    # so far in extra block 0 (written over), the lent gradient in its own block
-    sums, grads, out = areas["extra"][0], areas["grads"], []
-    for i in there:
-        a = np.add(sums[i], grads[i], out=sums[i])
-        np.divide(a, count, out=a)
-        out.append(squared_norm(a))
-    return out
-
-
-class Split:
-    """A step's summed gradient, some leaves here (mine) and the others (there) in the worker's
-    extra block 0 (on_worker's); squares: each leaf's square, in the leaves' order."""
-
-    def __init__(self, workers, rebuild, mine, there, squares):
-        self.workers, self.rebuild, self.mine, self.there = workers, rebuild, mine, there
-        self.squares = squares
-
-    def tree(self):
-        """-> the gradient as a tree of arrays of its own (the worker's leaves copied)."""
-        sums = self.workers.extra_views()[0]
-        return self.rebuild([self.mine[i] if i in self.mine else sums[i].copy()
-                             for i in range(len(self.squares))])
-
-    def clip_then_adamw(self, params, state, max_norm, lr, betas, eps, weight_decay, decays,
-                        before_update):
-        # clip_then_adamw's, each leaf where its sum is: None where the policy does not apply
-        # (before anything is computed or checked)
-        n = len(self.squares)
-        ps, ms, vs = (leaves(t) for t in (params, state["m"], state["v"]))
-        layout, mapped = self.workers.layout, self.workers.mapped
-        if not (mapped is not None and len(mapped) == len(ps) and
-                all(a is b for a, b in zip(ps, mapped)) and all(type(x) in (int, float) for x in
-                    (max_norm, lr, eps, weight_decay, *tuple(betas))) and
-                len(tuple(betas)) == 2 and type(state["step"]) is int and
-                len(ps) == len(ms) == len(vs) == n and zip_leaves(params, state["m"],
-                                                                  state["v"]) is not None and
-                all(type(p) is type(m) is type(v) is np.ndarray and
-                    p.shape == m.shape == v.shape == shape and
-                    p.dtype == m.dtype == v.dtype == dtype and p.dtype.kind == "f"
-                    for p, m, v, (_, shape, dtype) in zip(ps, ms, vs, layout))):
-            return None
-        norm = math.sqrt(sum(self.squares))  # global_norm's
-        if before_update is not None:
-            before_update(norm)
-        b1, b2 = betas
-        t = state["step"] + 1
-        scale = min(max_norm / (norm + 1e-6), 1.0)  # clip_by_global_norm's, and
-        step_size = lr / (1 - b1 ** t)  # adamw_update's, as they compute them
-        root = math.sqrt(1 - b2 ** t)
-        shrinks = [1 - lr * (weight_decay if decays is None or decays(p) else 0.0) for p in ps]
-        extra, resident = self.workers.extra_views(), self.workers.resident
-        for i in self.there:  # the moments, where the extra blocks do not hold them already
-            if resident[i] is None or resident[i][0] is not ms[i] or resident[i][1] is not vs[i]:
-                np.copyto(extra[1][i], ms[i], casting="no")
-                np.copyto(extra[2][i], vs[i], casting="no")
-            resident[i] = None  # (until the worker's new moments are copied out)
-        self.workers.begin(_adamw_there, self.there, scale, b1, b2, step_size, root, eps,
-                           [shrinks[i] for i in self.there])
-        out = {i: _adamw_leaf(ps[i], g, ms[i], vs[i], scale, b1, b2, step_size, root, eps,
-                              shrinks[i], True) for i, g in self.mine.items()}
-        self.workers.end()
-        for i in self.there:
-            out[i] = tuple(e[i].copy() for e in extra)
-            resident[i] = out[i][1:]
-        new_params, new_m, new_v = unzip(params, [out[i] for i in range(n)], 3)
-        return new_params, {"step": t, "m": new_m, "v": new_v}, norm
-
-
-@in_worker
-def _adamw_there(areas, there, scale, b1, b2, step_size, root, eps, shrinks):
-    # in the worker: _adamw_leaf on leaves `there` (the weights the last map's, the summed
-    # gradient and the moments in the extra blocks), the new weights and moments written there
-    weights, (sums, ms, vs) = areas["weights"], areas["extra"]
-    for i, shrink in zip(there, shrinks):
-        new = _adamw_leaf(weights[i], sums[i], ms[i], vs[i], scale, b1, b2, step_size, root,
-                          eps, shrink, True)
-        for block, a in zip((sums, ms, vs), new):
-            np.copyto(block[i], a, casting="no")
