@@ -2,7 +2,7 @@
 item 5): what a step on the run's worker process (engine/processes.py) does around the two
 halves' own work, old against new, alternating round by round.
 
-    python benchmarks/ab_process_sum.py OLD_CHECKOUT NEW_CHECKOUT [--rounds N]
+    python benchmarks/ab_process_sum.py OLD_CHECKOUT NEW_CHECKOUT [--rounds N] [--tail]
 
 Each side: its WorkerProcesses (forked once) for a stand-in of the value and gradient that
 hands back a piece's gradient drawn beforehand (the baby GPT's float32 shapes: 68 arrays,
@@ -12,7 +12,15 @@ out; new: read in place), the two pieces added, divided by the counted targets a
 the norm (step_tail.summed). So the halves' own work is left out and what the change touched is
 what is timed. The same gradients on both sides; the two sides' sums and squares are checked
 equal to the last bit first. Prints the medians with their IQR, wall and CPU time (the
-process's and its workers', /proc/PID/task/*/schedstat), and the per-round ratios.
+process's and its workers', /proc/PID/task/*/schedstat), the parent's own CPU time (what stays
+on its core where the worker has the other: on a busy machine the worker's half may not run
+at the same time, and the wall time does not show the split), and the per-round ratios.
+--tail: the whole step tail as loop._steps runs it: the sum as above (with the side's
+step_tail.on_worker where it has one: a prototype's, half the leaves summed, clipped and stepped
+on the worker; docs/benchmarks.md, "The baby GPT's step tail split with the worker process"),
+then step_tail.clip_then_adamw (BABY's hyperparameters), each side's weights and AdamW state
+carried from round to round as a run's are; the two sides' states checked equal to the last
+bit at the end.
 """
 import argparse
 import os
@@ -27,7 +35,7 @@ from ab_step_tail import ratio, stats  # noqa: E402
 from ab_step_versions import children_cpu  # noqa: E402
 
 
-def arm(m, gradients):
+def arm(m, gradients, tail=False):
     # -> (step(): the side's accumulated on its workers -> (loss, sum, squares), close())
     gpt = m.models.char_gpt
     params, _ = gpt.init_char_gpt(np.random.default_rng(1), 65, dtype=np.float32)
@@ -48,7 +56,30 @@ def arm(m, gradients):
                                                   squares)
         return loss, grads, squares
 
+    if tail:
+        st, opt, baby = m.training.step_tail, m.training.optimizer, gpt.BABY
+        finish = (st.on_worker(workers),) if hasattr(st, "on_worker") else ()
+        state = {"trainable": params, "adam": opt.adamw_init(params)}
+
+        def step():
+            squares = []
+            loss, grads = m.training.loop.accumulated(stand_in, state["trainable"], [part],
+                                                      [None], workers, squares, *finish)
+            new, adam, norm = st.clip_then_adamw(
+                state["trainable"], grads, state["adam"], max_norm=baby["max_grad_norm"],
+                squares=squares, overwrite_grads=True, clip=opt.clip_by_global_norm,
+                update=opt.adamw_update, lr=1e-3, betas=baby["betas"],
+                weight_decay=baby["weight_decay"], decays=gpt.decays)
+            state.update(trainable=new, adam=adam)
+            return loss, new, [norm]
+
     return step, lambda: opened.__exit__(None, None, None)
+
+
+def own_cpu(since):
+    # the parent's CPU time since `since` (process_time: its threads, not its workers'), taken
+    # after the call: with the worker on a core of its own, the serial part is about this
+    return time.process_time() - since
 
 
 def bits(result):
@@ -62,6 +93,7 @@ def main():
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--tail", action="store_true")
     args = parser.parse_args()
     header(0)
     from threadpoolctl import threadpool_limits
@@ -71,34 +103,43 @@ def main():
     with threadpool_limits(2):  # two workers: the rows split in two pieces
         for name, path in (("old", args.old), ("new", args.new)):
             m = checkout(path, "models.char_gpt", "training.loop", "engine.trees",
-                         "engine.processes")
+                         "engine.processes", "training.step_tail", "training.optimizer")
             if name == "old":
                 params, _ = m.models.char_gpt.init_char_gpt(np.random.default_rng(1), 65,
                                                              dtype=np.float32)
                 gradients = [[rng.standard_normal(p.shape).astype(np.float32)
                               for p in m.engine.trees.leaves(params)] for _ in range(2)]
-            arms[name], end = arm(m, gradients)
+            arms[name], end = arm(m, gradients, args.tail)
             ends.append(end)
         try:
             want = bits(arms["old"]())
             assert bits(arms["new"]()) == want, "new: other bits than old's"
-            print("the two sides' sums and squares equal to the last bit")
+            print("the two sides' sums and squares (--tail: new weights and norms) equal to the "
+                  "last bit")
             wall, cpu = {name: [] for name in arms}, {name: [] for name in arms}
+            own = {name: [] for name in arms}
             held = {}
             for rnd in range(args.rounds):
                 for name in (("old", "new") if rnd % 2 else ("new", "old")):
                     held.pop(name, None)  # (as a run drops its last step's gradient)
                     s, c = time.perf_counter(), time.process_time() + children_cpu()
+                    p = time.process_time()
                     held[name] = arms[name]()
                     wall[name].append(time.perf_counter() - s)
                     cpu[name].append(time.process_time() + children_cpu() - c)
+                    own[name].append(own_cpu(p))
+            if args.tail:
+                assert bits(arms["old"]()) == bits(arms["new"]()), "new: other bits than old's"
+                print(f"after {args.rounds + 2} steps each, the two sides' weights and norms "
+                      "equal to the last bit")
         finally:
             for end in ends:
                 end()
     for name in arms:
-        print(f"{name}: wall {stats(wall[name])}, CPU {stats(cpu[name])}")
+        print(f"{name}: wall {stats(wall[name])}, CPU {stats(cpu[name])}, the parent's CPU "
+              f"{stats(own[name])}")
     print(f"new / old: wall {ratio(wall['new'], wall['old'])}, CPU "
-          f"{ratio(cpu['new'], cpu['old'])}")
+          f"{ratio(cpu['new'], cpu['old'])}, the parent's CPU {ratio(own['new'], own['old'])}")
     footer()
 
 

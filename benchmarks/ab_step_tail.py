@@ -3,6 +3,7 @@ training loop runs after a step's two row pieces have their gradients (loop.accu
 and division, the clip, AdamW), old against new, alternating round by round.
 
     python benchmarks/ab_step_tail.py OLD_CHECKOUT NEW_CHECKOUT [--rounds N] [--two-threads]
+                                      [--grad-scale S]
 
 The same inputs on both sides: the baby GPT's float32 weights (char_gpt.init_char_gpt), two
 pieces' gradients and AdamW's moments drawn, 768 counted targets, BABY's hyperparameters. Each
@@ -12,7 +13,9 @@ squares accumulated left), and keeps its result until its next call, as a run ke
 --two-threads: a third arm, the prototype of the new side's leaves split over the main thread
 and one helper thread (halves balanced by size; the norm's squares combined here in the
 leaves' order; Python's switch interval short as in engine/threads' splits): not in the
-library. The arms' results are checked equal to the last bit first. Prints medians with their
+library. --grad-scale S: the pieces' gradients drawn S times as large (default 1: a norm of
+about 900, which the clip scales; 1e-4, about 0.09: a clip that does not scale). The arms'
+results are checked equal to the last bit first. Prints medians with their
 IQR, wall and CPU time (the process's, all threads), and the per-round ratios.
 """
 import argparse
@@ -126,6 +129,7 @@ def main():
     parser.add_argument("new")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--two-threads", action="store_true")
+    parser.add_argument("--grad-scale", type=float, default=1.0)
     args = parser.parse_args()
     header(0)
     rng = np.random.default_rng(2)
@@ -137,7 +141,8 @@ def main():
                                                      dtype=np.float32)
         if name == "old":
             draw = [[rng.standard_normal(p.shape).astype(np.float32) * s
-                     for p in m.engine.trees.leaves(params)] for s in (1, 1, 1e-2)]
+                     for p in m.engine.trees.leaves(params)]
+                    for s in (args.grad_scale, args.grad_scale, 1e-2)]
             draw.append([rng.random(p.shape).astype(np.float32) * 1e-4
                          for p in m.engine.trees.leaves(params)])
         as_tree = lambda xs: m.engine.trees.flatten(params)[1](list(xs))  # noqa: E731

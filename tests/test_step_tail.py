@@ -7,6 +7,7 @@ steps; nothing passed in changed; the readable functions run wherever the policy
 and a stand-in clip or update is called as given; whole training runs equal with the policy on
 and off."""
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -297,3 +298,31 @@ def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, two_
         runs.append((state["losses"], _bits(state["trainable"]), _bits(state["adam"])))
     assert runs[0] == runs[1]
     assert trees_summed == [2 * accumulation] * 6  # (two pieces a micro-batch)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_a_clip_that_does_not_scale_skips_its_multiply_with_the_same_bits(dtype, overwrite):
+    # scale 1 (a norm under max_norm): the multiply skipped; scale 0.999, and the largest
+    # Python float under 1: multiplied. The readable functions' bits each time, with signed
+    # zeros and subnormals in the gradient, and the gradient left as it was unless handed over
+    rng = np.random.default_rng(9)
+    params = _gpt_tree(dtype)
+    grads = _like(params, rng, 1e-2)
+    tiny = np.finfo(dtype).smallest_subnormal
+    leaves(grads)[0].flat[:3] = [-0.0, tiny, -tiny]
+    state = _state(params, rng, 3)
+    eps = 1e-3 if dtype == np.float16 else 1e-8
+    kwargs = dict(lr=3e-3, betas=(0.9, 0.99), eps=eps, weight_decay=0.1)
+    norm = global_norm(grads)
+    for max_norm in (2 * norm, 0.999 * norm, math.nextafter(norm + 1e-6, 0.0)):
+        _, want_norm, want_params, want_state = _readable(params, [grads], 1, state, max_norm,
+                                                          **kwargs)
+        given = _bits(grads)
+        new_params, new_state, new_norm = step_tail.clip_then_adamw(
+            params, copy.deepcopy(grads) if overwrite else grads, state, max_norm=max_norm,
+            overwrite_grads=overwrite, **kwargs)
+        assert new_norm == want_norm == norm
+        assert _bits(new_params) == _bits(want_params)
+        assert _bits(new_state) == _bits(want_state)
+        assert _bits(grads) == given

@@ -16,7 +16,8 @@ dtype as before), but
 - `clip_then_adamw(...)`: the clip's scaling and AdamW's formulas one leaf after the other,
   each intermediate result written over an array made a moment before for that leaf (`out=`):
   the clip's and AdamW's sixteen new arrays a leaf become five (the norm's square included;
-  six where the gradient may not be written over), the global norm from the squares `summed` left
+  six where the gradient may not be written over and the clip scales it; a clip by a scale of 1
+  is skipped, as x * 1 is x), the global norm from the squares `summed` left
   (sqrt of their sum in the leaves' order: optimizer.global_norm's own).
 
 Nothing passed in is changed (but for a gradient tree the caller hands over with
@@ -153,8 +154,9 @@ def _adamw_leaf(p, g, m, v, scale, b1, b2, step_size, root, eps, shrink, overwri
     # operation in their order (the comments: the readable expression each line computes),
     # each result written over an array made here (or over g, where it may be) ->
     # (new p, new m, new v)
-    scale = np.asarray(scale, dtype=g.dtype)
-    g = np.multiply(g, scale, out=g) if overwrite else g * scale  # the clipped gradient
+    if scale != 1.0:  # (a clip that does not scale: g * 1 is g, bit for bit, and not made)
+        scale = np.asarray(scale, dtype=g.dtype)
+        g = np.multiply(g, scale, out=g) if overwrite else g * scale  # the clipped gradient
     new_m = g - m  # m + (1 - b1) * (g - m)
     np.multiply(1 - b1, new_m, out=new_m)
     np.add(m, new_m, out=new_m)
