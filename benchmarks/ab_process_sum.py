@@ -21,6 +21,9 @@ on the worker; docs/benchmarks.md, "The baby GPT's step tail split with the work
 then step_tail.clip_then_adamw (BABY's hyperparameters), each side's weights and AdamW state
 carried from round to round as a run's are; the two sides' states checked equal to the last
 bit at the end.
+Caution: an A/A (one checkout on both sides) of this script does not read 1: the arm labelled
+new came out faster, whichever was built first, cause not found (docs/benchmarks.md, "The baby
+GPT's step tail split with the worker process"); read a ratio only beside an A/A of the same hour.
 """
 import argparse
 import os
