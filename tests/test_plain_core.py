@@ -283,8 +283,9 @@ def test_the_scratch_tiles_fit_the_cache(monkeypatch):
     q = rng.normal(size=(1, 9, 512, 64)).astype(np.float32)
     k, v = (rng.normal(size=(1, 3, 512, 64)).astype(np.float32) for _ in range(2))
     tiles = []
-    row_max = plain_core._row_max
-    monkeypatch.setattr(plain_core, "_row_max", lambda s: (tiles.append(s.shape), row_max(s))[1])
+    scores_into = plain_core._scores_into
+    monkeypatch.setattr(plain_core, "_scores_into",
+                        lambda s, *a: (tiles.append(s.shape), scores_into(s, *a))[1])
     out = query_blocks.weights_unread(grouped_attention)(q, k, v, causal_mask(512))[0]
     # (the first block's 9 heads over 128 keys: 0.6 MB, one tile)
     # (the blocks may go to worker threads, in any order: threads.spread)
