@@ -83,8 +83,9 @@ def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
     (the comment above EXP_WINDOW), with no row max at all: the sums tell afterwards whether
     every row's max lay within the window (a row's sum lies between e^max and L_k e^max).
     Where one did not (scores past the window, NaN or infinite ones), the tile's scores are
-    made again and shifted by their row max, as are the rest of the call's tiles; so is every
-    tile of a call where some row has every key masked (its sum 0 says nothing of a max) or v
+    made again and shifted by their row max, as are the rest of the call's tiles (a call, a
+    block of queries, chooses alone: the same bits on whichever thread after whichever block);
+    so is every tile of a call where some row has every key masked (its sum 0 says nothing of a max) or v
     leaves no window. The row max is NumPy's fmax on rows longer than row_max's short ones
     (faster than max, and a row holding a NaN comes out NaN all the same: its sum is NaN)."""
     batch, (n_q, n_k) = out.shape[:-2], (q.shape[-2], k.shape[-2])
