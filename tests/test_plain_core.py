@@ -507,3 +507,36 @@ def test_unread_blocks_keep_nans_and_infinities_in_the_unshifted_tiles():
     assert finite.sum() > 0.7 * finite.size
     clean = tuple(np.where(np.isfinite(a), a, 0) for a in (q, k, v))  # (for the bound)
     assert np.abs(out[finite] - formula[finite]).max() <= _float_bound(*clean, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_window_is_its_formula(dtype):
+    # exp_window from v's largest and smallest nonzero |entry|, written out here over a sorted
+    # list of them: v with and without zeros, tiny and huge entries, all zeros, NaN, infinity
+    info, top = np.finfo(dtype), plain_core.EXP_WINDOW[np.dtype(dtype)]
+
+    def formula(v, block):
+        sizes = sorted(abs(float(x)) for x in v.ravel())
+        if any(np.isnan(x) or np.isinf(x) for x in sizes):
+            return -1.0
+        nonzero = [x for x in sizes if x > 0]
+        if not nonzero:
+            return top
+        window = min(top, np.log(float(info.max) / (block * nonzero[-1])) - 1.0,
+                     np.log(nonzero[0] * float(info.eps) / float(info.tiny)) - 1.0)
+        return window if window > 0 else -1.0
+
+    rng = np.random.default_rng(15)
+    base = rng.standard_normal((2, 30, 4)).astype(dtype)
+    tiny = float(info.tiny) / float(info.eps) * np.exp(top / 2)  # narrows the window to ~half
+    cases = {"plain": base, "zeros": np.where(rng.random(base.shape) < 0.3, 0, base),
+             "zeros and a tiny one": np.where(rng.random(base.shape) < 0.3, 0, base),
+             "huge": base * dtype(float(info.max) ** 0.5), "all zeros": np.zeros_like(base),
+             "nan": base.copy(), "inf": base.copy()}
+    cases["zeros and a tiny one"][0, 3, 1] = tiny
+    cases["nan"][1, 2, 3] = np.nan
+    cases["inf"][0, 0, 0] = -np.inf
+    for name, v in cases.items():
+        got = plain_core.exp_window(v.astype(dtype), 64)
+        assert np.isclose(got, formula(v, 64), rtol=1e-12), name
+    assert 0 < plain_core.exp_window(cases["zeros and a tiny one"], 64) < 0.6 * top

@@ -251,7 +251,9 @@ def exp_window(v, block_size):
     if not math.isfinite(largest):  # (a NaN is NumPy's max; an infinity too)
         return -1.0
     if largest > 0.0:
-        smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
+        smallest = float(numpy.min(size))  # (the masked min only where v holds zeros: slower)
+        if smallest == 0.0:
+            smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
         window = min(window, math.log(float(info.max) / (block_size * largest)) - 1.0,
                      math.log(smallest * float(info.eps) / float(info.tiny)) - 1.0)
     return window if window > 0.0 else -1.0
