@@ -119,10 +119,9 @@ def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
             kt, vt = kt[(0,) * (kt.ndim - 2)], vt[(0,) * (vt.ndim - 2)]
         _scores_into(s, qt, kt, scale, keys, hidden[index] if keys is not None else None)
         if unshifted:
-            with numpy.errstate(over="ignore"):  # (an overflow: a max past the window)
-                numpy.exp(s, out=s)
-            total = s @ ones  # [..., L_q, 1]
-            with numpy.errstate(divide="ignore"):  # (a sum 0: every exp underflowed)
+            with numpy.errstate(over="ignore", divide="ignore"):  # (an overflow: a max past
+                numpy.exp(s, out=s)  # the window; a sum 0: every exp underflowed)
+                total = s @ ones  # [..., L_q, 1]
                 top = numpy.log(total)  # each row's max lies in [top - log L_k, top]
             unshifted = within_window(top - math.log(n_k), top, window)
             if not unshifted:  # the tile again, shifted (and the call's tiles after it)
@@ -263,7 +262,8 @@ def within_window(low, high, window):
     """True where every row's max, known to lie between low and high (arrays [..., 1]), lies
     within [-window, window]: its exps need no shift (see above); False where a bound is NaN
     or infinite (a row holding a NaN or +inf, or one whose every entry is masked)."""
-    return bool(numpy.all(low >= -window)) and bool(numpy.all(high <= window))
+    return bool(numpy.min(low, initial=numpy.inf) >= -window) and \
+        bool(numpy.max(high, initial=-numpy.inf) <= window)  # (NaN: NumPy's min and max)
 
 
 def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, tile_mask, window):
