@@ -12,12 +12,11 @@ Before each core call: x [512, 576] @ W [576, 1536] (SmolLM2's gate and up produ
 threads, then either nothing ("after a product": OpenBLAS's worker thread still spins, for
 2^OPENBLAS_THREAD_TIMEOUT cycles, by default 2^28, about 0.1 s) or a pause of 0.15 s ("after
 a pause": it sleeps). Three ways of running the core's blocks of queries:
-- spread: on two worker threads, each with one BLAS thread (threads.spread's workers, its
-  blas_threads_spin check off: minattn's way where OpenBLAS's idle threads do not spin long);
+- spread: on two worker threads, each with one BLAS thread (threads.spread's workers:
+  minattn's way);
 - serial, 2 BLAS: one after the other on the threads in force (the spinning thread takes half
   of each product);
-- serial, 1 BLAS: one after the other on one BLAS thread (minattn's way where they do:
-  threads.blas_threads_spin, printed).
+- serial, 1 BLAS: one after the other on one BLAS thread.
 Each round runs every way and condition CALLS times (default 10), in a rotating order; prints
 the median (IQR) over the rounds of each one's median call, wall clock and the process's CPU
 time (which counts the spinning thread's), and the OpenBLAS thread timeout in force.
@@ -42,8 +41,7 @@ def main():
     from minattn.multi_head import grouped_attention
 
     header(0)
-    print(f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT', '(default)')}, "
-          f"blas_threads_spin() {threads.blas_threads_spin()}")
+    print(f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT', '(default)')}")
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 9, 512, 64)).astype(np.float32)
     k, v = (rng.standard_normal((1, 3, 512, 64)).astype(np.float32) for _ in range(2))
@@ -51,7 +49,7 @@ def main():
     w = rng.standard_normal((576, 1536)).astype(np.float32)
     mask = causal_mask(512)
     core = query_blocks.weights_unread(grouped_attention)
-    n_workers, spins = query_blocks.n_workers, threads.blas_threads_spin
+    n_workers = query_blocks.n_workers
     ways = {"spread": (n_workers, 2), "serial, 2 BLAS": (lambda *a: 1, 2),
             "serial, 1 BLAS": (lambda *a: 1, 1)}
     conditions = {"after a product": 0.0, "after a pause": 0.15}
@@ -59,7 +57,6 @@ def main():
     wall = {run: [] for run in runs}
     cpu = {run: [] for run in runs}
     threads._TUNING.running = True  # as inside a prompt's block timed on two threads
-    threads.blas_threads_spin = lambda: False  # (spread's workers where n_workers allows)
     try:
         with threadpool_limits(2, user_api="blas"):
             for r in range(rounds + 1):  # (the first: a warm-up)
@@ -78,7 +75,7 @@ def main():
                         wall[way, condition].append(np.median([t[0] for t in times]))
                         cpu[way, condition].append(np.median([t[1] for t in times]))
     finally:
-        query_blocks.n_workers, threads.blas_threads_spin = n_workers, spins
+        query_blocks.n_workers = n_workers
         threads._TUNING.running = False
     for run in runs:
         print(f"{run[0]:15s} {run[1]:16s} wall {describe(wall[run])}   CPU {describe(cpu[run])}")

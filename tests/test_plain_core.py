@@ -12,7 +12,7 @@ from autograd.misc import flatten
 from hypothesis import given, settings, strategies as st
 
 import minattn as ma
-from minattn.engine import plain_core, query_blocks, threads
+from minattn.engine import plain_core, query_blocks
 from minattn.masks import causal_mask
 from minattn.multi_head import grouped_attention
 
@@ -190,8 +190,7 @@ def test_unread_blocks_on_worker_threads_give_the_same_bits(dtype, kind, n_q, ex
     assert len(ran_on) == -(-n_q // 128) and set(ran_on) == {threading.current_thread().name}
     ran_on.clear()
     with mock.patch.object(query_blocks, "n_workers", lambda x, work: 2), \
-            mock.patch.object(plain_core, "output_into", spy), \
-            mock.patch.object(threads, "blas_threads_spin", lambda: False):  # (the workers)
+            mock.patch.object(plain_core, "output_into", spy):
         split = core(q, k, v, mask)[0]
     assert len(ran_on) == -(-n_q // 128)
     assert all(name.startswith("minattn-worker") for name in ran_on)
@@ -201,28 +200,26 @@ def test_unread_blocks_on_worker_threads_give_the_same_bits(dtype, kind, n_q, ex
     assert np.abs(split - want).max() <= _float_bound(q, k, v, dtype)
 
 
-@pytest.mark.parametrize("spin", [False, True])
-def test_unread_blocks_go_to_worker_threads_as_blas_threads_allow(spin, monkeypatch):
+def test_unread_blocks_go_to_worker_threads_as_blas_threads_allow():
     # the workers follow the BLAS threads the caller runs on: one (threadpoolctl's limit): the
-    # blocks here, in order; two, as a prompt's timed block may choose: two workers, unless
-    # BLAS's idle threads spin after each product (threads.blas_threads_spin): then here, in
-    # order, on one BLAS thread
+    # blocks here, in order; two, as a prompt's timed block may choose: two workers
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    monkeypatch.setattr(threads, "blas_threads_spin", lambda: spin)
     from unittest import mock
     import threading
+
+    from minattn.engine import threads
 
     rng = np.random.default_rng(3)
     q, k, v = (a[:, :, 0] for a in inputs(rng, np.float32, 512, 512, d=64, d_v=64))
     ran_on = []
     output_into = plain_core.output_into
-    spy = lambda *args: (ran_on.append((threading.current_thread().name,  # noqa: E731
-                                        threads._blas_threads())), output_into(*args))[1]
+    spy = lambda *args: (ran_on.append(threading.current_thread().name),  # noqa: E731
+                         output_into(*args))[1]
     core = query_blocks.weights_unread(grouped_attention)
     with mock.patch.object(plain_core, "output_into", spy):
         with threadpoolctl.threadpool_limits(1, user_api="blas"):
             one = core(q, k, v, causal_mask(512))[0]
-        assert set(ran_on) == {(threading.current_thread().name, 1)}
+        assert set(ran_on) == {threading.current_thread().name}
         if threads.n_workers(q, 2 ** 40) < 2:
             pytest.skip("BLAS may use one thread here")
         ran_on.clear()
@@ -232,12 +229,7 @@ def test_unread_blocks_go_to_worker_threads_as_blas_threads_allow(spin, monkeypa
                 two = core(q, k, v, causal_mask(512))[0]
             finally:
                 threads._TUNING.running = False
-            assert threads._blas_threads() == 2  # (restored)
-        assert len(ran_on) == 4 and all(blas == 1 for _, blas in ran_on)
-        if spin:
-            assert {name for name, _ in ran_on} == {threading.current_thread().name}
-        else:
-            assert all(name.startswith("minattn-worker") for name, _ in ran_on)
+        assert len(ran_on) == 4 and all(n.startswith("minattn-worker") for n in ran_on)
     np.testing.assert_array_equal(two, one)
 
 

@@ -44,9 +44,8 @@ def test_in_threads_returns_results_in_order_from_worker_threads():
     assert _threads.in_threads(lambda i: i, [], 4) == []
 
 
-def test_spread_deals_items_by_cost_to_workers_with_one_blas_thread_each(monkeypatch):
+def test_spread_deals_items_by_cost_to_workers_with_one_blas_thread_each():
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    monkeypatch.setattr(_threads, "blas_threads_spin", lambda: False)  # (the workers)
     main = threading.current_thread().name
     ran = []  # (item, thread name, BLAS threads)
     f = lambda item: ran.append((item, threading.current_thread().name,  # noqa: E731
@@ -76,8 +75,7 @@ def test_spread_deals_items_by_cost_to_workers_with_one_blas_thread_each(monkeyp
     assert all(items in (["a", "b"], ["a", "b", "a", "b"]) for items in by_thread.values())
 
 
-def test_spread_raises_what_an_item_raises_once_every_worker_is_done(monkeypatch):
-    monkeypatch.setattr(_threads, "blas_threads_spin", lambda: False)  # (the workers)
+def test_spread_raises_what_an_item_raises_once_every_worker_is_done():
     done = []
 
     def f(item):
@@ -91,71 +89,6 @@ def test_spread_raises_what_an_item_raises_once_every_worker_is_done(monkeypatch
     with pytest.raises(ValueError, match="item 0"):
         _threads.spread(f, range(4), [4, 3, 2, 1], 2)
     assert sorted(done) == [1, 2]
-
-
-def test_spread_runs_in_order_on_one_blas_thread_where_blas_threads_spin(monkeypatch):
-    # BLAS's idle threads spinning after each product (OpenBLAS's default): a worker would
-    # share its core with one, so the items run here, in order, on one BLAS thread, the
-    # caller's threads restored after
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    monkeypatch.setattr(_threads, "blas_threads_spin", lambda: True)
-    main = threading.current_thread().name
-    ran = []
-    f = lambda item: ran.append((item, threading.current_thread().name,  # noqa: E731
-                                 _threads._blas_threads()))
-    with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        if _threads._blas_threads() < 2:
-            pytest.skip("BLAS may use one thread here")
-        _threads.spread(f, "abcd", [1, 2, 3, 4], 2)
-        assert _threads._blas_threads() == 2
-    assert ran == [(item, main, 1) for item in "abcd"]
-
-
-class _Library:
-    # a threadpoolctl library controller: its internal_api, and a dynlib with (or without)
-    # openblas_thread_timeout
-    def __init__(self, api, timeout=None):
-        self.internal_api = api
-        self.dynlib = type("Dynlib", (), {})()
-        if timeout is not None:
-            self.dynlib.openblas_thread_timeout = lambda: timeout
-
-
-@pytest.mark.parametrize("libraries, spins", [
-    ([_Library("openblas", 0)], True),  # the default: 2**28 cycles
-    ([_Library("openblas", 28)], True),
-    ([_Library("openblas", 21)], True),
-    ([_Library("openblas", 20)], False),
-    ([_Library("openblas", 4)], False),
-    ([_Library("openblas", 1)], False),  # (OpenBLAS makes it 4)
-    ([_Library("openblas")], False),  # a build that does not say
-    ([_Library("mkl", 0)], False),
-    ([_Library("openblas", 0), _Library("blis", 0)], False),
-    ([_Library("openblas", 0), _Library("openblas", 25)], True),
-    ([], False)])
-def test_blas_threads_spin_reads_openblas_timeout(libraries, spins, monkeypatch):
-    monkeypatch.setattr(_threads, "_blas_libraries", lambda: libraries)
-    assert _threads.blas_threads_spin() is spins
-
-
-def test_blas_threads_spin_follows_openblas_thread_timeout_in_a_fresh_process():
-    # the real library, read-only: OPENBLAS_THREAD_TIMEOUT=4 (a short spin) and the default
-    pytest.importorskip("threadpoolctl")
-    import subprocess
-    if not any(getattr(lib, "internal_api", None) == "openblas" and
-               hasattr(lib.dynlib, "openblas_thread_timeout")
-               for lib in _threads._blas_libraries()):
-        pytest.skip("NumPy's BLAS here is not an OpenBLAS that says its timeout")
-    code = "from minattn.engine import threads; print(threads.blas_threads_spin())"
-    said = {}
-    for timeout in ("4", None):
-        env = {key: value for key, value in os.environ.items()
-               if key not in ("OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")}
-        if timeout:
-            env["OPENBLAS_THREAD_TIMEOUT"] = timeout
-        said[timeout] = subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                       capture_output=True, text=True).stdout.strip()
-    assert said == {"4": "False", None: "True"}
 
 
 def test_in_threads_raises_what_a_worker_raises():

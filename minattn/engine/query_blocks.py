@@ -22,10 +22,7 @@ blocks were first tried they did not pay: the large projections' OpenBLAS thread
 after each product, held the cores the workers would need (docs/benchmarks.md, "The query
 blocks on worker threads"); the plain blocks are fewer, longer NumPy calls, and the block's
 timed thread count falls back to one thread where two lose ("The prefill at two threads and
-blockwise attention's tiles": measured only beside busy processes so far). Where OpenBLAS's
-idle threads spin after each product (its default), the q, k, v product's spinning thread
-still holds the second core when the core follows it, and spread runs the blocks in order on
-one BLAS thread instead (threads.blas_threads_spin).
+blockwise attention's tiles": measured only beside busy processes so far).
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks

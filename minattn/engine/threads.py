@@ -24,8 +24,7 @@ What the policy does:
 - `in_threads` and `n_workers`: blockwise attention's independent query blocks on worker
   threads, each with one BLAS thread (`tile_entries`: how many heads a block's tile holds),
   `spread`: a prompt's query blocks alike (engine/query_blocks.py: items dealt by their cost,
-  each writing its own rows of the output; in order on one BLAS thread where BLAS's idle
-  threads spin after each product, `blas_threads_spin`: OpenBLAS's default),
+  each writing its own rows of the output),
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
@@ -328,21 +327,14 @@ def spread(f, items, costs, n_threads):
     block chose, threads_chosen_by_timing): each item, the costliest first (costs: each item's
     work), to the worker with the least work so far, each worker's items in their order. One
     thread, one item, or a caller on a worker thread already or beside other workers: in order,
-    here, on the threads in force; where BLAS's idle threads spin after each product
-    (blas_threads_spin: OpenBLAS's default), in order, here, on one BLAS thread. The items'
-    results are the same either way where each runs on one BLAS thread (the same calls on the
-    same numbers: tests/test_plain_core.py)."""
+    here, on the threads in force. The items' results are the same either way where each runs on
+    one BLAS thread (the same calls on the same numbers: tests/test_plain_core.py)."""
     items, costs = list(items), list(costs)
     n = 1 if len(items) < 2 or beside_other_workers() or \
         threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
     if n <= 1:
         for item in items:
             f(item)
-        return
-    if blas_threads_spin():  # (a worker would share a core with BLAS's spinning idle thread)
-        with one_blas_thread():
-            for item in items:
-                f(item)
         return
     loads, shares = [0] * n, [[] for _ in range(n)]
     for i in sorted(range(len(items)), key=lambda i: -costs[i]):
@@ -351,43 +343,6 @@ def spread(f, items, costs, n_threads):
         loads[worker] += costs[i]
     with one_blas_thread():
         in_threads(lambda share: [f(items[i]) for i in sorted(share)], shares, n)
-
-
-SPIN_LOG2 = 20  # OpenBLAS's idle threads spinning past 2**SPIN_LOG2 cycles: see below
-
-
-def blas_threads_spin():
-    """True where every BLAS library loaded is OpenBLAS whose idle threads spin, after each
-    product, for more than 2**SPIN_LOG2 cycles (OPENBLAS_THREAD_TIMEOUT's power, read by the
-    library as it loads: by default 28, about a tenth of a second; its openblas_thread_timeout
-    gives it, 0 for the default): a prompt's core then follows the q, k, v product on two
-    threads while that product's idle thread still spins, on the core that spread's second
-    worker would take, and the blocks run faster in order on one BLAS thread
-    (docs/benchmarks.md, "The prompt's core without a row max, and OpenBLAS's spinning thread").
-    False without threadpoolctl, for any other BLAS, or where the library does not say (no
-    such function): spread as ever. Read once a view of the libraries; the library's setting
-    is only read, never changed (changing it takes shutting its threads down, a crash where
-    another thread is inside a BLAS call)."""
-    global _spin
-    libraries = _blas_libraries()
-    if _spin is None or _spin[0] is not libraries:
-        _spin = (libraries, bool(libraries) and all(_spins(lib) for lib in libraries))
-    return _spin[1]
-
-
-_spin = None
-
-
-def _spins(lib):
-    # one threadpoolctl library controller: OpenBLAS with its idle threads' spin past
-    # 2**SPIN_LOG2 cycles (False where it is not OpenBLAS or does not say)
-    if getattr(lib, "internal_api", None) != "openblas":
-        return False
-    timeout = getattr(getattr(lib, "dynlib", None), "openblas_thread_timeout", None)
-    if timeout is None:
-        return False
-    power = int(timeout())  # (0: the library's default, 28)
-    return power == 0 or min(max(power, 4), 30) > SPIN_LOG2
 
 
 def row_pieces(x, n_rows):
