@@ -17,6 +17,8 @@ from minattn.engine import plain_core, query_blocks
 from minattn.masks import causal_mask
 from minattn.multi_head import grouped_attention
 
+from .strategies import tolerance
+
 
 def canonical(f, *args, **kwargs):
     # f with the plain forms off: the concept's own code (softmax and all)
@@ -353,8 +355,9 @@ def test_the_scratch_tiles_fit_the_cache(monkeypatch):
     q = rng.normal(size=(1, 9, 512, 64)).astype(np.float32)
     k, v = (rng.normal(size=(1, 3, 512, 64)).astype(np.float32) for _ in range(2))
     tiles = []
-    row_max = plain_core._row_max
-    monkeypatch.setattr(plain_core, "_row_max", lambda s: (tiles.append(s.shape), row_max(s))[1])
+    scores_into = plain_core._scores_into
+    monkeypatch.setattr(plain_core, "_scores_into",
+                        lambda s, *a: (tiles.append(s.shape), scores_into(s, *a))[1])
     out = query_blocks.weights_unread(grouped_attention)(q, k, v, causal_mask(512))[0]
     # (the first block's 9 heads over 128 keys: 0.6 MB, one tile)
     # (the blocks may go to worker threads, in any order: threads.spread)
@@ -459,3 +462,151 @@ def test_a_swapped_softmax_runs_inside_the_attention(n):
     calls.clear()
     ma.scaled_dot_product_attention(q, k, v, causal_mask(n))  # restored: the plain forms again
     assert calls == []
+
+
+def _scores_near(centre, dtype, n, rng, d_v=4):
+    # q, k with every score (scale 1) in [centre - 1, centre], exactly: q = e_0, k_0 the score;
+    # 2 batch entries of 2 heads
+    q = np.zeros((2, 2, n, 3), dtype)
+    q[..., 0] = 1.0
+    k = np.zeros((2, 2, n, 3), dtype)
+    k[..., 0] = centre + rng.uniform(-1.0, 0.0, (2, 2, n))
+    unit = rng.uniform(0.5, 1.5, (2, 2, n, d_v)) * rng.choice([-1.0, 1.0], (2, 2, n, d_v))
+    return q, k, unit
+
+
+@pytest.mark.parametrize("dtype, magnitudes", [
+    (np.float32, [1e-35, 1e-30, 1e-22, 1e-12, 1.0, 1e12, 1e20, 1e30, 1e35]),
+    (np.float64, [1e-290, 1e-250, 1e-200, 1e-100, 1.0, 1e100, 1e180, 1e250, 1e290])])
+@pytest.mark.parametrize("where", ["far below", "-window", "0", "+window", "far above"])
+def test_unread_blocks_at_the_windows_edges(dtype, magnitudes, where):
+    # output_into takes a tile's exps unshifted, with no row max, where the sums show every
+    # row's max within exp_window; elsewhere it shifts. Every score near the window's edges or
+    # far past them (every exp underflowing, or overflowing, unshifted), v at each magnitude
+    # (exp_window narrows the window: products that would overflow, terms that would leave the
+    # normal floats): the output is v's scale times that of v at magnitude 1, within the dtype's
+    # rounding of the float64 formula, with no floating-point warning
+    edge = plain_core.EXP_WINDOW[np.dtype(dtype)] - 1.0
+    far = 2.5 * plain_core.EXP_WINDOW[np.dtype(dtype)]  # float32: 100; float64: 750
+    centre = {"far below": -far, "-window": -edge, "0": 0.0, "+window": edge,
+              "far above": far}[where]
+    rng = np.random.default_rng(12)
+    n = 300  # blocks of 128, 128 and 44 queries
+    q, k, unit = _scores_near(centre, dtype, n, rng)
+    want, _, _ = reference(q, k, unit, causal_mask(n), scale=1.0)
+    core = query_blocks.weights_unread(ma.scaled_dot_product_attention)
+    for magnitude in magnitudes:
+        v = (unit * magnitude).astype(dtype)
+        with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+            out = core(q, k, v, causal_mask(n), scale=1.0)[0]
+        assert out.dtype == dtype and np.isfinite(out).all(), magnitude
+        np.testing.assert_allclose(out.astype(np.float64) / magnitude, want,
+                                   err_msg=f"|v| ~ {magnitude:g}", **tolerance(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unread_blocks_shift_only_where_the_sums_say_a_max_left_the_window(dtype, monkeypatch):
+    # which tiles output_into shifts (_row_max: the shifted form's row max), and how often it
+    # makes a tile's scores (_scores_into): scores within the window, none shifted, each tile
+    # made once; one row's max past it (in the second block), that block's tile made again and
+    # shifted; a row with every key masked (in the first block), that block shifted from the
+    # start; v holding a NaN, every block shifted from the start; a row's scores all just
+    # below -window, though their sum is above e^-window, shifted
+    rng = np.random.default_rng(13)
+    n, window = 300, plain_core.EXP_WINDOW[np.dtype(dtype)]
+    q, k, v = _scores_near(0.0, dtype, n, rng)
+    v = v.astype(dtype)
+    made, shifted = [], []
+    scores_into, row_max = plain_core._scores_into, plain_core._row_max
+    monkeypatch.setattr(plain_core, "_scores_into",
+                        lambda s, *a: (made.append(1), scores_into(s, *a))[1])
+    monkeypatch.setattr(plain_core, "_row_max",
+                        lambda s: (shifted.append(1), row_max(s))[1])
+    core = query_blocks.weights_unread(ma.scaled_dot_product_attention)
+
+    def paths(q, k, v, mask):
+        made.clear(), shifted.clear()
+        with np.errstate(invalid="ignore"):
+            out = core(q, k, v, mask, scale=1.0)[0]
+        return len(made), len(shifted), out
+
+    mask = causal_mask(n)
+    assert paths(q, k, v, mask)[:2] == (3, 0)  # 3 blocks, 1 tile each (2 x 2 heads fit)
+    far = q.copy()
+    far[1, 0, 200, 0] = -window - 2.0  # one row's scores up to about window + 2
+    got = paths(far, k, v, mask)
+    assert got[:2] == (4, 1)
+    want, _, _ = reference(far, k, v, mask, scale=1.0)
+    np.testing.assert_allclose(got[2], want, **tolerance(dtype))
+    hidden = mask.copy()
+    hidden[5] = False
+    got = paths(q, k, v, hidden)
+    assert got[:2] == (3, 1) and np.all(got[2][..., 5, :] == 0)
+    nan = v.copy()
+    nan[0, 0, 0, 0] = np.nan
+    assert paths(q, k, nan, mask)[:2] == (3, 3)
+    low = k.copy()
+    low[..., 0] = -window - 1.5 + rng.uniform(-0.25, 0.25, low.shape[:-1])
+    assert np.exp(-window - 1.75) * 128 > np.exp(-window)  # the sums alone would pass
+    got = paths(q, low, v, mask)
+    assert got[:2] == (6, 3)  # each block's tile made twice (a block's own choice: the
+    # same bits whichever worker thread runs it after whichever block)
+    want, _, _ = reference(q, low, v, mask, scale=1.0)
+    np.testing.assert_allclose(got[2], want, **tolerance(dtype))
+
+
+def test_unread_blocks_keep_nans_and_infinities_in_the_unshifted_tiles():
+    # v finite (a window), q holding a NaN and an infinity, k a NaN key: the tiles that meet
+    # them leave the unshifted form, made again and shifted; their NaN rows the canonical
+    # core's, every other row within rounding of the float64 formula
+    rng = np.random.default_rng(14)
+    q, k, v = (a[:, :, 0] for a in inputs(rng, np.float32, 300, 300))
+    q[0, 0, 20, 1] = np.nan
+    q[1, 2, 200, 3] = np.inf
+    k[0, 1, 150, :] = np.nan  # key 150: NaN scores for the queries that see it
+    mask = causal_mask(300)
+    with np.errstate(invalid="ignore"):
+        out = query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, mask)[0]
+        want = canonical(query_blocks.weights_unread(ma.scaled_dot_product_attention),
+                         q, k, v, mask)[0]
+        formula, _, _ = reference(q, k, v, mask)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    assert np.all(np.isnan(out[0, 0, 20])) and np.all(np.isnan(out[1, 2, 200]))
+    assert np.all(np.isnan(out[0, 1, 150:])) and not np.isnan(out[0, 1, :150]).any()
+    finite = np.isfinite(want)
+    assert finite.sum() > 0.7 * finite.size
+    clean = tuple(np.where(np.isfinite(a), a, 0) for a in (q, k, v))  # (for the bound)
+    assert np.abs(out[finite] - formula[finite]).max() <= _float_bound(*clean, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_window_is_its_formula(dtype):
+    # exp_window from v's largest and smallest nonzero |entry|, written out here over a sorted
+    # list of them: v with and without zeros, tiny and huge entries, all zeros, NaN, infinity
+    info, top = np.finfo(dtype), plain_core.EXP_WINDOW[np.dtype(dtype)]
+
+    def formula(v, block):
+        sizes = sorted(abs(float(x)) for x in v.ravel())
+        if any(np.isnan(x) or np.isinf(x) for x in sizes):
+            return -1.0
+        nonzero = [x for x in sizes if x > 0]
+        if not nonzero:
+            return top
+        window = min(top, np.log(float(info.max) / (block * nonzero[-1])) - 1.0,
+                     np.log(nonzero[0] * float(info.eps) / float(info.tiny)) - 1.0)
+        return window if window > 0 else -1.0
+
+    rng = np.random.default_rng(15)
+    base = rng.standard_normal((2, 30, 4)).astype(dtype)
+    tiny = float(info.tiny) / float(info.eps) * np.exp(top / 2)  # narrows the window to ~half
+    cases = {"plain": base, "zeros": np.where(rng.random(base.shape) < 0.3, 0, base),
+             "zeros and a tiny one": np.where(rng.random(base.shape) < 0.3, 0, base),
+             "huge": base * dtype(float(info.max) ** 0.5), "all zeros": np.zeros_like(base),
+             "nan": base.copy(), "inf": base.copy()}
+    cases["zeros and a tiny one"][0, 3, 1] = tiny
+    cases["nan"][1, 2, 3] = np.nan
+    cases["inf"][0, 0, 0] = -np.inf
+    for name, v in cases.items():
+        got = plain_core.exp_window(v.astype(dtype), 64)
+        assert np.isclose(got, formula(v, 64), rtol=1e-12), name
+    assert 0 < plain_core.exp_window(cases["zeros and a tiny one"], 64) < 0.6 * top

@@ -21,13 +21,15 @@ one array of scores each block makes:
         (one isfinite over [..., L_q, 1] then, not four comparisons and assignments).
     forward(q, k, v, keep, bias, scale)   -> (output, weights): the weights, then times the
         values: the concept's bits.
-    output_into(out, q, k, v, keep, scale, scratch)   the output alone, written into `out`,
-        for a caller that never reads the weights (weights_unread: a decoder's prompt, by
-        blocks of queries): the same until the exps, then (e @ v) / sums, the division moved
-        from the [..., L_q, L_k] weights to the [..., L_q, d_v] output (a pass over the largest
-        array fewer), the sums a product with a column of ones, the scores in tiles that fit
-        the L2 cache in one scratch buffer. Not the concept's bits: within its dtype's rounding
-        of the float64 formula (tested).
+    output_into(out, q, k, v, keep, scale, scratch, window)   the output alone, written into
+        `out`, for a caller that never reads the weights (weights_unread: a decoder's prompt,
+        by blocks of queries): the scores' exps unshifted where the sums show every row's max
+        within exp_window (no row max, no shift: two passes over the scores fewer), else as
+        forward's; then (e @ v) / sums, the division moved from the [..., L_q, L_k] weights to
+        the [..., L_q, d_v] output (a pass over the largest array fewer), the sums a product
+        with a column of ones, the scores in tiles that fit the L2 cache in one scratch
+        buffer. Not the concept's bits: within its dtype's rounding of the float64 formula
+        (tested).
 
     flash_query_block(...)   blockwise attention's query block (blockwise._query_block) in
         fewer passes over each tile: see its comment, at the end of this file.
@@ -66,17 +68,27 @@ def forward(q, k, v, keep, bias, scale):
     return p @ v, p
 
 
-def output_into(out, q, k, v, keep, scale, scratch=None):
+def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
     """The core's output (keep a boolean mask [..., L_q, L_k], no bias) written into out
     [batch..., L_q, d_v] (batch: q's, k's, v's and keep's lead dims broadcast), in tiles of the
     lead dims whose scores fit in TILE_BYTES (a pass over a block's scores that spills out of
     the core's L2 cache is slower: SmolLM2's block of 128 queries over 512 keys is 2.4 MB for
     its 9 heads, 0.8 MB for the 3 of a kv head). Each tile's scores go into one scratch buffer,
     kept in `scratch` (a dict the caller passes from block to block); the mask is written only
-    over the keys where it hides some entry (found once for all the tiles); the row max is
-    NumPy's fmax on rows longer than row_max's short ones (faster than max, and a row holding a
-    NaN comes out NaN all the same: its sum is NaN); the sums are a product with a column of
-    ones (the same additions in BLAS's order: within rounding of the sum, not its bits)."""
+    over the keys where it hides some entry (found once for all the tiles); the sums are a
+    product with a column of ones (the same additions in BLAS's order: within rounding of the
+    sum, not its bits).
+
+    window: exp_window(v, L_k) (of a v whose entries include these: a caller's whole v, once a
+    call), computed here where None. A tile's exps are taken unshifted, as flash_query_block's
+    (the comment above EXP_WINDOW), with no row max at all: the sums tell afterwards whether
+    every row's max lay within the window (a row's sum lies between e^max and L_k e^max).
+    Where one did not (scores past the window, NaN or infinite ones), the tile's scores are
+    made again and shifted by their row max, as are the rest of the call's tiles (a call, a
+    block of queries, chooses alone: the same bits on whichever thread after whichever block);
+    so is every tile of a call where some row has every key masked (its sum 0 says nothing of a max) or v
+    leaves no window. The row max is NumPy's fmax on rows longer than row_max's short ones
+    (faster than max, and a row holding a NaN comes out NaN all the same: its sum is NaN)."""
     batch, (n_q, n_k) = out.shape[:-2], (q.shape[-2], k.shape[-2])
     entry = n_q * n_k * out.dtype.itemsize  # bytes of one lead entry's scores
     split = 0  # tile over batch[:split], each tile batch[split:]: the fewest tiles that fit
@@ -86,6 +98,10 @@ def output_into(out, q, k, v, keep, scale, scratch=None):
     columns = hidden.any(axis=tuple(range(hidden.ndim - 1))) if hidden.ndim > 1 else hidden
     masked = columns.nonzero()[0]
     keys = slice(int(masked[0]), int(masked[-1]) + 1) if masked.size else None
+    if window is None:
+        window = exp_window(v, n_k)
+    unshifted = window > 0.0 and n_k > 0 and not (  # (a row with every key masked: shifted)
+        keys == slice(0, n_k) and hidden.all(axis=-1).any())
     views = [numpy.broadcast_to(a, batch + a.shape[-2:]) for a in (q, k, v)]
     hidden = numpy.broadcast_to(hidden[..., keys], batch + (n_q, keys.stop - keys.start)) \
         if keys is not None else None
@@ -102,28 +118,44 @@ def output_into(out, q, k, v, keep, scale, scratch=None):
             # one k and v for the whole tile (the query heads of one kv head): one product of
             # all its queries, not one per head (within rounding of the products per head)
             kt, vt = kt[(0,) * (kt.ndim - 2)], vt[(0,) * (vt.ndim - 2)]
-            numpy.matmul(numpy.multiply(qt, scale).reshape(-1, qt.shape[-1]), kt.T,
-                         out=s.reshape(-1, n_k))
-        else:
-            numpy.matmul(numpy.multiply(qt, scale), numpy.swapaxes(kt, -1, -2), out=s)
-        if keys is not None:
-            numpy.copyto(s[..., keys], -numpy.inf, where=hidden[index])
-        x_max = _row_max(s)
-        infinite = not numpy.isfinite(x_max).all()
-        if infinite:
-            x_max[x_max == -numpy.inf] = 0.0
-            x_max[x_max == numpy.inf] = numpy.nan
-        numpy.subtract(s, x_max, out=s)
-        numpy.exp(s, out=s)
-        total = s @ ones  # [..., L_q, 1]
-        if infinite:
-            total[total == 0] = 1.0
+        _scores_into(s, qt, kt, scale, keys, hidden[index] if keys is not None else None)
+        if unshifted:
+            with numpy.errstate(over="ignore", divide="ignore"):  # (an overflow: a max past
+                numpy.exp(s, out=s)  # the window; a sum 0: every exp underflowed)
+                total = s @ ones  # [..., L_q, 1]
+                top = numpy.log(total)  # each row's max lies in [top - log L_k, top]
+            unshifted = within_window(top - math.log(n_k), top, window)
+            if not unshifted:  # the tile again, shifted (and the call's tiles after it)
+                _scores_into(s, qt, kt, scale, keys, hidden[index] if keys is not None else None)
+        if not unshifted:
+            x_max = _row_max(s)
+            infinite = not numpy.isfinite(x_max).all()
+            if infinite:
+                x_max[x_max == -numpy.inf] = 0.0
+                x_max[x_max == numpy.inf] = numpy.nan
+            numpy.subtract(s, x_max, out=s)
+            numpy.exp(s, out=s)
+            total = s @ ones  # [..., L_q, 1]
+            if infinite:
+                total[total == 0] = 1.0
         if vt.ndim == 2:
             numpy.divide((s.reshape(-1, n_k) @ vt).reshape(out[index].shape), total,
                          out=out[index])
         else:
             numpy.divide(s @ vt, total, out=out[index])
     return out
+
+
+def _scores_into(s, q, k, scale, keys, hidden):
+    # s = (q scale) kᵀ, -inf where hidden [..., L_q, keys] (the keys where the mask hides some
+    # entry; None: none); a k of two dims: one product of all of q's rows
+    if k.ndim == 2:
+        numpy.matmul(numpy.multiply(q, scale).reshape(-1, q.shape[-1]), k.T,
+                     out=s.reshape(-1, s.shape[-1]))
+    else:
+        numpy.matmul(numpy.multiply(q, scale), numpy.swapaxes(k, -1, -2), out=s)
+    if keys is not None:
+        numpy.copyto(s[..., keys], -numpy.inf, where=hidden)
 
 
 def _row_max(s):
@@ -200,11 +232,12 @@ def _mask_in_place(s, keep):
 # blockwise attention's tiles on NumPy itself (blockwise._flash_forward, where q, k, v are
 # NumPy arrays of one dtype, float32 or float64): its _query_block and _online_softmax_step in
 # fewer passes over each tile of scores. A tile's exps need no shift where every row's max in
-# the tile lies within EXP_WINDOW of 0: no exp overflows (a float32 tile's exps are at most
-# e^40, so its products overflow only for values past about 1e18), and a term that underflows
-# is below e^-47 of its row's largest in float32 (e^-400 in float64), under the dtype's
-# rounding. The running max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k]
-# scores (a pass fewer). That product is on the unshifted scale, up to e^window times v's
+# the tile lies within EXP_WINDOW of 0 (within_window; output_into's tiles too, the maxima
+# bounded there by the sums, after the exps, not computed): no exp overflows (a float32
+# tile's exps are at most e^40, so its products overflow only for values past about 1e18),
+# and a term that underflows is below e^-47 of its row's largest in float32 (e^-400 in
+# float64), under the dtype's rounding. The running max then rescales the tile's [b_q, d_v]
+# product, not its [b_q, b_k] scores (a pass fewer). That product is on the unshifted scale, up to e^window times v's
 # entries: exp_window(v, block_size) narrows the window, once a call, so that no product can
 # overflow (block_size e^window max|v| below the dtype's largest) and no term at its row's max
 # leaves the normal floats (e^-window min|v| above tiny / eps, v's zeros aside); a v of NaN or
@@ -219,19 +252,29 @@ EXP_WINDOW = {numpy.dtype(numpy.float32): 40.0, numpy.dtype(numpy.float64): 300.
 
 
 def exp_window(v, block_size):
-    """The window of flash_query_block's unshifted tiles for these values v (see above): at
-    most EXP_WINDOW, less where v's entries are very large or very small; -1 (every tile
-    shifted) where v holds NaN or infinities or leaves no window."""
+    """The window of flash_query_block's (and output_into's) unshifted tiles for these values
+    v (see above): at most EXP_WINDOW, less where v's entries are very large or very small; -1
+    (every tile shifted) where v holds NaN or infinities or leaves no window."""
     info, window = numpy.finfo(v.dtype), EXP_WINDOW[v.dtype]
     size = numpy.abs(v)
     largest = float(numpy.max(size, initial=0.0))
     if not math.isfinite(largest):  # (a NaN is NumPy's max; an infinity too)
         return -1.0
     if largest > 0.0:
-        smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
+        smallest = float(numpy.min(size))  # (the masked min only where v holds zeros: slower)
+        if smallest == 0.0:
+            smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
         window = min(window, math.log(float(info.max) / (block_size * largest)) - 1.0,
                      math.log(smallest * float(info.eps) / float(info.tiny)) - 1.0)
     return window if window > 0.0 else -1.0
+
+
+def within_window(low, high, window):
+    """True where every row's max, known to lie between low and high (arrays [..., 1]), lies
+    within [-window, window]: its exps need no shift (see above); False where a bound is NaN
+    or infinite (a row holding a NaN or +inf, or one whose every entry is masked)."""
+    return bool(numpy.min(low, initial=numpy.inf) >= -window) and \
+        bool(numpy.max(high, initial=-numpy.inf) <= window)  # (NaN: NumPy's min and max)
 
 
 def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, tile_mask, window):
@@ -263,7 +306,7 @@ def flash_query_block(q, k, v, key_mask, q_start, causal, scale, block_size, til
                 numpy.copyto(scores, -numpy.inf, where=~keep)
             tile_max = _row_max(scores)
             m_new = numpy.maximum(m, tile_max)
-            if numpy.all(numpy.abs(tile_max) <= window):  # (False for NaN, -inf, +inf)
+            if within_window(tile_max, tile_max, window):
                 numpy.exp(scores, out=scores)  # no shift: the scores are within the window
                 down = numpy.exp(numpy.negative(m_new))  # (finite, as the tile's maxima)
                 rescale = numpy.exp(m - m_new)

@@ -197,12 +197,13 @@ def _unread_blocks(q, k, v, keep, scale, rows, workers=1):
         stop = min(start + rows, n_queries)
         blocks.append((start, stop, _keys_seen(seen[start:stop])))
     scratches = {}  # a worker thread's scratch, from block to block
+    window = plain_core.exp_window(v, n_keys)  # (of the whole v: once a call)
 
     def block(piece):
         start, stop, keys = piece
         plain_core.output_into(output[..., start:stop, :], q[..., start:stop, :],
                                k[..., keys, :], v[..., keys, :], keep[..., start:stop, keys],
-                               scale, scratches.setdefault(threading.get_ident(), {}))
+                               scale, scratches.setdefault(threading.get_ident(), {}), window)
 
     heads = math.prod(batch)
     spread(block, blocks, [heads * (stop - start) * (keys.stop - keys.start)
