@@ -434,3 +434,29 @@ def test_no_fork_or_a_daemonic_process_keeps_the_threads(monkeypatch):
 
     monkeypatch.setattr(multiprocessing, "current_process", lambda: Daemonic())
     assert not processes.available()
+
+
+_HELD_PAST_THE_RUN = """
+import numpy as np
+from minattn.engine import processes
+def f(tree, x, rng):
+    return float(x.sum()), {"w": tree["w"] * float(x.sum())}
+tree = {"w": np.arange(6, dtype=np.float32)}
+with processes.worker_processes(f, 3) as workers:
+    held = workers.map(tree, [(np.ones(1), None), (np.full(1, 3.0), None)],
+                       borrow=True)[1][1]["w"]
+assert held.base is not None  # a view of the worker's block, not a copy
+print(held.tolist())
+"""
+
+
+def test_a_borrowed_gradient_held_past_the_runs_end_stays_readable():
+    # NumPy's views of an mmap hold no buffer export on it: closing the blocks at the run's end
+    # unmapped the memory under a borrowed gradient (or a traceback frame's view of a block),
+    # and reading it crashed the interpreter; a child interpreter, so that a crash fails the test
+    import subprocess
+
+    run = subprocess.run([sys.executable, "-c", _HELD_PAST_THE_RUN], capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    assert run.stdout.split() == ["[0.0,", "3.0,", "6.0,", "9.0,", "12.0,", "15.0]"]

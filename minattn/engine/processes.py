@@ -169,8 +169,8 @@ class WorkerProcesses:
         computed another way (the caller's worker threads): called where usable() is not, and
         where the timed rule (the module docstring) finds it faster; without it, None there
         (nothing run). borrow=True: a worker's gradient leaves, where they came back through its
-        shared block, are read-only views of it, valid until the next map writes over them;
-        else copies."""
+        shared block, are read-only views of it, valid until the next map writes over them (still
+        mapped after close); else copies."""
         leaves, rebuild = flatten(tree)
         items = [tuple(item) for item in items]
         if self.usable(leaves, items) and self.layout is None:
@@ -283,7 +283,7 @@ class WorkerProcesses:
                     process.start()
                 except BaseException:
                     here.close()
-                    _unmap(block)
+                    block.close()  # (no view of it made yet)
                     raise
                 finally:
                     there.close()
@@ -332,7 +332,8 @@ class WorkerProcesses:
 
     def close(self):
         """Stop the workers: asked to end (or killed where one is still computing, or does not
-        end within a few seconds), reaped, their pipes and blocks closed. Idempotent."""
+        end within a few seconds), reaped, their pipes closed; the shared blocks dropped, each
+        unmapped with the last view of it (a borrowed gradient may outlive the run). Idempotent."""
         if self.closed:
             return
         self.closed = True
@@ -351,11 +352,13 @@ class WorkerProcesses:
                 process.kill()
                 process.join()
             connection.close()
-            _unmap(block)
+        # the shared blocks are dropped, never closed: NumPy's views of an mmap (a borrowed
+        # gradient, a traceback's frame) hold no buffer export on it, so close() would unmap
+        # the memory under them; each block is unmapped when its last view is gone
+        self.workers = [(process, connection, None) for process, connection, _ in self.workers]
+        self.shared = None
         _LIVE.discard(self)
         self.pending.clear()
-        if self.shared is not None:
-            _unmap(self.shared)
 
 
 def _arrays(item):
@@ -366,13 +369,6 @@ def _arrays(item):
             yield from _arrays(a)
         elif a is not None and not isinstance(a, numpy.random.Generator):
             yield a
-
-
-def _unmap(block):
-    try:
-        block.close()
-    except BufferError:  # a view of it still held (a traceback's frame): freed with the view
-        pass
 
 
 def _signal_name(code):
