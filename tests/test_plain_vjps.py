@@ -267,3 +267,25 @@ def test_a_boxs_shape_ndim_size_and_dtype_are_its_values(value):
             outer = new_box(box, inner, VJPNode.new_root())
             assert outer.shape == np.shape(value) and outer.dtype == np.result_type(value)
             assert outer.ndim == np.ndim(value) and outer.size == np.size(value)
+
+
+@pytest.mark.parametrize("n", [4, 64])  # P kept by the tape (small), P recomputed (large)
+def test_the_gradient_follows_a_swapped_softmax_where_p_is_recomputed(n):
+    # minattn.swap(softmax=...): the forward runs the swapped softmax, and so must the VJP's
+    # recomputation of P (the plain form on NumPy would compute the original's)
+    import minattn
+    from autograd import grad
+
+    original = minattn.softmax
+
+    def doubled(x, axis=-1, mask=None):
+        return 2.0 * original(x, axis=axis, mask=mask)
+
+    rng = np.random.default_rng(0)
+    q, k, v, d_out = (rng.normal(size=(n, 4)) for _ in range(4))
+    with minattn.swap(softmax=doubled):
+        d_v = grad(lambda v: (minattn.scaled_dot_product_attention(q, k, v)[0] * d_out).sum())(v)
+    s = q @ k.T / 2.0  # (d_k = 4: the scale 1/2)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(d_v, (2.0 * p).T @ d_out, rtol=1e-12, atol=1e-12)

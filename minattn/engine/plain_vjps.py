@@ -26,6 +26,7 @@ import numpy
 
 from . import checks, plain_core
 from .autograd_rules import kept, plus_gradient
+from .query_blocks import calls_as_written
 from .reductions import ones_column
 from .threads import one_blas_thread
 
@@ -63,10 +64,13 @@ def attention_core_plain(vjp):
     was not kept, it is recomputed from Q and K as vjp recomputes it (attention._weights: the
     scaled product, softmax's operations in their order), in the one array of scores made here
     (plain_core.weights: the same bits) for float32 and float64 NumPy arrays; vjp itself for
-    any other (float16, GPU arrays)."""
+    any other (float16, GPU arrays), and where a function P's recomputation calls has been
+    swapped (minattn.swap: query_blocks.calls_as_written)."""
+    as_written = calls_as_written(vjp)  # (a swapped softmax: vjp recomputes P with it)
+
     @functools.wraps(vjp)
     def attention_vjp_plain(wrt, g, outputs, q, k, v, mask, scale, dropout, rng):
-        if not kept(outputs[1]) and not _recomputable(q, k, mask):
+        if not kept(outputs[1]) and not (_recomputable(q, k, mask) and as_written()):
             return vjp(wrt, g, outputs, q, k, v, mask, scale, dropout, rng)
         d_out, d_weights = g
         q, k, v, keep, bias, scale, _ = checks.check_attention(q, k, v, mask, scale, dropout, rng)

@@ -79,7 +79,7 @@ def in_query_blocks(rows=128, plain=True):
     canonical core, computed on NumPy itself where plain_core can (False: by f, always)."""
     def decorate(f):
         bound = _binder(f)
-        as_written = _as_written(f)
+        as_written = calls_as_written(f)
 
         @functools.wraps(f)
         def by_query_blocks(*args, **kwargs):
@@ -110,15 +110,26 @@ def in_query_blocks(rows=128, plain=True):
     return decorate
 
 
-def _as_written(f):
-    # -> a check that every function the core's body calls by a global name is still the one
-    # it was decorated with: False where one has been swapped (minattn.swap, the course's
-    # grader: a student's softmax must run inside the attention), so f itself runs
-    body = inspect.unwrap(f)
-    namespace = getattr(body, "__globals__", {})
-    code = getattr(body, "__code__", None)
-    called = tuple((name, namespace[name]) for name in (code.co_names if code else ())
-                   if callable(namespace.get(name)) and not inspect.ismodule(namespace[name]))
+def calls_as_written(f):
+    """-> a check that every function f's body calls by a global name, and every function of
+    f's module that those call in turn, is still the one it was when the check was made: False
+    where one has been swapped (minattn.swap, the course's grader: a student's softmax must run
+    inside the attention, and inside its gradient), so that f itself runs, not a form on NumPy
+    that computes the original."""
+    namespace = getattr(inspect.unwrap(f), "__globals__", {})
+    called, seen, bodies = [], set(), [f]
+    while bodies:
+        body = inspect.unwrap(bodies.pop())
+        code = getattr(body, "__code__", None)
+        for name in (code.co_names if code else ()):
+            function = namespace.get(name)
+            if name in seen or not callable(function) or inspect.ismodule(function):
+                continue
+            seen.add(name)
+            called.append((name, function))
+            if getattr(inspect.unwrap(function), "__globals__", None) is namespace:
+                bodies.append(function)  # (a function of f's module: what it calls too)
+    called = tuple(called)
 
     def as_written():
         for name, function in called:
