@@ -592,8 +592,8 @@ def test_exp_window_is_its_formula(dtype):
         nonzero = [x for x in sizes if x > 0]
         if not nonzero:
             return top
-        window = min(top, np.log(float(info.max) / (block * nonzero[-1])) - 1.0,
-                     np.log(nonzero[0] * float(info.eps) / float(info.tiny)) - 1.0)
+        window = min(top, np.log(float(info.max)) - np.log(block) - np.log(nonzero[-1]) - 1.0,
+                     np.log(nonzero[0]) + np.log(float(info.eps) / float(info.tiny)) - 1.0)
         return window if window > 0 else -1.0
 
     rng = np.random.default_rng(15)
@@ -604,9 +604,33 @@ def test_exp_window_is_its_formula(dtype):
              "huge": base * dtype(float(info.max) ** 0.5), "all zeros": np.zeros_like(base),
              "nan": base.copy(), "inf": base.copy()}
     cases["zeros and a tiny one"][0, 3, 1] = tiny
+    # the dtype's smallest subnormal, and an entry near the largest float over the block's keys
+    # (a product of the two factors leaves the floats: no window, not a math domain error)
+    cases["subnormal"], cases["near the largest"] = base.copy(), base.copy()
+    cases["subnormal"][1, 1, 1] = np.nextafter(dtype(0), dtype(1))
+    cases["near the largest"][1, 1, 1] = dtype(float(info.max) / 16)
     cases["nan"][1, 2, 3] = np.nan
     cases["inf"][0, 0, 0] = -np.inf
     for name, v in cases.items():
         got = plain_core.exp_window(v.astype(dtype), 64)
         assert np.isclose(got, formula(v, 64), rtol=1e-12), name
     assert 0 < plain_core.exp_window(cases["zeros and a tiny one"], 64) < 0.6 * top
+
+
+@pytest.mark.parametrize("entry", [5e-324, 1e306])  # a float64 subnormal; near max / L_k
+def test_unread_blocks_and_blockwise_take_v_at_the_floats_ends(entry):
+    # exp_window's logs of v's extremes: a product of their factors underflowed to 0 or
+    # overflowed (a math domain error on the prompt's path and blockwise's); such a v takes no
+    # window, every tile shifted, the output within rounding of the weights-read path's
+    from minattn.blockwise import blockwise_attention
+
+    n = 256
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 1, n, 4)) for _ in range(3))
+    v[0, 0, 3, 0] = entry
+    mask = causal_mask(n)
+    want = ma.scaled_dot_product_attention(q, k, v, mask)[0]
+    got = query_blocks.weights_unread(ma.scaled_dot_product_attention)(q, k, v, mask)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(v).max())
+    blocks = blockwise_attention(q, k, v, causal=True, block_size=64)
+    np.testing.assert_allclose(blocks, want, rtol=1e-12, atol=1e-12 * np.abs(v).max())

@@ -81,9 +81,11 @@ def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
 
     window: exp_window(v, L_k) (of a v whose entries include these: a caller's whole v, once a
     call), computed here where None. A tile's exps are taken unshifted, as flash_query_block's
-    (the comment above EXP_WINDOW), with no row max at all: the sums tell afterwards whether
-    every row's max lay within the window (a row's sum lies between e^max and L_k e^max).
-    Where one did not (scores past the window, NaN or infinite ones), the tile's scores are
+    (the comment above EXP_WINDOW), with no row max at all: the sums bound each row's max
+    afterwards (a row's sum lies between e^max and L_k e^max), and the exps stand where those
+    bounds lie within the window (a sufficient test: a row whose max is within it but whose
+    sum is past e^window, or below L_k e^-window, is shifted too). Elsewhere (scores past the
+    window, NaN or infinite ones, or a sum near the window's edge), the tile's scores are
     made again and shifted by their row max, as are the rest of the call's tiles (a call, a
     block of queries, chooses alone: the same bits on whichever thread after whichever block);
     so is every tile of a call where some row has every key masked (its sum 0 says nothing of a max) or v
@@ -264,8 +266,11 @@ def exp_window(v, block_size):
         smallest = float(numpy.min(size))  # (the masked min only where v holds zeros: slower)
         if smallest == 0.0:
             smallest = float(numpy.min(size, where=size > 0, initial=numpy.inf))
-        window = min(window, math.log(float(info.max) / (block_size * largest)) - 1.0,
-                     math.log(smallest * float(info.eps) / float(info.tiny)) - 1.0)
+        # (each log of its own factors: their products leave Python's floats for a float64 v
+        # near the largest float or among the subnormals)
+        window = min(window, math.log(float(info.max)) - math.log(block_size)
+                     - math.log(largest) - 1.0,
+                     math.log(smallest) + math.log(float(info.eps) / float(info.tiny)) - 1.0)
     return window if window > 0.0 else -1.0
 
 
