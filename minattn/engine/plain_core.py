@@ -174,10 +174,11 @@ def weights(q, k, keep, bias, scale):
     (attention.softmax's operations on the same numbers in the same order), for q and k NumPy
     arrays of one dtype, float32 or float64, keep a boolean NumPy array or None, bias a floating
     NumPy array or None: all in the one array of scores made here (the bias added and the mask's
-    -inf written into it where they broadcast to it: softmax's where makes a copy; the shift, the
-    exp and the division in place), and softmax's fix-ups of the row max and the sums only where
-    some row's max is infinite or NaN (one isfinite over [..., L_q, 1] tells). None where the
-    scores come out in a dtype other than float32 and float64 (a bias's)."""
+    -inf written into it where they broadcast to it, the bias where its dtype is the scores':
+    softmax's where makes a copy; the shift, the exp and the division in place), and softmax's
+    fix-ups of the row max and the sums only where some row's max is infinite or NaN (one
+    isfinite over [..., L_q, 1] tells). None where the scores come out in a dtype other than
+    float32 and float64 (a bias's)."""
     # (the product's invalid flag ignored: OpenBLAS's kernel raised it once on finite float32
     # entries, a decoder's cross-attention to one key under the suite; a real inf * 0 is NaN in
     # s, and NaN in the weights, as the concept's)

@@ -326,7 +326,8 @@ def spread(f, items, costs, n_threads):
     limit of its own: the count in force, or the one a prompt's timed block chose,
     threads_chosen_by_timing): the items handed out the costliest first (costs: each item's
     work), each to the next worker free (in_threads: a worker slowed by the machine's other work
-    takes fewer), the results in the items' order. One thread, one item, or a caller on a worker
+    takes fewer), the results in the items' order (an error: the first failing item's in the
+    order handed out, every item finished first). One thread, one item, or a caller on a worker
     thread already or beside other workers: in order, here, on the threads in force. The items'
     results are the same either way where each runs on one BLAS thread (the same calls on the
     same numbers: tests/test_plain_core.py)."""
