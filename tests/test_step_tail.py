@@ -304,7 +304,9 @@ def test_a_training_run_is_the_same_with_the_policy_on_and_off(monkeypatch, two_
 @pytest.mark.parametrize("overwrite", [True, False])
 def test_a_clip_that_does_not_scale_skips_its_multiply_with_the_same_bits(dtype, overwrite):
     # scale 1 (a norm under max_norm): the multiply skipped; scale 0.999, and the largest
-    # Python float under 1: multiplied. The readable functions' bits each time, with signed
+    # Python float under 1: multiplied (that last one tells a skip from a multiply in float64
+    # only: in float32 and float16 g times it rounds back to g). The readable functions' bits
+    # each time, with signed
     # zeros and subnormals in the gradient, and the gradient left as it was unless handed over
     rng = np.random.default_rng(9)
     params = _gpt_tree(dtype)
