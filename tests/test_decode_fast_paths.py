@@ -568,7 +568,7 @@ def test_weights_unread_gives_the_cores_bits_through_the_cached_and_a_fresh_wrap
 
 
 def test_a_decode_calls_core_on_its_thread_policy_equals_the_path_through_plain_core():
-    # the short path (one piece, no workers) against _plain_core's and against the canonical
+    # the short path (one piece) against _plain_core_on_its_threads' and against the canonical
     # core as written, on grouped heads as grouped_attention passes them
     from minattn.attention import scaled_dot_product_attention
     from minattn.engine import query_blocks
@@ -580,7 +580,7 @@ def test_a_decode_calls_core_on_its_thread_policy_equals_the_path_through_plain_
         keep[2] = False
         for mask in (None, keep):
             checked = checks.check_attention(q, k, v, mask, None, 0.0, None)
-            old = query_blocks._plain_core(*checked[:6], rows=128, whole=True)
+            old = query_blocks._plain_core_on_its_threads(*checked[:6], rows=128, whole=True)
             new = scaled_dot_product_attention(q, k, v, mask)
             token = query_blocks._PLAIN.set(False)
             try:

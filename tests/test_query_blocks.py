@@ -87,7 +87,6 @@ def test_the_plain_blocks_see_only_their_keys(unread, monkeypatch):
     core = ma.scaled_dot_product_attention
     (query_blocks.weights_unread(core) if unread else core)(q, k, v, causal_mask(512, 512))
     name = "output_into" if unread else "forward"
-    # (unread, the blocks may go to worker threads, in any order: threads.spread)
     assert sorted(seen) == [(name, 128, 128), (name, 128, 256), (name, 128, 384),
                             (name, 128, 512)]
 

@@ -12,17 +12,12 @@ computed. The one difference: a NaN or an infinity among the values of keys that
 a block may see stays out of that block's outputs, where the whole computation multiplies it
 by its weight 0 and gets NaN (as a value no query may see should).
 
-The blocks run one after the other, under the attention core's one BLAS thread, except a
-prompt's blocks whose weights are unread (below): those are dealt to worker threads, each with
-one BLAS thread (threads.spread), as many as BLAS may use in the caller (the threads in force,
-or the count a prompt's timed block chose: one there, beside a busy process, keeps them here),
-so that the core's passes over its scores run on every core; the same bits as one after the
-other (each block the same calls on one BLAS thread). When worker threads over the canonical
-blocks were first tried they did not pay: the large projections' OpenBLAS threads, spinning
-after each product, held the cores the workers would need (docs/benchmarks.md, "The query
-blocks on worker threads"); the plain blocks are fewer, longer NumPy calls, and the block's
-timed thread count falls back to one thread where two lose ("The prefill at two threads and
-blockwise attention's tiles": measured only beside busy processes so far).
+The blocks run one after the other, on the attention core's threads (one BLAS thread, or the
+threads in force inside a prompt's timed block). A prompt's blocks whose weights are unread
+were once dealt to worker threads (threads.spread, one BLAS thread each); but inside a prompt,
+right after the q, k, v product on two threads, OpenBLAS's idle thread still spins on the core
+a worker needs, and the prefill was slower than with the blocks here on the block's BLAS
+threads (docs/benchmarks.md, "A prompt's blocks back on the threads in force").
 
 The decorated function takes (q, k, v, mask, scale, dropout, rng) and returns (output
 [..., L_q, d_v], weights [..., L_q, L_k]) as scaled_dot_product_attention, whose checks
@@ -63,15 +58,13 @@ tests' spies).
 import contextvars
 import functools
 import inspect
-import math
-import threading
 
 import numpy
 from autograd.tracer import isbox
 
 from . import checks, plain_core, variants
 from .signatures import binder
-from .threads import decoding, decoding_or_timed, n_workers, one_blas_thread, spread
+from .threads import decoding, decoding_or_timed, one_blas_thread
 
 
 def in_query_blocks(rows=128, plain=True):
@@ -98,9 +91,8 @@ def in_query_blocks(rows=128, plain=True):
                 if short:  # a decode step's call: one piece, no worker threads to count
                     if decoding(checked[0]):  # on the threads in force, as the core's policy
                         return plain_core.forward(*checked[:6])  # runs it (whole: forward)
-                    return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=True,
-                                                      workers=1)
-                return _plain_core(*checked[:6], rows=rows, whole=False)
+                    return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=True)
+                return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=False)
             if short or not _splittable(values):
                 return f(*args, **kwargs)
             return _in_blocks(f, values, rows)
@@ -167,19 +159,8 @@ def _binder(f):
 _PLAIN = contextvars.ContextVar("minattn_plain_core", default=True)
 
 
-def _plain_core(q, k, v, keep, bias, scale, *, rows, whole):
-    # the worker threads an unread prompt's blocks may go to (threads.spread), read before the
-    # core's own BLAS limit below: as many as BLAS may use in the caller (the threads in force,
-    # or the count a prompt's timed block chose), each block on one BLAS thread as the core's
-    # products are; a decode step or a core whose weights are read: none
-    workers = 1 if whole or not _UNREAD.get() else \
-        n_workers(q, math.prod(q.shape[:-1]) * k.shape[-2] // 2)  # (causal: about half)
-    return _plain_core_on_its_threads(q, k, v, keep, bias, scale, rows=rows, whole=whole,
-                                      workers=workers)
-
-
 @one_blas_thread(unless=decoding_or_timed)  # the core's own policy (attention.py), once a call
-def _plain_core_on_its_threads(q, k, v, keep, bias, scale, *, rows, whole, workers):
+def _plain_core_on_its_threads(q, k, v, keep, bias, scale, *, rows, whole):
     # the core on NumPy itself (engine/plain_core.py; q, k, v, keep, bias and scale as
     # check_attention returns them): in one piece where the call is short or its mask has no
     # query axis (forward: the concept's bits); else by blocks of queries, each over the keys
@@ -191,11 +172,11 @@ def _plain_core_on_its_threads(q, k, v, keep, bias, scale, *, rows, whole, worke
         # its VJP reads them rather than compute them again)
         return plain_core.forward(q, k, v, keep, bias, scale)
     if _UNREAD.get():
-        return _unread_blocks(q, k, v, keep, scale, rows, workers)
+        return _unread_blocks(q, k, v, keep, scale, rows)
     return _blocks(lambda *qkvm: plain_core.forward(*qkvm, None, scale), q, k, v, keep, rows)
 
 
-def _unread_blocks(q, k, v, keep, scale, rows, workers=1):
+def _unread_blocks(q, k, v, keep, scale, rows):
     # weights_unread's blocks on NumPy itself: each block's output written into the output's
     # rows (plain_core.output_into: the sums divide the output, not the weights), the weights
     # a placeholder of their shape
@@ -203,22 +184,14 @@ def _unread_blocks(q, k, v, keep, scale, rows, workers=1):
     batch = numpy.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], keep.shape[:-2])
     output = numpy.empty(batch + (n_queries, v.shape[-1]), q.dtype)
     seen = keep.any(axis=tuple(range(keep.ndim - 2))) if keep.ndim > 2 else keep  # [L_q, L_k]
-    blocks = []  # (start, stop, keys) of each block of queries
+    scratch = {}  # the scores' buffer, from block to block
+    window = plain_core.exp_window(v, n_keys)  # (of the whole v: once a call)
     for start in range(0, n_queries, rows):
         stop = min(start + rows, n_queries)
-        blocks.append((start, stop, _keys_seen(seen[start:stop])))
-    scratches = {}  # a worker thread's scratch, from block to block
-    window = plain_core.exp_window(v, n_keys)  # (of the whole v: once a call)
-
-    def block(piece):
-        start, stop, keys = piece
+        keys = _keys_seen(seen[start:stop])
         plain_core.output_into(output[..., start:stop, :], q[..., start:stop, :],
                                k[..., keys, :], v[..., keys, :], keep[..., start:stop, keys],
-                               scale, scratches.setdefault(threading.get_ident(), {}), window)
-
-    heads = math.prod(batch)
-    spread(block, blocks, [heads * (stop - start) * (keys.stop - keys.start)
-                           for start, stop, keys in blocks], workers)
+                               scale, scratch, window)
     scores = numpy.broadcast_shapes(q.shape[:-2], k.shape[:-2], keep.shape[:-2])
     return output, numpy.broadcast_to(numpy.asarray(numpy.nan, q.dtype),
                                       scores + (n_queries, n_keys))

@@ -23,8 +23,7 @@ What the policy does:
   most recently used keys).
 - `spread` and `n_workers`: independent items of known cost on worker threads, each with one
   BLAS thread, handed out the costliest first to the next worker free: blockwise attention's
-  query blocks (`tile_entries`: how many heads a block's tile holds) and a prompt's
-  (engine/query_blocks.py, each writing its own rows of the output); `in_threads` under it,
+  query blocks (`tile_entries`: how many heads a block's tile holds); `in_threads` under it,
   and the float32 GELU's chunks of a large array
   (position_wise._in_chunks) alike (NumPy releases the GIL inside its products and its passes
   over large arrays); `row_pieces` and `on_workers`: a fine-tuning step's batch split by rows
@@ -320,17 +319,16 @@ def _pool(n):
 
 
 def spread(f, items, costs, n_threads):
-    """[f(item) for item in items] (independent items: blockwise attention's query blocks, a
-    prompt's, engine/query_blocks.py), on up to n_threads worker threads with one BLAS thread
-    for the whole call (n_threads: n_workers of the work, read by the caller before any BLAS
-    limit of its own: the count in force, or the one a prompt's timed block chose,
-    threads_chosen_by_timing): the items handed out the costliest first (costs: each item's
-    work), each to the next worker free (in_threads: a worker slowed by the machine's other work
-    takes fewer), the results in the items' order (an error: the first failing item's in the
-    order handed out, every item finished first). One thread, one item, or a caller on a worker
-    thread already or beside other workers: in order, here, on the threads in force. The items'
-    results are the same either way where each runs on one BLAS thread (the same calls on the
-    same numbers: tests/test_plain_core.py)."""
+    """[f(item) for item in items] (independent items: blockwise attention's query blocks), on
+    up to n_threads worker threads with one BLAS thread for the whole call (n_threads:
+    n_workers of the work, read by the caller before any BLAS limit of its own: the count in
+    force, or the one a timed block chose, threads_chosen_by_timing): the items handed out the
+    costliest first (costs: each item's work), each to the next worker free (in_threads: a
+    worker slowed by the machine's other work takes fewer), the results in the items' order
+    (an error: the first failing item's in the order handed out, every item finished first).
+    One thread, one item, or a caller on a worker thread already or beside other workers: in
+    order, here, on the threads in force. The items' results are the same either way where
+    each runs on one BLAS thread (the same calls on the same numbers: tests/test_threads.py)."""
     items, costs = list(items), list(costs)
     n = 1 if len(items) < 2 or beside_other_workers() or \
         threading.current_thread().name.startswith(_WORKER) else min(n_threads, len(items))
