@@ -80,17 +80,17 @@ def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
     sum, not its bits).
 
     window: exp_window(v, L_k) (of a v whose entries include these: a caller's whole v, once a
-    call), computed here where None. A tile's exps are taken unshifted, as flash_query_block's
-    (the comment above EXP_WINDOW), with no row max at all: the sums bound each row's max
-    afterwards (a row's sum lies between e^max and L_k e^max), and the exps stand where those
-    bounds lie within the window (a sufficient test: a row whose max is within it but whose
-    sum is past e^window, or below L_k e^-window, is shifted too). Elsewhere (scores past the
-    window, NaN or infinite ones, or a sum near the window's edge), the tile's scores are
-    made again and shifted by their row max, as are the rest of the call's tiles (a call, a
-    block of queries, chooses alone: the same bits on whichever thread after whichever block);
-    so is every tile of a call where some row has every key masked (its sum 0 says nothing of a max) or v
-    leaves no window. The row max is NumPy's fmax on rows longer than row_max's short ones
-    (faster than max, and a row holding a NaN comes out NaN all the same: its sum is NaN)."""
+    call), computed here where None. A tile's exps are taken unshifted, as flash_query_block's (the
+    comment above EXP_WINDOW), with no row max at all: the sums bound each row's max afterwards (a
+    row's sum lies between e^max and L_k e^max), and the exps stand where those bounds lie within
+    the window (a sufficient test: a row whose max is within it but whose sum is past e^window, or
+    below L_k e^-window, is shifted too). Elsewhere (scores past the window, NaN or infinite ones,
+    or a sum near the window's edge), the tile's scores are made again and shifted by their row max,
+    as are the rest of the call's tiles (a call, a block of queries, chooses alone: the same bits on
+    whichever thread after whichever block); so is every tile of a call where some row has every key
+    masked (its sum 0 says nothing of a max) or v leaves no window. The row max is NumPy's fmax on
+    rows longer than row_max's short ones (faster than max, and a row holding a NaN comes out NaN
+    all the same: its sum is NaN)."""
     batch, (n_q, n_k) = out.shape[:-2], (q.shape[-2], k.shape[-2])
     entry = n_q * n_k * out.dtype.itemsize  # bytes of one lead entry's scores
     split = 0  # tile over batch[:split], each tile batch[split:]: the fewest tiles that fit
@@ -130,16 +130,7 @@ def output_into(out, q, k, v, keep, scale, scratch=None, window=None):
             if not unshifted:  # the tile again, shifted (and the call's tiles after it)
                 _scores_into(s, qt, kt, scale, keys, hidden[index] if keys is not None else None)
         if not unshifted:
-            x_max = _row_max(s)
-            infinite = not numpy.isfinite(x_max).all()
-            if infinite:
-                x_max[x_max == -numpy.inf] = 0.0
-                x_max[x_max == numpy.inf] = numpy.nan
-            numpy.subtract(s, x_max, out=s)
-            numpy.exp(s, out=s)
-            total = s @ ones  # [..., L_q, 1]
-            if infinite:
-                total[total == 0] = 1.0
+            total = _shifted_exps(s, _row_max(s), lambda e: e @ ones)  # [..., L_q, 1]
         if vt.ndim == 2:
             numpy.divide((s.reshape(-1, n_k) @ vt).reshape(out[index].shape), total,
                          out=out[index])
@@ -192,18 +183,29 @@ def weights(q, k, keep, bias, scale):
         s = _mask_in_place(s, keep)
     if s.shape[-1] == 0:  # no keys: softmax leaves the empty scores as they are
         return s
-    x_max = row_max(s)  # [..., L_q, 1]
+    total = _shifted_exps(s, row_max(s), _row_sums)  # [..., L_q, 1]
+    numpy.divide(s, total, out=s)
+    return s
+
+
+def _shifted_exps(s, x_max, sums):
+    # s = exp(s - x_max) in place, with softmax's fix-ups where some row's max is infinite or
+    # NaN (a fully masked row shifted by 0, a +inf max made NaN) -> sums(s) [..., L_q, 1], 1
+    # where every entry is masked (elsewhere the max's entry gives exp(0) = 1: no sum is 0)
     infinite = not numpy.logical_and.reduce(numpy.isfinite(x_max), axis=None)
-    if infinite:  # softmax's fix-ups: a fully masked row shifted by 0, a +inf max made NaN
+    if infinite:
         x_max[x_max == -numpy.inf] = 0.0
         x_max[x_max == numpy.inf] = numpy.nan
     numpy.subtract(s, x_max, out=s)
     numpy.exp(s, out=s)
-    total = numpy.add.reduce(s, axis=-1, keepdims=True)
-    if infinite:  # a sum is 0 only where every entry is masked (the max's entry gives exp(0) = 1)
+    total = sums(s)
+    if infinite:
         total[total == 0] = 1.0
-    numpy.divide(s, total, out=s)
-    return s
+    return total
+
+
+def _row_sums(s):
+    return numpy.add.reduce(s, axis=-1, keepdims=True)
 
 
 def _add_in_place(s, bias):
@@ -232,25 +234,24 @@ def _mask_in_place(s, keep):
     return s
 
 
-# blockwise attention's tiles on NumPy itself (blockwise._flash_forward, where q, k, v are
-# NumPy arrays of one dtype, float32 or float64): its _query_block and _online_softmax_step in
-# fewer passes over each tile of scores. A tile's exps need no shift where every row's max in
-# the tile lies within EXP_WINDOW of 0 (within_window; output_into's tiles too, the maxima
-# bounded there by the sums, after the exps, not computed): no exp overflows (a float32
-# tile's exps are at most e^40, so its products overflow only for values past about 1e18),
-# and a term that underflows is below e^-47 of its row's largest in float32 (e^-400 in
-# float64), under the dtype's rounding. The running max then rescales the tile's [b_q, d_v]
-# product, not its [b_q, b_k] scores (a pass fewer). That product is on the unshifted scale, up to e^window times v's
-# entries: exp_window(v, block_size) narrows the window, once a call, so that no product can
-# overflow (block_size e^window max|v| below the dtype's largest) and no term at its row's max
-# leaves the normal floats (e^-window min|v| above tiny / eps, v's zeros aside); a v of NaN or
-# infinite entries takes no window at all. Elsewhere (a row fully masked in the tile, infinite or NaN scores, a
-# max past the window) the tile is shifted by the running max, as _online_softmax_step does.
-# The row max is NumPy's fmax (faster; a row holding a NaN still comes out NaN: its exps sum
-# to NaN), and the sums a product with a column of ones beside the values' product (v with a
-# column of ones appended took more than the two: docs/benchmarks.md, "The prefill at two
-# threads and blockwise attention's tiles"). Within the dtype's rounding of the formula, not
-# the bits of _query_block (tests/test_blockwise.py).
+# blockwise attention's tiles on NumPy itself (blockwise._flash_forward, where q, k, v are NumPy
+# arrays of one dtype, float32 or float64): its _query_block and _online_softmax_step in fewer
+# passes over each tile of scores. A tile's exps need no shift where every row's max in the tile
+# lies within EXP_WINDOW of 0 (within_window; output_into's tiles too, the maxima bounded there by
+# the sums, after the exps, not computed): no exp overflows (a float32 tile's exps are at most e^40,
+# so its products overflow only for values past about 1e18), and a term that underflows is below
+# e^-47 of its row's largest in float32 (e^-400 in float64), under the dtype's rounding. The running
+# max then rescales the tile's [b_q, d_v] product, not its [b_q, b_k] scores (a pass fewer). That
+# product is on the unshifted scale, up to e^window times v's entries: exp_window(v, block_size)
+# narrows the window, once a call, so that no product can overflow (block_size e^window max|v| below
+# the dtype's largest) and no term at its row's max leaves the normal floats (e^-window min|v| above
+# tiny / eps, v's zeros aside); a v of NaN or infinite entries takes no window at all. Elsewhere (a
+# row fully masked in the tile, infinite or NaN scores, a max past the window) the tile is shifted
+# by the running max, as _online_softmax_step does. The row max is NumPy's fmax (faster; a row
+# holding a NaN still comes out NaN: its exps sum to NaN), and the sums a product with a column of
+# ones beside the values' product (v with a column of ones appended took more than the two:
+# docs/benchmarks.md, "The prefill at two threads and blockwise attention's tiles"). Within the
+# dtype's rounding of the formula, not the bits of _query_block (tests/test_blockwise.py).
 EXP_WINDOW = {numpy.dtype(numpy.float32): 40.0, numpy.dtype(numpy.float64): 300.0}
 
 

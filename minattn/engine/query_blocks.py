@@ -88,11 +88,9 @@ def in_query_blocks(rows=128, plain=True):
                                              values["mask"], values["scale"], values["dropout"],
                                              values["rng"])
             if in_plain and not values.get("dropout") and plain_core.plain(*checked[:5]):
-                if short:  # a decode step's call: one piece, no worker threads to count
-                    if decoding(checked[0]):  # on the threads in force, as the core's policy
-                        return plain_core.forward(*checked[:6])  # runs it (whole: forward)
-                    return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=True)
-                return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=False)
+                if short and decoding(checked[0]):  # a decode step's call: on the threads in
+                    return plain_core.forward(*checked[:6])  # force, as the core's policy runs it
+                return _plain_core_on_its_threads(*checked[:6], rows=rows, whole=short)
             if short or not _splittable(values):
                 return f(*args, **kwargs)
             return _in_blocks(f, values, rows)
