@@ -33,9 +33,10 @@ model.py (not from minattn), eager (no torch.compile), given minattn's initial w
 Timed interleaved, round by round, on the same batches. Peak memory: each side's step in a
 child process of its own, the peak resident memory of a step above the resident memory before
 it (Linux's VmHWM, reset through /proc/PID/clear_refs); minattn's second step of a run of two,
-above the memory before the run, plus its worker's peak in that step above its memory after
-the first (the run's frame still holds the first step's gradient: a few MiB more than one step
-per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0 unless set, which also
+above the memory before the run, plus its worker's private memory after the first step (the
+heap it keeps for the next: engine/processes.py's keep_heap) and its peak in the second step
+above its memory after the first (the run's frame still holds the first step's gradient: a few
+MiB more than one step per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0 unless set, which also
 keeps the worker process without timing it against the threads: CONTRIBUTING.md,
 "Benchmarks").
 """
@@ -317,6 +318,13 @@ def _status_mib(field, pid="self"):
     return int(line.split()[1]) / 1024
 
 
+def _private_mib(pid):
+    # Linux's /proc/PID/smaps_rollup: the resident pages no other process maps
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return sum(int(line.split()[1]) for line in f
+                   if line.startswith(("Private_Clean:", "Private_Dirty:"))) / 1024
+
+
 def memory_child(args):
     # Both sides are built (the data and the weights alike), one side steps: the resident memory
     # before a warm-up step, then the peak of the next step above it.
@@ -335,12 +343,14 @@ def memory_child(args):
             marks = {}
 
             def between(step, loss):
-                # this process's peak above its memory before the run; a worker's peak in the
-                # second step above its memory after the first (the pages it shares with this
-                # process that the first step touched count in both)
+                # this process's peak above its memory before the run; a worker's: its private
+                # memory after the first step (what it holds of its own: the heap it keeps for
+                # the next step, its copies of this process's pages), plus its peak in the
+                # second step above its memory after the first
                 pids = ["self"] + [str(pid) for pid in live_worker_pids()]
                 if step == 1:
-                    marks["before"] = {pid: _status_mib("VmRSS", pid) for pid in pids}
+                    marks["before"] = {pid: _status_mib("VmRSS", pid) - _private_mib(pid)
+                                       for pid in pids}
                     marks["before"]["self"] = before
                     for pid in pids:
                         with open(f"/proc/{pid}/clear_refs", "w") as f:

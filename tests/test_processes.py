@@ -124,6 +124,49 @@ def test_map_gives_each_items_value_and_gradient_in_order():
     assert [v for v, _ in again] == [_twice(tree, *item)[0] for item in items]
 
 
+def _faults_of_temporaries(tree, n_mib, rng):
+    # a stand-in for a step's value_and_grad that allocates n_mib arrays of 1 MiB, touches them
+    # and frees them all: -> (the minor page faults of this call, a zero gradient)
+    def minor_faults():
+        with open("/proc/self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[7])  # field 10, minflt
+
+    before = minor_faults()
+    temporaries = [np.ones(2 ** 18, dtype=np.float32) for _ in range(int(n_mib))]
+    del temporaries
+    return float(minor_faults() - before), {"w": np.zeros_like(tree["w"])}
+
+
+def test_a_worker_keeps_the_memory_its_calls_free_for_the_next():
+    # 80 MiB of temporaries a call, more than glibc's largest trim threshold (64 MiB): unless
+    # the worker keeps its heap (processes.keep_heap), each call gives them back to the system
+    # and faults every page in again (20,480 faults); kept, the calls after the first fault in
+    # none of them
+    tree = {"w": np.zeros(4, dtype=np.float32)}
+    items = [(np.array(80.0), None), (np.array(80.0), None)]
+    with processes.worker_processes(_faults_of_temporaries, 4) as workers:
+        faults = [workers.map(tree, items)[1][0] for _ in range(4)]
+    assert faults[0] >= 80 * 256 / 2  # the first call touches the pages: the test can tell
+    assert max(faults[1:]) < 80 * 256 / 20, faults
+
+
+def test_keep_heap_sets_glibcs_malloc_where_it_is_glibc():
+    # keep_heap calls mallopt in the process it runs in: here, in a child interpreter of its
+    # own; True where the C library is glibc (whose mallopt this test also finds)
+    import ctypes
+    import subprocess
+
+    code = ("from minattn.engine import processes; print(processes.keep_heap())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    try:
+        ctypes.CDLL(None).mallopt
+        glibc = True
+    except AttributeError:
+        glibc = False
+    assert out == str(glibc)
+
+
 def test_borrowed_gradients_are_read_only_views_until_the_next_map():
     # map(borrow=True): a worker's gradient as read-only views of its shared block, which the
     # next map writes over; without borrow, copies that are the caller's to keep

@@ -63,10 +63,17 @@ its threads down around a fork (its atfork handlers) and each worker sets one BL
 worker runs only f. Python 3.12+ warns at every fork of a process with threads (a
 DeprecationWarning): silenced around this one fork, for the reasons above.
 
+A worker's memory: each worker keeps the memory its calls free for its next call
+(keep_heap: glibc's heap neither trimmed nor each large array mapped apart), where glibc would
+hand it back to the system after each call and fault it in again at the next. The caller's
+process keeps glibc's defaults.
+
 Measured: docs/benchmarks.md, "The baby GPT's step on a worker process" (the workers' start
-is a few milliseconds to a third of a step: MIN_CALLS).
+is a few milliseconds to a third of a step: MIN_CALLS), and "A worker process that keeps its
+heap" (the worker's half as fast as the caller's).
 """
 import contextlib
+import ctypes
 import mmap
 import multiprocessing
 import multiprocessing.connection
@@ -299,6 +306,7 @@ class WorkerProcesses:
         global _IN_WORKER
         _IN_WORKER = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        keep_heap()
         with threads._BlasThreads(threads._blas_libraries(), 1):
             while True:
                 try:
@@ -359,6 +367,29 @@ class WorkerProcesses:
         self.shared = None
         _LIVE.discard(self)
         self.pending.clear()
+
+
+# glibc's mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+HEAP_MMAP_THRESHOLD = 32 * 2 ** 20  # bytes: glibc's own ceiling for its moving threshold (64-bit)
+
+
+def keep_heap():
+    """In a worker process: glibc's malloc keeps the memory a call frees for the next call,
+    neither trimming the heap's free top back to the system nor mapping each array over
+    HEAP_MMAP_THRESHOLD apart. A worker's call frees all its temporaries at its end; where the
+    heap's top was then trimmed (as glibc does once the free top passes its trim threshold), the
+    next call touched every page again, thousands of page faults a call (the module docstring,
+    "Measured"). The memory goes back when the run closes its workers. -> True where set (glibc:
+    Linux's usual C library); elsewhere (musl) nothing, False. Never called in the caller's own
+    process: its heap is its own."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(_M_TRIM_THRESHOLD, -1) and
+                mallopt(_M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD))
 
 
 def _arrays(item):
