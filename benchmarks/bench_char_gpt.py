@@ -10,6 +10,12 @@ weights, batches and threads.
                                                       pass, the value and gradient, each
                                                       operation's VJP timed (as
                                                       bench_finetune's)
+    python benchmarks/bench_char_gpt.py --timeline    where minattn's two-thread step goes, in
+                                                      one run of --rounds + 5 steps: the
+                                                      caller's half, the worker process's half
+                                                      (timed in the worker), the wait for it,
+                                                      the sum, clip and AdamW, and each half's
+                                                      minor page faults
     python benchmarks/bench_char_gpt.py --floor       the floor of the row split: minattn's
                                                       step on half the rows (6 x 64), on one
                                                       thread, what each of two workers does,
@@ -164,6 +170,8 @@ def main(argv=None):
     parser.add_argument("--floor", action="store_true",
                         help="minattn's step on half the rows, on one thread (an ideal split "
                              "over two workers), against torch's whole step on --threads")
+    parser.add_argument("--timeline", action="store_true",
+                        help="where minattn's step goes: each half, the wait, the tail")
     parser.add_argument("--memory-child", choices=("minattn", "torch"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -174,6 +182,8 @@ def main(argv=None):
             return whole_runs(args)
         if args.profile:
             return profile(args.rounds)
+        if args.timeline:
+            return timeline(args.rounds)
         minattn_step, torch_step, _, _ = build(rows=6 if args.floor else None)
         if args.floor:  # each of two workers' share, with no other worker to wait for
             half_step = minattn_step
@@ -309,6 +319,101 @@ def child_peak(side, args):
                str(args.threads)]
     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
+
+
+def timeline(rounds):
+    """One loop.train run of rounds + 5 steps (the first five left out), its pieces timed where
+    they run: the worker process's map (engine/processes.py: the weights copied into the shared
+    block, the rows sent), the caller's own half, the wait for the worker's answer, the rest of
+    the map, the sum of the pieces, clip_then_adamw, the callback; and each half's own time and
+    minor page faults (/proc/self/stat) from inside the loss-and-gradient, in the caller and in
+    the worker. The engine's functions wrapped by this script, not changed."""
+    import tempfile
+
+    from minattn.engine import processes
+    from minattn.training import loop
+
+    minattn_step, _, _, _ = build()
+    marks, rows = {}, []
+    log = tempfile.NamedTemporaryFile("w+", suffix=".timeline", delete=False)  # the worker's
+
+    def timed(owner, name, key):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            marks[key + "0"] = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                marks[key + "1"] = time.perf_counter()
+        setattr(owner, name, wrapper)
+        return original
+
+    def own(f):  # the loss-and-gradient, timed where it runs: its time and page faults
+        def g(*args, **kwargs):
+            faults, start = _minor_faults(), time.perf_counter()
+            out = f(*args, **kwargs)
+            record = (time.perf_counter() - start, _minor_faults() - faults)
+            if processes._IN_WORKER:
+                with open(log.name, "a") as file:
+                    file.write("%r %r\n" % record)
+            else:
+                marks["here"] = record
+            return out
+        return g
+
+    originals = [(processes.WorkerProcesses, "_map", timed(processes.WorkerProcesses, "_map",
+                                                           "map")),
+                 (processes.WorkerProcesses, "_answer",
+                  timed(processes.WorkerProcesses, "_answer", "answer")),
+                 (loop, "clip_then_adamw", timed(loop, "clip_then_adamw", "tail"))]
+    worker_processes = loop.worker_processes
+    loop.worker_processes = lambda f, calls: worker_processes(own(f), calls)
+    last = [None]
+
+    def between(step, loss):
+        now = time.perf_counter()
+        if last[0] is not None and "map0" in marks:
+            m = marks
+            rows.append([m["here"][0], m["answer1"] - m["answer0"],
+                         m["map0"] - last[0] + m["answer0"] - m["map0"] - m["here"][0],
+                         m["tail0"] - m["map1"], m["tail1"] - m["tail0"], now - last[0],
+                         m["here"][1]])
+        last[0] = time.perf_counter()
+
+    try:
+        minattn_step.run(rounds + 5, between)
+    finally:
+        loop.worker_processes = worker_processes
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+    with open(log.name) as file:
+        worker = [tuple(map(float, line.split())) for line in file][5:]
+    os.unlink(log.name)
+    rows = np.array(rows[4:])  # (seconds; the last column the caller's page faults)
+    if not worker:
+        print("no worker process in this run (MINATTN_PROCESSES=0, or not Linux): threads")
+        return footer()
+    print(f"baby GPT, float32, batch 12 x 64 characters, 2 threads, one run; medians (IQR) of "
+          f"{len(rows)} steps")
+    print("| part of a step | time |")
+    print("|---|---|")
+    for i, what in enumerate(("the caller's half", "waiting for the worker's answer",
+                              "the map's own work (weights into the shared block, the rows "
+                              "sent; the step's start)", "the sum of the pieces (and the "
+                              "map's end)", "clip_then_adamw", "the whole step")):
+        print(f"| {what} | {describe(rows[:, i])} |")
+    times, faults = np.array(worker).T
+    print(f"| the worker's half, timed in the worker | {describe(times[:len(rows)])} |")
+    print(f"minor page faults a step: the caller's half {np.median(rows[:, 6]):.0f}, the "
+          f"worker's {np.median(faults):.0f}")
+    return footer()
+
+
+def _minor_faults():
+    # Linux's /proc/self/stat, field 10 (minflt); after the command's parenthesised name
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
 def _status_mib(field, pid="self"):
