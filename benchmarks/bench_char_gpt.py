@@ -42,9 +42,9 @@ it (Linux's VmHWM, reset through /proc/PID/clear_refs); minattn's second step of
 above the memory before the run, plus its worker's private memory after the first step (the
 heap it keeps for the next: engine/processes.py's keep_heap) and its peak in the second step
 above its memory after the first (the run's frame still holds the first step's gradient: a few
-MiB more than one step per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0 unless set, which also
-keeps the worker process without timing it against the threads: CONTRIBUTING.md,
-"Benchmarks").
+MiB more than one step per run). Both sides on the threads given (MINATTN_TIMED_THREADS=0
+unless set, which also keeps the worker process without timing it against the threads:
+CONTRIBUTING.md, "Benchmarks").
 """
 import argparse
 import json
@@ -166,7 +166,8 @@ def main(argv=None):
                         help="train this many steps on each side (the baby config: 2000), "
                              "timing each whole run and reporting its validation loss")
     parser.add_argument("--profile", action="store_true",
-                        help="time minattn's forward, its value and gradient, and each operation's VJP")
+                        help="time minattn's forward, its value and gradient, and each "
+                             "operation's VJP")
     parser.add_argument("--floor", action="store_true",
                         help="minattn's step on half the rows, on one thread (an ideal split "
                              "over two workers), against torch's whole step on --threads")
@@ -183,7 +184,7 @@ def main(argv=None):
         if args.profile:
             return profile(args.rounds)
         if args.timeline:
-            return timeline(args.rounds)
+            return timeline(args.rounds, args.threads)
         minattn_step, torch_step, _, _ = build(rows=6 if args.floor else None)
         if args.floor:  # each of two workers' share, with no other worker to wait for
             half_step = minattn_step
@@ -321,33 +322,39 @@ def child_peak(side, args):
     return json.loads(out.strip().splitlines()[-1])["peak_mib"]
 
 
-def timeline(rounds):
+def timeline(rounds, n_threads):
     """One loop.train run of rounds + 5 steps (the first five left out), its pieces timed where
-    they run: the worker process's map (engine/processes.py: the weights copied into the shared
-    block, the rows sent), the caller's own half, the wait for the worker's answer, the rest of
-    the map, the sum of the pieces, clip_then_adamw, the callback; and each half's own time and
-    minor page faults (/proc/self/stat) from inside the loss-and-gradient, in the caller and in
-    the worker. The engine's functions wrapped by this script, not changed."""
+    they run, each step split into: the caller's half of the rows; the wait for the workers'
+    answers (the first asked to the last answered); the step before its halves (the batch made,
+    the weights copied into the shared block, the rows sent: from the last step's callback to
+    the caller's half); the sum of the pieces; clip_then_adamw; the rest (the map's end, the
+    callback and the loop); and each half's own time and minor page faults (/proc/self/stat),
+    from inside the loss-and-gradient, in the caller and in each worker. The engine's functions
+    wrapped by this script for the run, not changed. A step that ran on threads instead (the
+    timed rule, MINATTN_TIMED_THREADS=1) is counted and left out."""
     import tempfile
 
     from minattn.engine import processes
     from minattn.training import loop
 
+    rounds = max(rounds, 1)
     minattn_step, _, _, _ = build()
-    marks, rows = {}, []
-    log = tempfile.NamedTemporaryFile("w+", suffix=".timeline", delete=False)  # the worker's
+    marks, rows, on_threads = {}, [], [0]
+    handle, log = tempfile.mkstemp(suffix=".timeline")  # the workers' records
+    os.close(handle)
 
-    def timed(owner, name, key):
+    def timed(owner, name, key, first=False):
         original = getattr(owner, name)
 
         def wrapper(*args, **kwargs):
-            marks[key + "0"] = time.perf_counter()
+            if not first or key + "0" not in marks:
+                marks[key + "0"] = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
                 marks[key + "1"] = time.perf_counter()
         setattr(owner, name, wrapper)
-        return original
+        return owner, name, original
 
     def own(f):  # the loss-and-gradient, timed where it runs: its time and page faults
         def g(*args, **kwargs):
@@ -355,57 +362,61 @@ def timeline(rounds):
             out = f(*args, **kwargs)
             record = (time.perf_counter() - start, _minor_faults() - faults)
             if processes._IN_WORKER:
-                with open(log.name, "a") as file:
+                with open(log, "a") as file:
                     file.write("%r %r\n" % record)
             else:
                 marks["here"] = record
             return out
         return g
 
-    originals = [(processes.WorkerProcesses, "_map", timed(processes.WorkerProcesses, "_map",
-                                                           "map")),
-                 (processes.WorkerProcesses, "_answer",
-                  timed(processes.WorkerProcesses, "_answer", "answer")),
-                 (loop, "clip_then_adamw", timed(loop, "clip_then_adamw", "tail"))]
-    worker_processes = loop.worker_processes
-    loop.worker_processes = lambda f, calls: worker_processes(own(f), calls)
     last = [None]
 
     def between(step, loss):
-        now = time.perf_counter()
-        if last[0] is not None and "map0" in marks:
-            m = marks
-            rows.append([m["here"][0], m["answer1"] - m["answer0"],
-                         m["map0"] - last[0] + m["answer0"] - m["map0"] - m["here"][0],
-                         m["tail0"] - m["map1"], m["tail1"] - m["tail0"], now - last[0],
-                         m["here"][1]])
+        now, m = time.perf_counter(), marks
+        if last[0] is not None and "map0" not in m:
+            on_threads[0] += 1
+        elif last[0] is not None:
+            parts = [m["here"][0], m["answer1"] - m["answer0"],
+                     m["map0"] - last[0] + m["answer0"] - m["map0"] - m["here"][0],
+                     m["tail0"] - m["map1"], m["tail1"] - m["tail0"]]
+            rows.append(parts + [now - last[0] - sum(parts), now - last[0], m["here"][1]])
+        marks.clear()
         last[0] = time.perf_counter()
 
+    originals = [timed(processes.WorkerProcesses, "_map", "map"),
+                 timed(processes.WorkerProcesses, "_answer", "answer", first=True),
+                 timed(loop, "clip_then_adamw", "tail")]
+    worker_processes = loop.worker_processes
+    loop.worker_processes = lambda f, calls: worker_processes(own(f), calls)
     try:
         minattn_step.run(rounds + 5, between)
+        with open(log) as file:
+            worker = [tuple(map(float, line.split())) for line in file]
     finally:
         loop.worker_processes = worker_processes
         for owner, name, original in originals:
             setattr(owner, name, original)
-    with open(log.name) as file:
-        worker = [tuple(map(float, line.split())) for line in file][5:]
-    os.unlink(log.name)
-    rows = np.array(rows[4:])  # (seconds; the last column the caller's page faults)
-    if not worker:
-        print("no worker process in this run (MINATTN_PROCESSES=0, or not Linux): threads")
+        os.unlink(log)
+    n_workers = max(1, n_threads - 1)
+    rows, worker = np.array(rows[4:]), worker[5 * n_workers:]
+    if not worker or not len(rows):
+        print(f"no step on a worker process to show ({on_threads[0]} on threads; "
+              "MINATTN_PROCESSES=0, one thread, or not Linux)")
         return footer()
-    print(f"baby GPT, float32, batch 12 x 64 characters, 2 threads, one run; medians (IQR) of "
-          f"{len(rows)} steps")
+    print(f"baby GPT, float32, batch 12 x 64 characters, {n_threads} threads, one run; medians "
+          f"(IQR) of {len(rows)} steps" + (f" ({on_threads[0]} steps on threads left out)"
+                                           if on_threads[0] else ""))
     print("| part of a step | time |")
     print("|---|---|")
-    for i, what in enumerate(("the caller's half", "waiting for the worker's answer",
-                              "the map's own work (weights into the shared block, the rows "
-                              "sent; the step's start)", "the sum of the pieces (and the "
-                              "map's end)", "clip_then_adamw", "the whole step")):
+    for i, what in enumerate(("the caller's half", "waiting for the workers' answers",
+                              "the step before its halves (the batch, the weights into the "
+                              "shared block, the rows sent)", "the sum of the pieces",
+                              "clip_then_adamw", "the rest (the map's end, the callback, the "
+                              "loop)", "the whole step")):
         print(f"| {what} | {describe(rows[:, i])} |")
     times, faults = np.array(worker).T
-    print(f"| the worker's half, timed in the worker | {describe(times[:len(rows)])} |")
-    print(f"minor page faults a step: the caller's half {np.median(rows[:, 6]):.0f}, the "
+    print(f"| a worker's half, timed in the worker | {describe(times)} |")
+    print(f"minor page faults a step: the caller's half {np.median(rows[:, 7]):.0f}, a "
           f"worker's {np.median(faults):.0f}")
     return footer()
 

@@ -63,17 +63,18 @@ its threads down around a fork (its atfork handlers) and each worker sets one BL
 worker runs only f. Python 3.12+ warns at every fork of a process with threads (a
 DeprecationWarning): silenced around this one fork, for the reasons above.
 
-A worker's memory: each worker keeps the memory its calls free for its next call
-(keep_heap: glibc's heap neither trimmed nor each large array mapped apart), where glibc would
-hand it back to the system after each call and fault it in again at the next. The caller's
-process keeps glibc's defaults.
+A worker's memory: each worker keeps the memory its calls free for its next call (keep_heap:
+glibc's heap not trimmed, arrays up to HEAP_MMAP_THRESHOLD taken from it), where glibc would
+hand it back to the system after each call and fault every page in again at the next. So a
+worker holds the largest heap a step needed until the run closes it, also while the caller
+evaluates or writes a checkpoint. A user's own malloc settings (GLIBC_TUNABLES' glibc.malloc,
+MALLOC_TRIM_THRESHOLD_ and the like) are left as they are, and so is the caller's process.
 
 Measured: docs/benchmarks.md, "The baby GPT's step on a worker process" (the workers' start
 is a few milliseconds to a third of a step: MIN_CALLS), and "A worker process that keeps its
 heap" (the worker's half as fast as the caller's).
 """
 import contextlib
-import ctypes
 import mmap
 import multiprocessing
 import multiprocessing.connection
@@ -370,26 +371,44 @@ class WorkerProcesses:
 
 
 # glibc's mallopt parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-HEAP_MMAP_THRESHOLD = 32 * 2 ** 20  # bytes: glibc's own ceiling for its moving threshold (64-bit)
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+HEAP_MMAP_THRESHOLD = 32 * 2 ** 20  # bytes: the ceiling of glibc's own moving threshold (64-bit)
+TOP_PAD = 64 * 2 ** 20  # bytes kept at the top of a thread's arena (below: keep_heap)
+_USERS_MALLOC = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_",
+                 "MALLOC_MMAP_MAX_")
 
 
 def keep_heap():
-    """In a worker process: glibc's malloc keeps the memory a call frees for the next call,
-    neither trimming the heap's free top back to the system nor mapping each array over
-    HEAP_MMAP_THRESHOLD apart. A worker's call frees all its temporaries at its end; where the
-    heap's top was then trimmed (as glibc does once the free top passes its trim threshold), the
-    next call touched every page again, thousands of page faults a call (the module docstring,
-    "Measured"). The memory goes back when the run closes its workers. -> True where set (glibc:
-    Linux's usual C library); elsewhere (musl) nothing, False. Never called in the caller's own
-    process: its heap is its own."""
+    """In a worker process: glibc's malloc keeps the memory a call frees for the next call. A
+    worker's call frees all its temporaries at its end; glibc then trims the free top of its
+    heap back to the system, and the next call faults every page in again. Here trimming is off
+    (M_TRIM_THRESHOLD), arrays up to HEAP_MMAP_THRESHOLD come from the heap, not from a mapping
+    of their own made and unmapped with each (M_MMAP_THRESHOLD; larger ones as ever), and
+    TOP_PAD bytes stay at the heap's top (M_TOP_PAD: a worker forked from a thread other than
+    the main one allocates in that thread's arena, which trims its top by its own rule). -> True
+    where trimming was turned off; False, and nothing changed, where the C library is not glibc
+    or the user has set glibc's malloc through the environment (GLIBC_TUNABLES' glibc.malloc,
+    MALLOC_TRIM_THRESHOLD_ and the like). Never called in the caller's own process: its heap
+    is its own."""
     try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+            return False
+    except (AttributeError, ValueError, OSError, TypeError):  # (not glibc; no confstr)
         return False
+    if any(name in os.environ for name in _USERS_MALLOC) or \
+            "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    import ctypes
+
+    mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return bool(mallopt(_M_TRIM_THRESHOLD, -1) and
-                mallopt(_M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD))
+    if not mallopt(_M_TRIM_THRESHOLD, -1):
+        return False
+    # (32-bit glibc refuses a threshold over 512 KiB: its own ceiling there, taken instead)
+    mallopt(_M_MMAP_THRESHOLD, HEAP_MMAP_THRESHOLD if ctypes.sizeof(ctypes.c_void_p) == 8
+            else 512 * 2 ** 10)
+    mallopt(_M_TOP_PAD, TOP_PAD)
+    return True
 
 
 def _arrays(item):
