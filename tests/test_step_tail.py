@@ -306,8 +306,8 @@ def test_a_clip_that_does_not_scale_skips_its_multiply_with_the_same_bits(dtype,
     # scale 1 (a norm under max_norm): the multiply skipped; scale 0.999, and the largest
     # Python float under 1: multiplied (that last one tells a skip from a multiply in float64
     # only: in float32 and float16 g times it rounds back to g). The readable functions' bits
-    # each time, with signed
-    # zeros and subnormals in the gradient, and the gradient left as it was unless handed over
+    # each time, with signed zeros and subnormals in the gradient, and the gradient left as it
+    # was unless handed over
     rng = np.random.default_rng(9)
     params = _gpt_tree(dtype)
     grads = _like(params, rng, 1e-2)
