@@ -7,6 +7,9 @@ one token through the KV cache, and reading a prompt (the prefill), with the flo
                                                      with tiny weights (no torch needed)
     python benchmarks/bench_smollm2.py --checks      a decode step with and without its
                                                      argument checks, beside the floor
+    python benchmarks/bench_smollm2.py --parts       one layer's parts against their bare NumPy
+                                                     forms, and each kind of product at one
+                                                     thread and at --threads (no torch needed)
     python benchmarks/bench_smollm2.py --chat [--busy 1] [--reply 128]
                                                      a whole reply's tokens/s as `chat` prints
                                                      it: the timed thread count against each
@@ -69,6 +72,9 @@ def main(argv=None):
     parser.add_argument("--checks", action="store_true",
                         help="instead: a decode step with and without its argument checks (no "
                              "transformers)")
+    parser.add_argument("--parts", action="store_true",
+                        help="instead: one layer's parts of a decode step against bare NumPy, "
+                             "and each kind of product at one thread and at --threads")
     parser.add_argument("--chat", action="store_true",
                         help="instead: a whole reply's tokens/s, timed threads against fixed "
                              "ones (no transformers)")
@@ -82,6 +88,8 @@ def main(argv=None):
         return overhead(args.threads, args.rounds)
     if args.checks:
         return checks_cost(args.threads, args.rounds, args.steps)
+    if args.parts:
+        return parts(args.threads, args.rounds)
 
     import torch
     import transformers
@@ -477,6 +485,183 @@ def checks_cost(threads, rounds, steps):
                        ("minattn", "minattn")):
         print(f"| {what} | {describe(results[name])} | "
               f"{ratio(results[name], results['floor'])} |")
+    footer()
+
+
+def parts(threads, rounds, calls=200):
+    """Where minattn's decode step and the bare step (_bare_step) part, one layer at a time:
+    SmolLM2's first layer, the new token through the cache of a 63-token prompt, each part as
+    minattn calls it and in its bare NumPy form (checked equal within float32 rounding before
+    timing): the block, its self-attention (the q, k, v projection, RoPE on q, the attention
+    core), its feed-forward (SwiGLU's gating) and RMSNorm. The layer's weights stay warm in the
+    caches, and both forms make the same products, so a part's difference is its Python and its
+    passes. Each round times `calls` calls of each form, the two forms' order alternating round
+    by round; prints their medians per call and the median of the per-round differences, times
+    the model's layers. Then (threads > 1) each kind of product over all the layers, cold (every
+    layer's weights read once a round), at one BLAS thread and at `threads`, interleaved:
+    OpenBLAS runs a matrix-vector product of m n < 115,200 GEMM_MULTITHREAD_THRESHOLD weights (4
+    by default: 460,800) on one thread whatever the count in force (interface/gemv.c), and
+    SmolLM2's o projection (576 x 576) is one."""
+    from threadpoolctl import threadpool_limits
+
+    from minattn.engine.fused_products import side_by_side
+    from minattn.engine.query_blocks import weights_unread
+    from minattn.kv_cache import self_attention
+    from minattn.language_model import causal_lm
+    from minattn.linear import project
+    from minattn.models.chat_model import load_language_model
+    from minattn.multi_head import grouped_attention
+    from minattn.normalization import rms_norm
+    from minattn.position_wise import gated_feed_forward, swiglu
+    from minattn.rope import apply_rope
+    from minattn.transformer_decoder import decoder_block
+
+    threadpool_limits(threads, user_api="blas")
+    model = load_language_model()
+    p, config = model.params, model.config
+    text = "The Transformer relies entirely on attention to draw global dependencies. " * 6
+    ids = np.array([model.tokenizer.encode(text)[:64]])
+    _, cache = causal_lm(p, ids[:, :-1], return_cache=True, **config)
+    layer, past = p["layers"][0], cache[0]
+    attention, feed = layer["self_attention"], layer["feed_forward"]
+    n_heads, n_kv, d_k, eps = config["n_heads"], config["n_kv_heads"], config["d_k"], config["eps"]
+    width, position = n_heads * d_k, ids.shape[1] - 1
+    positions = np.array([position])  # [L], as causal_lm passes them
+    block_config = dict(n_heads=n_heads, n_kv_heads=n_kv, d_k=d_k, norm="rms_norm",
+                        activation="swiglu", eps=eps, rope_base=config["rope_base"],
+                        positions=positions, norm_first=True)
+    x = p["token_embedding"][ids[:, -1:]]  # [1, 1, D]
+    h = rms_norm(x, layer["self_attention_norm"]["gamma"], eps)
+    qkv = side_by_side([attention[k] for k in ("w_q", "w_k", "w_v")])
+    gate_up = side_by_side([feed[k] for k in ("w_gate", "w_up")])
+    inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
+    angles = np.concatenate([position * inv_freq] * 2)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    q, k, v = project(attention, h, "qkv")
+    q = apply_rope(q.reshape(1, 1, n_heads, d_k).transpose(0, 2, 1, 3), positions,
+                   base=config["rope_base"])  # [1, H, 1, d_k]
+    keys = np.concatenate([past["k"], np.ones((1, n_kv, 1, d_k), np.float32)], axis=2)
+    values = np.concatenate([past["v"], np.ones((1, n_kv, 1, d_k), np.float32)], axis=2)
+    gate, up = project(feed, h, ("gate", "up"))
+    core = weights_unread(grouped_attention)
+
+    def bare_rms(x, gamma):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+    def bare_rope(t):  # [H, d_k], rotate_half
+        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
+
+    def bare_core(q, keys, values):  # [H, d_k], [H_kv, L, d_k] (twice) -> [H, d_k]
+        s = q.reshape(n_kv, n_heads // n_kv, d_k) @ keys.transpose(0, 2, 1) / d_k ** 0.5
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return ((e / e.sum(axis=-1, keepdims=True)) @ values).reshape(n_heads, d_k)
+
+    def bare_attention(h):  # [1, D] -> [1, D], as _bare_step's
+        y = h @ qkv
+        q = bare_rope(y[:, :width].reshape(n_heads, d_k))
+        k = bare_rope(y[:, width:width + n_kv * d_k].reshape(n_kv, d_k))
+        v = y[:, width + n_kv * d_k:].reshape(n_kv, d_k)
+        keys = np.concatenate([past["k"][0], k[:, None]], axis=1)
+        values = np.concatenate([past["v"][0], v[:, None]], axis=1)
+        return bare_core(q, keys, values).reshape(1, width) @ attention["w_o"]
+
+    def bare_feed_forward(h):  # [1, D] -> [1, D]
+        y = h @ gate_up
+        gate, up = y[:, :y.shape[1] // 2], y[:, y.shape[1] // 2:]
+        return (gate / (1 + np.exp(-gate)) * up) @ feed["w_down"]
+
+    def bare_block(x):
+        x = x + bare_attention(bare_rms(x, layer["self_attention_norm"]["gamma"]))
+        return x + bare_feed_forward(bare_rms(x, layer["feed_forward_norm"]["gamma"]))
+
+    pairs = {  # name: (minattn's call, the bare form, a reshape of minattn's result to the bare's)
+        "the block (pre-norm, self-attention, SwiGLU)": (
+            lambda: decoder_block(layer, x, None, cache=past, **block_config)[0],
+            lambda: bare_block(x[0])),
+        "its self-attention": (
+            lambda: self_attention(attention, h, None, n_heads=n_heads, n_kv_heads=n_kv,
+                                   d_k=d_k, positions=positions, rope_base=config["rope_base"],
+                                   eps=eps, cache=past)[0],
+            lambda: bare_attention(h[0])),
+        "  its q, k, v projection (one product)": (
+            lambda: project(attention, h, "qkv")[0], lambda: (h[0] @ qkv)[:, :width]),
+        "  RoPE on q": (lambda: apply_rope(q, positions, base=config["rope_base"]),
+                        lambda: bare_rope(q[0, :, 0])),
+        "  its attention core": (lambda: core(q, keys, values, None)[0],
+                                 lambda: bare_core(q[0, :, 0], keys[0], values[0])),
+        "its feed-forward": (lambda: gated_feed_forward(feed, h), lambda: bare_feed_forward(h[0])),
+        "  SwiGLU's gating": (lambda: swiglu(gate, up),
+                              lambda: gate / (1 + np.exp(-gate)) * up),
+        "RMSNorm": (lambda: rms_norm(x, layer["self_attention_norm"]["gamma"], eps),
+                    lambda: bare_rms(x, layer["self_attention_norm"]["gamma"])),
+    }
+    for name, (ours, bare) in pairs.items():
+        a, b = np.asarray(ours(), np.float64), np.asarray(bare(), np.float64)
+        np.testing.assert_allclose(a.reshape(b.shape), b, rtol=1e-4, atol=1e-4 * np.abs(b).max(),
+                                   err_msg=name)
+
+    def per_call(f):
+        start = time.perf_counter()
+        for _ in range(calls):
+            f()
+        return (time.perf_counter() - start) / calls
+
+    header(0)
+    times = {name: ([], []) for name in pairs}
+    for name, (ours, bare) in pairs.items():
+        per_call(ours), per_call(bare)
+    for round_ in range(rounds):
+        for name, fs in pairs.items():
+            for i in ((0, 1) if round_ % 2 else (1, 0)):
+                times[name][i].append(per_call(fs[i]))
+    n_layers = len(p["layers"])
+    print(f"SmolLM2's first layer, warm, {threads} threads, {rounds} rounds of {calls} calls:")
+    print(f"| part | minattn, per call | bare NumPy, per call | minattn - bare, per call "
+          f"(IQR) | times {n_layers} layers |")
+    print("|---|---|---|---|---|")
+    for name, (ours, bare) in times.items():
+        diff = (np.asarray(ours) - np.asarray(bare)) * 1e6
+        q1, median, q3 = np.percentile(diff, [25, 50, 75])
+        print(f"| {name} | {np.median(ours) * 1e6:.1f} us | {np.median(bare) * 1e6:.1f} us | "
+              f"{median:.1f} us ({q1:.1f} to {q3:.1f}) | {median * n_layers / 1e3:.2f} ms |")
+
+    if threads == 1:  # (nothing to compare the one thread with)
+        return footer()
+    kinds = {"q, k, v (one product)": [], "o": [], "gate, up (one product)": [], "down": []}
+    for each in p["layers"]:
+        a, f = each["self_attention"], each["feed_forward"]
+        kinds["q, k, v (one product)"].append(side_by_side([a["w_q"], a["w_k"], a["w_v"]]))
+        kinds["o"].append(a["w_o"])
+        kinds["gate, up (one product)"].append(side_by_side([f["w_gate"], f["w_up"]]))
+        kinds["down"].append(f["w_down"])
+    kinds["the unembedding"] = [p.get("lm_head", p["token_embedding"].T)]
+    inputs = {name: np.ones((1, ws[0].shape[0]), np.float32) for name, ws in kinds.items()}
+
+    def sweep(n):  # -> {kind: seconds over the layers}, every product in the model's order
+        spent = dict.fromkeys(kinds, 0.0)
+        with threadpool_limits(n, user_api="blas"):
+            for i in range(n_layers):
+                for name, ws in kinds.items():
+                    if i < len(ws):
+                        start = time.perf_counter()
+                        inputs[name] @ ws[i]
+                        spent[name] += time.perf_counter() - start
+        return spent
+
+    sweeps = {1: [], threads: []}
+    for n in sweeps:
+        sweep(n)
+    for round_ in range(rounds):
+        for n in (sorted(sweeps) if round_ % 2 else sorted(sweeps, reverse=True)):
+            sweeps[n].append(sweep(n))
+    print(f"\neach kind of product over the {n_layers} layers, cold, {rounds} rounds:")
+    print(f"| product | weights | one thread | {threads} threads | {threads} threads / one |")
+    print("|---|---|---|---|---|")
+    for name, ws in kinds.items():
+        one = np.asarray([s[name] for s in sweeps[1]])
+        many = np.asarray([s[name] for s in sweeps[threads]])
+        print(f"| {name} | {ws[0].shape[0]} x {ws[0].shape[1]} ({ws[0].size:,}) | "
+              f"{describe(one).strip()} | {describe(many).strip()} | {ratio(many, one)} |")
     footer()
 
 
