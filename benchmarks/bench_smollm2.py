@@ -490,18 +490,24 @@ def checks_cost(threads, rounds, steps):
 
 def parts(threads, rounds, calls=200):
     """Where minattn's decode step and the bare step (_bare_step) part, one layer at a time:
-    SmolLM2's first layer, the new token through the cache of a 63-token prompt, each part as
-    minattn calls it and in its bare NumPy form (checked equal within float32 rounding before
-    timing): the block, its self-attention (the q, k, v projection, RoPE on q, the attention
-    core), its feed-forward (SwiGLU's gating) and RMSNorm. The layer's weights stay warm in the
-    caches, and both forms make the same products, so a part's difference is its Python and its
-    passes. Each round times `calls` calls of each form, the two forms' order alternating round
-    by round; prints their medians per call and the median of the per-round differences, times
-    the model's layers. Then (threads > 1) each kind of product over all the layers, cold (every
-    layer's weights read once a round), at one BLAS thread and at `threads`, interleaved:
-    OpenBLAS runs a matrix-vector product of m n < 115,200 GEMM_MULTITHREAD_THRESHOLD weights (4
-    by default: 460,800) on one thread whatever the count in force (interface/gemv.c), and
-    SmolLM2's o projection (576 x 576) is one."""
+    SmolLM2's first layer, the new token through the cache of a 63-token prompt (so minattn's
+    appends take the KV room's first-step path, a concatenation, as the bare step's do), each
+    part called directly as minattn's block calls it and in its bare NumPy form, the bare
+    step's lines (checked equal within float32 rounding before timing): the block, its
+    self-attention (its q, k, v and o projections, RoPE, the attention core), its feed-forward
+    (its gate, up and down projections, SwiGLU's gating) and RMSNorm; and the block against its
+    own sublayers composed by hand (its own frame: checks, wrappers, keywords, residuals). The
+    layer's weights stay warm in the caches and both forms make the same products (but the
+    attention core's: one per head in minattn's, one per group of heads in the bare form's), so
+    a part's difference is its Python and its passes. Each part is timed alone, warmer than
+    inside the block: the rows do not add up to the block's. Each round times `calls` calls of
+    each form, the two forms' order alternating round by round; prints their medians per call
+    and the median of the per-round differences, times the part's calls in the model's layers
+    (an extrapolation from one warm layer). Then (threads > 1) each kind of product over all
+    the layers, cold (every layer's weights read once a round), at one BLAS thread and at
+    `threads`, interleaved: OpenBLAS runs a matrix-vector product of m * n < 115,200 *
+    GEMM_MULTITHREAD_THRESHOLD weights (4 by default: 460,800) on one thread whatever the count
+    in force (interface/gemv.c), and SmolLM2's o projection (576 x 576) is one."""
     from threadpoolctl import threadpool_limits
 
     from minattn.engine.fused_products import side_by_side
@@ -574,28 +580,53 @@ def parts(threads, rounds, calls=200):
         x = x + bare_attention(bare_rms(x, layer["self_attention_norm"]["gamma"]))
         return x + bare_feed_forward(bare_rms(x, layer["feed_forward_norm"]["gamma"]))
 
-    pairs = {  # name: (minattn's call, the bare form, a reshape of minattn's result to the bare's)
+    heads = np.ones((1, 1, width), np.float32)  # the heads merged, [1, 1, H d_k]
+    hidden = swiglu(gate, up)  # [1, 1, F]
+
+    def by_hand():  # the block's sublayers as decoder_block calls them, composed here
+        out, new_cache = self_attention(
+            attention, rms_norm(x, layer["self_attention_norm"]["gamma"], eps), None,
+            n_heads=n_heads, n_kv_heads=n_kv, d_k=d_k, positions=positions,
+            rope_base=config["rope_base"], eps=eps, cache=past)
+        y = x + out
+        return y + gated_feed_forward(feed, rms_norm(y, layer["feed_forward_norm"]["gamma"],
+                                                     eps)), new_cache
+
+    pairs = {  # name: (calls a layer, minattn's call, the bare form)
         "the block (pre-norm, self-attention, SwiGLU)": (
-            lambda: decoder_block(layer, x, None, cache=past, **block_config)[0],
+            1, lambda: decoder_block(layer, x, None, cache=past, **block_config)[0],
             lambda: bare_block(x[0])),
         "its self-attention": (
-            lambda: self_attention(attention, h, None, n_heads=n_heads, n_kv_heads=n_kv,
-                                   d_k=d_k, positions=positions, rope_base=config["rope_base"],
-                                   eps=eps, cache=past)[0],
+            1, lambda: self_attention(attention, h, None, n_heads=n_heads, n_kv_heads=n_kv,
+                                      d_k=d_k, positions=positions,
+                                      rope_base=config["rope_base"], eps=eps, cache=past)[0],
             lambda: bare_attention(h[0])),
         "  its q, k, v projection (one product)": (
-            lambda: project(attention, h, "qkv")[0], lambda: (h[0] @ qkv)[:, :width]),
-        "  RoPE on q": (lambda: apply_rope(q, positions, base=config["rope_base"]),
-                        lambda: bare_rope(q[0, :, 0])),
-        "  its attention core": (lambda: core(q, keys, values, None)[0],
+            1, lambda: project(attention, h, "qkv")[0], lambda: (h[0] @ qkv)[:, :width]),
+        "  RoPE (on q here; q and k a layer)": (
+            2, lambda: apply_rope(q, positions, base=config["rope_base"]),
+            lambda: bare_rope(q[0, :, 0])),
+        "  its attention core": (1, lambda: core(q, keys, values, None)[0],
                                  lambda: bare_core(q[0, :, 0], keys[0], values[0])),
-        "its feed-forward": (lambda: gated_feed_forward(feed, h), lambda: bare_feed_forward(h[0])),
-        "  SwiGLU's gating": (lambda: swiglu(gate, up),
+        "  its o projection": (1, lambda: project(attention, heads, ("o",))[0],
+                               lambda: heads[0] @ attention["w_o"]),
+        "its feed-forward": (1, lambda: gated_feed_forward(feed, h),
+                             lambda: bare_feed_forward(h[0])),
+        "  its gate, up projection (one product)": (
+            1, lambda: project(feed, h, ("gate", "up"))[0],
+            lambda: (h[0] @ gate_up)[:, :gate.shape[-1]]),
+        "  SwiGLU's gating": (1, lambda: swiglu(gate, up),
                               lambda: gate / (1 + np.exp(-gate)) * up),
-        "RMSNorm": (lambda: rms_norm(x, layer["self_attention_norm"]["gamma"], eps),
-                    lambda: bare_rms(x, layer["self_attention_norm"]["gamma"])),
+        "  its down projection": (1, lambda: project(feed, hidden, ("down",))[0],
+                                  lambda: hidden[0] @ feed["w_down"]),
+        "RMSNorm (two a layer)": (2, lambda: rms_norm(x, layer["self_attention_norm"]["gamma"],
+                                                      eps),
+                                  lambda: bare_rms(x, layer["self_attention_norm"]["gamma"])),
+        "the block's own frame: decoder_block against its sublayers composed by hand (both "
+        "minattn's)": (1, lambda: decoder_block(layer, x, None, cache=past, **block_config)[0],
+                       lambda: by_hand()[0]),
     }
-    for name, (ours, bare) in pairs.items():
+    for name, (_, ours, bare) in pairs.items():
         a, b = np.asarray(ours(), np.float64), np.asarray(bare(), np.float64)
         np.testing.assert_allclose(a.reshape(b.shape), b, rtol=1e-4, atol=1e-4 * np.abs(b).max(),
                                    err_msg=name)
@@ -608,22 +639,24 @@ def parts(threads, rounds, calls=200):
 
     header(0)
     times = {name: ([], []) for name in pairs}
-    for name, (ours, bare) in pairs.items():
+    for name, (_, ours, bare) in pairs.items():
         per_call(ours), per_call(bare)
     for round_ in range(rounds):
-        for name, fs in pairs.items():
+        for name, (_, *fs) in pairs.items():
             for i in ((0, 1) if round_ % 2 else (1, 0)):
                 times[name][i].append(per_call(fs[i]))
     n_layers = len(p["layers"])
-    print(f"SmolLM2's first layer, warm, {threads} threads, {rounds} rounds of {calls} calls:")
+    print(f"SmolLM2's first layer, warm, {threads} BLAS thread{'s' * (threads > 1)}, {rounds} "
+          f"rounds of {calls} calls (each part alone: the rows do not add up to the block):")
     print(f"| part | minattn, per call | bare NumPy, per call | minattn - bare, per call "
-          f"(IQR) | times {n_layers} layers |")
+          f"(IQR) | times its calls in {n_layers} layers |")
     print("|---|---|---|---|---|")
     for name, (ours, bare) in times.items():
         diff = (np.asarray(ours) - np.asarray(bare)) * 1e6
         q1, median, q3 = np.percentile(diff, [25, 50, 75])
         print(f"| {name} | {np.median(ours) * 1e6:.1f} us | {np.median(bare) * 1e6:.1f} us | "
-              f"{median:.1f} us ({q1:.1f} to {q3:.1f}) | {median * n_layers / 1e3:.2f} ms |")
+              f"{median:.1f} us ({q1:.1f} to {q3:.1f}) | "
+              f"{median * pairs[name][0] * n_layers / 1e3:.2f} ms |")
 
     if threads == 1:  # (nothing to compare the one thread with)
         return footer()
