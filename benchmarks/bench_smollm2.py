@@ -224,6 +224,23 @@ def main(argv=None):
     footer()
 
 
+def _bare_rms_and_rope(config, position):
+    """-> (rms(x, gamma), rope(t)): a bare step's RMSNorm over the last axis with config's eps,
+    and its RoPE of heads t [H, d_k] at one position (rotate_half, cos and sin made once)."""
+    d_k, eps = config["d_k"], config["eps"]
+    inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
+    angles = np.concatenate([position * inv_freq] * 2)
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+    def rms(x, gamma):
+        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
+
+    def rope(t):  # [H, d_k], rotate_half
+        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
+
+    return rms, rope
+
+
 def _bare_step(model, prompt):
     """A decode step of SmolLM2 written out in plain NumPy, for the benchmark only: no argument
     checks, no policies, nothing general (batch 1, no mask, float32), the same weights and
@@ -237,9 +254,7 @@ def _bare_step(model, prompt):
     _, cache = causal_lm(p, prompt[:, :-1], return_cache=True, **config)
     token, position = int(prompt[0, -1]), prompt.shape[1] - 1
     d_k, n_heads, n_kv = config["d_k"], config["n_heads"], config["n_kv_heads"]
-    inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
-    angles = np.concatenate([position * inv_freq] * 2)
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    rms, rope = _bare_rms_and_rope(config, position)
 
     def fused(ws):  # one matrix, one product: the loaded model's view, else a copy side by side
         whole = side_by_side(ws)
@@ -248,13 +263,7 @@ def _bare_step(model, prompt):
     layers = [(layer, fused([layer["self_attention"][k] for k in ("w_q", "w_k", "w_v")]),
                fused([layer["feed_forward"][k] for k in ("w_gate", "w_up")]))
               for layer in p["layers"]]
-    embedding, eps = p["token_embedding"], config["eps"]
-
-    def rms(x, gamma):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
-
-    def rope(t):  # [H, d_k], rotate_half
-        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
+    embedding = p["token_embedding"]
 
     def step():
         x = embedding[token][None]  # [1, D]
@@ -540,9 +549,7 @@ def parts(threads, rounds, calls=200):
     h = rms_norm(x, layer["self_attention_norm"]["gamma"], eps)
     qkv = side_by_side([attention[k] for k in ("w_q", "w_k", "w_v")])
     gate_up = side_by_side([feed[k] for k in ("w_gate", "w_up")])
-    inv_freq = config["rope_base"] ** -(np.arange(0, d_k, 2) / d_k)
-    angles = np.concatenate([position * inv_freq] * 2)
-    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    bare_rms, bare_rope = _bare_rms_and_rope(config, position)  # _bare_step's
     q, k, v = project(attention, h, "qkv")
     q = apply_rope(q.reshape(1, 1, n_heads, d_k).transpose(0, 2, 1, 3), positions,
                    base=config["rope_base"])  # [1, H, 1, d_k]
@@ -551,12 +558,8 @@ def parts(threads, rounds, calls=200):
     gate, up = project(feed, h, ("gate", "up"))
     core = weights_unread(grouped_attention)
 
-    def bare_rms(x, gamma):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * gamma
-
-    def bare_rope(t):  # [H, d_k], rotate_half
-        return t * cos + np.concatenate([-t[:, d_k // 2:], t[:, :d_k // 2]], axis=-1) * sin
-
+    # _bare_step's lines for one layer, in functions of their own (its step keeps them in one
+    # loop, so that no frame of a part's adds to the bare step's time)
     def bare_core(q, keys, values):  # [H, d_k], [H_kv, L, d_k] (twice) -> [H, d_k]
         s = q.reshape(n_kv, n_heads // n_kv, d_k) @ keys.transpose(0, 2, 1) / d_k ** 0.5
         e = np.exp(s - s.max(axis=-1, keepdims=True))
